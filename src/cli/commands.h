@@ -1,0 +1,18 @@
+// The subcommands of the anneal binary. Each Add*Command registers its options on app and sets *run
+// to the function main() calls when that subcommand was chosen. A command returns a Status; main()
+// prints it and maps it to the exit code (0 ok, 1 runtime, 2 bad input, 3 peer/cluster failure).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+#include "core/status.h"
+
+namespace anneal::cli {
+
+using RunFn = std::function<Status()>;
+
+void AddTokenizeCommand(CLI::App& app, RunFn* run);
+void AddPrepCommand(CLI::App& app, RunFn* run);
+
+}  // namespace anneal::cli

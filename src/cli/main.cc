@@ -1,0 +1,29 @@
+// anneal: one binary, many subcommands (DESIGN.md "The command line").
+#include <cstdio>
+#include <iostream>
+
+#include "anneal_version.h"
+#include "cli/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"anneal: self-hosted training of large language models on a cluster.\n"
+               "Run 'anneal COMMAND --help' for a command's options."};
+  app.set_version_flag("--version", std::string("anneal ") + ANNEAL_VERSION + " (commit " + ANNEAL_GIT_COMMIT + ")");
+  app.require_subcommand(1);
+  anneal::cli::RunFn run;
+  anneal::cli::AddTokenizeCommand(app, &run);
+  //anneal::cli::AddPrepCommand(app, &run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    // --help and --version exit 0; a usage error is bad input: exit 2.
+    return rc == 0 ? 0 : 2;
+  }
+  anneal::Status st = run ? run() : anneal::Internal("no command chosen");
+  if (!st.ok()) {
+    std::fflush(stdout);
+    std::cerr << "anneal: error: " << st.ToString() << "\n";
+  }
+  return st.ExitCode();
+}

@@ -1,0 +1,40 @@
+#include "core/status.h"
+
+namespace anneal {
+
+namespace {
+const char* CodeName(Code c) {
+  switch (c) {
+    case Code::kOk: return "ok";
+    case Code::kInvalidInput: return "invalid input";
+    case Code::kNotFound: return "not found";
+    case Code::kIo: return "i/o error";
+    case Code::kInternal: return "internal error";
+    case Code::kPeer: return "peer failure";
+    case Code::kCancelled: return "cancelled";
+  }
+  return "unknown";
+}
+}  // namespace
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return std::string(CodeName(code_)) + ": " + message_;
+}
+
+Status Status::Annotate(const std::string& context) const {
+  if (ok()) return *this;
+  return Status(code_, context + ": " + message_);
+}
+
+int Status::ExitCode() const {
+  switch (code_) {
+    case Code::kOk: return 0;
+    case Code::kInvalidInput:
+    case Code::kNotFound: return 2;
+    case Code::kPeer: return 3;
+    default: return 1;
+  }
+}
+
+}  // namespace anneal

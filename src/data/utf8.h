@@ -1,0 +1,30 @@
+// UTF-8 decoding and the Unicode classes GPT-2's pre-tokenizer regex uses.
+//
+// Invalid UTF-8 policy (docs/formats/tokenizer.md): anneal rejects invalid input by default, naming
+// the byte offset; with replacement on, each maximal invalid subpart becomes U+FFFD, exactly as the
+// WHATWG decoder (Node's TextDecoder, what tiktoken in JavaScript sees) does.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace anneal {
+
+enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
+
+// \p{L} -> kLetter, \p{N} -> kNumber, White_Space -> kSpace, everything else kOther.
+CharClass ClassOf(uint32_t cp);
+
+// Decodes one scalar value at s[i]; sets len to its byte length. Returns false (len = length of the
+// maximal invalid subpart, at least 1) when the bytes there are not valid UTF-8.
+bool DecodeUtf8(std::string_view s, size_t i, uint32_t* cp, size_t* len);
+
+// Offset of the first invalid byte, or npos when s is valid UTF-8.
+size_t FindInvalidUtf8(std::string_view s);
+
+// s with every maximal invalid subpart replaced by U+FFFD (EF BF BD).
+std::string ReplaceInvalidUtf8(std::string_view s);
+
+}  // namespace anneal
