@@ -46,11 +46,24 @@ else
   say "npm packages present"
 fi
 
-# The demo corpus: the King James Bible as plain text, one book per line-separated document.
+# The demo corpus: the King James Bible as one file (data/kjv.txt, for tokenizer tests and benchmarks)
+# and as one plain-text file (= one document) per book in data/kjv/ (what make run prepares).
 mkdir -p data
 if [ ! -s data/kjv.txt ]; then
   say "writing the demo corpus data/kjv.txt"
   bible -l0 'gen1:1-rev22:21' > data/kjv.txt.tmp
   mv data/kjv.txt.tmp data/kjv.txt
+fi
+if [ ! -f data/kjv/.complete ]; then
+  say "writing the demo corpus data/kjv/ (66 books)"
+  rm -rf data/kjv.tmp && mkdir -p data/kjv.tmp
+  awk '
+    /^[^ ].* [0-9]+$/ { book = $0; sub(/ [0-9]+$/, "", book)
+                        if (book != cur) { cur = book; n++; name = book; gsub(/ /, "_", name)
+                                           file = sprintf("data/kjv.tmp/%02d_%s.txt", n, name) } }
+    file != "" { print > file }' data/kjv.txt
+  [ "$(ls data/kjv.tmp | wc -l)" = 66 ] || { echo "setup: expected 66 books from bible(1)" >&2; exit 1; }
+  touch data/kjv.tmp/.complete
+  rm -rf data/kjv && mv data/kjv.tmp data/kjv
 fi
 say "done"

@@ -12,7 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   anneal::cli::RunFn run;
   anneal::cli::AddTokenizeCommand(app, &run);
-  //anneal::cli::AddPrepCommand(app, &run);
+  anneal::cli::AddPrepCommand(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
