@@ -68,10 +68,13 @@ class [[nodiscard]] Result {
   }
   T& value() & { Check(); return std::get<T>(v_); }
   const T& value() const& { Check(); return std::get<T>(v_); }
-  T&& value() && { Check(); return std::move(std::get<T>(v_)); }
+  // By value on a temporary, so `for (auto& x : *Foo())` never dangles.
+  T value() && { Check(); return std::move(std::get<T>(v_)); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T operator*() && { return std::move(*this).value(); }
 
  private:
   void Check() const {
