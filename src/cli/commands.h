@@ -14,5 +14,6 @@ using RunFn = std::function<Status()>;
 
 void AddTokenizeCommand(CLI::App& app, RunFn* run);
 void AddPrepCommand(CLI::App& app, RunFn* run);
+void AddDatasetCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

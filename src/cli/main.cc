@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   anneal::cli::RunFn run;
   anneal::cli::AddTokenizeCommand(app, &run);
   anneal::cli::AddPrepCommand(app, &run);
+  anneal::cli::AddDatasetCommand(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

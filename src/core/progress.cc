@@ -52,16 +52,19 @@ void Progress::Print(bool final) {
   if (total_ && b > 0 && !final) {
     std::snprintf(eta, sizeof(eta), " ETA %.0fs", el * (1.0 - frac) / frac);
   }
-  char bar[24] = "";
+  char bar[32] = "";
   if (tty_ && total_) {
     int filled = static_cast<int>(frac * 20);
-    for (int i = 0; i < 20; ++i) bar[i] = i < filled ? '#' : '.';
-    bar[20] = 0;
+    bar[0] = ' ';
+    bar[1] = '[';
+    for (int i = 0; i < 20; ++i) bar[2 + i] = i < filled ? '#' : '.';
+    bar[22] = ']';
+    bar[23] = 0;
   }
-  std::fprintf(stderr, "%s%s [%s] %.1f/%.1f MB, %llu docs, %llu tokens, %.1f MB/s%s%s", tty_ ? "\r" : "",
+  std::fprintf(stderr, "%s%s%s %.1f/%.1f MB, %llu docs, %llu tokens, %.1f MB/s%s%s", tty_ ? "\r" : "",
                label_.c_str(), bar, static_cast<double>(b) / 1e6, static_cast<double>(total_) / 1e6,
                static_cast<unsigned long long>(d), static_cast<unsigned long long>(t), mbps, eta,
-               final ? (tty_ ? " done\n" : " done\n") : (tty_ ? "\033[K" : "\n"));
+               final ? " done\n" : (tty_ ? "\033[K" : "\n"));
   std::fflush(stderr);
 }
 

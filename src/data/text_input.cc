@@ -116,22 +116,24 @@ Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, 
     tok.NewEncoder()->Encode(text, out);
     return Status::Ok();
   }
-  // Cut points: after a '\n' and before a non-whitespace ASCII byte, near i * size / threads.
+  // Cut points near i * size / threads, before byte j where s[j-1] is '\n' and both s[j] and
+  // s[j-2] are ASCII non-whitespace. There the '\n' is a one-character whitespace run followed by a
+  // non-space, so it ends a piece whether or not the text goes on, and the piece at j starts fresh.
+  auto is_plain = [&](size_t i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    return c < 0x80 && c != ' ' && !(c >= 0x09 && c <= 0x0D);
+  };
   std::vector<size_t> cuts{0};
   for (int t = 1; t < threads; ++t) {
     size_t p = std::max(cuts.back(), text.size() * static_cast<size_t>(t) / static_cast<size_t>(threads));
-    while (p < text.size()) {
+    for (;;) {
       p = text.find('\n', p);
       if (p == std::string_view::npos || p + 1 >= text.size()) {
         p = text.size();
         break;
       }
-      unsigned char c = static_cast<unsigned char>(text[p + 1]);
-      if (c < 0x80 && c != ' ' && !(c >= 0x09 && c <= 0x0D)) {
-        ++p;
-        break;
-      }
       ++p;
+      if (p >= 2 && is_plain(p) && is_plain(p - 2)) break;
     }
     cuts.push_back(p);
   }

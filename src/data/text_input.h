@@ -37,8 +37,8 @@ Result<std::string> ReadInputBytes(Env& env, const std::string& path, uint64_t b
 Status ForEachDocument(InputFormat format, const std::string& path, uint64_t base_offset, std::string data,
                        bool replace_invalid_utf8, const std::function<void(std::string_view)>& fn);
 
-// Encodes text on `threads` threads, each taking a run of whole lines; ids equal one-thread encoding
-// because a line start that follows '\n' and is not whitespace is always a piece boundary.
+// Encodes text on `threads` threads, each taking a run of whole lines. The ids equal one-thread
+// encoding: the text is cut only where the pre-tokenizer always ends a piece (see the .cc).
 Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, std::vector<uint32_t>* out);
 
 }  // namespace anneal

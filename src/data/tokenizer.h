@@ -17,7 +17,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -28,6 +27,7 @@ class Encoder;
 
 class Tokenizer {
  public:
+  static constexpr uint32_t kNoToken = 0xFFFFFFFFu;
   // name "gpt2" loads the embedded vocabulary; any other name is a directory holding encoder.json.
   static Result<std::unique_ptr<Tokenizer>> Load(const std::string& name);
   // Parses an encoder.json text (byte-level unicode token -> id).
@@ -51,7 +51,12 @@ class Tokenizer {
   std::string name_;
   uint32_t eot_ = 0;
   std::vector<std::string> token_bytes_;                 // id -> bytes
-  std::unordered_map<std::string, uint32_t> bytes_to_id_;  // ordinary tokens only
+  // bytes -> id of ordinary tokens (not <|endoftext|>): open addressing over id + 1 (0 = empty).
+  std::vector<uint32_t> id_slots_;
+  uint64_t id_mask_ = 0;
+  // The id whose bytes are exactly b, or kNoToken.
+  uint32_t Lookup(std::string_view b) const;
+  void Insert(uint32_t id);
   uint32_t byte_id_[256] = {};                           // single byte -> id
   // (left id << 32 | right id) -> id of the concatenation, for every pair whose concatenation is a
   // token. Open addressing, power-of-two capacity, key ~0 marks empty.

@@ -67,15 +67,20 @@ TEST(TokenizerTest, LongPieceIsMergedCorrectly) {
 }
 
 TEST(TokenizerTest, ParallelEncodingEqualsSerial) {
+  // Line ends of every kind around the cut points: blank lines, trailing spaces, tabs, CRLF.
+  const char* ends[] = {"\n", "\n\n", " \n", "\t\n", "\r\n", "\n\n\n", "  \n\n"};
   std::string text;
-  for (int i = 0; i < 4000; ++i) {
-    text += (i % 7 == 0 ? "\n\n" : "\n") + std::string(i % 3 == 0 ? "  " : "") + "Line " + std::to_string(i) +
-            " of the text, with words.";
+  for (int i = 0; i < 6000; ++i) {
+    text += std::string(i % 5 == 0 ? "  " : "") + "Line " + std::to_string(i) + " of the text, with words." +
+            ends[i % 7];
   }
-  Ids serial, parallel;
+  Ids serial;
   Gpt2().NewEncoder()->Encode(text, &serial);
-  ASSERT_TRUE(EncodeParallel(Gpt2(), text, 3, &parallel).ok());
-  EXPECT_EQ(serial, parallel);
+  for (int threads = 2; threads <= 9; ++threads) {
+    Ids parallel;
+    ASSERT_TRUE(EncodeParallel(Gpt2(), text, threads, &parallel).ok());
+    EXPECT_EQ(serial, parallel) << threads << " threads";
+  }
 }
 
 TEST(TokenizerTest, UnknownTokenizerNamesTheFix) {

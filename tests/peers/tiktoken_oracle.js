@@ -149,21 +149,21 @@ function encodeFile(file, whole, probe) {
 // ---------------------------------------------------------------------------------------------
 // Exhaustive code point contexts.
 //
-// For code point c the text is
-//     c + "a" + c + "1" + c + "!" + c + "  " + c + "x " + c + "'s" + c + "\t" + c
+// For code point c the text is   c + "a" + c + "1" + c + "!" + c + "  " + c + "'s\t" + c
 //   "a"+c, "1"+c, "!"+c   c joins the pre-token of its left neighbour only when it is a letter,
-//                         a number or "other" respectively (what the probe vocabulary sees);
-//   "  "+c+"x"            when c is whitespace the two spaces stay one pre-token ("  "), when it
-//                         is not, the second space goes with c (" " + c): GPT-2 ids differ;
-//   " "+c+"'s"            when c is "other" the apostrophe joins its run and "'s" is no longer a
-//                         contraction (GPT-2 ids " c'" "s" instead of " c" "'s"): this catches
-//                         other <-> letter/number confusions even where no merge crosses c;
+//                         a number or "other" respectively (what the probe vocabulary sees, and
+//                         GPT-2's ids where a merge crosses the two characters);
+//   "  "+c+"'s"           when c is whitespace the two spaces stay one pre-token ("  "); when it
+//                         is not, the second space goes with c (" " + c): GPT-2 ids differ.
+//                         When c is "other" the apostrophe joins its run and "'s" is no longer a
+//                         contraction (" c'" "s" instead of " c" "'s"): this catches other <->
+//                         letter/number confusions even where no merge crosses c;
 //   "\t"+c at the end     whitespace that runs to the end of the text (\s+(?!\S));
 //   c at the start        no left context.
 // Letter <-> number confusions of a character whose bytes never merge with a neighbour's are
 // invisible in GPT-2's ids (both runs behave alike); the probe vocabulary catches those.
 function codepointContext(c) {
-  return c + 'a' + c + '1' + c + '!' + c + '  ' + c + 'x ' + c + "'s" + c + '\t' + c;
+  return c + 'a' + c + '1' + c + '!' + c + '  ' + c + "'s\t" + c;
 }
 
 function writeAllCodepoints(file) {

@@ -1,0 +1,41 @@
+# anneal — the two commands of the quick start:
+#   make run    install what is missing, build, and run the main job on the demo corpus
+#   make test   install what is missing, build (release + sanitizers), and run every test tier
+# Other targets: build, bench, format, clean.
+SHELL := /bin/bash
+JOBS ?= 2
+PRESET ?= release
+BUILD := build/$(PRESET)
+ANNEAL := $(BUILD)/src/anneal
+
+.PHONY: all setup build build-asan run test bench format clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/build.ninja: CMakeLists.txt CMakePresets.json
+	@nice cmake --preset $(PRESET) >/dev/null
+
+build: setup $(BUILD)/build.ninja
+	@nice cmake --build $(BUILD) -j$(JOBS)
+
+build-asan: setup
+	@[ -f build/asan/build.ninja ] || nice cmake --preset asan >/dev/null
+	@nice cmake --build build/asan -j$(JOBS)
+
+run: build
+	@bash scripts/run_demo.sh $(ANNEAL)
+
+test: build build-asan
+	@bash scripts/run_tests.sh
+
+bench: build
+	@bash bench/run_all.sh $(ANNEAL)
+
+format:
+	@find src tests bench -name '*.cc' -o -name '*.h' | xargs clang-format -i
+
+clean:
+	@rm -rf build out

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test tier (DESIGN.md) and prints each tier's time:
+#   unit        gtest, release build
+#   unit-asan   the same tests under AddressSanitizer + UBSan
+#   e2e         the anneal binary driven as users drive it
+#   peers       real oracles (tiktoken through node)
+# Ends with one line "N passed, M failed" over all tiers; exits non-zero if any test failed.
+# TIERS="unit e2e" scripts/run_tests.sh runs a subset.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+TIERS=${TIERS:-"unit unit-asan e2e peers"}
+total_pass=0 total_fail=0 summary=()
+for tier in $TIERS; do
+  dir=build/release label=$tier
+  if [ "$tier" = unit-asan ]; then dir=build/asan; label=unit; fi
+  start=$EPOCHREALTIME
+  log=$(mktemp)
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir "$dir" -L "^${label}\$" -j2 --output-on-failure --timeout 900 >"$log" 2>&1
+  rc=$?
+  secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
+  # ctest's summary line: "100% tests passed, 0 tests failed out of 59"
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -1)
+  n=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  if [ -z "$line" ]; then n=0; f=1; cat "$log"; echo "tier $tier: ctest ran no test (rc=$rc)"; fi
+  [ "$rc" -ne 0 ] && [ "$f" = 0 ] && f=1
+  if [ "$f" != 0 ]; then grep -vE '^\s+(Start|[0-9]+/[0-9]+ Test .* Passed)' "$log" | tail -80; fi
+  total_pass=$((total_pass + n - f)); total_fail=$((total_fail + f))
+  summary+=("$(printf 'tier %-10s %4d tests, %2d failed, %7.1f s' "$tier" "$n" "$f" "$secs")")
+  echo "${summary[-1]}"
+  rm -f "$log"
+done
+echo "---"
+printf '%s\n' "${summary[@]}"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The command line as users meet it: help, version, exit codes, tokenize.
+source "$(dirname "$0")/lib.sh"
+
+"$ANNEAL" --help >"$TMP/help" 2>&1
+check "--help exits 0" test $? -eq 0
+check "--help lists tokenize, prep, dataset" grep -q tokenize "$TMP/help"
+check "--help lists prep" grep -q prep "$TMP/help"
+for c in tokenize prep dataset; do
+  check "$c --help" bash -c "\"$ANNEAL\" $c --help >/dev/null"
+done
+v=$("$ANNEAL" --version)
+check "--version names a commit" grep -qE '^anneal [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{7,}' <<<"$v"
+expect_exit "unknown command is exit 2" 2 "" "$ANNEAL" frobnicate
+expect_exit "unknown option is exit 2" 2 "" "$ANNEAL" tokenize --no-such-flag
+
+ids=$(printf 'Hello world! The quick brown fox.' | "$ANNEAL" tokenize)
+check "tokenize gives tiktoken's ids" test "$ids" = "15496 995 0 383 2068 7586 21831 13"
+ids=$(printf '<|endoftext|>' | "$ANNEAL" tokenize)
+check "<|endoftext|> in text is ordinary text" test "$ids" = "27 91 437 1659 5239 91 29"
+printf 'caf\xe9' >"$TMP/latin1.txt"
+expect_exit "invalid UTF-8 rejected with offset and fix" 2 "offset 3.*--invalid-utf8 replace" \
+  "$ANNEAL" tokenize "$TMP/latin1.txt"
+ids=$("$ANNEAL" tokenize --invalid-utf8 replace "$TMP/latin1.txt")
+check "invalid UTF-8 replaced by U+FFFD" test "$ids" = "66 1878 4210"
+expect_exit "missing file is exit 2 naming it" 2 "nope.txt" "$ANNEAL" tokenize "$TMP/nope.txt"
+printf '"a b"\n"\\u00e9t\\u00e9"\n' >"$TMP/lines.jsonl"
+out=$("$ANNEAL" tokenize --json-lines "$TMP/lines.jsonl" | wc -l)
+check "--json-lines prints one line per string" test "$out" -eq 2
+n1=$("$ANNEAL" tokenize --count data/kjv.txt)
+n2=$("$ANNEAL" tokenize --count --threads 2 data/kjv.txt)
+check "2 threads give the same tokens as 1 ($n1)" test "$n1" = "$n2"
+finish
