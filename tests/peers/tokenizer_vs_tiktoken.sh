@@ -46,9 +46,15 @@ if ((${#missing[@]})); then
 fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/anneal-tok-vs-tiktoken.XXXXXX")
-queue_pid=
+queue_pids=()
 cleanup() {
-  if [[ -n "$queue_pid" ]]; then kill "$queue_pid" 2>/dev/null || true; wait "$queue_pid" 2>/dev/null || true; fi
+  local p
+  for p in "${queue_pids[@]}"; do
+    # the queue's current tiktoken run first, then the queue itself
+    pkill -P "$p" 2>/dev/null || true
+    kill "$p" 2>/dev/null || true
+  done
+  wait 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -67,46 +73,62 @@ cases=(
   "all_codepoints|lines|$tmp/all_codepoints.jsonl|all_codepoints||--by-codepoint"
   "all_codepoints_classes|lines|$tmp/all_codepoints.jsonl|all_codepoints_classes|--tokenizer $tmp/probe_vocab|--by-codepoint --probe"
 )
-# tiktoken's runs: ORACLE MODE INPUT ORACLE_FLAGS. They run one after another in the background
-# (tiktoken is the slow side) while anneal runs its cases and the comparisons in the foreground.
+# tiktoken's runs: QUEUE ORACLE MODE INPUT ORACLE_FLAGS. tiktoken is the slow side: its runs go
+# in two background queues (each runs its list in order) while anneal runs the cases and the
+# comparisons in the foreground.
 oracle_runs=(
-  "kjv|whole|$kjv|"
-  "jargon|whole|$tmp/jargon.txt|"
-  "unicode_mix|whole|$mix|"
-  "generated|lines|$tmp/generated.jsonl|"
-  "all_codepoints|lines|$tmp/all_codepoints.jsonl|"
-  "all_codepoints_classes|lines|$tmp/all_codepoints.jsonl|--probe"
+  "1|kjv|whole|$kjv|"
+  "1|jargon|whole|$tmp/jargon.txt|"
+  "1|unicode_mix|whole|$mix|"
+  "1|generated|lines|$tmp/generated.jsonl|"
+  "1|all_codepoints|lines|$tmp/all_codepoints.jsonl|"
+  "2|all_codepoints_classes|lines|$tmp/all_codepoints.jsonl|--probe"
 )
 
 gunzip -c "$jargon_gz" >"$tmp/jargon.txt"
 "${oracle[@]}" --probe-vocab "$tmp/probe_vocab"
 
-# Generated inputs are made while tiktoken starts on the corpora.
-(
+run_queue() {
+  local q=$1 run qid name mode input oflags
   set +e
   for run in "${oracle_runs[@]}"; do
-    IFS='|' read -r name mode input oflags <<<"$run"
+    IFS='|' read -r qid name mode input oflags <<<"$run"
+    [[ "$qid" == "$q" ]] || continue
+    # Generated inputs are made while tiktoken starts on the corpora.
     while [[ "$mode" == lines && ! -e "$tmp/inputs.ready" ]]; do
-      [[ -e "$tmp/inputs.failed" ]] && exit 1
+      [[ -e "$tmp/inputs.failed" ]] && return 1
       sleep 0.1
     done
-    mode_flag=()
+    local mode_flag=()
     [[ "$mode" == whole ]] && mode_flag=(--whole)
     # shellcheck disable=SC2086
     "${oracle[@]}" $oflags "${mode_flag[@]}" "$input" >"$tmp/tiktoken.$name" 2>"$tmp/tiktoken.$name.err"
     echo $? >"$tmp/tiktoken.$name.rc"
   done
-) &
-queue_pid=$!
+}
+run_queue 1 &
+queue_pids=($!)
+run_queue 2 &
+queue_pids+=($!)
 
-if "${oracle[@]}" --gen "$n_generated" "$seed" "$tmp/generated.jsonl" &&
-  "${oracle[@]}" --all-codepoints "$tmp/all_codepoints.jsonl"; then
+"${oracle[@]}" --gen "$n_generated" "$seed" "$tmp/generated.jsonl" &
+gen_pid=$!
+gen_ok=1
+"${oracle[@]}" --all-codepoints "$tmp/all_codepoints.jsonl" || gen_ok=0
+wait "$gen_pid" || gen_ok=0
+if ((gen_ok)); then
   touch "$tmp/inputs.ready"
 else
   touch "$tmp/inputs.failed"
   echo "generating the inputs failed" >&2
   exit 1
 fi
+
+queues_alive() {
+  local p
+  for p in "${queue_pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done
+  return 1
+}
 
 passed=0
 failed=0
@@ -119,7 +141,7 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2086
   "$anneal" tokenize $aflags "$input" >"$actual" 2>"$tmp/anneal.err" || anneal_rc=$?
   while [[ ! -e "$tmp/tiktoken.$oracle_name.rc" ]]; do
-    if ! kill -0 "$queue_pid" 2>/dev/null && [[ ! -e "$tmp/tiktoken.$oracle_name.rc" ]]; then
+    if ! queues_alive && [[ ! -e "$tmp/tiktoken.$oracle_name.rc" ]]; then
       echo 1 >"$tmp/tiktoken.$oracle_name.rc"
       echo "tiktoken's queue ended early" >"$tmp/tiktoken.$oracle_name.err"
     fi
@@ -145,8 +167,8 @@ for c in "${cases[@]}"; do
   rm -f "$actual"
   echo "  ($((SECONDS - t0)) s)" >&2
 done
-wait "$queue_pid" || true
-queue_pid=
+wait "${queue_pids[@]}" || true
+queue_pids=()
 
 echo "($((SECONDS - start_s)) s in all)" >&2
 echo "$passed passed, $failed failed"
