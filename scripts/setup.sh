@@ -17,6 +17,7 @@ DEB_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev zlib1g-dev
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
   jargon-text                                   # a technical English corpus for tokenizer tests
+  fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)
 )
 missing=()
 # Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs

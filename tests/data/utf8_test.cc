@@ -21,6 +21,10 @@ TEST(Utf8Test, ClassesOfKnownCharacters) {
   EXPECT_EQ(ClassOf(0x1F600), CharClass::kOther);   // emoji
   EXPECT_EQ(ClassOf('!'), CharClass::kOther);
   EXPECT_EQ(ClassOf(0x10FFFF), CharClass::kOther);
+  // The table is Unicode 16.0, tiktoken's version: letters first assigned in Unicode 17 (CJK
+  // Extension J, U+323B0..) are still "other" there, and must be here.
+  EXPECT_EQ(ClassOf(0x323B0), CharClass::kOther);
+  EXPECT_EQ(ClassOf(0x30000), CharClass::kLetter);  // CJK Extension G (Unicode 13)
 }
 
 TEST(Utf8Test, DecodesAllLengths) {

@@ -7,7 +7,8 @@
 #   kjv, kjv_2threads          data/kjv.txt as one text (anneal with 1 and with 2 threads)
 #   jargon, jargon_2threads    the Jargon File (jargon-text's jargon.txt.gz), as one text
 #   unicode_mix                tests/peers/fixtures/unicode_mix.txt: scripts, RTL, emoji, marks...
-#   generated                  100,000 pseudo-random strings (gen_strings.js), --json-lines
+#   generated, generated_2threads
+#                              100,000 pseudo-random strings (gen_strings.js), --json-lines
 #   all_codepoints             every Unicode scalar value in a context (--all-codepoints)
 #   all_codepoints_classes     the same texts with a probe vocabulary that shows, for every code
 #                              point, which regex class (letter, number, whitespace, other) the
@@ -70,6 +71,7 @@ cases=(
   "jargon_2threads|whole|$tmp/jargon.txt|jargon|--threads 2|"
   "unicode_mix|whole|$mix|unicode_mix||"
   "generated|lines|$tmp/generated.jsonl|generated||"
+  "generated_2threads|lines|$tmp/generated.jsonl|generated|--threads 2|"
   "all_codepoints|lines|$tmp/all_codepoints.jsonl|all_codepoints||--by-codepoint"
   "all_codepoints_classes|lines|$tmp/all_codepoints.jsonl|all_codepoints_classes|--tokenizer $tmp/probe_vocab|--by-codepoint --probe"
 )

@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# Benchmark: GPT-2 tokenization throughput of anneal against tiktoken (npm, WASM) and
+# gpt-tokenizer (npm, pure JS), on >= 10 MB of English text.
+#
+#   bench/tokenize_vs_tiktoken.sh [ANNEAL_BINARY]     (default build/release/src/anneal)
+#
+# Corpus: data/kjv.txt, the Jargon File (jargon-text), fortunes (/usr/share/games/fortunes, from
+# Debian's `fortunes` package, used when installed), then the plain-text documents under
+# /usr/share/doc and /usr/share/common-licenses (capped at 3 MB) until 10 MB; if that is still
+# short, the same sources are appended a second time (no text appears more than twice).
+# Only valid UTF-8 files are used.
+#
+# Measured, best of 3 (MB = 10^6 bytes of the corpus):
+#   anneal   wall time of the whole command `anneal tokenize --threads N --count FILE`
+#            (process start, reading the file and the vocabulary included), N = 1 and 2;
+#   tiktoken get_encoding('gpt2').encode(text, [], []): the encode call only;
+#   gpt-tokenizer  encode() of 'gpt-tokenizer/encoding/r50k_base' (GPT-2's ranks): the encode
+#            call only, its merge cache cleared before each run (as in a fresh process); the
+#            rate with the cache left warm from the previous run is reported as well.
+# All of them must give the same token count (exit 1 otherwise).
+# Prints a table and `RESULT key=value` lines.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/.." && pwd)
+anneal=${1:-build/release/src/anneal}
+case "$anneal" in
+  /*) ;;
+  *) anneal="$root/$anneal" ;;
+esac
+cd "$root"
+
+npm_dir="$root/tools/npm/node_modules"
+jargon_gz=/usr/share/doc/jargon-text/jargon.txt.gz
+fortunes_dir=/usr/share/games/fortunes
+target_bytes=$((10 * 1000 * 1000))
+runs=3
+
+missing=()
+[[ -x "$anneal" ]] || missing+=("anneal binary $anneal (build it: cmake --build build/release)")
+command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
+[[ -f "$npm_dir/tiktoken/package.json" ]] || missing+=("npm tiktoken under tools/npm (scripts/setup.sh)")
+[[ -f "$npm_dir/gpt-tokenizer/package.json" ]] || missing+=("npm gpt-tokenizer under tools/npm (scripts/setup.sh)")
+[[ -f data/kjv.txt ]] || missing+=("data/kjv.txt (scripts/setup.sh)")
+if ((${#missing[@]})); then
+  for m in "${missing[@]}"; do echo "missing: $m" >&2; done
+  exit 2
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/anneal-bench-tok.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+corpus="$tmp/corpus.txt"
+
+# ---- the corpus ----------------------------------------------------------------------------
+sources=() # files (already uncompressed, valid UTF-8), in order
+add_source() { # FILE LABEL
+  if iconv -f UTF-8 -t UTF-8 "$1" >/dev/null 2>&1; then
+    sources+=("$1")
+  else
+    echo "skipping $2: not valid UTF-8" >&2
+  fi
+}
+add_source data/kjv.txt kjv
+if [[ -f "$jargon_gz" ]]; then
+  gunzip -c "$jargon_gz" >"$tmp/jargon.txt"
+  add_source "$tmp/jargon.txt" jargon
+else
+  echo "note: $jargon_gz missing (apt-get install jargon-text)" >&2
+fi
+fortunes_used=0
+if [[ -d "$fortunes_dir" ]]; then
+  : >"$tmp/fortunes.txt"
+  while IFS= read -r f; do
+    if iconv -f UTF-8 -t UTF-8 "$f" >/dev/null 2>&1; then cat "$f" >>"$tmp/fortunes.txt"; fi
+  done < <(find "$fortunes_dir" -maxdepth 1 -type f ! -name '*.dat' | LC_ALL=C sort)
+  if [[ -s "$tmp/fortunes.txt" ]]; then
+    sources+=("$tmp/fortunes.txt")
+    fortunes_used=1
+  fi
+else
+  echo "note: $fortunes_dir missing (apt-get install fortunes); using other text instead" >&2
+fi
+size_of() {
+  local total=0 f
+  for f in "$@"; do total=$((total + $(stat -c %s "$f"))); done
+  echo "$total"
+}
+have=$(size_of "${sources[@]}")
+if ((have < target_bytes)); then
+  # Plain-text documentation, capped so it does not dominate.
+  : >"$tmp/docs.txt"
+  cap=$((3 * 1000 * 1000))
+  while IFS= read -r f; do
+    (($(stat -c %s "$tmp/docs.txt") >= cap)) && break
+    (($(stat -c %s "$tmp/docs.txt") + have >= target_bytes)) && break
+    case "$f" in
+      *.gz) gunzip -c "$f" >"$tmp/doc.one" 2>/dev/null || continue ;;
+      *) cat "$f" >"$tmp/doc.one" ;;
+    esac
+    if iconv -f UTF-8 -t UTF-8 "$tmp/doc.one" >/dev/null 2>&1; then
+      cat "$tmp/doc.one" >>"$tmp/docs.txt"
+      printf '\n' >>"$tmp/docs.txt"
+    fi
+  done < <(find /usr/share/common-licenses /usr/share/doc -type f \
+    \( -name '*.txt' -o -name '*.txt.gz' -o -name 'README*' -o -name 'NEWS*' -o -path '*/common-licenses/*' \) \
+    ! -path '*/jargon-text/*' 2>/dev/null | LC_ALL=C sort)
+  rm -f "$tmp/doc.one"
+  [[ -s "$tmp/docs.txt" ]] && sources+=("$tmp/docs.txt")
+fi
+: >"$corpus"
+copies=0
+while (($(stat -c %s "$corpus") < target_bytes)) && ((copies < 2)); do
+  for f in "${sources[@]}"; do
+    cat "$f" >>"$corpus"
+    (($(stat -c %s "$corpus") >= target_bytes)) && ((copies == 1)) && break
+  done
+  copies=$((copies + 1))
+done
+corpus_bytes=$(stat -c %s "$corpus")
+corpus_mb=$(awk -v b="$corpus_bytes" 'BEGIN { printf "%.2f", b / 1e6 }')
+if ((corpus_bytes < target_bytes)); then
+  echo "warning: corpus is only $corpus_mb MB (install fortunes, jargon-text for more text)" >&2
+fi
+echo "corpus: $corpus_mb MB from ${#sources[@]} sources (fortunes: $([[ $fortunes_used == 1 ]] && echo yes || echo no)), $copies pass(es)"
+
+# ---- anneal --------------------------------------------------------------------------------
+# best_wall N: best wall time (s) of `anneal tokenize --threads N --count` over $runs runs;
+# sets count_N and time_N.
+anneal_best() { # N [FILE]
+  local n=$1 file=${2:-$corpus} best="" i t0 t1 dt out
+  for ((i = 0; i < runs; i++)); do
+    t0=$EPOCHREALTIME
+    out=$("$anneal" tokenize --threads "$n" --count "$file")
+    t1=$EPOCHREALTIME
+    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
+    if [[ -z "$best" ]] || awk -v x="$dt" -v y="$best" 'BEGIN { exit !(x < y) }'; then best=$dt; fi
+  done
+  printf -v "count_$n" '%s' "$out"
+  printf -v "time_$n" '%s' "$best"
+}
+# Start-up (embedded vocabulary, process) on a one-line input, for the rate without it.
+printf 'Hello world.\n' >"$tmp/tiny.txt"
+anneal_best 1 "$tmp/tiny.txt"
+startup_s=$(awk -v s="$time_1" 'BEGIN { printf "%.3f", s }')
+anneal_best 1
+anneal_best 2
+
+# ---- the JavaScript peers ------------------------------------------------------------------
+cat >"$tmp/peers.js" <<'EOF'
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const [which, file, npmDir, runs] = process.argv.slice(2);
+const text = fs.readFileSync(file, 'utf8');
+const now = () => Number(process.hrtime.bigint()) / 1e9;
+let encode;
+let before = () => {};
+if (which === 'tiktoken') {
+  const enc = require(path.join(npmDir, 'tiktoken')).get_encoding('gpt2');
+  encode = (t) => enc.encode(t, [], []).length;
+} else {
+  const gt = require(path.join(npmDir, 'gpt-tokenizer', 'cjs', 'encoding', 'r50k_base.js'));
+  const opts = { disallowedSpecial: new Set() };
+  encode = (t) => gt.encode(t, opts).length;
+  before = (warm) => { if (!warm) gt.clearMergeCache(); };
+}
+const best = (warm) => {
+  let b = Infinity, n = -1;
+  for (let i = 0; i < Number(runs); i++) {
+    before(warm);
+    const t0 = now();
+    n = encode(text);
+    const dt = now() - t0;
+    if (dt < b) b = dt;
+  }
+  return [b, n];
+};
+const [cold, n] = best(false);
+const out = { seconds: cold, tokens: n };
+if (which === 'gpt-tokenizer') out.warm_seconds = best(true)[0];
+console.log(JSON.stringify(out));
+EOF
+tiktoken_json=$(node "$tmp/peers.js" tiktoken "$corpus" "$npm_dir" "$runs")
+gptt_json=$(node "$tmp/peers.js" gpt-tokenizer "$corpus" "$npm_dir" "$runs")
+field() { # JSON KEY
+  node -e 'const o = JSON.parse(process.argv[1]); console.log(o[process.argv[2]]);' "$1" "$2"
+}
+tiktoken_s=$(field "$tiktoken_json" seconds)
+tiktoken_n=$(field "$tiktoken_json" tokens)
+gptt_s=$(field "$gptt_json" seconds)
+gptt_warm_s=$(field "$gptt_json" warm_seconds)
+gptt_n=$(field "$gptt_json" tokens)
+
+# ---- report --------------------------------------------------------------------------------
+mbps() { awk -v b="$corpus_bytes" -v s="$1" 'BEGIN { printf "%.2f", b / 1e6 / s }'; }
+a1=$(mbps "$time_1")
+a2=$(mbps "$time_2")
+tk=$(mbps "$tiktoken_s")
+gp=$(mbps "$gptt_s")
+gpw=$(mbps "$gptt_warm_s")
+fastest=$(awk -v a="$tk" -v b="$gp" 'BEGIN { print (a > b ? a : b) }')
+fastest_name=$(awk -v a="$tk" -v b="$gp" 'BEGIN { print (a > b ? "tiktoken" : "gpt-tokenizer") }')
+r1=$(awk -v a="$a1" -v f="$fastest" 'BEGIN { printf "%.2f", a / f }')
+r2=$(awk -v a="$a2" -v f="$fastest" 'BEGIN { printf "%.2f", a / f }')
+net() { awk -v b="$corpus_bytes" -v s="$1" -v z="$startup_s" 'BEGIN { printf "%.2f", (s > z ? b / 1e6 / (s - z) : 0) }'; }
+a1n=$(net "$time_1")
+a2n=$(net "$time_2")
+
+printf '\n%-34s %10s %10s %12s\n' "tokenizer (best of $runs)" "seconds" "MB/s" "tokens"
+printf '%-34s %10.3f %10s %12s\n' "anneal, 1 thread (whole command)" "$time_1" "$a1" "$count_1"
+printf '%-34s %10.3f %10s %12s\n' "anneal, 2 threads (whole command)" "$time_2" "$a2" "$count_2"
+printf '%-34s %10.3f %10s %12s\n' "tiktoken 1.0.22 (encode call)" "$tiktoken_s" "$tk" "$tiktoken_n"
+printf '%-34s %10.3f %10s %12s\n' "gpt-tokenizer 4.0.0 (encode call)" "$gptt_s" "$gp" "$gptt_n"
+printf '%-34s %10.3f %10s %12s\n' "gpt-tokenizer, merge cache warm" "$gptt_warm_s" "$gpw" "$gptt_n"
+printf 'anneal start-up (one-line input): %s s; without it: 1 thread %s MB/s, 2 threads %s MB/s\n' "$startup_s" "$a1n" "$a2n"
+printf 'anneal 1 thread vs fastest peer (%s): %sx; 2 threads: %sx\n\n' "$fastest_name" "$r1" "$r2"
+
+same=1
+for n in "$count_2" "$tiktoken_n" "$gptt_n"; do [[ "$n" == "$count_1" ]] || same=0; done
+echo "RESULT bench=tokenize corpus_mb=$corpus_mb tokens=$count_1 counts_match=$([[ $same == 1 ]] && echo true || echo false)"
+echo "RESULT bench=tokenize anneal_1t_mbps=$a1 anneal_2t_mbps=$a2 tiktoken_mbps=$tk gpt_tokenizer_mbps=$gp gpt_tokenizer_warm_mbps=$gpw"
+echo "RESULT bench=tokenize anneal_startup_s=$startup_s anneal_1t_mbps_excl_startup=$a1n anneal_2t_mbps_excl_startup=$a2n"
+echo "RESULT bench=tokenize fastest_peer=$fastest_name ratio_1t_vs_fastest_peer=$r1 ratio_2t_vs_fastest_peer=$r2"
+if ((same == 0)); then
+  echo "token counts differ: anneal 1t $count_1, anneal 2t $count_2, tiktoken $tiktoken_n, gpt-tokenizer $gptt_n" >&2
+  exit 1
+fi
