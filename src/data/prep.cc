@@ -93,6 +93,42 @@ std::optional<UnitOutput> ReadUnitRecord(Env& env, const std::string& out_dir, c
   return out;
 }
 
+// The unit a temporary file left by a killed writer belongs to ("train_000005.bin.tmp.77.0",
+// "000005.json.tmp.77.1" -> 5), or -1 for names that are not prep's temporaries.
+int64_t UnitOfTemporary(const std::string& name) {
+  size_t t = name.find(".tmp.");
+  if (t == std::string::npos) return -1;
+  std::string stem = name.substr(0, t);
+  for (const char* prefix : {"train_", "val_", ""}) {
+    std::string p = prefix;
+    if (stem.rfind(p, 0) != 0) continue;
+    std::string rest = stem.substr(p.size());
+    for (const char* suffix : {".bin", ".json"}) {
+      std::string x = suffix;
+      if (rest.size() == 6 + x.size() && rest.compare(6, x.size(), x) == 0 &&
+          rest.find_first_not_of("0123456789") == 6) {
+        return std::stoll(rest.substr(0, 6));
+      }
+    }
+  }
+  return -1;
+}
+
+// Removes temporaries of the given units (which this process owns exclusively: unit u belongs to
+// one worker) left behind by a killed earlier run. Others' temporaries are never touched.
+void RemoveStaleTemporaries(Env& env, const std::string& out, const std::vector<bool>& mine) {
+  for (const std::string& dir : {out, JoinPath(out, kUnitsDir)}) {
+    auto names = env.ListDir(dir);
+    if (!names.ok()) continue;
+    for (const auto& n : *names) {
+      int64_t u = UnitOfTemporary(n);
+      if (u >= 0 && static_cast<size_t>(u) < mine.size() && mine[static_cast<size_t>(u)]) {
+        (void)env.Remove(JoinPath(dir, n));
+      }
+    }
+  }
+}
+
 Result<UnitOutput> ProcessUnit(Env& env, const PrepOptions& o, const Tokenizer& tok, Encoder& enc,
                                const WorkUnit& u, Progress& progress, const std::atomic<bool>& stop) {
   UnitOutput out;
@@ -261,6 +297,9 @@ Result<PrepReport> RunPrep(Env& env, const PrepOptions& o) {
       todo.push_back(&u);
       todo_bytes += u.bytes;
     }
+    std::vector<bool> mine(units.size(), false);
+    for (const WorkUnit* u : todo) mine[u->index] = true;
+    RemoveStaleTemporaries(env, o.output, mine);
     Progress progress("prep", todo_bytes);
     progress.set_quiet(o.quiet);
     progress.Start();

@@ -92,12 +92,18 @@ TEST(PrepTest, RerunRedoesOnlyMissingUnits) {
   // Lose unit 2's record and shard, and leave a torn temporary file as a killed writer would.
   ASSERT_TRUE(Env::Default().Remove(JoinPath(o.output, ".units/000002.json")).ok());
   ASSERT_TRUE(Env::Default().Remove(JoinPath(o.output, "train_000002.bin")).ok());
-  ASSERT_TRUE(Env::Default().WriteFileAtomic(JoinPath(o.output, "train_000003.bin.tmp.1.1"), "torn").ok());
+  std::string torn2 = JoinPath(o.output, "train_000002.bin.tmp.1.1");
+  std::string torn3 = JoinPath(o.output, "train_000003.bin.tmp.1.1");
+  ASSERT_TRUE(Env::Default().WriteFileAtomic(torn2, "torn").ok());
+  ASSERT_TRUE(Env::Default().WriteFileAtomic(torn3, "torn").ok());
   auto again = RunPrep(Env::Default(), o);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(again->units_done, 1u);
   EXPECT_EQ(again->units_skipped, first->units_total - 1);
   EXPECT_TRUE(Shards(o.output) == before);
+  // The redone unit's leftover temporary is removed; another unit's is not this run's to touch.
+  EXPECT_FALSE(Env::Default().Exists(torn2));
+  EXPECT_TRUE(Env::Default().Exists(torn3));
 }
 
 TEST(PrepTest, ShardOfWrongSizeIsRedone) {
