@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# bench/prep: MB/s of `anneal prep` on the demo corpus (data/kjv, 4.3 MB, 66 documents) at 1 and 2
-# workers, whole command wall time (vocabulary load, planning, tokenizing, writing shards, fsync,
-# dataset.json), best of 3 runs into fresh folders. Side by side, in the same run: the tokenizer
-# oracle tiktoken encoding the same text in memory (no I/O), and a plain copy of the corpus (the
-# disk's own speed here) — the peers that bound what prep can do.
+# bench/prep: MB/s of `anneal prep` at 1 and 2 workers, whole command wall time (vocabulary load,
+# planning, reading, tokenizing, writing and fsyncing shards, dataset.json), best of 3 runs into
+# fresh folders, on two corpora:
+#   demo   the demo corpus (data/kjv: 4.3 MB, 66 books, one plain-text document each)
+#   jsonl  ~12 MB of JSON Lines made here from the KJV, the Jargon File and fortunes (paragraphs
+#          and fortunes as documents: ~45,000 docs), cut into 1 MiB work units
+# Side by side, in the same run: the tokenizer oracle tiktoken encoding the demo text in memory (no
+# I/O), and a plain copy of the corpus (the disk's own speed here) — the peers that bound prep.
 #   bench/prep.sh [ANNEAL]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +44,27 @@ tk=$(node -e '
 cp_s=$(best cp -r "$CORPUS" "$TMP/out")
 
 p1=$(mbps "$t1"); p2=$(mbps "$t2"); ptk=$(mbps "$tk"); pcp=$(mbps "$cp_s")
+
+# The JSON Lines corpus.
+node -e '
+  const fs = require("fs"), out = [];
+  const add = (t, sep) => { for (const p of t.split(sep)) if (p.trim()) out.push(JSON.stringify({text: p})); };
+  add(fs.readFileSync("data/kjv.txt", "utf8"), /\n\s*\n/);
+  add(require("zlib").gunzipSync(fs.readFileSync("/usr/share/doc/jargon-text/jargon.txt.gz")).toString("utf8"), /\n\s*\n/);
+  const fdir = "/usr/share/games/fortunes";
+  if (fs.existsSync(fdir)) for (const f of fs.readdirSync(fdir).sort()) {
+    const p = fdir + "/" + f;
+    if (!fs.statSync(p).isFile() || f.endsWith(".dat") || f.endsWith(".u8")) continue;
+    add(new TextDecoder("utf-8").decode(fs.readFileSync(p)), /\n%\n/);
+  }
+  fs.writeFileSync(process.argv[1], out.join("\n") + "\n");' "$TMP/corpus.jsonl"
+JBYTES=$(wc -c <"$TMP/corpus.jsonl")
+JMB=$(awk -v b="$JBYTES" 'BEGIN{printf "%.3f", b/1e6}')
+j1=$(best "$ANNEAL" prep --input "$TMP/corpus.jsonl" --output "$TMP/out" --workers 1 --unit-mb 1 --quiet)
+j2=$(best "$ANNEAL" prep --input "$TMP/corpus.jsonl" --output "$TMP/out" --workers 2 --unit-mb 1 --quiet)
+jp1=$(awk -v mb="$JMB" -v s="$j1" 'BEGIN{printf "%.1f", mb/s}')
+jp2=$(awk -v mb="$JMB" -v s="$j2" 'BEGIN{printf "%.1f", mb/s}')
+jscale=$(awk -v a="$jp2" -v b="$jp1" 'BEGIN{printf "%.2f", a/b}')
 scale=$(awk -v a="$p2" -v b="$p1" 'BEGIN{printf "%.2f", a/b}')
 vs_tk=$(awk -v a="$p1" -v b="$ptk" 'BEGIN{printf "%.2f", a/b}')
 printf '%-44s %10s\n' "what (demo corpus, $MB MB)" "MB/s"
@@ -48,4 +72,7 @@ printf '%-44s %10s\n' "anneal prep, 1 worker (whole command)" "$p1"
 printf '%-44s %10s\n' "anneal prep, 2 workers (whole command)" "$p2"
 printf '%-44s %10s\n' "tiktoken encode only, 1 thread (peer)" "$ptk"
 printf '%-44s %10s\n' "cp -r of the corpus (disk, peer)" "$pcp"
+printf '%-44s %10s\n' "anneal prep, JSON Lines $JMB MB, 1 worker" "$jp1"
+printf '%-44s %10s\n' "anneal prep, JSON Lines $JMB MB, 2 workers" "$jp2"
 echo "RESULT bench=prep corpus_mb=$MB anneal_1w_mbps=$p1 anneal_2w_mbps=$p2 tiktoken_encode_mbps=$ptk cp_mbps=$pcp scaling_2w_over_1w=$scale ratio_prep_1w_vs_tiktoken=$vs_tk"
+echo "RESULT bench=prep corpus=jsonl corpus_mb=$JMB anneal_1w_mbps=$jp1 anneal_2w_mbps=$jp2 scaling_2w_over_1w=$jscale"

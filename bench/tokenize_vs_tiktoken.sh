@@ -144,6 +144,18 @@ anneal_best 1 "$tmp/tiny.txt"
 startup_s=$(awk -v s="$time_1" 'BEGIN { printf "%.3f", s }')
 anneal_best 1
 anneal_best 2
+# Encode call only (what the JavaScript peers' timings cover): anneal's own --stats, best of $runs.
+encode_best() { # N -> best encode_mbps
+  local n=$1 best=0 i v
+  for ((i = 0; i < runs; i++)); do
+    v=$("$anneal" tokenize --threads "$n" --count --stats "$corpus" 2>&1 >/dev/null |
+        sed -nE 's/.*encode_mbps=([0-9.]+).*/\1/p')
+    best=$(awk -v a="$v" -v b="$best" 'BEGIN { print (a > b) ? a : b }')
+  done
+  echo "$best"
+}
+enc_1=$(encode_best 1)
+enc_2=$(encode_best 2)
 
 # ---- the JavaScript peers ------------------------------------------------------------------
 cat >"$tmp/peers.js" <<'EOF'
@@ -213,7 +225,11 @@ printf '%-34s %10.3f %10s %12s\n' "tiktoken 1.0.22 (encode call)" "$tiktoken_s" 
 printf '%-34s %10.3f %10s %12s\n' "gpt-tokenizer 4.0.0 (encode call)" "$gptt_s" "$gp" "$gptt_n"
 printf '%-34s %10.3f %10s %12s\n' "gpt-tokenizer, merge cache warm" "$gptt_warm_s" "$gpw" "$gptt_n"
 printf 'anneal start-up (one-line input): %s s; without it: 1 thread %s MB/s, 2 threads %s MB/s\n' "$startup_s" "$a1n" "$a2n"
-printf 'anneal 1 thread vs fastest peer (%s): %sx; 2 threads: %sx\n\n' "$fastest_name" "$r1" "$r2"
+printf 'anneal 1 thread vs fastest peer (%s): %sx; 2 threads: %sx\n' "$fastest_name" "$r1" "$r2"
+enc_r1=$(awk -v a="$enc_1" -v b="$fastest" 'BEGIN { printf "%.2f", a / b }')
+enc_scale=$(awk -v a="$enc_2" -v b="$enc_1" 'BEGIN { printf "%.2f", a / b }')
+printf 'anneal encode call only: 1 thread %s MB/s (%sx %s), 2 threads %s MB/s (%sx of 1 thread)\n\n' \
+  "$enc_1" "$enc_r1" "$fastest_name" "$enc_2" "$enc_scale"
 
 same=1
 for n in "$count_2" "$tiktoken_n" "$gptt_n"; do [[ "$n" == "$count_1" ]] || same=0; done
@@ -221,6 +237,7 @@ echo "RESULT bench=tokenize corpus_mb=$corpus_mb tokens=$count_1 counts_match=$(
 echo "RESULT bench=tokenize anneal_1t_mbps=$a1 anneal_2t_mbps=$a2 tiktoken_mbps=$tk gpt_tokenizer_mbps=$gp gpt_tokenizer_warm_mbps=$gpw"
 echo "RESULT bench=tokenize anneal_startup_s=$startup_s anneal_1t_mbps_excl_startup=$a1n anneal_2t_mbps_excl_startup=$a2n"
 echo "RESULT bench=tokenize fastest_peer=$fastest_name ratio_1t_vs_fastest_peer=$r1 ratio_2t_vs_fastest_peer=$r2"
+echo "RESULT bench=tokenize anneal_encode_1t_mbps=$enc_1 anneal_encode_2t_mbps=$enc_2 encode_scaling_2t=$enc_scale encode_ratio_1t_vs_fastest_peer=$enc_r1"
 if ((same == 0)); then
   echo "token counts differ: anneal 1t $count_1, anneal 2t $count_2, tiktoken $tiktoken_n, gpt-tokenizer $gptt_n" >&2
   exit 1

@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "core/env.h"
+#include "core/progress.h"
 #include "data/text_input.h"
 #include "data/tokenizer.h"
 #include "data/utf8.h"
@@ -27,6 +28,7 @@ struct TokenizeOptions {
   std::string invalid_utf8 = "reject";
   int threads = 1;
   bool count_only = false;
+  bool stats = false;
 };
 
 Result<std::string> ReadInput(const std::string& path) {
@@ -49,7 +51,9 @@ void AppendIds(const std::vector<uint32_t>& ids, std::string* out) {
 }
 
 Status RunTokenize(const TokenizeOptions& o) {
+  const double t_start = MonotonicSeconds();
   ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(o.tokenizer));
+  const double t_loaded = MonotonicSeconds();
   ANNEAL_ASSIGN_OR_RETURN(std::string text, ReadInput(o.input));
   const bool replace = o.invalid_utf8 == "replace";
   std::string out;
@@ -78,7 +82,14 @@ Status RunTokenize(const TokenizeOptions& o) {
   } else {
     ANNEAL_RETURN_IF_ERROR(CheckUtf8(o.input, &text, replace));
     std::vector<uint32_t> ids;
+    const double t0 = MonotonicSeconds();
     ANNEAL_RETURN_IF_ERROR(EncodeParallel(*tok, text, o.threads, &ids));
+    const double t1 = MonotonicSeconds();
+    if (o.stats) {
+      std::fprintf(stderr, "tokenize: bytes=%zu tokens=%zu threads=%d load_s=%.4f encode_s=%.4f encode_mbps=%.2f\n",
+                   text.size(), ids.size(), o.threads, t_loaded - t_start, t1 - t0,
+                   static_cast<double>(text.size()) / 1e6 / std::max(t1 - t0, 1e-9));
+    }
     if (o.count_only) {
       out = std::to_string(ids.size()) + "\n";
     } else {
@@ -108,6 +119,7 @@ void AddTokenizeCommand(CLI::App& app, RunFn* run) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   c->add_flag("--count", o->count_only, "Print only the number of tokens");
+  c->add_flag("--stats", o->stats, "Print vocabulary-load and encode times (and MB/s) to stderr");
   c->callback([run, o] { *run = [o] { return RunTokenize(*o); }; });
 }
 

@@ -309,10 +309,13 @@ Result<PrepReport> RunPrep(Env& env, const PrepOptions& o) {
     const int threads = std::max(1, std::min<int>(o.workers, static_cast<int>(todo.size())));
     std::vector<std::thread> pool;
     std::atomic<uint64_t> bytes{0}, docs{0}, tokens{0};
+    std::atomic<size_t> next{0};
     for (int w = 0; w < threads; ++w) {
-      pool.emplace_back([&, w] {
+      pool.emplace_back([&] {
         auto enc = tok->NewEncoder();
-        for (size_t i = static_cast<size_t>(w); i < todo.size() && !stop.load(); i += static_cast<size_t>(threads)) {
+        // Threads take the next unit as they free up (balance); which thread writes a unit never
+        // changes its bytes.
+        for (size_t i = next.fetch_add(1); i < todo.size() && !stop.load(); i = next.fetch_add(1)) {
           auto r = ProcessUnit(env, o, *tok, *enc, *todo[i], progress, stop);
           if (!r.ok()) {
             std::lock_guard<std::mutex> lk(mu);

@@ -3,8 +3,9 @@
 // The inputs are planned into work units from the inputs alone (never from the worker count): files
 // in the order given (folders expanded, sorted), JSON Lines cut at line ends every ~unit_bytes, small
 // files packed together, a text or .gz file kept whole (it is one document, or cannot be split
-// without reading it). Unit u is done by worker u % N, which writes train_<u>.bin (and val_<u>.bin)
-// and then, LAST, .units/<u>.json recording them. So:
+// without reading it). A unit's worker (the next free thread in one process; u % N among N
+// separate processes) writes train_<u>.bin (and val_<u>.bin) and then, LAST, .units/<u>.json
+// recording them. So:
 //   - every shard's bytes are the same whatever N is;
 //   - a re-run after a kill redoes only units without a record (or whose record's plan or shard
 //     sizes no longer match);

@@ -112,39 +112,48 @@ Status ForEachDocument(InputFormat format, const std::string& path, uint64_t bas
 }
 
 Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, std::vector<uint32_t>* out) {
+  // English averages ~4 bytes a token; reserving avoids regrowing (and re-faulting) large vectors.
   if (threads <= 1 || text.size() < (1u << 16)) {
+    out->reserve(out->size() + text.size() / 3);
     tok.NewEncoder()->Encode(text, out);
     return Status::Ok();
   }
-  // Cut points near i * size / threads, before byte j where s[j-1] is '\n' and both s[j] and
-  // s[j-2] are ASCII non-whitespace. There the '\n' is a one-character whitespace run followed by a
-  // non-space, so it ends a piece whether or not the text goes on, and the piece at j starts fresh.
+  // Cut points near i * size / threads, at byte c where either
+  //   (A) s[c] is ' ' between two ASCII non-whitespace bytes ("word| word"): the piece before ends
+  //       at c (no run or contraction takes a following space), and " word" starts at c; or
+  //   (B) s[c-1] is '\n' between two ASCII non-whitespace bytes ("end.\n|Next"): the '\n' is a
+  //       one-character whitespace run followed by a non-space, so it ends a piece either way.
+  // In both, the pieces on each side are the same whether or not the text goes on.
   auto is_plain = [&](size_t i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     return c < 0x80 && c != ' ' && !(c >= 0x09 && c <= 0x0D);
   };
+  auto safe = [&](size_t c) {
+    if (c < 2 || c + 1 >= text.size()) return false;
+    if (text[c] == ' ') return is_plain(c - 1) && is_plain(c + 1);
+    return text[c - 1] == '\n' && is_plain(c) && is_plain(c - 2);
+  };
   std::vector<size_t> cuts{0};
   for (int t = 1; t < threads; ++t) {
     size_t p = std::max(cuts.back(), text.size() * static_cast<size_t>(t) / static_cast<size_t>(threads));
-    for (;;) {
-      p = text.find('\n', p);
-      if (p == std::string_view::npos || p + 1 >= text.size()) {
-        p = text.size();
-        break;
-      }
-      ++p;
-      if (p >= 2 && is_plain(p) && is_plain(p - 2)) break;
-    }
+    while (p < text.size() && !safe(p)) ++p;
+    p = std::min(p, text.size());
     cuts.push_back(p);
   }
   cuts.push_back(text.size());
   std::vector<std::vector<uint32_t>> parts(cuts.size() - 1);
   std::vector<std::thread> pool;
   for (size_t t = 0; t + 1 < cuts.size(); ++t) {
-    pool.emplace_back([&, t] { tok.NewEncoder()->Encode(text.substr(cuts[t], cuts[t + 1] - cuts[t]), &parts[t]); });
+    pool.emplace_back([&, t] {
+      parts[t].reserve((cuts[t + 1] - cuts[t]) / 3);
+      tok.NewEncoder()->Encode(text.substr(cuts[t], cuts[t + 1] - cuts[t]), &parts[t]);
+    });
   }
   for (auto& th : pool) th.join();
-  for (auto& p : parts) out->insert(out->end(), p.begin(), p.end());
+  size_t total = out->size();
+  for (const auto& p : parts) total += p.size();
+  out->reserve(total);
+  for (const auto& p : parts) out->insert(out->end(), p.begin(), p.end());
   return Status::Ok();
 }
 

@@ -20,7 +20,7 @@ namespace {
 constexpr uint64_t kEmpty = ~uint64_t{0};
 constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 constexpr size_t kMaxCachedPiece = 64;     // longer pieces are encoded without the cache
-constexpr size_t kCacheSlots = 1u << 17;   // cleared when half full
+constexpr size_t kCacheSlots = 1u << 16;   // cleared when half full
 
 // GPT-2's byte <-> printable-unicode map (bytes_to_unicode in OpenAI's encoder.py).
 void ByteUnicodeMaps(uint32_t byte_to_cp[256]) {
@@ -162,11 +162,8 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromEncoderJson(std::string_view j
     t->byte_id_[b] = id;
   }
   // Every split of every token into two tokens is a pair that merges into it.
-  cap = 1;
-  while (cap < n * 16) cap <<= 1;
-  t->pair_keys_.assign(cap, kEmpty);
-  t->pair_vals_.assign(cap, 0);
-  t->pair_mask_ = cap - 1;
+  std::vector<std::pair<uint64_t, uint32_t>> pairs;
+  pairs.reserve(n * 4);
   for (uint32_t id = 0; id < n; ++id) {
     if (id == t->eot_) continue;
     std::string_view bytes = t->token_bytes_[id];
@@ -175,9 +172,15 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromEncoderJson(std::string_view j
       if (l == kNoToken) continue;
       uint32_t r = t->Lookup(bytes.substr(k));
       if (r == kNoToken) continue;
-      t->AddPair(l, r, id);
+      pairs.emplace_back((uint64_t{l} << 32) | r, id);
     }
   }
+  cap = 1;
+  while (cap < pairs.size() * 2) cap <<= 1;  // load factor <= 1/2
+  t->pair_keys_.assign(cap, kEmpty);
+  t->pair_vals_.assign(cap, 0);
+  t->pair_mask_ = cap - 1;
+  for (const auto& [key, id] : pairs) t->AddPair(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), id);
   return t;
 }
 
