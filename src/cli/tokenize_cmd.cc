@@ -31,13 +31,24 @@ struct TokenizeOptions {
   bool stats = false;
 };
 
-Result<std::string> ReadInput(const std::string& path) {
-  if (path != "-") return Env::Default().ReadFile(path);
-  std::string all;
+// The input's bytes: a file is memory-mapped (no copy), standard input is read into `storage`.
+struct Input {
+  std::unique_ptr<MappedFile> map;
+  std::string storage;
+  std::string_view text;
+};
+
+Status ReadInput(const std::string& path, Input* in) {
+  if (path != "-") {
+    ANNEAL_ASSIGN_OR_RETURN(in->map, Env::Default().Map(path));
+    in->text = std::string_view(in->map->data(), in->map->size());
+    return Status::Ok();
+  }
   char buf[1 << 16];
   size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), stdin)) > 0) all.append(buf, n);
-  return all;
+  while ((n = std::fread(buf, 1, sizeof(buf), stdin)) > 0) in->storage.append(buf, n);
+  in->text = in->storage;
+  return Status::Ok();
 }
 
 void AppendIds(const std::vector<uint32_t>& ids, std::string* out) {
@@ -54,7 +65,9 @@ Status RunTokenize(const TokenizeOptions& o) {
   const double t_start = MonotonicSeconds();
   ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(o.tokenizer));
   const double t_loaded = MonotonicSeconds();
-  ANNEAL_ASSIGN_OR_RETURN(std::string text, ReadInput(o.input));
+  Input in;
+  ANNEAL_RETURN_IF_ERROR(ReadInput(o.input, &in));
+  std::string_view text = in.text;
   const bool replace = o.invalid_utf8 == "replace";
   std::string out;
   if (o.json_lines) {
@@ -63,14 +76,14 @@ Status RunTokenize(const TokenizeOptions& o) {
     size_t line_no = 0;
     for (size_t pos = 0; pos < text.size();) {
       size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) nl = text.size();
+      if (nl == std::string_view::npos) nl = text.size();
       std::string_view line(text.data() + pos, nl - pos);
       pos = nl + 1;
       ++line_no;
       if (line.empty()) continue;
       auto j = nlohmann::json::parse(line, nullptr, false);
       if (!j.is_string()) {
-        return InvalidInput(o.input + " line " + std::to_string(line_no) +
+        return InvalidInput((o.input == "-" ? std::string("standard input") : o.input) + " line " + std::to_string(line_no) +
                             ": --json-lines expects one JSON string per line");
       }
       std::string s = j.get<std::string>();
@@ -80,7 +93,11 @@ Status RunTokenize(const TokenizeOptions& o) {
       AppendIds(ids, &out);
     }
   } else {
-    ANNEAL_RETURN_IF_ERROR(CheckUtf8(o.input, &text, replace));
+    if (FindInvalidUtf8(text) != std::string_view::npos) {  // rare: copy only to report or repair
+      in.storage.assign(text);
+      ANNEAL_RETURN_IF_ERROR(CheckUtf8(o.input == "-" ? "standard input" : o.input, &in.storage, replace));
+      text = in.storage;
+    }
     std::vector<uint32_t> ids;
     const double t0 = MonotonicSeconds();
     ANNEAL_RETURN_IF_ERROR(EncodeParallel(*tok, text, o.threads, &ids));
@@ -115,7 +132,7 @@ void AddTokenizeCommand(CLI::App& app, RunFn* run) {
                 "reject: exit 2 naming the byte offset; replace: each invalid sequence becomes U+FFFD")
       ->check(CLI::IsMember({"reject", "replace"}))
       ->capture_default_str();
-  c->add_option("--threads", o->threads, "Threads that encode (the text is cut at line starts)")
+  c->add_option("--threads", o->threads, "Threads that encode (the text is cut between words or lines)")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   c->add_flag("--count", o->count_only, "Print only the number of tokens");

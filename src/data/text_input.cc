@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "core/memory.h"
 #include "data/utf8.h"
 
 namespace anneal {
@@ -115,6 +116,7 @@ Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, 
   // English averages ~4 bytes a token; reserving avoids regrowing (and re-faulting) large vectors.
   if (threads <= 1 || text.size() < (1u << 16)) {
     out->reserve(out->size() + text.size() / 3);
+    AdviseHugePages(out->data() + out->size(), (out->capacity() - out->size()) * sizeof(uint32_t));
     tok.NewEncoder()->Encode(text, out);
     return Status::Ok();
   }
@@ -145,7 +147,8 @@ Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, 
   std::vector<std::thread> pool;
   for (size_t t = 0; t + 1 < cuts.size(); ++t) {
     pool.emplace_back([&, t] {
-      parts[t].reserve((cuts[t + 1] - cuts[t]) / 3);
+      parts[t].reserve((cuts[t + 1] - cuts[t]) / 3 + (1u << 19));  // + 2 MiB: room to align
+      AdviseHugePages(parts[t].data(), parts[t].capacity() * sizeof(uint32_t));
       tok.NewEncoder()->Encode(text.substr(cuts[t], cuts[t + 1] - cuts[t]), &parts[t]);
     });
   }
@@ -153,6 +156,7 @@ Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, 
   size_t total = out->size();
   for (const auto& p : parts) total += p.size();
   out->reserve(total);
+  AdviseHugePages(out->data() + out->size(), (out->capacity() - out->size()) * sizeof(uint32_t));
   for (const auto& p : parts) out->insert(out->end(), p.begin(), p.end());
   return Status::Ok();
 }

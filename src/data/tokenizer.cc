@@ -283,6 +283,9 @@ void Encoder::Reset() {
   slots_.assign(kCacheSlots, Slot{0, 0, 0, 0, 0});
   key_arena_.clear();
   ids_arena_.clear();
+  // Sized for a full cache of typical pieces (~8 bytes, ~2 ids), so the arenas rarely regrow.
+  key_arena_.reserve(kCacheSlots / 2 * 8);
+  ids_arena_.reserve(kCacheSlots / 2 * 2);
   used_ = 0;
 }
 

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# make bench: every benchmark, one after another, each printing its table and RESULT lines.
+# Copy the figures into bench/RESULTS.md with the date and command when they change.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ANNEAL=${1:-build/release/src/anneal}
+for b in tokenize_vs_tiktoken prep; do
+  echo "=== bench/$b"
+  bash "bench/$b.sh" "$ANNEAL"
+done
