@@ -40,7 +40,7 @@ struct Input {
 
 Status ReadInput(const std::string& path, Input* in) {
   if (path != "-") {
-    ANNEAL_ASSIGN_OR_RETURN(in->map, Env::Default().Map(path));
+    ANNEAL_ASSIGN_OR_RETURN(in->map, Env::Default().Map(path, Env::MapMode::kPopulate));
     in->text = std::string_view(in->map->data(), in->map->size());
     return Status::Ok();
   }

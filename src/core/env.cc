@@ -121,7 +121,8 @@ class PosixEnv final : public Env {
         new PosixRandomAccessFile(path, fd, static_cast<uint64_t>(st.st_size)));
   }
 
-  Result<std::unique_ptr<MappedFile>> Map(const std::string& path) override {
+  Result<std::unique_ptr<MappedFile>> Map(const std::string& path, MapMode mode) override {
+    const bool populate = mode == MapMode::kPopulate;
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return ErrnoStatus("opening", path, errno);
     struct stat st;
@@ -133,7 +134,7 @@ class PosixEnv final : public Env {
     uint64_t size = static_cast<uint64_t>(st.st_size);
     void* base = nullptr;
     if (size > 0) {
-      base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+      base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
       if (base == MAP_FAILED) {
         int e = errno;
         ::close(fd);

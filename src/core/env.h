@@ -48,7 +48,10 @@ class Env {
   static Env& Default();
 
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) = 0;
-  virtual Result<std::unique_ptr<MappedFile>> Map(const std::string& path) = 0;
+  // kPopulate faults every page in at once (MAP_POPULATE): for a file about to be read whole by
+  // several threads, whose page faults would otherwise contend; kLazy maps pages as touched.
+  enum class MapMode { kLazy, kPopulate };
+  virtual Result<std::unique_ptr<MappedFile>> Map(const std::string& path, MapMode mode) = 0;
   // Creates or truncates path.
   virtual Result<std::unique_ptr<WritableFile>> OpenForWrite(const std::string& path) = 0;
   // Atomic replace: after success, `to` names what `from` named (POSIX rename).

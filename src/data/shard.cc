@@ -65,7 +65,7 @@ Result<uint64_t> WriteShard(Env& env, const std::string& path, const std::vector
 }
 
 Result<std::unique_ptr<ShardReader>> ShardReader::Open(Env& env, const std::string& path) {
-  ANNEAL_ASSIGN_OR_RETURN(auto map, env.Map(path));
+  ANNEAL_ASSIGN_OR_RETURN(auto map, env.Map(path, Env::MapMode::kLazy));
   std::string_view all(map->data(), map->size());
   ANNEAL_ASSIGN_OR_RETURN(ShardHeader h, ParseShardHeader(path, all.substr(0, kShardHeaderBytes), map->size()));
   auto r = std::unique_ptr<ShardReader>(new ShardReader());

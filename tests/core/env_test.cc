@@ -59,7 +59,7 @@ TEST(EnvTest, ListFilesRecursiveSortedSkipsHidden) {
 TEST(EnvTest, MapReadsBytes) {
   testing::TempDir dir;
   std::string p = dir.Write("m.bin", std::string("abc\0def", 7));
-  auto m = Env::Default().Map(p);
+  auto m = Env::Default().Map(p, Env::MapMode::kPopulate);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(std::string((*m)->data(), (*m)->size()), std::string("abc\0def", 7));
 }

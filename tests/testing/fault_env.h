@@ -20,7 +20,7 @@ class FaultEnv final : public Env {
   int renames() const { return renames_; }
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& p) override { return base_.OpenForRead(p); }
-  Result<std::unique_ptr<MappedFile>> Map(const std::string& p) override { return base_.Map(p); }
+  Result<std::unique_ptr<MappedFile>> Map(const std::string& p, MapMode m) override { return base_.Map(p, m); }
   Result<std::unique_ptr<WritableFile>> OpenForWrite(const std::string& p) override {
     auto f = base_.OpenForWrite(p);
     if (!f.ok()) return f.status();
