@@ -18,6 +18,7 @@ DEB_PKGS=(
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
   jargon-text                                   # a technical English corpus for tokenizer tests
   fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)
+  python3-torch                                 # the numerical oracle (PyTorch, CPU) for parity tests and benchmarks
 )
 missing=()
 # Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs

@@ -1,0 +1,152 @@
+#!/usr/bin/python3
+"""PyTorch's half of bench train_cpu_vs_torch: GPT-2 training steps per second on the CPU.
+
+    OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N /usr/bin/python3 bench/train_cpu_vs_torch_torch.py \
+        --threads N [--steps 20 --warmup 3 --V 50257 --maxT 1024 --C 256 --H 4 --L 4 --B 8 --T 256]
+
+The model is the one anneal trains (tests/peers/torch_gpt2_golden.py has the same definition):
+tied wte/wpe embeddings, L pre-LayerNorm blocks with separate q/k/v Linear layers, manual causal
+softmax attention, GELU (tanh) MLP, ln_f, logits = x @ wte^T; fp32; mean cross-entropy. A step is
+forward, backward, clip_grad_norm_(1.0), AdamW (lr 3e-4, betas (0.9, 0.95), eps 1e-8, weight decay
+0.1 on 2-D params only, fused/foreach off), zero_grad. Every step uses the same seeded random batch.
+
+Debian's torch runs its GEMMs in OpenBLAS, whose thread count comes from OPENBLAS_NUM_THREADS, so
+the caller must export OMP_NUM_THREADS and OPENBLAS_NUM_THREADS equal to --threads (a warning is
+printed otherwise). Prints:
+  RESULT side=torch params=<count>
+  RESULT side=torch threads=N tokens_per_s=... step_ms=... peak_rss_mb=...
+tokens_per_s = B*T / mean step time over the timed steps (after `warmup` untimed steps).
+"""
+import argparse
+import math
+import os
+import resource
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, C, H):
+        super().__init__()
+        self.H = H
+        self.ln_1 = nn.LayerNorm(C, eps=1e-5)
+        self.attn = nn.Module()
+        self.attn.q = nn.Linear(C, C)
+        self.attn.k = nn.Linear(C, C)
+        self.attn.v = nn.Linear(C, C)
+        self.attn.proj = nn.Linear(C, C)
+        self.ln_2 = nn.LayerNorm(C, eps=1e-5)
+        self.mlp = nn.Module()
+        self.mlp.fc = nn.Linear(C, 4 * C)
+        self.mlp.proj = nn.Linear(4 * C, C)
+
+    def forward(self, x, mask):  # x: (B, T, C); mask: (T, T) bool, True where allowed
+        B, T, C = x.shape
+        H, hs = self.H, C // self.H
+        a = self.ln_1(x)
+        q = self.attn.q(a).view(B, T, H, hs).transpose(1, 2)  # (B, H, T, hs)
+        k = self.attn.k(a).view(B, T, H, hs).transpose(1, 2)
+        v = self.attn.v(a).view(B, T, H, hs).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, H, T, T)
+        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.attn.proj(y)
+        m = F.gelu(self.mlp.fc(self.ln_2(x)), approximate="tanh")  # (B, T, 4C)
+        return x + self.mlp.proj(m)
+
+
+class GPT(nn.Module):
+    def __init__(self, V, maxT, C, H, L):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.wpe = nn.Embedding(maxT, C)
+        self.h = nn.ModuleList([Block(C, H) for _ in range(L)])
+        self.ln_f = nn.LayerNorm(C, eps=1e-5)
+        proj_std = 0.02 / math.sqrt(2 * L)
+        for name, p in self.named_parameters():  # GPT-2 style
+            if name.endswith("proj.weight"):
+                nn.init.normal_(p, 0.0, proj_std)
+            elif p.dim() >= 2:
+                nn.init.normal_(p, 0.0, 0.02)
+            elif ".ln_" in name or name.startswith("ln_"):
+                nn.init.ones_(p) if name.endswith("weight") else nn.init.zeros_(p)
+            else:
+                nn.init.zeros_(p)
+
+    def forward(self, tokens, targets):  # tokens, targets: (B, T) int64
+        B, T = tokens.shape
+        x = self.wte(tokens) + self.wpe.weight[:T]  # (B, T, C)
+        mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
+        for blk in self.h:
+            x = blk(x, mask)
+        logits = self.ln_f(x) @ self.wte.weight.t()  # (B, T, V), tied
+        return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--V", type=int, default=50257)
+    ap.add_argument("--maxT", type=int, default=1024)
+    ap.add_argument("--C", type=int, default=256)
+    ap.add_argument("--H", type=int, default=4)
+    ap.add_argument("--L", type=int, default=4)
+    ap.add_argument("--B", type=int, default=8)
+    ap.add_argument("--T", type=int, default=256)
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    if a.C % a.H != 0 or a.T > a.maxT or a.steps <= 0 or a.threads <= 0:
+        print("bad config: need C %% H == 0, T <= maxT, steps > 0, threads > 0", file=sys.stderr)
+        return 2
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        if os.environ.get(var) != str(a.threads):
+            print("warning: %s=%s, expected %d (export it before starting python)"
+                  % (var, os.environ.get(var), a.threads), file=sys.stderr)
+
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    model = GPT(a.V, a.maxT, a.C, a.H, a.L)
+    nparams = sum(p.numel() for p in model.parameters())
+    print("RESULT side=torch params=%d" % nparams, flush=True)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt_kwargs = dict(lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            foreach=False, **opt_kwargs)  # torch 1.13 has no CPU fused AdamW
+    tokens = torch.randint(0, a.V, (a.B, a.T), dtype=torch.int64)
+    targets = torch.randint(0, a.V, (a.B, a.T), dtype=torch.int64)
+
+    def step():
+        loss = model(tokens, targets)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    for _ in range(a.warmup):
+        step()
+    times = []
+    loss = float("nan")
+    for _ in range(a.steps):
+        t0 = time.perf_counter()
+        loss = step()
+        times.append(time.perf_counter() - t0)
+    mean_s = sum(times) / len(times)
+    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print("torch %s: %d timed steps of %d tokens, min step %.1f ms, last loss %.4f"
+          % (torch.__version__, a.steps, a.B * a.T, min(times) * 1000.0, loss))
+    print("RESULT side=torch threads=%d tokens_per_s=%.1f step_ms=%.1f peak_rss_mb=%.0f"
+          % (a.threads, a.B * a.T / mean_s, mean_s * 1000.0, peak_rss_mb))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

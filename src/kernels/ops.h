@@ -1,0 +1,85 @@
+// The GPT-2 operators every backend implements, as one table of functions over raw fp32 buffers.
+//
+// A backend (kernels/ref: plain C++, the truth; kernels/cpu: OpenBLAS + OpenMP + AVX2; CUDA later)
+// fills a KernelTable; the model calls ops only through it, so a backend is chosen at run time and
+// the parity harness (tests/kernels/parity_test.cc) checks every table against the reference.
+//
+// Conventions: row-major; B batch, T time, C channels, H heads, N rows (= B*T), OC output
+// channels, V vocabulary, Vp padded vocabulary (columns V..Vp-1 exist in memory, are never
+// predicted, and get zero gradient). Forward ops write outputs with `=`. Backward ops ACCUMULATE
+// (`+=`) into parameter gradients and into the input gradient `dinp` of matmul, layernorm and
+// encoder (the residual stream sums several paths); attention and gelu backward WRITE (`=`) their
+// input gradients. Weights are in torch's Linear layout (OC, C).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace anneal {
+
+struct KernelTable {
+  std::string name;
+
+  // out (B,T,C) = wte[tokens] + wpe[t]
+  void (*encoder_forward)(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C);
+  // dwte[tokens] += dout; dwpe[t] += dout
+  void (*encoder_backward)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C);
+
+  // out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved for backward. eps = 1e-5.
+  void (*layernorm_forward)(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                            int N, int C);
+  void (*layernorm_backward)(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                             const float* mean, const float* rstd, int N, int C);
+
+  // out (N,OC) = inp (N,C) @ w^T (C,OC) + bias (OC, may be null)
+  void (*matmul_forward)(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC);
+  // dinp += dout @ w; dw += dout^T @ inp; dbias += column sums of dout (dbias may be null)
+  void (*matmul_backward)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                          int N, int C, int OC);
+
+  // Causal self-attention over q, k, v (B,T,C) split into H heads of C/H: out (B,T,C); lse (B,H,T)
+  // holds each query row's log-sum-exp of scaled scores, so backward recomputes probabilities.
+  void (*attention_forward)(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T, int C,
+                            int H);
+  // Writes dq, dk, dv (B,T,C).
+  void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                             const float* v, const float* out, const float* lse, int B, int T, int C, int H);
+
+  // GELU, tanh approximation.
+  void (*gelu_forward)(float* out, const float* inp, size_t n);
+  // dinp = gelu'(inp) * dout
+  void (*gelu_backward)(float* dinp, const float* inp, const float* dout, size_t n);
+
+  // out = a + b
+  void (*residual_forward)(float* out, const float* a, const float* b, size_t n);
+
+  // Fused softmax + cross-entropy over logits (N,Vp) of which the first V columns are real:
+  // losses[i] = logsumexp(logits[i,:V]) - logits[i, targets[i]]. When dscale != 0, logits is
+  // overwritten in place by its gradient dscale * (softmax - onehot), with 0 in the padding columns:
+  // no second (N,Vp) buffer exists. Returns the sum of losses in a fixed order.
+  double (*crossentropy_forward_backward)(float* logits, float* losses, const int32_t* targets, int N, int V, int Vp,
+                                          float dscale);
+
+  // Sum of squares of g (n) accumulated in double in a fixed order.
+  double (*sum_squares)(const float* g, size_t n);
+  // g *= s
+  void (*scale)(float* g, float s, size_t n);
+  // AdamW step t (1-based) on n values: m, v moments; decoupled weight decay wd (0 for no decay).
+  void (*adamw)(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2, float eps,
+                float wd, int t);
+};
+
+// The reference backend: simple loops, double accumulation, single thread.
+const KernelTable& RefKernels();
+// The optimized CPU backend: OpenBLAS sgemm, OpenMP, AVX2. Deterministic for a given thread count.
+const KernelTable& CpuKernels();
+// "ref" or "cpu"; nullptr for an unknown name.
+const KernelTable* KernelsByName(const std::string& name);
+// Every op of a table by name, null where the backend lacks it (the parity harness reports those
+// as skipped, never passed).
+std::vector<std::pair<std::string, const void*>> OpsOf(const KernelTable& t);
+
+}  // namespace anneal

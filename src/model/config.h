@@ -1,0 +1,61 @@
+// GPT-2 family configuration and parameter layout (canonical names and shapes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace anneal {
+
+struct GptConfig {
+  int vocab_size = 50257;   // V: real tokens
+  int padded_vocab = 50304; // Vp: V rounded up to a multiple of 128 (kernels' width; never predicted)
+  int max_seq_len = 1024;   // maxT: rows of the position embedding
+  int n_layer = 12;
+  int n_head = 12;
+  int n_embd = 768;
+
+  // Checks the shape and fills padded_vocab. Errors name the field and the fix (exit 2).
+  static Result<GptConfig> Make(int vocab_size, int max_seq_len, int n_layer, int n_head, int n_embd);
+  // "gpt2" (124M), "gpt2-medium" (350M), "gpt2-large" (774M), "gpt2-xl" (1.5B).
+  static Result<GptConfig> Preset(const std::string& name);
+  // Canonical (unpadded) parameter count: the number a checkpoint holds.
+  size_t NumParams() const;
+  std::string ToString() const;
+};
+
+// One parameter tensor: canonical name and shape, and where it lives in the flat buffer. Stored
+// shape equals canonical shape except wte, stored (Vp, C) with rows V..Vp-1 kept zero.
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;         // canonical
+  std::vector<int64_t> stored_shape;  // in memory
+  size_t offset = 0;                  // in floats, into the flat buffer
+  size_t stored_size = 0;             // floats in memory
+  size_t size = 0;                    // canonical element count (the first `size` stored floats)
+  bool decay = false;                 // weight decay applies (2-D tensors)
+};
+
+// The layout of every parameter in one flat buffer, in a fixed order:
+//   wte (Vp,C), wpe (maxT,C), then per layer l: h.l.ln_1.{weight,bias} (C), h.l.attn.{q,k,v}.weight
+//   (C,C) and .bias (C), h.l.attn.proj.{weight (C,C), bias}, h.l.ln_2.{weight,bias},
+//   h.l.mlp.fc.{weight (4C,C), bias (4C)}, h.l.mlp.proj.{weight (C,4C), bias (C)}; ln_f.{weight,bias}.
+// q, k and v are separate canonical tensors (a kernel may fuse them; a checkpoint never does).
+class ParamLayout {
+ public:
+  explicit ParamLayout(const GptConfig& c);
+  const std::vector<ParamInfo>& params() const { return params_; }
+  size_t total_floats() const { return total_; }
+  // nullptr if no such name.
+  const ParamInfo* Find(const std::string& name) const;
+
+ private:
+  void Add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> stored);
+  std::vector<ParamInfo> params_;
+  size_t total_ = 0;
+};
+
+}  // namespace anneal

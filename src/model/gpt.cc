@@ -1,0 +1,186 @@
+#include "model/gpt.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+namespace anneal {
+
+GptModel::GptModel(const GptConfig& config, const KernelTable& kernels)
+    : config_(config), layout_(config), k_(kernels) {
+  params_.assign(layout_.total_floats(), 0.0f);
+  grads_.assign(layout_.total_floats(), 0.0f);
+}
+
+float* GptModel::Param(const std::string& name) {
+  const ParamInfo* p = layout_.Find(name);
+  if (!p) std::abort();
+  return params_.data() + p->offset;
+}
+
+float* GptModel::Grad(const std::string& name) {
+  const ParamInfo* p = layout_.Find(name);
+  if (!p) std::abort();
+  return grads_.data() + p->offset;
+}
+
+void GptModel::InitWeights(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
+  std::fill(params_.begin(), params_.end(), 0.0f);
+  for (const ParamInfo& p : layout_.params()) {
+    float* w = params_.data() + p.offset;
+    const bool is_ln = p.name.find("ln_") != std::string::npos;
+    const bool is_bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
+    if (is_ln && !is_bias) {
+      std::fill(w, w + p.size, 1.0f);
+    } else if (!is_bias) {
+      const bool resid_proj = p.name.find("attn.proj.weight") != std::string::npos ||
+                              p.name.find("mlp.proj.weight") != std::string::npos;
+      const float sd = resid_proj ? proj_std : 0.02f;
+      for (size_t i = 0; i < p.size; ++i) w[i] = sd * normal(rng);  // canonical rows only: padding stays 0
+    }
+  }
+}
+
+void GptModel::EnsureActs(int B, int T) {
+  if (acts_.B == B && acts_.T == T) return;
+  const size_t N = static_cast<size_t>(B) * T, C = config_.n_embd, L = config_.n_layer, H = config_.n_head;
+  const size_t Vp = config_.padded_vocab;
+  Acts& a = acts_;
+  a.B = B;
+  a.T = T;
+  a.encoded.assign(N * C, 0);
+  for (auto* v : {&a.ln1, &a.q, &a.k, &a.v, &a.atty, &a.attproj, &a.resid2, &a.ln2, &a.fcproj, &a.resid3}) {
+    v->assign(L * N * C, 0);
+  }
+  for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->assign(L * N, 0);
+  a.lse.assign(L * N * H, 0);
+  a.fch.assign(L * N * 4 * C, 0);
+  a.fch_gelu.assign(L * N * 4 * C, 0);
+  a.lnf.assign(N * C, 0);
+  a.lnf_mean.assign(N, 0);
+  a.lnf_rstd.assign(N, 0);
+  a.logits.assign(N * Vp, 0);
+  a.losses.assign(N, 0);
+  for (auto* v : {&a.dresidual, &a.dln, &a.dq, &a.dk, &a.dv, &a.datty}) v->assign(N * C, 0);
+  a.dfch.assign(N * 4 * C, 0);
+  a.dfch_gelu.assign(N * 4 * C, 0);
+}
+
+double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
+  EnsureActs(B, T);
+  const int C = config_.n_embd, H = config_.n_head, V = config_.vocab_size, Vp = config_.padded_vocab;
+  const int N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C, N4C = NC * 4;
+  tokens_.assign(tokens, tokens + N);
+  targets_.assign(targets, targets + N);
+  Acts& a = acts_;
+
+  k_.encoder_forward(a.encoded.data(), tokens, Param("wte.weight"), Param("wpe.weight"), B, T, C);  // (B,T,C)
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);  // (B,T,C)
+    float* ln1 = L(a.ln1, l, NC);
+    float* q = L(a.q, l, NC);
+    float* kk = L(a.k, l, NC);
+    float* v = L(a.v, l, NC);
+    float* atty = L(a.atty, l, NC);
+    float* attproj = L(a.attproj, l, NC);
+    float* resid2 = L(a.resid2, l, NC);
+    float* ln2 = L(a.ln2, l, NC);
+    float* fch = L(a.fch, l, N4C);
+    float* fch_gelu = L(a.fch_gelu, l, N4C);
+    float* fcproj = L(a.fcproj, l, NC);
+    float* resid3 = L(a.resid3, l, NC);
+    // ln1 (B,T,C) = LayerNorm(residual)
+    k_.layernorm_forward(ln1, L(a.ln1_mean, l, N), L(a.ln1_rstd, l, N), residual, Param(p + "ln_1.weight"),
+                         Param(p + "ln_1.bias"), N, C);
+    // q, k, v (B,T,C) = ln1 @ W^T + b
+    k_.matmul_forward(q, ln1, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, C);
+    k_.matmul_forward(kk, ln1, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, C);
+    k_.matmul_forward(v, ln1, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, C);
+    // atty (B,T,C) = causal attention over H heads; lse (B,H,T)
+    k_.attention_forward(atty, L(a.lse, l, static_cast<size_t>(N) * H), q, kk, v, B, T, C, H);
+    // attproj (B,T,C) = atty @ Wproj^T + b; resid2 = residual + attproj
+    k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
+    k_.residual_forward(resid2, residual, attproj, NC);
+    // ln2 (B,T,C); fch (B,T,4C) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
+    k_.layernorm_forward(ln2, L(a.ln2_mean, l, N), L(a.ln2_rstd, l, N), resid2, Param(p + "ln_2.weight"),
+                         Param(p + "ln_2.bias"), N, C);
+    k_.matmul_forward(fch, ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, 4 * C);
+    k_.gelu_forward(fch_gelu, fch, N4C);
+    // fcproj (B,T,C) = fch_gelu @ Wproj^T + b; resid3 = resid2 + fcproj
+    k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, 4 * C, C);
+    k_.residual_forward(resid3, resid2, fcproj, NC);
+  }
+  const float* last = L(a.resid3, config_.n_layer - 1, NC);
+  k_.layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, Param("ln_f.weight"),
+                       Param("ln_f.bias"), N, C);
+  // logits (B,T,Vp) = lnf @ wte^T (tied); padded rows of wte are zero
+  k_.matmul_forward(a.logits.data(), a.lnf.data(), Param("wte.weight"), nullptr, N, C, Vp);
+  // losses (B,T); with grad_scale the logits become their gradient in place
+  double total = k_.crossentropy_forward_backward(a.logits.data(), a.losses.data(), targets, N, V, Vp, grad_scale);
+  have_grad_logits_ = grad_scale != 0.0f;
+  return total / N;
+}
+
+void GptModel::ZeroGrad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+
+void GptModel::Backward() {
+  if (!have_grad_logits_) std::abort();  // Forward(..., grad_scale != 0) must come first
+  have_grad_logits_ = false;
+  const int B = acts_.B, T = acts_.T, C = config_.n_embd, H = config_.n_head, Vp = config_.padded_vocab;
+  const int N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C, N4C = NC * 4;
+  Acts& a = acts_;
+  auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
+
+  // dlnf (B,T,C) = dlogits @ wte; dwte += dlogits^T @ lnf
+  zero(a.dln);
+  k_.matmul_backward(a.dln.data(), Grad("wte.weight"), nullptr, a.logits.data(), a.lnf.data(), Param("wte.weight"), N,
+                     C, Vp);
+  // dresidual (B,T,C) = d(resid3 of the last layer)
+  zero(a.dresidual);
+  k_.layernorm_backward(a.dresidual.data(), Grad("ln_f.weight"), Grad("ln_f.bias"), a.dln.data(),
+                        L(a.resid3, config_.n_layer - 1, NC), Param("ln_f.weight"), a.lnf_mean.data(),
+                        a.lnf_rstd.data(), N, C);
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);
+    // resid3 = resid2 + fcproj: d(fcproj) = dresidual
+    zero(a.dfch_gelu);
+    k_.matmul_backward(a.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"), a.dresidual.data(),
+                       L(a.fch_gelu, l, N4C), Param(p + "mlp.proj.weight"), N, 4 * C, C);
+    k_.gelu_backward(a.dfch.data(), L(a.fch, l, N4C), a.dfch_gelu.data(), N4C);  // dfch (B,T,4C)
+    zero(a.dln);
+    k_.matmul_backward(a.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), a.dfch.data(),
+                       L(a.ln2, l, NC), Param(p + "mlp.fc.weight"), N, C, 4 * C);
+    // dresidual += LN2 backward: now d(resid2)
+    k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_2.weight"), Grad(p + "ln_2.bias"), a.dln.data(),
+                          L(a.resid2, l, NC), Param(p + "ln_2.weight"), L(a.ln2_mean, l, N), L(a.ln2_rstd, l, N), N,
+                          C);
+    // resid2 = residual + attproj: d(attproj) = dresidual
+    zero(a.datty);
+    k_.matmul_backward(a.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"), a.dresidual.data(),
+                       L(a.atty, l, NC), Param(p + "attn.proj.weight"), N, C, C);
+    // dq, dk, dv (B,T,C)
+    k_.attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.datty.data(), L(a.q, l, NC), L(a.k, l, NC),
+                          L(a.v, l, NC), L(a.atty, l, NC), L(a.lse, l, static_cast<size_t>(N) * H), B, T, C, H);
+    zero(a.dln);
+    const float* ln1 = L(a.ln1, l, NC);
+    k_.matmul_backward(a.dln.data(), Grad(p + "attn.q.weight"), Grad(p + "attn.q.bias"), a.dq.data(), ln1,
+                       Param(p + "attn.q.weight"), N, C, C);
+    k_.matmul_backward(a.dln.data(), Grad(p + "attn.k.weight"), Grad(p + "attn.k.bias"), a.dk.data(), ln1,
+                       Param(p + "attn.k.weight"), N, C, C);
+    k_.matmul_backward(a.dln.data(), Grad(p + "attn.v.weight"), Grad(p + "attn.v.bias"), a.dv.data(), ln1,
+                       Param(p + "attn.v.weight"), N, C, C);
+    // dresidual += LN1 backward: now d(residual), the previous layer's resid3
+    k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_1.weight"), Grad(p + "ln_1.bias"), a.dln.data(), residual,
+                          Param(p + "ln_1.weight"), L(a.ln1_mean, l, N), L(a.ln1_rstd, l, N), N, C);
+  }
+  k_.encoder_backward(Grad("wte.weight"), Grad("wpe.weight"), a.dresidual.data(), tokens_.data(), B, T, C);
+}
+
+}  // namespace anneal

@@ -1,0 +1,67 @@
+// GptModel: GPT-2's forward and backward, written out layer by layer over a KernelTable. No
+// parallelism inside (DESIGN.md): parallel layouts wrap this model, they do not change it.
+//
+// Memory: parameters and gradients are each one flat fp32 buffer in ParamLayout order; activations
+// for a (B, T) batch are allocated once, on the first Forward with that shape. Not thread-safe (the
+// kernels use threads inside).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace anneal {
+
+class GptModel {
+ public:
+  GptModel(const GptConfig& config, const KernelTable& kernels);
+
+  const GptConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  const KernelTable& kernels() const { return k_; }
+  float* params() { return params_.data(); }
+  const float* params() const { return params_.data(); }
+  float* grads() { return grads_.data(); }
+  const float* grads() const { return grads_.data(); }
+  size_t num_floats() const { return params_.size(); }
+  float* Param(const std::string& name);  // aborts on an unknown name (an invariant)
+  float* Grad(const std::string& name);
+
+  // GPT-2 initialization from a seed: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the two residual
+  // projections, zero biases, LayerNorm weights 1; padded vocabulary rows zero.
+  void InitWeights(uint64_t seed);
+
+  // tokens, targets: (B, T), 1 <= T <= max_seq_len, ids < vocab_size (checked by the caller).
+  // Returns the mean cross-entropy over B*T positions. With grad_scale != 0 the logits buffer is
+  // turned into d(loss * grad_scale * B*T)/d(logits) for Backward (grad_scale = 1/(B*T*accum)).
+  double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale);
+  // Logits (B, T, Vp) of the last Forward with grad_scale == 0.
+  const float* logits() const { return acts_.logits.data(); }
+  // Adds this batch's gradients into grads() (call ZeroGrad between optimizer steps).
+  void Backward();
+  void ZeroGrad();
+
+ private:
+  struct Acts {
+    int B = 0, T = 0;
+    std::vector<float> encoded, ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean,
+        ln2_rstd, fch, fch_gelu, fcproj, resid3, lnf, lnf_mean, lnf_rstd, logits, losses;
+    // backward scratch
+    std::vector<float> dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
+  };
+  void EnsureActs(int B, int T);
+  // Slice of a per-layer activation array for layer l: (N * width) floats.
+  static float* L(std::vector<float>& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
+
+  GptConfig config_;
+  ParamLayout layout_;
+  const KernelTable& k_;
+  std::vector<float> params_, grads_;
+  Acts acts_;
+  std::vector<int32_t> tokens_, targets_;
+  bool have_grad_logits_ = false;
+};
+
+}  // namespace anneal

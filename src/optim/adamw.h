@@ -1,0 +1,53 @@
+// AdamW with decoupled weight decay (torch.optim.AdamW semantics) on 2-D tensors only, global-norm
+// clipping, and a learning-rate schedule: linear warmup, then cosine decay to min_lr.
+// Moments m and v are fp32 and laid out like the parameters (ParamLayout order).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace anneal {
+
+struct AdamWOptions {
+  float lr = 6e-4f;
+  float min_lr = 6e-5f;
+  int warmup_steps = 0;
+  int decay_steps = 0;  // cosine from warmup_steps to decay_steps; 0 = constant after warmup
+  float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f;
+  float weight_decay = 0.1f;
+  float grad_clip = 1.0f;  // 0 = no clipping
+};
+
+// Learning rate at step (0-based).
+float LearningRate(const AdamWOptions& o, int step);
+
+struct StepStats {
+  double grad_norm = 0;  // before clipping
+  float lr = 0;
+  bool skipped = false;  // non-finite gradients: no update
+};
+
+class AdamW {
+ public:
+  AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o);
+  // One update of params from grads at 0-based step `step` (bias correction uses t = updates done
+  // + 1). Skips the update (and says so) when the gradient norm is not finite.
+  StepStats Step(float* params, float* grads, int step);
+  std::vector<float>& m() { return m_; }
+  std::vector<float>& v() { return v_; }
+  int updates() const { return updates_; }
+  void set_updates(int t) { updates_ = t; }
+  const AdamWOptions& options() const { return o_; }
+
+ private:
+  const ParamLayout& layout_;
+  const KernelTable& k_;
+  AdamWOptions o_;
+  std::vector<float> m_, v_;
+  int updates_ = 0;
+};
+
+}  // namespace anneal
