@@ -101,16 +101,20 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
   }
 }
 
-// Column sums of a (N, OC) matrix added into out (OC): threads own column ranges, rows in order.
+// Column sums of a (N, OC) matrix added into out (OC): threads own column ranges, rows in order,
+// accumulated in double (a bias gradient can be a sum of many cancelling terms, e.g. the key bias,
+// whose true gradient is zero).
 void AddColumnSums(float* out, const float* a, int N, int OC) {
 #pragma omp parallel
   {
     const int nt = omp_get_num_threads(), id = omp_get_thread_num();
     const int o0 = OC * id / nt, o1 = OC * (id + 1) / nt;
+    std::vector<double> acc(static_cast<size_t>(std::max(0, o1 - o0)), 0.0);
     for (int i = 0; i < N; ++i) {
       const float* row = a + static_cast<size_t>(i) * OC;
-      for (int o = o0; o < o1; ++o) out[o] += row[o];
+      for (int o = o0; o < o1; ++o) acc[o - o0] += row[o];
     }
+    for (int o = o0; o < o1; ++o) out[o] += static_cast<float>(acc[o - o0]);
   }
 }
 
@@ -170,7 +174,7 @@ void AttentionForward(float* out, float* lse, const float* q, const float* k, co
 }
 
 void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                       const float* v, const float* out, const float* lse, int B, int T, int C, int H) {
+                       const float* v, const float* /*out: D comes from P and dP*/, const float* lse, int B, int T, int C, int H) {
   const int hs = C / H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
@@ -189,15 +193,14 @@ void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const
         float* p = P.data() + static_cast<size_t>(t) * T;
         float* dp = dP.data() + static_cast<size_t>(t) * T;
         const float l = lse[static_cast<size_t>(bh) * T + t];
-        // D_t = dOut_t . Out_t (= sum_u P_tu dP_tu)
-        const float* dot = dout + base + static_cast<size_t>(t) * C;
-        const float* ot = out + base + static_cast<size_t>(t) * C;
+        // D_t = sum_u P_tu dP_tu (equal to dOut_t . Out_t, but taken from the same P and dP values, so
+        // each row of dS sums to ~0 in float as it does exactly in math: the key bias's gradient)
         float D = 0;
-        for (int i = 0; i < hs; ++i) D += dot[i] * ot[i];
         for (int u = 0; u <= t; ++u) {
           p[u] = std::exp(p[u] - l);
-          dp[u] = p[u] * (dp[u] - D) * scale;  // dS, already multiplied by the score scale
+          D += p[u] * dp[u];
         }
+        for (int u = 0; u <= t; ++u) dp[u] = p[u] * (dp[u] - D) * scale;  // dS, times the score scale
         for (int u = t + 1; u < T; ++u) p[u] = dp[u] = 0.0f;
       }
       // dQ = dS @ K; dK = dS^T @ Q; dV = P^T @ dOut
@@ -264,8 +267,8 @@ double SumSquares(const float* g, size_t n) {
 #pragma omp parallel for schedule(static)
   for (size_t c = 0; c < chunks; ++c) {
     const size_t e = std::min(n, (c + 1) * kChunk);
-    float s = 0;
-    for (size_t i = c * kChunk; i < e; ++i) s += g[i] * g[i];
+    double s = 0;
+    for (size_t i = c * kChunk; i < e; ++i) s += static_cast<double>(g[i]) * g[i];
     part[c] = s;
   }
   double total = 0;

@@ -1,0 +1,140 @@
+#include "core/safetensors.h"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace anneal {
+
+using nlohmann::json;
+
+namespace {
+size_t DtypeSize(const std::string& d) {
+  if (d == "F64") return 8;
+  if (d == "F32" || d == "I32") return 4;
+  if (d == "U8") return 1;
+  return 0;
+}
+}  // namespace
+
+uint64_t TensorEntry::numel() const {
+  uint64_t n = 1;
+  for (auto d : shape) n *= static_cast<uint64_t>(d);
+  return n;
+}
+
+Result<std::unique_ptr<SafeTensorsReader>> SafeTensorsReader::Open(Env& env, const std::string& path) {
+  auto r = std::unique_ptr<SafeTensorsReader>(new SafeTensorsReader());
+  r->path_ = path;
+  ANNEAL_ASSIGN_OR_RETURN(r->map_, env.Map(path, Env::MapMode::kLazy));
+  const uint64_t size = r->map_->size();
+  auto bad = [&](const std::string& m) { return InvalidInput("safetensors file " + path + ": " + m); };
+  if (size < 8) return bad("shorter than its 8-byte header length: truncated");
+  uint64_t n;
+  std::memcpy(&n, r->map_->data(), 8);
+  if (n > size - 8) return bad("header length " + std::to_string(n) + " exceeds the file: truncated or corrupt");
+  json h = json::parse(std::string_view(r->map_->data() + 8, n), nullptr, false);
+  if (!h.is_object()) return bad("header is not a JSON object: corrupt");
+  r->data_start_ = 8 + n;
+  const uint64_t data_size = size - r->data_start_;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it.value().is_object()) return bad("__metadata__ is not an object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        if (m.value().is_string()) r->metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    TensorEntry e;
+    try {
+      e.dtype = it.value().at("dtype").get<std::string>();
+      e.shape = it.value().at("shape").get<std::vector<int64_t>>();
+      auto off = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      if (off.size() != 2) return bad("tensor " + it.key() + ": data_offsets must be [begin, end]");
+      e.begin = off[0];
+      e.end = off[1];
+    } catch (const std::exception& ex) {
+      return bad("tensor " + it.key() + ": " + ex.what());
+    }
+    const size_t es = DtypeSize(e.dtype);
+    if (es == 0) return bad("tensor " + it.key() + " has unsupported dtype " + e.dtype);
+    if (e.end < e.begin || e.end > data_size || e.end - e.begin != e.numel() * es) {
+      return bad("tensor " + it.key() + " has byte range [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
+                 ") that does not fit its shape or the file: truncated or corrupt");
+    }
+    r->tensors_[it.key()] = std::move(e);
+  }
+  return r;
+}
+
+Result<std::string_view> SafeTensorsReader::Bytes(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) return NotFound("safetensors file " + path_ + " has no tensor " + name);
+  return std::string_view(map_->data() + data_start_ + it->second.begin, it->second.end - it->second.begin);
+}
+
+Result<std::vector<double>> SafeTensorsReader::ReadF64(const std::string& name) const {
+  ANNEAL_ASSIGN_OR_RETURN(std::string_view b, Bytes(name));
+  const std::string& dt = tensors_.at(name).dtype;
+  std::vector<double> out;
+  if (dt == "F64") {
+    out.resize(b.size() / 8);
+    std::memcpy(out.data(), b.data(), b.size());
+  } else if (dt == "F32") {
+    out.resize(b.size() / 4);
+    for (size_t i = 0; i < out.size(); ++i) {
+      float f;
+      std::memcpy(&f, b.data() + 4 * i, 4);
+      out[i] = f;
+    }
+  } else {
+    return InvalidInput("tensor " + name + " in " + path_ + " is " + dt + ", not a float");
+  }
+  return out;
+}
+
+Result<std::vector<float>> SafeTensorsReader::ReadF32(const std::string& name) const {
+  ANNEAL_ASSIGN_OR_RETURN(std::vector<double> d, ReadF64(name));
+  return std::vector<float>(d.begin(), d.end());
+}
+
+Result<std::vector<int32_t>> SafeTensorsReader::ReadI32(const std::string& name) const {
+  ANNEAL_ASSIGN_OR_RETURN(std::string_view b, Bytes(name));
+  if (tensors_.at(name).dtype != "I32") return InvalidInput("tensor " + name + " in " + path_ + " is not I32");
+  std::vector<int32_t> out(b.size() / 4);
+  std::memcpy(out.data(), b.data(), b.size());
+  return out;
+}
+
+void SafeTensorsWriter::AddF32(const std::string& name, std::vector<int64_t> shape, const float* data) {
+  size_t n = 1;
+  for (auto d : shape) n *= static_cast<size_t>(d);
+  AddBytes(name, "F32", std::move(shape), std::string(reinterpret_cast<const char*>(data), n * 4));
+}
+
+void SafeTensorsWriter::AddBytes(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+                                 std::string bytes) {
+  items_.push_back({name, dtype, std::move(shape), std::move(bytes)});
+}
+
+std::string SafeTensorsWriter::Serialize() const {
+  json h = json::object();
+  uint64_t off = 0;
+  for (const auto& it : items_) {
+    h[it.name] = {{"dtype", it.dtype}, {"shape", it.shape}, {"data_offsets", {off, off + it.bytes.size()}}};
+    off += it.bytes.size();
+  }
+  if (!metadata_.empty()) h["__metadata__"] = metadata_;
+  std::string header = h.dump();
+  while ((8 + header.size()) % 8 != 0) header.push_back(' ');
+  std::string out;
+  out.reserve(8 + header.size() + off);
+  uint64_t n = header.size();
+  out.append(reinterpret_cast<const char*>(&n), 8);
+  out.append(header);
+  for (const auto& it : items_) out.append(it.bytes);
+  return out;
+}
+
+Status SafeTensorsWriter::Write(Env& env, const std::string& path) const { return env.WriteFileAtomic(path, Serialize()); }
+
+}  // namespace anneal

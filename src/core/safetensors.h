@@ -1,0 +1,67 @@
+// safetensors files (docs/formats/safetensors.md): an 8-byte little-endian header length N, N bytes
+// of JSON {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
+// then the data, little-endian, C order. anneal reads them (PyTorch golden data) and writes them
+// (checkpoint shards). Supported dtypes: F32, F64, I32, U8.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/status.h"
+
+namespace anneal {
+
+struct TensorEntry {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  uint64_t begin = 0, end = 0;  // byte range in the data section
+  uint64_t numel() const;
+};
+
+class SafeTensorsReader {
+ public:
+  // Maps the file and parses its header; errors name the file and what is wrong (exit 2).
+  static Result<std::unique_ptr<SafeTensorsReader>> Open(Env& env, const std::string& path);
+  const std::map<std::string, TensorEntry>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  bool Has(const std::string& name) const { return tensors_.count(name) > 0; }
+  // The tensor converted to double / float (F32 or F64) or int32 (I32). Errors name the tensor.
+  Result<std::vector<double>> ReadF64(const std::string& name) const;
+  Result<std::vector<float>> ReadF32(const std::string& name) const;
+  Result<std::vector<int32_t>> ReadI32(const std::string& name) const;
+  // Raw bytes of a tensor.
+  Result<std::string_view> Bytes(const std::string& name) const;
+
+ private:
+  std::string path_;
+  std::unique_ptr<MappedFile> map_;
+  uint64_t data_start_ = 0;
+  std::map<std::string, TensorEntry> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+class SafeTensorsWriter {
+ public:
+  void SetMetadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+  void AddF32(const std::string& name, std::vector<int64_t> shape, const float* data);
+  void AddBytes(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, std::string bytes);
+  // Serialized file image.
+  std::string Serialize() const;
+  // Writes atomically (temporary name, fsync, rename).
+  Status Write(Env& env, const std::string& path) const;
+
+ private:
+  struct Item {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::string bytes;
+  };
+  std::vector<Item> items_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace anneal
