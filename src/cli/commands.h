@@ -15,5 +15,7 @@ using RunFn = std::function<Status()>;
 void AddTokenizeCommand(CLI::App& app, RunFn* run);
 void AddPrepCommand(CLI::App& app, RunFn* run);
 void AddDatasetCommand(CLI::App& app, RunFn* run);
+void AddTrainCommand(CLI::App& app, RunFn* run);
+void AddSampleCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

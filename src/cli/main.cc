@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   anneal::cli::AddTokenizeCommand(app, &run);
   anneal::cli::AddPrepCommand(app, &run);
   anneal::cli::AddDatasetCommand(app, &run);
+  anneal::cli::AddTrainCommand(app, &run);
+  anneal::cli::AddSampleCommand(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,68 @@
+// anneal sample: text from a checkpoint (KV-cached generation; temperature, top-k, seed).
+#include <cstdio>
+
+#include "ckpt/checkpoint.h"
+#include "cli/commands.h"
+#include "data/tokenizer.h"
+#include "model/generate.h"
+
+namespace anneal::cli {
+
+namespace {
+
+struct SampleArgs {
+  std::string checkpoint;
+  std::string prompt = "\n";
+  std::string tokenizer = "gpt2";
+  SampleOptions o;
+  bool stop_at_eot = true;
+};
+
+Status RunSample(SampleArgs& a) {
+  std::string ckpt = a.checkpoint;
+  if (!Env::Default().Exists(JoinPath(ckpt, "manifest.json"))) {  // a checkpoint_dir: take the newest
+    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(Env::Default(), ckpt));
+    if (!newest) {
+      return InvalidInput("no complete checkpoint at " + ckpt + ": give a step-NNNNNNNN folder with manifest.json, "
+                          "or the train.checkpoint_dir of a run");
+    }
+    ckpt = *newest;
+  }
+  ANNEAL_ASSIGN_OR_RETURN(GptConfig cfg, ReadCheckpointModelConfig(Env::Default(), ckpt));
+  GptModel model(cfg, CpuKernels());
+  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(Env::Default(), ckpt, &model, nullptr, nullptr));
+  ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(a.tokenizer));
+  if (tok->vocab_size() != static_cast<uint32_t>(cfg.vocab_size)) {
+    return InvalidInput("tokenizer '" + a.tokenizer + "' has " + std::to_string(tok->vocab_size()) +
+                        " tokens but the checkpoint's model has " + std::to_string(cfg.vocab_size));
+  }
+  std::vector<uint32_t> prompt;
+  tok->NewEncoder()->Encode(a.prompt, &prompt);
+  KvGenerator gen(model);
+  std::printf("%s", a.prompt.c_str());
+  std::fflush(stdout);
+  auto out = gen.Generate(prompt, a.o, a.stop_at_eot ? static_cast<int64_t>(tok->eot()) : -1, [&](uint32_t id) {
+    std::string piece(tok->TokenBytes(id));
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  });
+  std::printf("\n");
+  return out.ok() ? Status::Ok() : out.status();
+}
+
+}  // namespace
+
+void AddSampleCommand(CLI::App& app, RunFn* run) {
+  auto a = std::make_shared<SampleArgs>();
+  CLI::App* c = app.add_subcommand("sample", "Generate text from a checkpoint.");
+  c->add_option("--checkpoint", a->checkpoint, "A step-NNNNNNNN folder, or a checkpoint_dir (newest is used)")->required();
+  c->add_option("--prompt", a->prompt, "Text to continue")->capture_default_str();
+  c->add_option("--max-tokens", a->o.max_tokens, "Tokens to generate")->capture_default_str();
+  c->add_option("--temperature", a->o.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
+  c->add_option("--top-k", a->o.top_k, "Sample from the k most likely tokens (0 = all)")->capture_default_str();
+  c->add_option("--seed", a->o.seed, "Sampling seed")->capture_default_str();
+  c->add_option("--tokenizer", a->tokenizer, "Tokenizer the model was trained with")->capture_default_str();
+  c->callback([run, a] { *run = [a] { return RunSample(*a); }; });
+}
+
+}  // namespace anneal::cli

@@ -1,0 +1,42 @@
+// Text generation with a KV cache: each new token runs the model on one position, reading the keys
+// and values of earlier positions from the cache (L, maxT, C) instead of recomputing them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "model/gpt.h"
+
+namespace anneal {
+
+struct SampleOptions {
+  int max_tokens = 64;
+  float temperature = 1.0f;  // 0 = greedy
+  int top_k = 0;             // 0 = all
+  uint64_t seed = 0;
+};
+
+class KvGenerator {
+ public:
+  explicit KvGenerator(GptModel& model);
+  // Feeds the prompt, then samples up to max_tokens more (stopping at max_seq_len or at stop_token
+  // when >= 0). on_token sees each new id as it is made. Errors: empty or too long prompt (exit 2).
+  Result<std::vector<uint32_t>> Generate(const std::vector<uint32_t>& prompt, const SampleOptions& o, int64_t stop_token,
+                                         const std::function<void(uint32_t)>& on_token);
+  // Logits (Vp) after feeding `token` at the next position (exposed for tests: equals a full
+  // forward's last row).
+  const float* Step(uint32_t token);
+  void Reset() { pos_ = 0; }
+
+ private:
+  GptModel& m_;
+  const KernelTable& k_;
+  int pos_ = 0;
+  std::vector<float> kcache_, vcache_;  // (L, maxT, C)
+  std::vector<float> x_, ln_, q_, att_, tmp_, fc_, fcg_, logits_, scores_;
+  float mean_ = 0, rstd_ = 0;
+};
+
+}  // namespace anneal

@@ -1,0 +1,229 @@
+#include "train/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "core/env.h"
+
+namespace anneal {
+
+namespace {
+
+// A key, its default as text, and how to store a parsed value.
+struct KeySpec {
+  const char* key;
+  const char* def;
+  const char* help;
+};
+
+const KeySpec kSpecs[] = {
+    {"model.preset", "", "gpt2 | gpt2-medium | gpt2-large | gpt2-xl; overrides the shape keys"},
+    {"model.vocab_size", "50257", "tokens in the vocabulary (the dataset's)"},
+    {"model.max_seq_len", "256", "rows of the position embedding"},
+    {"model.n_layer", "4", "transformer blocks"},
+    {"model.n_head", "4", "attention heads (must divide n_embd)"},
+    {"model.n_embd", "256", "channels"},
+    {"data.dir", "", "prepared dataset folder (anneal prep --output)"},
+    {"data.seq_len", "256", "T: tokens per sample"},
+    {"data.batch_size", "8", "B: samples per micro-batch"},
+    {"data.seed", "1", "shuffle seed"},
+    {"data.verify_checksums", "true", "check shard checksums at start"},
+    {"optim.lr", "6e-4", "peak learning rate"},
+    {"optim.min_lr", "6e-5", "learning rate at the end of the cosine"},
+    {"optim.warmup_steps", "10", "linear warmup steps"},
+    {"optim.decay_steps", "0", "end of the cosine decay (0 = train.steps)"},
+    {"optim.weight_decay", "0.1", "decoupled weight decay on 2-D tensors"},
+    {"optim.beta1", "0.9", "Adam beta1"},
+    {"optim.beta2", "0.95", "Adam beta2"},
+    {"optim.eps", "1e-8", "Adam epsilon"},
+    {"optim.grad_clip", "1.0", "global gradient-norm clip (0 = off)"},
+    {"train.steps", "100", "optimizer steps"},
+    {"train.grad_accum", "1", "micro-batches per step"},
+    {"train.log_every", "1", "steps between log lines"},
+    {"train.eval_every", "0", "steps between validation losses (0 = at the end)"},
+    {"train.eval_batches", "8", "validation micro-batches per evaluation"},
+    {"train.checkpoint_every", "0", "steps between checkpoints (0 = at the end)"},
+    {"train.checkpoint_dir", "", "where step-NNNNNNNN/ checkpoints go (empty = none)"},
+    {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
+    {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
+    {"train.seed", "1234", "weight-initialization seed"},
+    {"train.kernels", "cpu", "cpu | ref"},
+    {"train.threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
+    {"train.max_seconds", "0", "stop with a checkpoint after this long (0 = no limit)"},
+    {"train.peak_gflops", "0", "peak for MFU (0 = 72 GFLOP/s per thread, measured sgemm)"},
+};
+
+void Flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>* out,
+             std::vector<std::string>* errors) {
+  if (n.IsMap()) {
+    for (const auto& kv : n) Flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out, errors);
+  } else if (n.IsScalar()) {
+    (*out)[prefix] = n.as<std::string>();
+  } else if (n.IsNull()) {
+    (*out)[prefix] = "";
+  } else {
+    errors->push_back(prefix + " must be a single value");
+  }
+}
+
+std::string Closest(const std::string& key) {
+  std::string best;
+  size_t bd = SIZE_MAX;
+  for (const auto& s : kSpecs) {
+    size_t d = EditDistance(key, s.key);
+    // A key in another section with the same name also counts as close.
+    std::string tail = std::string(s.key).substr(std::string(s.key).find('.') + 1);
+    if (key.size() >= tail.size() && key.compare(key.size() - tail.size(), tail.size(), tail) == 0) d = std::min(d, size_t{1});
+    if (d < bd) {
+      bd = d;
+      best = s.key;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> TrainConfig::Keys() {
+  std::vector<std::string> k;
+  for (const auto& s : kSpecs) k.push_back(std::string(s.key) + " (default " + (*s.def ? s.def : "\"\"") + "): " + s.help);
+  return k;
+}
+
+Result<TrainConfig> TrainConfig::Load(const std::string& path, const std::vector<std::string>& overrides) {
+  auto text = Env::Default().ReadFile(path);
+  if (!text.ok()) return InvalidInput("config " + path + ": " + text.status().message());
+  return Parse(*text, overrides, path);
+}
+
+Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                       const std::string& where) {
+  std::map<std::string, std::string> given;
+  std::vector<std::string> errors;
+  try {
+    YAML::Node root = YAML::Load(yaml_text);
+    if (!root.IsNull() && !root.IsMap()) return InvalidInput(where + ": a config is a YAML mapping of sections");
+    if (!root.IsNull()) Flatten(root, "", &given, &errors);
+  } catch (const YAML::Exception& e) {
+    return InvalidInput(where + ": YAML error at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  for (const auto& o : overrides) {
+    size_t eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      errors.push_back("--set " + o + " must look like section.key=value");
+      continue;
+    }
+    given[o.substr(0, eq)] = o.substr(eq + 1);
+  }
+  std::map<std::string, std::string> v;
+  for (const auto& s : kSpecs) v[s.key] = s.def;
+  for (const auto& [k, val] : given) {
+    if (!v.count(k)) {
+      errors.push_back("unknown key '" + k + "' (did you mean '" + Closest(k) + "'?)");
+      continue;
+    }
+    v[k] = val;
+  }
+  TrainConfig c;
+  auto get_int = [&](const std::string& k, int lo, int hi) -> int {
+    try {
+      size_t pos;
+      long long x = std::stoll(v[k], &pos);
+      if (pos != v[k].size() || x < lo || x > hi) throw std::out_of_range("");
+      return static_cast<int>(x);
+    } catch (...) {
+      errors.push_back(k + " = '" + v[k] + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+  };
+  auto get_double = [&](const std::string& k, double lo, double hi) -> double {
+    try {
+      size_t pos;
+      double x = std::stod(v[k], &pos);
+      if (pos != v[k].size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
+      return x;
+    } catch (...) {
+      errors.push_back(k + " = '" + v[k] + "' must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+  };
+  auto get_bool = [&](const std::string& k) -> bool {
+    if (v[k] == "true") return true;
+    if (v[k] == "false") return false;
+    errors.push_back(k + " = '" + v[k] + "' must be true or false");
+    return false;
+  };
+  const int big = 1 << 30;
+  if (!v["model.preset"].empty()) {
+    auto p = GptConfig::Preset(v["model.preset"]);
+    if (!p.ok()) errors.push_back("model.preset: " + p.status().message());
+    else c.model = *p;
+  } else {
+    auto m = GptConfig::Make(get_int("model.vocab_size", 2, big), get_int("model.max_seq_len", 1, 1 << 20),
+                             get_int("model.n_layer", 1, 1000), get_int("model.n_head", 1, 1000),
+                             get_int("model.n_embd", 1, 1 << 16));
+    if (!m.ok()) errors.push_back(m.status().message());
+    else c.model = *m;
+  }
+  c.data_dir = v["data.dir"];
+  c.seq_len = get_int("data.seq_len", 1, 1 << 20);
+  c.batch_size = get_int("data.batch_size", 1, 1 << 20);
+  c.data_seed = static_cast<uint64_t>(get_int("data.seed", 0, INT32_MAX));
+  c.verify_checksums = get_bool("data.verify_checksums");
+  c.optim.lr = static_cast<float>(get_double("optim.lr", 0, 10));
+  c.optim.min_lr = static_cast<float>(get_double("optim.min_lr", 0, 10));
+  c.optim.warmup_steps = get_int("optim.warmup_steps", 0, big);
+  c.optim.decay_steps = get_int("optim.decay_steps", 0, big);
+  c.optim.weight_decay = static_cast<float>(get_double("optim.weight_decay", 0, 10));
+  c.optim.beta1 = static_cast<float>(get_double("optim.beta1", 0, 0.999999));
+  c.optim.beta2 = static_cast<float>(get_double("optim.beta2", 0, 0.999999));
+  c.optim.eps = static_cast<float>(get_double("optim.eps", 0, 1));
+  c.optim.grad_clip = static_cast<float>(get_double("optim.grad_clip", 0, 1e9));
+  c.steps = get_int("train.steps", 0, big);
+  c.grad_accum = get_int("train.grad_accum", 1, 1 << 16);
+  c.log_every = get_int("train.log_every", 1, big);
+  c.eval_every = get_int("train.eval_every", 0, big);
+  c.eval_batches = get_int("train.eval_batches", 1, 1 << 20);
+  c.checkpoint_every = get_int("train.checkpoint_every", 0, big);
+  c.checkpoint_dir = v["train.checkpoint_dir"];
+  c.resume = v["train.resume"];
+  if (c.resume != "auto" && c.resume != "none") errors.push_back("train.resume = '" + c.resume + "' must be auto or none");
+  c.max_bad_steps = get_int("train.max_bad_steps", 1, big);
+  c.seed = static_cast<uint64_t>(get_int("train.seed", 0, INT32_MAX));
+  c.kernels = v["train.kernels"];
+  if (!KernelsByName(c.kernels)) errors.push_back("train.kernels = '" + c.kernels + "' must be cpu or ref");
+  c.threads = get_int("train.threads", 0, 1024);
+  c.max_seconds = get_double("train.max_seconds", 0, 1e9);
+  c.peak_gflops = get_double("train.peak_gflops", 0, 1e12);
+  if (c.optim.decay_steps == 0) c.optim.decay_steps = c.steps;
+  if (c.data_dir.empty()) errors.push_back("data.dir is required: the folder anneal prep wrote");
+  if (errors.empty() && c.seq_len > c.model.max_seq_len) {
+    errors.push_back("data.seq_len " + std::to_string(c.seq_len) + " is longer than the model's max_seq_len " +
+                     std::to_string(c.model.max_seq_len) + ": lower data.seq_len or raise model.max_seq_len");
+  }
+  if (!errors.empty()) {
+    std::string m = where + ": ";
+    for (size_t i = 0; i < errors.size(); ++i) m += (i ? "; " : "") + errors[i];
+    return InvalidInput(m);
+  }
+  c.values = v;
+  return c;
+}
+
+}  // namespace anneal

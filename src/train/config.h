@@ -1,0 +1,54 @@
+// The training config: a YAML file of sections (model, data, optim, train) with --set key=value
+// overrides on dotted keys. Every key has a type and a default (TrainConfig::Spec); unknown keys
+// are rejected naming the closest valid key, and the whole config is validated before any work.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "data/loader.h"
+#include "model/config.h"
+#include "optim/adamw.h"
+
+namespace anneal {
+
+struct TrainConfig {
+  GptConfig model;
+  std::string data_dir;
+  int seq_len = 256;
+  int batch_size = 8;
+  uint64_t data_seed = 1;
+  bool verify_checksums = true;
+  AdamWOptions optim;
+  int steps = 100;
+  int grad_accum = 1;
+  int log_every = 1;
+  int eval_every = 0;  // 0 = only at the end
+  int eval_batches = 8;
+  int checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
+  std::string checkpoint_dir;
+  std::string resume = "auto";  // auto | none
+  int max_bad_steps = 5;
+  uint64_t seed = 1234;
+  std::string kernels = "cpu";
+  int threads = 0;  // 0 = OpenMP's default
+  double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
+  double peak_gflops = 0;  // for MFU; 0 = 72 GFLOP/s per thread (PEERS.md's measured sgemm)
+
+  // Every key as "section.name" -> its value as text (the resolved config, for manifests).
+  std::map<std::string, std::string> values;
+
+  // Parses YAML text, applies overrides ("a.b=v"), validates. Errors name the key (exit 2).
+  static Result<TrainConfig> Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                   const std::string& where);
+  static Result<TrainConfig> Load(const std::string& path, const std::vector<std::string>& overrides);
+  // The valid keys, for --help and error messages.
+  static std::vector<std::string> Keys();
+};
+
+// Levenshtein distance (for "did you mean").
+size_t EditDistance(const std::string& a, const std::string& b);
+
+}  // namespace anneal

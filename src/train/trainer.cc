@@ -1,0 +1,236 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "ckpt/checkpoint.h"
+#include "core/checksum.h"
+#include "core/progress.h"
+#include "data/loader.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+
+namespace anneal {
+
+namespace {
+
+std::string Fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string Fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string HexFloat(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%a", x);
+  return buf;
+}
+
+// Splits a (B, T+1) batch into inputs and targets (B, T).
+void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<int32_t>* in, std::vector<int32_t>* tgt) {
+  in->resize(static_cast<size_t>(B) * T);
+  tgt->resize(static_cast<size_t>(B) * T);
+  for (int b = 0; b < B; ++b) {
+    const uint32_t* row = batch.data() + static_cast<size_t>(b) * (T + 1);
+    for (int t = 0; t < T; ++t) {
+      (*in)[static_cast<size_t>(b) * T + t] = static_cast<int32_t>(row[t]);
+      (*tgt)[static_cast<size_t>(b) * T + t] = static_cast<int32_t>(row[t + 1]);
+    }
+  }
+}
+
+std::string StateHash(const GptModel& m, AdamW& opt) {
+  Xxh64Stream h;
+  const size_t bytes = m.num_floats() * sizeof(float);
+  h.Update(std::string_view(reinterpret_cast<const char*>(m.params()), bytes));
+  h.Update(std::string_view(reinterpret_cast<const char*>(opt.m().data()), bytes));
+  h.Update(std::string_view(reinterpret_cast<const char*>(opt.v().data()), bytes));
+  return HexU64(h.Digest());
+}
+
+}  // namespace
+
+Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split) {
+  ANNEAL_ASSIGN_OR_RETURN(DatasetInfo info, LoadDataset(Env::Default(), dataset_dir));
+  std::vector<uint64_t> counts;
+  uint64_t total = 0;
+  for (const auto& s : info.shards) {
+    if (s.split != split) continue;
+    ANNEAL_ASSIGN_OR_RETURN(auto r, ShardReader::Open(Env::Default(), JoinPath(dataset_dir, s.file)));
+    for (uint64_t i = 0; i < r->tokens(); ++i) {
+      uint32_t t = r->Token(i);
+      if (t >= counts.size()) counts.resize(t + 1, 0);
+      ++counts[t];
+      ++total;
+    }
+  }
+  if (total == 0) return InvalidInput("dataset " + dataset_dir + " has no " + split + " tokens");
+  double h = 0;
+  for (uint64_t c : counts) {
+    if (c) h -= static_cast<double>(c) / total * std::log(static_cast<double>(c) / total);
+  }
+  return h;
+}
+
+Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop,
+                                const std::function<void(const std::string&)>& log) {
+  if (c.threads > 0) omp_set_num_threads(c.threads);
+  const int threads = omp_get_max_threads();
+  const KernelTable* k = KernelsByName(c.kernels);
+  const int B = c.batch_size, T = c.seq_len;
+
+  LoaderOptions lo;
+  lo.dir = c.data_dir;
+  lo.batch = B;
+  lo.seq_len = T;
+  lo.seed = c.data_seed;
+  lo.vocab_size = static_cast<uint32_t>(c.model.vocab_size);
+  lo.verify_checksums = c.verify_checksums;
+  ANNEAL_ASSIGN_OR_RETURN(auto train, DataLoader::Open(Env::Default(), lo));
+  if (train->info().has_manifest && train->info().vocab_size != static_cast<uint32_t>(c.model.vocab_size)) {
+    return InvalidInput("data vocabulary differs from the model's");
+  }
+  std::unique_ptr<DataLoader> val;
+  bool has_val = false;
+  for (const auto& s : train->info().shards) has_val |= s.split == "val";
+  if (has_val) {
+    LoaderOptions vo = lo;
+    vo.split = "val";
+    vo.shuffle = false;
+    auto v = DataLoader::Open(Env::Default(), vo);
+    if (v.ok()) val = std::move(v).value();  // a val split too short for one window: no validation
+  }
+
+  GptModel model(c.model, *k);
+  model.InitWeights(c.seed);
+  AdamW opt(model.layout(), *k, c.optim);
+  TrainerState st;
+  st.loader = train->position();
+  CheckpointLineage lineage;
+  {
+    nlohmann::json cj = nlohmann::json::object();
+    for (const auto& [key, value] : c.values) cj[key] = value;
+    lineage.config_json = cj.dump();
+    lineage.dataset_dir = c.data_dir;
+    lineage.dataset_hash = train->info().inputs_hash;
+  }
+  TrainResult res;
+  if (!c.checkpoint_dir.empty() && c.resume == "auto") {
+    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(Env::Default(), c.checkpoint_dir));
+    if (newest) {
+      ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(Env::Default(), *newest, &model, &opt, &st));
+      ANNEAL_RETURN_IF_ERROR(train->Seek(st.loader));
+      log("resumed from " + *newest + " at step " + std::to_string(st.step));
+      res.last_checkpoint = *newest;
+    }
+  }
+  const double flops_per_token =
+      6.0 * static_cast<double>(c.model.NumParams()) + 6.0 * c.model.n_layer * c.model.n_embd * static_cast<double>(T);
+  const double peak = (c.peak_gflops > 0 ? c.peak_gflops : 72.0 * threads) * 1e9;
+  log(Fmt("model %s; data %s: %llu train windows of %d tokens; B=%d T=%d accum=%d, %d threads, kernels %s",
+          c.model.ToString().c_str(), c.data_dir.c_str(), static_cast<unsigned long long>(train->num_samples()), T + 1,
+          B, T, c.grad_accum, threads, k->name.c_str()));
+  log(Fmt("MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s", flops_per_token,
+          peak / 1e9));
+
+  auto evaluate = [&]() -> double {
+    if (!val) return -1;
+    LoaderPosition start{c.data_seed, 0};
+    (void)val->Seek(start);
+    std::vector<uint32_t> batch;
+    std::vector<int32_t> in, tgt;
+    double sum = 0;
+    const int n = std::min<uint64_t>(c.eval_batches, std::max<uint64_t>(1, val->num_samples() / B));
+    for (int i = 0; i < n; ++i) {
+      val->Next(&batch);
+      SplitBatch(batch, B, T, &in, &tgt);
+      sum += model.Forward(in.data(), tgt.data(), B, T, 0.0f);
+    }
+    return sum / n;
+  };
+  auto save = [&]() -> Status {
+    if (c.checkpoint_dir.empty()) return Status::Ok();
+    st.loader = train->position();
+    st.updates = opt.updates();
+    ANNEAL_RETURN_IF_ERROR(SaveCheckpoint(Env::Default(), c.checkpoint_dir, model, &opt, st, lineage));
+    res.last_checkpoint = JoinPath(c.checkpoint_dir, CheckpointName(st.step));
+    log("checkpoint " + res.last_checkpoint);
+    return Status::Ok();
+  };
+
+  const double t_start = MonotonicSeconds();
+  std::vector<uint32_t> batch;
+  std::vector<int32_t> in, tgt;
+  const float grad_scale = 1.0f / (static_cast<float>(B) * T * c.grad_accum);
+  while (st.step < c.steps) {
+    if (stop.load() || (c.max_seconds > 0 && MonotonicSeconds() - t_start >= c.max_seconds)) {
+      res.stopped = true;
+      log(stop.load() ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
+      break;
+    }
+    const double t0 = MonotonicSeconds();
+    model.ZeroGrad();
+    double loss = 0;
+    for (int micro = 0; micro < c.grad_accum; ++micro) {
+      train->Next(&batch);
+      SplitBatch(batch, B, T, &in, &tgt);
+      loss += model.Forward(in.data(), tgt.data(), B, T, grad_scale);
+      model.Backward();
+    }
+    loss /= c.grad_accum;
+    StepStats s;
+    if (std::isfinite(loss)) {
+      s = opt.Step(model.params(), model.grads(), st.step);
+    } else {
+      s.skipped = true;
+      s.lr = LearningRate(c.optim, st.step);
+    }
+    if (s.skipped) {
+      ++st.bad_steps;
+      ++st.skipped_total;
+      log(Fmt("step %d: non-finite %s, update skipped (%d in a row, %llu in all)", st.step + 1,
+              std::isfinite(loss) ? "gradients" : "loss", st.bad_steps, static_cast<unsigned long long>(st.skipped_total)));
+      if (st.bad_steps >= c.max_bad_steps) {
+        return Internal(Fmt("training diverged: %d steps in a row with non-finite loss or gradients (train.max_bad_steps); "
+                            "lower optim.lr or raise optim.warmup_steps, and resume from the last checkpoint",
+                            st.bad_steps));
+      }
+    } else {
+      st.bad_steps = 0;
+    }
+    ++st.step;
+    res.last_loss = loss;
+    const double dt = MonotonicSeconds() - t0;
+    const double tps = static_cast<double>(B) * T * c.grad_accum / dt;
+    if (st.step % c.log_every == 0 || st.step == c.steps) {
+      log(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", st.step,
+              c.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, dt * 1e3, tps,
+              100.0 * tps * flops_per_token / peak));
+    }
+    if (c.eval_every > 0 && st.step % c.eval_every == 0 && val) {
+      res.last_val_loss = evaluate();
+      log(Fmt("step %5d | val loss %.6f", st.step, res.last_val_loss));
+    }
+    if (c.checkpoint_every > 0 && st.step % c.checkpoint_every == 0) ANNEAL_RETURN_IF_ERROR(save());
+  }
+  if (val && (c.eval_every == 0 || st.step % c.eval_every != 0)) {
+    res.last_val_loss = evaluate();
+    log(Fmt("step %5d | val loss %.6f", st.step, res.last_val_loss));
+  }
+  ANNEAL_RETURN_IF_ERROR(save());
+  res.steps_done = st.step;
+  res.state_hash = StateHash(model, opt);
+  log("state hash (parameters, Adam m and v): " + res.state_hash);
+  return res;
+}
+
+}  // namespace anneal

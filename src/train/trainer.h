@@ -1,0 +1,35 @@
+// The trainer loop (the built-in entrypoint of `anneal train`): data, model, AdamW, logging,
+// validation, checkpoints, resume, and stopping on request. One process for now.
+//
+// Determinism: for a given config, seed and thread count a run is bit-reproducible, and a run
+// resumed from a checkpoint continues exactly as the uninterrupted run would (tests/e2e/resume_test.sh
+// compares every logged loss as hex floats and a hash of parameters and both Adam moments).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "core/status.h"
+#include "train/config.h"
+
+namespace anneal {
+
+struct TrainResult {
+  int steps_done = 0;
+  double last_loss = 0;
+  double last_val_loss = -1;
+  std::string last_checkpoint;
+  bool stopped = false;  // by request (signal) or max_seconds
+  std::string state_hash;  // XXH64 of parameters and both Adam moments at the end
+};
+
+// Runs training. `stop` is polled between steps: when set, a checkpoint is saved and the run ends.
+// Lines go to `log` (stdout in the CLI).
+Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop,
+                                const std::function<void(const std::string&)>& log);
+
+// Unigram entropy (nats/token) of a dataset split: the loss of the best model that ignores context.
+Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split);
+
+}  // namespace anneal
