@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <csignal>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -70,6 +72,11 @@ Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, c
   std::string image = w.Serialize();
   const uint64_t sum = Xxh64(image);
   ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(ckpt, kShardFile), image));
+  // Fault injection for the resume test (tests/e2e/resume_test.sh): die like kill -9 between the
+  // shard and the manifest of step N, the moment a torn checkpoint would be most tempting to trust.
+  if (const char* f = std::getenv("ANNEAL_FAULT_KILL_IN_CHECKPOINT"); f && std::atoi(f) == state.step) {
+    ::raise(SIGKILL);
+  }
   const char* attempt = std::getenv("ANNEAL_ATTEMPT");
   json config = json::parse(lineage.config_json, nullptr, false);
   json manifest = {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Bit-identical resume: an uninterrupted run against one killed with kill -9 at 5 moments (4 at
+# seeded random times, 1 between a checkpoint's shard and its manifest) and resumed each time with
+# resume: auto. Every logged loss must be equal as a hex float, and the final hash of parameters
+# and both Adam moments equal. Also: bad input to anneal train exits 2 and names the problem.
+source "$(dirname "$0")/lib.sh"
+export OMP_NUM_THREADS=2
+"$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+cat >"$TMP/cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
+data: {dir: $TMP/ds, seq_len: 32, batch_size: 4, seed: 7}
+optim: {lr: 3.0e-3, warmup_steps: 5}
+train: {steps: 60, log_every: 1, eval_every: 20, eval_batches: 2, checkpoint_every: 4, resume: auto, seed: 99}
+YAML
+losses() { grep -E '^step +[0-9]+/' "$@" | sed -E 's/^step +([0-9]+)\/.*\((0x[^)]*)\).*/\1 \2/' | sort -n -u; }
+
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$TMP/ref_ckpt" >"$TMP/ref.log" 2>&1
+check "uninterrupted run completes" grep -q "state hash" "$TMP/ref.log"
+ref_hash=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)/\1/p' "$TMP/ref.log")
+
+CK="$TMP/ckpt"; : >"$TMP/all.log"
+# Kill points: seeded random steps, increasing (each attempt resumes and must get past the last),
+# each followed by a random extra delay so the kill lands anywhere inside a step or a checkpoint.
+RANDOM=20241129
+kills=0 target=0
+for i in 1 2 3 4; do
+  target=$((target + 3 + RANDOM % 8))
+  extra=$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 50) / 1000 }')
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" >"$TMP/attempt$i.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 6000); do
+    grep -qE "^step +$target/" "$TMP/attempt$i.log" && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+  done
+  sleep "$extra"
+  if kill -9 $pid 2>/dev/null; then kills=$((kills + 1)); echo "  attempt $i killed after step $target (+${extra}s)"; fi
+  wait $pid 2>/dev/null
+  cat "$TMP/attempt$i.log" >>"$TMP/all.log"
+done
+# The fifth kill: inside the checkpoint of step 44, after its shard file, before its manifest.
+ANNEAL_FAULT_KILL_IN_CHECKPOINT=44 "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" >>"$TMP/all.log" 2>&1
+rc=$?
+check "fault-injected kill inside a checkpoint (exit $rc)" test "$rc" -eq 137
+check "torn checkpoint left without a manifest" test -f "$CK/step-00000044/model.safetensors" -a ! -f "$CK/step-00000044/manifest.json"
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" >"$TMP/last.log" 2>&1
+cat "$TMP/last.log" >>"$TMP/all.log"
+check "resume skipped the torn step-44 checkpoint" grep -q "resumed from $CK/step-00000040" "$TMP/last.log"
+check "at least 4 random kills landed ($kills)" test "$kills" -ge 4
+# Every step's loss, from every attempt, equals the uninterrupted run's (as hex floats).
+check "the uninterrupted run logged 60 losses" test "$(losses "$TMP/ref.log" | wc -l)" -eq 60
+if diff <(losses "$TMP/ref.log") <(losses "$TMP/all.log") >"$TMP/diff"; then ok "all 60 losses bit-identical across kills"
+else bad "losses differ: $(head -5 "$TMP/diff")"; fi
+dups=$(grep -E '^step +[0-9]+/' "$TMP/all.log" | sed -E 's/^step +([0-9]+)\/.*\((0x[^)]*)\).*/\1 \2/' | sort -u | awk '{print $1}' | uniq -d | wc -l)
+check "a step recomputed after a resume logged the same loss" test "$dups" -eq 0
+new_hash=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)/\1/p' "$TMP/last.log")
+check "final parameters and Adam moments identical ($new_hash)" test -n "$new_hash" -a "$new_hash" = "$ref_hash"
+
+# Bad input: exit 2 naming the problem; complete checkpoints untouched.
+before=$(cat "$CK"/step-00000060/manifest.json | md5sum)
+expect_exit "checkpoint of another shape" 2 "holds a model of shape" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" --set model.n_embd=64
+check "existing checkpoint unchanged" test "$before" = "$(cat "$CK"/step-00000060/manifest.json | md5sum)"
+printf '\x00' | dd of="$CK/step-00000060/model.safetensors" bs=1 seek=100000 conv=notrunc 2>/dev/null
+expect_exit "corrupt checkpoint" 2 "fails its checksum.*delete" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" --set train.steps=70
+expect_exit "data of another vocabulary" 2 "vocabulary 50257.* 1000" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set model.vocab_size=1000 --set train.checkpoint_dir=
+expect_exit "sequence longer than the model's" 2 "longer than the model's max_seq_len" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set data.seq_len=64
+expect_exit "n_embd not divisible by n_head" 2 "not divisible by n_head" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set model.n_head=3
+expect_exit "unknown key names the closest" 2 "did you mean 'train.steps'" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.step=3
+out=$("$ANNEAL" sample --checkpoint "$TMP/ref_ckpt" --prompt "In the beginning" --max-tokens 8 --seed 3)
+check "sample prints a continuation" test "$(wc -c <<<"$out")" -gt 20
+finish
