@@ -74,9 +74,10 @@ std::string Closest(const std::string& key) {
   size_t bd = SIZE_MAX;
   for (const auto& s : kSpecs) {
     size_t d = EditDistance(key, s.key);
-    // A key in another section with the same name also counts as close.
-    std::string tail = std::string(s.key).substr(std::string(s.key).find('.') + 1);
-    if (key.size() >= tail.size() && key.compare(key.size() - tail.size(), tail.size(), tail) == 0) d = std::min(d, size_t{1});
+    // The same name under a misspelt or wrong section also counts as close.
+    const std::string spec = s.key, name = spec.substr(spec.find('.') + 1);
+    const size_t dot = key.find('.');
+    if (dot != std::string::npos && key.substr(dot + 1) == name) d = std::min(d, size_t{1});
     if (d < bd) {
       bd = d;
       best = s.key;

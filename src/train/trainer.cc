@@ -63,10 +63,11 @@ Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string&
   ANNEAL_ASSIGN_OR_RETURN(DatasetInfo info, LoadDataset(Env::Default(), dataset_dir));
   std::vector<uint64_t> counts;
   uint64_t total = 0;
+  constexpr uint64_t kMaxTokens = 100000000;
   for (const auto& s : info.shards) {
-    if (s.split != split) continue;
+    if (s.split != split || total >= kMaxTokens) continue;
     ANNEAL_ASSIGN_OR_RETURN(auto r, ShardReader::Open(Env::Default(), JoinPath(dataset_dir, s.file)));
-    for (uint64_t i = 0; i < r->tokens(); ++i) {
+    for (uint64_t i = 0; i < r->tokens() && total < kMaxTokens; ++i) {
       uint32_t t = r->Token(i);
       if (t >= counts.size()) counts.resize(t + 1, 0);
       ++counts[t];
@@ -142,6 +143,17 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   log(Fmt("MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s", flops_per_token,
           peak / 1e9));
 
+  // The unigram entropy of the training split (over at most its first 100M tokens): the loss of the
+  // best model that ignores context, printed beside every validation loss.
+  double unigram = -1;
+  if (val) {
+    auto h = UnigramEntropy(c.data_dir, "train");
+    if (h.ok()) unigram = *h;
+  }
+  auto val_line = [&](double v) {
+    return Fmt("step %5d | val loss %.6f | unigram entropy of the corpus %.4f nats/token%s", st.step, v, unigram,
+               unigram > 0 && v < unigram ? " (below it: the model uses context)" : "");
+  };
   auto evaluate = [&]() -> double {
     if (!val) return -1;
     LoaderPosition start{c.data_seed, 0};
@@ -218,13 +230,13 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     }
     if (c.eval_every > 0 && st.step % c.eval_every == 0 && val) {
       res.last_val_loss = evaluate();
-      log(Fmt("step %5d | val loss %.6f", st.step, res.last_val_loss));
+      log(val_line(res.last_val_loss));
     }
     if (c.checkpoint_every > 0 && st.step % c.checkpoint_every == 0) ANNEAL_RETURN_IF_ERROR(save());
   }
   if (val && (c.eval_every == 0 || st.step % c.eval_every != 0)) {
     res.last_val_loss = evaluate();
-    log(Fmt("step %5d | val loss %.6f", st.step, res.last_val_loss));
+    log(val_line(res.last_val_loss));
   }
   ANNEAL_RETURN_IF_ERROR(save());
   res.steps_done = st.step;

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bench/train_cpu_vs_torch: anneal against PyTorch (Debian's torch 1.13, CPU) on the same model —
+# GPT-2 style, 4 layers, 4 heads, C=256, T=256, B=8, V=50257, tied embeddings, AdamW, clipping —
+# at 1 and 2 threads (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set alike for both sides), with the
+# sgemm ceiling measured in the same run. Prints tokens/s, peak RSS, each side's fraction of the
+# ceiling (FLOPs/token = 6N + 6*L*C*T) and the ratios.
+#   bench/train_cpu_vs_torch.sh [ANNEAL] [STEPS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ANNEAL=$(readlink -f "${1:-build/release/src/anneal}")
+STEPS=${2:-12}
+WARM=2
+SGEMM=$(dirname "$ANNEAL")/../bench/sgemm_peak
+TMP=$(mktemp -d /tmp/anneal_bench_train.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+[ -f out/kjv/dataset.json ] || "$ANNEAL" prep --input data/kjv --output out/kjv --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+cat >"$TMP/cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 1024, n_layer: 4, n_head: 4, n_embd: 256}
+data: {dir: out/kjv, seq_len: 256, batch_size: 8, seed: 1, verify_checksums: false}
+optim: {lr: 3.0e-4, warmup_steps: 0, weight_decay: 0.1, grad_clip: 1.0}
+train: {steps: $STEPS, log_every: 1, eval_every: 0, eval_batches: 1, seed: 1}
+YAML
+declare -A R
+for th in 1 2; do
+  export OMP_NUM_THREADS=$th OPENBLAS_NUM_THREADS=$th
+  R[sgemm$th]=$("$SGEMM" | sed -nE 's/.*sgemm_gflops=([0-9.]+).*/\1/p')
+  /usr/bin/time -f "%M" -o "$TMP/rss" "$ANNEAL" train --config "$TMP/cfg.yaml" >"$TMP/anneal$th.log" 2>&1
+  # tokens/s: 2048 tokens per step over the mean step time after the warmup steps
+  R[anneal$th]=$(grep -E '^step +[0-9]+/' "$TMP/anneal$th.log" | awk -v w=$WARM '
+    { for (i = 1; i <= NF; i++) if ($i == "ms") ms = $(i-1); n++; if (n > w) { s += ms; k++ } }
+    END { printf "%.1f", 2048 * k / (s / 1000) }')
+  R[anneal_rss$th]=$(awk '{ printf "%.0f", $1 / 1024 }' "$TMP/rss")
+  /usr/bin/python3 bench/train_cpu_vs_torch_torch.py --threads $th --steps $((STEPS - WARM)) --warmup $WARM >"$TMP/torch$th.log" 2>&1
+  R[torch$th]=$(sed -nE 's/.*side=torch .*tokens_per_s=([0-9.]+).*/\1/p' "$TMP/torch$th.log")
+  R[torch_rss$th]=$(sed -nE 's/.*peak_rss_mb=([0-9.]+).*/\1/p' "$TMP/torch$th.log")
+done
+params=$(sed -nE 's/.*, ([0-9]+) parameters;.*/\1/p' "$TMP/anneal1.log")
+fpt=$(awk -v n="$params" 'BEGIN { print 6 * n + 6 * 4 * 256 * 256 }')
+printf '%-8s %12s %12s %8s %12s %12s %10s %10s %10s\n' threads "anneal tok/s" "torch tok/s" ratio "anneal MB" "torch MB" "sgemm GF" "anneal %" "torch %"
+for th in 1 2; do
+  ratio=$(awk -v a="${R[anneal$th]}" -v b="${R[torch$th]}" 'BEGIN { printf "%.2f", a / b }')
+  fa=$(awk -v t="${R[anneal$th]}" -v f="$fpt" -v p="${R[sgemm$th]}" 'BEGIN { printf "%.1f", 100 * t * f / (p * 1e9) }')
+  ft=$(awk -v t="${R[torch$th]}" -v f="$fpt" -v p="${R[sgemm$th]}" 'BEGIN { printf "%.1f", 100 * t * f / (p * 1e9) }')
+  printf '%-8s %12s %12s %8s %12s %12s %10s %10s %10s\n' "$th" "${R[anneal$th]}" "${R[torch$th]}" "$ratio" \
+    "${R[anneal_rss$th]}" "${R[torch_rss$th]}" "${R[sgemm$th]}" "$fa" "$ft"
+  echo "RESULT bench=train_cpu threads=$th anneal_tokens_per_s=${R[anneal$th]} torch_tokens_per_s=${R[torch$th]} ratio=$ratio anneal_rss_mb=${R[anneal_rss$th]} torch_rss_mb=${R[torch_rss$th]} sgemm_gflops=${R[sgemm$th]} anneal_frac_of_sgemm=$fa torch_frac_of_sgemm=$ft"
+done
+echo "(FLOPs/token = 6N + 6*L*C*T = $fpt with N = $params parameters)"

@@ -1,0 +1,57 @@
+#include "train/config.h"
+
+#include <gtest/gtest.h>
+
+namespace anneal {
+namespace {
+
+const char* kYaml = R"(
+model: {vocab_size: 300, max_seq_len: 64, n_layer: 2, n_head: 4, n_embd: 32}
+data: {dir: /tmp/x, seq_len: 32, batch_size: 2}
+train: {steps: 10}
+)";
+
+TEST(TrainConfigTest, ParsesDefaultsAndOverrides) {
+  auto c = TrainConfig::Parse(kYaml, {"optim.lr=0.01", "train.grad_accum=4"}, "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model.vocab_size, 300);
+  EXPECT_EQ(c->model.padded_vocab, 384);
+  EXPECT_EQ(c->steps, 10);
+  EXPECT_FLOAT_EQ(c->optim.lr, 0.01f);
+  EXPECT_EQ(c->grad_accum, 4);
+  EXPECT_EQ(c->optim.decay_steps, 10);  // defaults to train.steps
+  EXPECT_EQ(c->values.at("data.dir"), "/tmp/x");
+}
+
+TEST(TrainConfigTest, UnknownKeysNameTheClosestValidKey) {
+  auto c = TrainConfig::Parse(kYaml, {"optim.learning_rate=1", "trian.steps=3", "model.n_heads=2"}, "t.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().ExitCode(), 2);
+  const std::string& m = c.status().message();
+  EXPECT_NE(m.find("'trian.steps' (did you mean 'train.steps'?)"), std::string::npos) << m;
+  EXPECT_NE(m.find("'model.n_heads' (did you mean 'model.n_head'?)"), std::string::npos) << m;
+  EXPECT_NE(m.find("optim.learning_rate"), std::string::npos) << m;
+}
+
+TEST(TrainConfigTest, ValidatesEverythingBeforeWork) {
+  EXPECT_NE(TrainConfig::Parse(kYaml, {"model.n_head=5"}, "t").status().message().find("not divisible by n_head 5"),
+            std::string::npos);
+  EXPECT_NE(TrainConfig::Parse(kYaml, {"data.seq_len=65"}, "t").status().message().find("longer than the model's"),
+            std::string::npos);
+  EXPECT_NE(TrainConfig::Parse(kYaml, {"train.steps=ten"}, "t").status().message().find("must be an integer"),
+            std::string::npos);
+  EXPECT_NE(TrainConfig::Parse(kYaml, {"train.resume=maybe"}, "t").status().message().find("auto or none"),
+            std::string::npos);
+  EXPECT_FALSE(TrainConfig::Parse("model: [1, 2", {}, "t").ok());
+  EXPECT_NE(TrainConfig::Parse("train: {steps: 1}", {}, "t").status().message().find("data.dir is required"),
+            std::string::npos);
+}
+
+TEST(TrainConfigTest, EditDistance) {
+  EXPECT_EQ(EditDistance("steps", "steps"), 0u);
+  EXPECT_EQ(EditDistance("stpes", "steps"), 2u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+}
+
+}  // namespace
+}  // namespace anneal
