@@ -243,15 +243,24 @@ double CrossEntropy(float* logits, float* losses, const int32_t* targets, int N,
     float* row = logits + static_cast<size_t>(i) * Vp;
     float mx = row[0];
     for (int j = 1; j < V; ++j) mx = std::max(mx, row[j]);
-    float sum = 0;
-    for (int j = 0; j < V; ++j) sum += std::exp(row[j] - mx);
-    const float lse = mx + std::log(sum);
-    losses[i] = lse - row[targets[i]];
-    if (dscale != 0.0f) {
-      for (int j = 0; j < V; ++j) row[j] = dscale * std::exp(row[j] - lse);
-      row[targets[i]] -= dscale;
-      for (int j = V; j < Vp; ++j) row[j] = 0.0f;
+    const float target_logit = row[targets[i]];
+    if (dscale == 0.0f) {
+      float sum = 0;
+      for (int j = 0; j < V; ++j) sum += std::exp(row[j] - mx);
+      losses[i] = mx + std::log(sum) - target_logit;
+      continue;
     }
+    // One exp per logit: the row holds exp(x - max) until it is scaled into the gradient in place.
+    float sum = 0;
+    for (int j = 0; j < V; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      sum += row[j];
+    }
+    losses[i] = mx + std::log(sum) - target_logit;
+    const float k = dscale / sum;
+    for (int j = 0; j < V; ++j) row[j] *= k;
+    row[targets[i]] -= dscale;
+    for (int j = V; j < Vp; ++j) row[j] = 0.0f;
   }
   double total = 0;
   for (int i = 0; i < N; ++i) total += losses[i];
