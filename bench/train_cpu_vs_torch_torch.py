@@ -158,8 +158,10 @@ def main():
         times.append(time.perf_counter() - t0)
     mean_s = sum(times) / len(times)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print("torch %s: %d timed steps of %d tokens, min step %.1f ms, last loss %.4f"
-          % (torch.__version__, a.steps, a.B * a.T, min(times) * 1000.0, loss))
+    st = sorted(times)
+    print("torch %s: %d timed steps of %d tokens, step ms min %.1f median %.1f max %.1f, "
+          "last loss %.4f" % (torch.__version__, a.steps, a.B * a.T, st[0] * 1000.0,
+                              st[len(st) // 2] * 1000.0, st[-1] * 1000.0, loss))
     print("RESULT side=torch threads=%d tokens_per_s=%.1f step_ms=%.1f peak_rss_mb=%.0f malloc=%s"
           % (a.threads, a.B * a.T / mean_s, mean_s * 1000.0, peak_rss_mb,
              "keep" if a.keep_memory else "default"))
