@@ -53,7 +53,7 @@ const KeySpec kSpecs[] = {
     {"train.kernels", "cpu", "cpu | ref"},
     {"train.threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
     {"train.max_seconds", "0", "stop with a checkpoint after this long (0 = no limit)"},
-    {"train.peak_gflops", "0", "peak for MFU (0 = 72 GFLOP/s per thread, measured sgemm)"},
+    {"train.peak_gflops", "0", "peak GFLOP/s for MFU (0 = measure sgemm at start)"},
 };
 
 void Flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>* out,

@@ -35,7 +35,7 @@ struct TrainConfig {
   std::string kernels = "cpu";
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
-  double peak_gflops = 0;  // for MFU; 0 = 72 GFLOP/s per thread (PEERS.md's measured sgemm)
+  double peak_gflops = 0;  // for MFU; 0 = measure OpenBLAS sgemm at start
 
   // Every key as "section.name" -> its value as text (the resolved config, for manifests).
   std::map<std::string, std::string> values;
