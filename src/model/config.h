@@ -25,6 +25,12 @@ struct GptConfig {
   // Canonical (unpadded) parameter count: the number a checkpoint holds.
   size_t NumParams() const;
   std::string ToString() const;
+  // Floats of activations GptModel keeps for one (B, T) batch (forward activations, the logits and
+  // the backward scratch), exactly what it allocates.
+  size_t ActivationFloats(int B, int T) const;
+  // Bytes to train with AdamW in fp32: parameters, gradients, m and v (padded vocabulary) plus
+  // activations for (B, T).
+  size_t TrainingBytes(int B, int T) const;
 };
 
 // One parameter tensor: canonical name and shape, and where it lives in the flat buffer. Stored

@@ -126,6 +126,18 @@ double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, i
   return total / N;
 }
 
+size_t GptModel::ActivationFloatsAllocated() const {
+  const Acts& a = acts_;
+  size_t n = 0;
+  for (const auto* v : {&a.encoded, &a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.q, &a.k, &a.v, &a.atty, &a.lse, &a.attproj,
+                        &a.resid2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.fcproj, &a.resid3, &a.lnf,
+                        &a.lnf_mean, &a.lnf_rstd, &a.logits, &a.losses, &a.dresidual, &a.dln, &a.dq, &a.dk, &a.dv,
+                        &a.datty, &a.dfch, &a.dfch_gelu}) {
+    n += v->size();
+  }
+  return n;
+}
+
 void GptModel::ZeroGrad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 void GptModel::Backward() {

@@ -42,6 +42,8 @@ class GptModel {
   // Adds this batch's gradients into grads() (call ZeroGrad between optimizer steps).
   void Backward();
   void ZeroGrad();
+  // Floats of activation memory currently allocated (GptConfig::ActivationFloats is its formula).
+  size_t ActivationFloatsAllocated() const;
 
  private:
   struct Acts {

@@ -1,0 +1,61 @@
+#include "model/config.h"
+
+#include <gtest/gtest.h>
+
+#include "model/gpt.h"
+
+namespace anneal {
+namespace {
+
+// Parameter counts of OpenAI's GPT-2 releases (tied embeddings, 1024 positions).
+TEST(GptConfigTest, PresetParameterCounts) {
+  EXPECT_EQ(GptConfig::Preset("gpt2")->NumParams(), 124439808u);
+  EXPECT_EQ(GptConfig::Preset("gpt2-medium")->NumParams(), 354823168u);
+  EXPECT_EQ(GptConfig::Preset("gpt2-large")->NumParams(), 774030080u);
+  EXPECT_EQ(GptConfig::Preset("gpt2-xl")->NumParams(), 1557611200u);
+  EXPECT_EQ(GptConfig::Preset("gpt2")->padded_vocab, 50304);
+  EXPECT_FALSE(GptConfig::Preset("gpt5").ok());
+}
+
+TEST(GptConfigTest, LayoutMatchesCountAndKeepsQkvSeparate) {
+  auto c = *GptConfig::Make(1000, 64, 3, 4, 32);
+  ParamLayout l(c);
+  size_t canonical = 0;
+  for (const auto& p : l.params()) canonical += p.size;
+  EXPECT_EQ(canonical, c.NumParams());
+  EXPECT_EQ(l.total_floats(), c.NumParams() + (1024 - 1000) * 32u);
+  ASSERT_NE(l.Find("h.2.attn.q.weight"), nullptr);
+  ASSERT_NE(l.Find("h.2.attn.v.bias"), nullptr);
+  EXPECT_EQ(l.Find("wte.weight")->shape, (std::vector<int64_t>{1000, 32}));
+  EXPECT_EQ(l.Find("wte.weight")->stored_shape, (std::vector<int64_t>{1024, 32}));
+  EXPECT_FALSE(l.Find("h.0.attn.k.weight")->shape.empty());
+  EXPECT_TRUE(l.Find("h.0.mlp.fc.weight")->decay);
+  EXPECT_FALSE(l.Find("h.0.mlp.fc.bias")->decay);
+}
+
+TEST(GptConfigTest, MemoryEstimateIsWhatTheModelAllocates) {
+  auto c = *GptConfig::Make(300, 16, 2, 4, 32);
+  GptModel m(c, CpuKernels());
+  std::vector<int32_t> tok(3 * 16, 1);
+  m.Forward(tok.data(), tok.data(), 3, 16, 0.0f);
+  EXPECT_EQ(m.ActivationFloatsAllocated(), c.ActivationFloats(3, 16));
+  EXPECT_EQ(c.TrainingBytes(3, 16), 4 * (4 * m.num_floats() + c.ActivationFloats(3, 16)));
+  // The larger presets (estimates only; not trained here): fp32 state alone is 16 bytes a parameter.
+  for (const char* name : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}) {
+    auto g = *GptConfig::Preset(name);
+    std::printf("  %-12s %11zu parameters, B=16 T=1024 training memory %.1f GB\n", name, g.NumParams(),
+                static_cast<double>(g.TrainingBytes(16, 1024)) / 1e9);
+    EXPECT_GT(g.TrainingBytes(16, 1024), 16 * g.NumParams());
+  }
+}
+
+TEST(GptConfigTest, BadShapesNameTheField) {
+  auto r = GptConfig::Make(50257, 1024, 12, 5, 768);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().ExitCode(), 2);
+  EXPECT_NE(r.status().message().find("not divisible by n_head 5"), std::string::npos);
+  EXPECT_FALSE(GptConfig::Make(1, 8, 1, 1, 8).ok());
+}
+
+}  // namespace
+}  // namespace anneal
