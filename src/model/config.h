@@ -27,10 +27,10 @@ struct GptConfig {
   std::string ToString() const;
   // Floats of activations GptModel keeps for one (B, T) batch (forward activations, the logits and
   // the backward scratch), exactly what it allocates.
-  size_t ActivationFloats(int B, int T) const;
+  size_t ActivationFloats(int B, int T, bool recompute = false) const;
   // Bytes to train with AdamW in fp32: parameters, gradients, m and v (padded vocabulary) plus
   // activations for (B, T).
-  size_t TrainingBytes(int B, int T) const;
+  size_t TrainingBytes(int B, int T, bool recompute = false) const;
 };
 
 // One parameter tensor: canonical name and shape, and where it lives in the flat buffer. Stored

@@ -58,7 +58,7 @@ void GptModel::EnsureActs(int B, int T) {
   for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->assign(L * N, 0);
   a.lse.assign(L * N * H, 0);
   a.fch.assign(L * N * 4 * C, 0);
-  a.fch_gelu.assign(L * N * 4 * C, 0);
+  a.fch_gelu.assign((recompute_ ? 1 : L) * N * 4 * C, 0);
   a.lnf.assign(N * C, 0);
   a.lnf_mean.assign(N, 0);
   a.lnf_rstd.assign(N, 0);
@@ -91,7 +91,7 @@ double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, i
     float* resid2 = L(a.resid2, l, NC);
     float* ln2 = L(a.ln2, l, NC);
     float* fch = L(a.fch, l, N4C);
-    float* fch_gelu = L(a.fch_gelu, l, N4C);
+    float* fch_gelu = L(a.fch_gelu, recompute_ ? 0 : l, N4C);
     float* fcproj = L(a.fcproj, l, NC);
     float* resid3 = L(a.resid3, l, NC);
     // ln1 (B,T,C) = LayerNorm(residual)
@@ -162,9 +162,11 @@ void GptModel::Backward() {
     const std::string p = "h." + std::to_string(l) + ".";
     const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);
     // resid3 = resid2 + fcproj: d(fcproj) = dresidual
+    float* fch_gelu = L(a.fch_gelu, recompute_ ? 0 : l, N4C);
+    if (recompute_) k_.gelu_forward(fch_gelu, L(a.fch, l, N4C), N4C);  // recompute this layer's GELU
     zero(a.dfch_gelu);
     k_.matmul_backward(a.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"), a.dresidual.data(),
-                       L(a.fch_gelu, l, N4C), Param(p + "mlp.proj.weight"), N, 4 * C, C);
+                       fch_gelu, Param(p + "mlp.proj.weight"), N, 4 * C, C);
     k_.gelu_backward(a.dfch.data(), L(a.fch, l, N4C), a.dfch_gelu.data(), N4C);  // dfch (B,T,4C)
     zero(a.dln);
     k_.matmul_backward(a.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), a.dfch.data(),

@@ -29,6 +29,15 @@ class GptModel {
   float* Param(const std::string& name);  // aborts on an unknown name (an invariant)
   float* Grad(const std::string& name);
 
+  // Activation recomputation: false keeps every activation; true (selective, llm.c's "recompute
+  // GELU") keeps one (B,T,4C) GELU buffer for all layers and recomputes each layer's GELU output
+  // from its input in backward: L-1 fewer (B,T,4C) buffers, one GELU pass more, same gradients.
+  void set_recompute(bool on) {
+    recompute_ = on;
+    acts_.B = acts_.T = 0;  // reallocate on the next Forward
+  }
+  bool recompute() const { return recompute_; }
+
   // GPT-2 initialization from a seed: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the two residual
   // projections, zero biases, LayerNorm weights 1; padded vocabulary rows zero.
   void InitWeights(uint64_t seed);
@@ -64,6 +73,7 @@ class GptModel {
   Acts acts_;
   std::vector<int32_t> tokens_, targets_;
   bool have_grad_logits_ = false;
+  bool recompute_ = false;
 };
 
 }  // namespace anneal

@@ -51,6 +51,7 @@ const KeySpec kSpecs[] = {
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
     {"train.kernels", "cpu", "cpu | ref"},
+    {"train.recompute", "none", "activation recomputation: none | selective (GELU recomputed in backward)"},
     {"train.threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
     {"train.max_seconds", "0", "stop with a checkpoint after this long (0 = no limit)"},
     {"train.peak_gflops", "0", "peak GFLOP/s for MFU (0 = measure sgemm at start)"},
@@ -210,6 +211,10 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.kernels = v["train.kernels"];
   if (!KernelsByName(c.kernels)) errors.push_back("train.kernels = '" + c.kernels + "' must be cpu or ref");
   c.threads = get_int("train.threads", 0, 1024);
+  c.recompute = v["train.recompute"];
+  if (c.recompute != "none" && c.recompute != "selective") {
+    errors.push_back("train.recompute = '" + c.recompute + "' must be none or selective");
+  }
   c.max_seconds = get_double("train.max_seconds", 0, 1e9);
   c.peak_gflops = get_double("train.peak_gflops", 0, 1e12);
   if (c.optim.decay_steps == 0) c.optim.decay_steps = c.steps;

@@ -128,6 +128,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
 
   GptModel model(c.model, *k);
+  model.set_recompute(c.recompute == "selective");
   model.InitWeights(c.seed);
   AdamW opt(model.layout(), *k, c.optim);
   TrainerState st;

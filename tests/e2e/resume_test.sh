@@ -72,6 +72,14 @@ expect_exit "n_embd not divisible by n_head" 2 "not divisible by n_head" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set model.n_head=3
 expect_exit "unknown key names the closest" 2 "did you mean 'train.steps'" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.step=3
+# SIGTERM: the run finishes its step, saves a checkpoint and exits 0.
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$TMP/term" --set train.checkpoint_every=0 >"$TMP/term.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 6000); do grep -qE "^step +5/" "$TMP/term.log" && break; sleep 0.01; done
+kill -TERM $pid; wait $pid; rc=$?
+check "SIGTERM exits 0 (exit $rc)" test "$rc" -eq 0
+check "SIGTERM saved a checkpoint" grep -q "stop requested: saving a checkpoint" "$TMP/term.log"
+check "the saved checkpoint is complete" test -n "$(ls "$TMP"/term/step-*/manifest.json 2>/dev/null)"
 out=$("$ANNEAL" sample --checkpoint "$TMP/ref_ckpt" --prompt "In the beginning" --max-tokens 8 --seed 3)
 check "sample prints a continuation" test "$(wc -c <<<"$out")" -gt 20
 finish
