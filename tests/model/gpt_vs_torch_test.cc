@@ -7,6 +7,7 @@
 // skipped, never passed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -56,13 +57,12 @@ class GptVsTorch : public ::testing::TestWithParam<std::string> {
   }
 
   void PrintWorst() {
-    const Check* worst = nullptr;
-    for (const auto& c : checks_) {
-      if (!worst || c.err / c.bound > worst->err / worst->bound) worst = &c;
-    }
-    if (worst) {
-      std::printf("[%s] %zu tensors checked; worst: %s, error %.3g = %.2f of its bound %.3g\n", GetParam().c_str(),
-                  checks_.size(), worst->name.c_str(), worst->err, worst->err / worst->bound, worst->bound);
+    std::vector<Check> sorted = checks_;
+    std::sort(sorted.begin(), sorted.end(), [](const Check& a, const Check& b) { return a.err / a.bound > b.err / b.bound; });
+    std::printf("[%s] %zu tensors checked; worst three (error / bound):\n", GetParam().c_str(), sorted.size());
+    for (size_t i = 0; i < std::min<size_t>(3, sorted.size()); ++i) {
+      std::printf("  %s: error %.3g = %.2f of its bound %.3g\n", sorted[i].name.c_str(), sorted[i].err,
+                  sorted[i].err / sorted[i].bound, sorted[i].bound);
     }
   }
 
