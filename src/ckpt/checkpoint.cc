@@ -65,8 +65,8 @@ Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, c
   };
   for (const ParamInfo& p : model.layout().params()) add("param.", p, model.params());
   if (opt) {
-    for (const ParamInfo& p : model.layout().params()) add("opt.m.", p, const_cast<AdamW*>(opt)->m().data());
-    for (const ParamInfo& p : model.layout().params()) add("opt.v.", p, const_cast<AdamW*>(opt)->v().data());
+    for (const ParamInfo& p : model.layout().params()) add("opt.m.", p, opt->m().data());
+    for (const ParamInfo& p : model.layout().params()) add("opt.v.", p, opt->v().data());
   }
   w.SetMetadata("format", kCheckpointFormat);
   std::string image = w.Serialize();

@@ -38,6 +38,8 @@ class AdamW {
   StepStats Step(float* params, float* grads, int step);
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
+  const std::vector<float>& m() const { return m_; }
+  const std::vector<float>& v() const { return v_; }
   int updates() const { return updates_; }
   void set_updates(int t) { updates_ = t; }
   const AdamWOptions& options() const { return o_; }

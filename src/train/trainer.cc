@@ -112,10 +112,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   lo.seed = c.data_seed;
   lo.vocab_size = static_cast<uint32_t>(c.model.vocab_size);
   lo.verify_checksums = c.verify_checksums;
-  ANNEAL_ASSIGN_OR_RETURN(auto train, DataLoader::Open(Env::Default(), lo));
-  if (train->info().has_manifest && train->info().vocab_size != static_cast<uint32_t>(c.model.vocab_size)) {
-    return InvalidInput("data vocabulary differs from the model's");
-  }
+  ANNEAL_ASSIGN_OR_RETURN(auto train, DataLoader::Open(Env::Default(), lo));  // checks the vocabulary
   std::unique_ptr<DataLoader> val;
   bool has_val = false;
   for (const auto& s : train->info().shards) has_val |= s.split == "val";
