@@ -145,8 +145,9 @@ Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW*
       return InvalidInput("checkpoint file " + path + " is missing or has the wrong size: the checkpoint is corrupt; "
                           "delete " + ckpt + " to resume from the previous one");
     }
-    ANNEAL_ASSIGN_OR_RETURN(std::string bytes, env.ReadFile(path));
-    if (HexU64(Xxh64(bytes)) != f.at("xxh64").get<std::string>()) {
+    // Checksum the mapped file (no copy: a shard is as large as the model state).
+    ANNEAL_ASSIGN_OR_RETURN(auto map, env.Map(path, Env::MapMode::kLazy));
+    if (HexU64(Xxh64(std::string_view(map->data(), map->size()))) != f.at("xxh64").get<std::string>()) {
       return InvalidInput("checkpoint file " + path + " fails its checksum: the checkpoint is corrupt; delete " + ckpt +
                           " to resume from the previous one");
     }
