@@ -15,6 +15,9 @@ DEB_PKGS=(
   libopenblas0-openmp libopenblas-openmp-dev    # BLAS built on OpenMP: one thread pool with ours
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev zlib1g-dev
+  libgloo-dev                                   # CPU collectives over TCP (src/dist)
+  libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
+  iproute2                                      # network namespaces for the multi-host tests
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
   jargon-text                                   # a technical English corpus for tokenizer tests
   fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)

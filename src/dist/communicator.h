@@ -1,0 +1,90 @@
+// Communicator: the collectives of one process group (DESIGN.md src/dist), asynchronous, every one
+// bounded by a timeout.
+//
+// Semantics (all ranks of the group must issue the same operations in the same order):
+//   AllReduceSum(x, n)             x (n) <- sum over ranks of x                       in place
+//   ReduceScatterSum(x, counts, y) y (counts[rank]) <- sum over ranks of x's piece `rank`, where
+//                                  x is split into consecutive pieces of counts[0], counts[1], ...
+//                                  (uneven and empty pieces allowed); the sum is taken in rank
+//                                  order 0, 1, ..., so it is deterministic
+//   AllGatherV(x, counts)          x's piece `r` (as in ReduceScatterSum) <- rank r's piece  in place
+//   Broadcast(x, bytes, root), AllGatherBytes, Send/Recv (point to point), Barrier
+// Start* return a Work at once; the operation runs on the communicator's own thread (the CPU
+// backend, Gloo, has no asynchronous API), so it overlaps the caller's compute. Buffers must stay
+// valid and untouched until Wait() returns.
+//
+// Failure: an operation that does not complete within the timeout, or whose peer's connection
+// breaks, fails with a PeerError (exit 3) naming the group, the operation and the ranks that were
+// lost — found from the heartbeats each rank keeps in the rendezvous store (a frozen or dead rank's
+// counter stops) and from the peer address in the transport's error. After a failure the
+// communicator is broken: every later operation fails at once with the first error. Never a hang.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "dist/store.h"
+
+namespace anneal {
+
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation completed or failed.
+  virtual Status Wait() = 0;
+};
+
+struct CommOptions {
+  std::string group = "world";        // the group's name in errors and store keys ("dp", "world")
+  std::vector<int> members;           // global ranks of the group in group-rank order (empty = all)
+  int global_rank = 0;
+  int world_size = 1;
+  std::chrono::milliseconds timeout{300000};  // every operation, and connecting
+  std::string bind_addr;              // this rank's address for peers; empty = the one routing to the store
+  std::chrono::milliseconds heartbeat_interval{1000};
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;  // rank within the group
+  virtual int size() const = 0;
+  virtual const std::string& group() const = 0;
+
+  virtual std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) = 0;
+  virtual std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) = 0;
+  virtual std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) = 0;
+  virtual std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) = 0;
+  virtual std::unique_ptr<Work> StartBroadcast(void* x, size_t bytes, int root) = 0;
+  // out (size() * bytes) <- every rank's `in` (bytes), in rank order.
+  virtual std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) = 0;
+  virtual std::unique_ptr<Work> StartSend(const void* x, size_t bytes, int peer) = 0;
+  virtual std::unique_ptr<Work> StartRecv(void* x, size_t bytes, int peer) = 0;
+  virtual std::unique_ptr<Work> StartBarrier() = 0;
+
+  // Blocking forms.
+  Status AllReduceSum(float* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
+  Status AllReduceSum(double* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
+  Status ReduceScatterSum(const float* x, const std::vector<size_t>& c, float* y) {
+    return StartReduceScatterSum(x, c, y)->Wait();
+  }
+  Status AllGatherV(float* x, const std::vector<size_t>& c) { return StartAllGatherV(x, c)->Wait(); }
+  Status Broadcast(void* x, size_t bytes, int root) { return StartBroadcast(x, bytes, root)->Wait(); }
+  Status AllGatherBytes(const void* in, size_t bytes, void* out) { return StartAllGatherBytes(in, bytes, out)->Wait(); }
+  Status Barrier() { return StartBarrier()->Wait(); }
+};
+
+// A communicator over Gloo's TCP transport. `store` carries the rendezvous (keys under
+// "<group>/"), the heartbeats and the address table, and must outlive the communicator. Connecting
+// is bounded by options.timeout too.
+Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOptions& options);
+
+// The same group with one rank: every operation is a local copy (single-process runs).
+std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group);
+
+}  // namespace anneal

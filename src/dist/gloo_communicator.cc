@@ -1,0 +1,490 @@
+// The Gloo (CPU, TCP) backend of Communicator. Gloo gives the transport, ring allreduce, broadcast,
+// allgather and barrier, each with a timeout; what Debian's Gloo lacks is built here on its
+// point-to-point unbound buffers: an uneven, deterministic reduce-scatter and all-gather (direct:
+// each rank sends every owner its piece; owners sum in rank order), a store adapter, heartbeats and
+// the diagnosis that names a lost rank.
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/progress.h"
+#include "dist/communicator.h"
+
+namespace anneal {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// Gloo's rendezvous reads and writes through this adapter; failures become gloo::IoException, which
+// connectFullMesh propagates to ConnectGloo.
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(anneal::Store* s, std::string prefix, milliseconds timeout)
+      : s_(s), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Status st = s_->Set(prefix_ + key, std::string(data.begin(), data.end()));
+    if (!st.ok()) throw gloo::IoException(st.message());
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto v = s_->Get(prefix_ + key, timeout_);
+    if (!v.ok()) throw gloo::IoException(v.status().message());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    for (const auto& k : keys) {
+      auto v = s_->Get(prefix_ + k, timeout);
+      if (!v.ok()) throw gloo::IoException(v.status().message());
+    }
+  }
+
+ private:
+  anneal::Store* s_;
+  std::string prefix_;
+  milliseconds timeout_;
+};
+
+struct WorkState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+};
+
+class QueuedWork : public Work {
+ public:
+  explicit QueuedWork(std::shared_ptr<WorkState> s) : s_(std::move(s)) {}
+  Status Wait() override {
+    std::unique_lock<std::mutex> l(s_->mu);
+    s_->cv.wait(l, [&] { return s_->done; });
+    return s_->status;
+  }
+
+ private:
+  std::shared_ptr<WorkState> s_;
+};
+
+class DoneWork : public Work {
+ public:
+  explicit DoneWork(Status s) : s_(std::move(s)) {}
+  Status Wait() override { return s_; }
+
+ private:
+  Status s_;
+};
+
+std::string JoinInts(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s;
+}
+
+constexpr uint64_t kSlotPrefix = 0xA7ull << 56;  // our point-to-point slots, apart from Gloo's collectives
+
+class GlooCommunicator : public Communicator {
+ public:
+  GlooCommunicator(anneal::Store* store, CommOptions o, std::shared_ptr<gloo::rendezvous::Context> ctx,
+                   std::vector<std::string> addrs)
+      : store_(store), o_(std::move(o)), ctx_(std::move(ctx)), addrs_(std::move(addrs)) {
+    worker_ = std::thread([this] { Loop(); });
+    heartbeat_ = std::thread([this] { Heartbeat(); });
+  }
+  ~GlooCommunicator() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    heartbeat_.join();
+  }
+  int rank() const override { return ctx_->rank; }
+  int size() const override { return ctx_->size; }
+  const std::string& group() const override { return o_.group; }
+
+  std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) override { return AllReduce(x, n, "allreduce"); }
+  std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) override { return AllReduce(x, n, "allreduce(f64)"); }
+
+  std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) override {
+    return Enqueue("reduce-scatter of " + std::to_string(Sum(counts)) + " floats", [=, this](uint32_t tag) {
+      const int n = size(), me = rank();
+      const std::vector<size_t> offs = Offsets(counts);
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs(n);
+      for (int p = 0; p < n; ++p) {
+        if (p == me || counts[p] == 0) continue;
+        sends.push_back(ctx_->createUnboundBuffer(const_cast<float*>(x + offs[p]), counts[p] * sizeof(float)));
+        sends.back()->send(p, kSlotPrefix | tag);
+      }
+      const size_t mine = counts[me];
+      std::vector<float> tmp(mine * n);
+      if (mine > 0) {
+        for (int p = 0; p < n; ++p) {
+          if (p == me) continue;
+          recvs[p] = ctx_->createUnboundBuffer(tmp.data() + mine * p, mine * sizeof(float));
+          recvs[p]->recv(p, kSlotPrefix | tag);
+        }
+        for (int p = 0; p < n; ++p) {
+          if (p != me && !recvs[p]->waitRecv(nullptr, o_.timeout)) throw gloo::IoException("receive aborted");
+        }
+        const float* own = x + offs[me];
+        for (size_t i = 0; i < mine; ++i) {  // rank order 0..n-1: deterministic
+          float acc = 0.0f;
+          for (int p = 0; p < n; ++p) acc += p == me ? own[i] : tmp[mine * p + i];
+          y[i] = acc;
+        }
+      }
+      for (auto& s : sends) {
+        if (!s->waitSend(nullptr, o_.timeout)) throw gloo::IoException("send aborted");
+      }
+    });
+  }
+
+  std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) override {
+    return Enqueue("all-gather of " + std::to_string(Sum(counts)) + " floats", [=, this](uint32_t tag) {
+      const int n = size(), me = rank();
+      const std::vector<size_t> offs = Offsets(counts);
+      std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs;
+      for (int p = 0; p < n; ++p) {
+        if (p == me || counts[p] == 0) continue;
+        recvs.push_back(ctx_->createUnboundBuffer(x + offs[p], counts[p] * sizeof(float)));
+        recvs.back()->recv(p, kSlotPrefix | tag);
+      }
+      if (counts[me] > 0) {
+        for (int p = 0; p < n; ++p) {
+          if (p == me) continue;
+          // One buffer per destination: an unbound buffer carries one pending operation at a time.
+          sends.push_back(ctx_->createUnboundBuffer(x + offs[me], counts[me] * sizeof(float)));
+          sends.back()->send(p, kSlotPrefix | tag);
+        }
+      }
+      for (auto& r : recvs) {
+        if (!r->waitRecv(nullptr, o_.timeout)) throw gloo::IoException("receive aborted");
+      }
+      for (auto& s : sends) {
+        if (!s->waitSend(nullptr, o_.timeout)) throw gloo::IoException("send aborted");
+      }
+    });
+  }
+
+  std::unique_ptr<Work> StartBroadcast(void* x, size_t bytes, int root) override {
+    return Enqueue("broadcast from rank " + std::to_string(root), [=, this](uint32_t tag) {
+      gloo::BroadcastOptions opts(ctx_);
+      opts.setOutput(static_cast<uint8_t*>(x), bytes);
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(o_.timeout);
+      gloo::broadcast(opts);
+    });
+  }
+
+  std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {
+    return Enqueue("all-gather", [=, this](uint32_t tag) {
+      gloo::AllgatherOptions opts(ctx_);
+      opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
+      opts.setOutput(static_cast<uint8_t*>(out), bytes * size());
+      opts.setTag(tag);
+      opts.setTimeout(o_.timeout);
+      gloo::allgather(opts);
+    });
+  }
+
+  std::unique_ptr<Work> StartSend(const void* x, size_t bytes, int peer) override {
+    return Enqueue("send to rank " + std::to_string(peer), /*collective=*/false, [=, this](uint32_t) {
+      auto b = ctx_->createUnboundBuffer(const_cast<void*>(x), bytes);
+      b->send(peer, kSlotPrefix | (1ull << 40) | static_cast<uint64_t>(SeqTo(peer)));
+      if (!b->waitSend(nullptr, o_.timeout)) throw gloo::IoException("send aborted");
+    });
+  }
+  std::unique_ptr<Work> StartRecv(void* x, size_t bytes, int peer) override {
+    return Enqueue("receive from rank " + std::to_string(peer), /*collective=*/false, [=, this](uint32_t) {
+      auto b = ctx_->createUnboundBuffer(x, bytes);
+      b->recv(peer, kSlotPrefix | (1ull << 40) | static_cast<uint64_t>(SeqFrom(peer)));
+      if (!b->waitRecv(nullptr, o_.timeout)) throw gloo::IoException("receive aborted");
+    });
+  }
+
+  std::unique_ptr<Work> StartBarrier() override {
+    return Enqueue("barrier", [=, this](uint32_t tag) {
+      gloo::BarrierOptions opts(ctx_);
+      opts.setTag(tag);
+      opts.setTimeout(o_.timeout);
+      gloo::barrier(opts);
+    });
+  }
+
+ private:
+  template <typename T>
+  std::unique_ptr<Work> AllReduce(T* x, size_t n, const std::string& what) {
+    return Enqueue(what + " of " + std::to_string(n) + " values", [=, this](uint32_t tag) {
+      if (size() == 1 || n == 0) return;
+      gloo::AllreduceOptions opts(ctx_);
+      opts.setOutput(x, n);
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<T>));
+      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      opts.setTag(tag);
+      opts.setTimeout(o_.timeout);
+      gloo::allreduce(opts);
+    });
+  }
+
+  static size_t Sum(const std::vector<size_t>& c) {
+    size_t s = 0;
+    for (size_t v : c) s += v;
+    return s;
+  }
+  static std::vector<size_t> Offsets(const std::vector<size_t>& c) {
+    std::vector<size_t> o(c.size(), 0);
+    for (size_t i = 1; i < c.size(); ++i) o[i] = o[i - 1] + c[i - 1];
+    return o;
+  }
+  // Point-to-point sequence numbers per peer (both ends count the same way), on the worker thread.
+  uint32_t SeqTo(int p) { return seq_to_[p]++ & 0xFFFFFF; }
+  uint32_t SeqFrom(int p) { return seq_from_[p]++ & 0xFFFFFF; }
+
+  // Collectives take the next tag (every rank issues the same collectives in the same order, so tags
+  // agree); point-to-point operations are matched by per-peer sequence numbers instead.
+  std::unique_ptr<Work> Enqueue(std::string what, std::function<void(uint32_t)> fn) {
+    return Enqueue(std::move(what), true, std::move(fn));
+  }
+  std::unique_ptr<Work> Enqueue(std::string what, bool collective, std::function<void(uint32_t)> fn) {
+    auto st = std::make_shared<WorkState>();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (!first_error_.ok()) return std::make_unique<DoneWork>(first_error_);
+      queue_.push_back({std::move(what), collective, std::move(fn), st});
+    }
+    cv_.notify_all();
+    return std::make_unique<QueuedWork>(st);
+  }
+
+  void Loop() {
+    uint32_t tag = 1;
+    for (;;) {
+      Task t;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      Status s;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        s = first_error_;
+      }
+      if (s.ok()) {
+        const double t0 = MonotonicSeconds();
+        try {
+          t.fn(t.collective ? (tag++ & 0x7FFFFFFF) : 0);
+        } catch (const std::exception& e) {
+          s = PeerError(Diagnose(t.what, e.what(), MonotonicSeconds() - t0));
+          std::lock_guard<std::mutex> l(mu_);
+          first_error_ = s;
+        }
+      }
+      std::lock_guard<std::mutex> l(t.state->mu);
+      t.state->status = s;
+      t.state->done = true;
+      t.state->cv.notify_all();
+    }
+  }
+
+  // Every heartbeat_interval: +1 on "<group>/hb/<global rank>". A frozen or dead rank's count stops.
+  void Heartbeat() {
+    const std::string key = o_.group + "/hb/" + std::to_string(o_.global_rank);
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stopping_) {
+      l.unlock();
+      (void)store_->Add(key, 1);
+      l.lock();
+      cv_.wait_for(l, o_.heartbeat_interval, [&] { return stopping_; });
+    }
+  }
+
+  // Which peers are lost: those whose heartbeat does not advance over ~2.5 intervals, and those
+  // whose address the transport's error names.
+  std::string Diagnose(const std::string& what, const std::string& transport_error, double seconds) {
+    std::ostringstream m;
+    m << what << " in group '" << o_.group << "' (ranks " << JoinInts(o_.members) << ") failed on rank "
+      << o_.global_rank << " after " << static_cast<int>(seconds * 10) / 10.0 << " s: ";
+    auto snapshot = [&](std::map<int, int64_t>* hb) -> Status {
+      for (int r : o_.members) {
+        if (r == o_.global_rank) continue;
+        ANNEAL_ASSIGN_OR_RETURN(auto v, store_->TryGet(o_.group + "/hb/" + std::to_string(r)));
+        (*hb)[r] = v ? std::strtoll(v->c_str(), nullptr, 10) : -1;
+      }
+      return Status::Ok();
+    };
+    std::map<int, int64_t> a, b;
+    Status s = snapshot(&a);
+    if (s.ok()) {
+      std::this_thread::sleep_for(o_.heartbeat_interval * 5 / 2);
+      s = snapshot(&b);
+    }
+    std::vector<int> lost;
+    if (s.ok()) {
+      for (auto [r, v] : a) {
+        if (b[r] == v) lost.push_back(r);
+      }
+    }
+    // Ranks on the host named in the transport's error ("[10.0.0.2]:port").
+    std::set<int> named;
+    for (size_t i = 0; i < o_.members.size(); ++i) {
+      if (o_.members[i] == o_.global_rank || addrs_[i].empty() || addrs_[i] == addrs_[rank()]) continue;
+      if (transport_error.find("[" + addrs_[i] + "]") != std::string::npos) named.insert(o_.members[i]);
+    }
+    if (!lost.empty()) {
+      m << "lost rank" << (lost.size() > 1 ? "s " : " ") << JoinInts(lost) << " (no heartbeat for "
+        << o_.heartbeat_interval.count() * 2.5 / 1000 << " s: killed, frozen or cut off";
+      for (int r : lost) {
+        for (size_t i = 0; i < o_.members.size(); ++i) {
+          if (o_.members[i] == r && !addrs_[i].empty()) m << "; rank " << r << " on " << addrs_[i];
+        }
+      }
+      m << ")";
+    } else if (!s.ok()) {
+      m << "lost contact with " << store_->Describe() << " as well";
+      if (!named.empty()) {
+        m << "; lost rank" << (named.size() > 1 ? "s " : " ") << JoinInts(std::vector<int>(named.begin(), named.end()));
+        m << " (on " << addrs_[std::distance(o_.members.begin(),
+                                             std::find(o_.members.begin(), o_.members.end(), *named.begin()))]
+          << ")";
+      }
+      if (named.empty()) {
+        std::vector<int> others;
+        for (size_t i = 0; i < o_.members.size(); ++i) {
+          if (addrs_[i] != addrs_[rank()]) others.push_back(o_.members[i]);
+        }
+        if (!others.empty()) m << "; unreachable: rank" << (others.size() > 1 ? "s " : " ") << JoinInts(others) << " (other hosts)";
+      }
+      m << " (" << s.message() << ")";
+    } else if (!named.empty()) {
+      m << "lost rank" << (named.size() > 1 ? "s " : " ") << JoinInts(std::vector<int>(named.begin(), named.end()));
+    } else {
+      m << "every peer's heartbeat is alive: a peer is slow or stuck in other work (raise dist.timeout_s if "
+           "steps are legitimately this long)";
+    }
+    m << ". Transport: " << transport_error;
+    return m.str();
+  }
+
+  struct Task {
+    std::string what;
+    bool collective = true;
+    std::function<void(uint32_t)> fn;
+    std::shared_ptr<WorkState> state;
+  };
+
+  anneal::Store* store_;
+  CommOptions o_;
+  std::shared_ptr<gloo::rendezvous::Context> ctx_;
+  std::vector<std::string> addrs_;  // by group rank
+  std::map<int, uint32_t> seq_to_, seq_from_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Task> queue_;
+  bool stopping_ = false;
+  Status first_error_;
+  std::thread worker_, heartbeat_;
+};
+
+class SoloCommunicator : public Communicator {
+ public:
+  explicit SoloCommunicator(std::string g) : group_(std::move(g)) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  const std::string& group() const override { return group_; }
+  std::unique_ptr<Work> StartAllReduceSum(float*, size_t) override { return Ok(); }
+  std::unique_ptr<Work> StartAllReduceSum(double*, size_t) override { return Ok(); }
+  std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& c, float* y) override {
+    if (x != y) std::memmove(y, x, c[0] * sizeof(float));
+    return Ok();
+  }
+  std::unique_ptr<Work> StartAllGatherV(float*, const std::vector<size_t>&) override { return Ok(); }
+  std::unique_ptr<Work> StartBroadcast(void*, size_t, int) override { return Ok(); }
+  std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {
+    std::memmove(out, in, bytes);
+    return Ok();
+  }
+  std::unique_ptr<Work> StartSend(const void*, size_t, int) override {
+    return std::make_unique<DoneWork>(Internal("send to self in a one-rank group"));
+  }
+  std::unique_ptr<Work> StartRecv(void*, size_t, int) override {
+    return std::make_unique<DoneWork>(Internal("receive from self in a one-rank group"));
+  }
+  std::unique_ptr<Work> StartBarrier() override { return Ok(); }
+
+ private:
+  static std::unique_ptr<Work> Ok() { return std::make_unique<DoneWork>(Status::Ok()); }
+  std::string group_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOptions& options) {
+  CommOptions o = options;
+  if (o.members.empty()) {
+    for (int r = 0; r < o.world_size; ++r) o.members.push_back(r);
+  }
+  const auto it = std::find(o.members.begin(), o.members.end(), o.global_rank);
+  if (it == o.members.end()) {
+    return InvalidInput("rank " + std::to_string(o.global_rank) + " is not a member of group '" + o.group + "'");
+  }
+  const int grank = static_cast<int>(it - o.members.begin()), gsize = static_cast<int>(o.members.size());
+  std::string bind = o.bind_addr;
+  if (bind.empty()) {
+    // The address peers reach this rank at: the interface that routes to the store's host.
+    const std::string d = store->Describe();
+    const size_t at = d.find(" at ");
+    std::string host = at == std::string::npos ? "127.0.0.1" : d.substr(at + 4);
+    host = host.substr(0, host.find(':'));
+    if (host.find('/') != std::string::npos || host.empty()) host = "127.0.0.1";
+    auto a = LocalAddressToward(host);
+    bind = a.ok() ? *a : "127.0.0.1";
+  }
+  ANNEAL_RETURN_IF_ERROR(store->Set(o.group + "/addr/" + std::to_string(o.global_rank), bind));
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  try {
+    gloo::transport::tcp::attr attr(bind.c_str());
+    auto dev = gloo::transport::tcp::CreateDevice(attr);
+    ctx = std::make_shared<gloo::rendezvous::Context>(grank, gsize);
+    ctx->setTimeout(o.timeout);
+    GlooStoreAdapter adapter(store, o.group + "/gloo/", o.timeout);
+    ctx->connectFullMesh(adapter, dev);
+  } catch (const std::exception& e) {
+    return PeerError("group '" + o.group + "' (ranks " + JoinInts(o.members) + ") could not connect rank " +
+                     std::to_string(o.global_rank) + " on " + bind + " to its peers within " +
+                     std::to_string(o.timeout.count() / 1000) + " s: " + e.what());
+  }
+  std::vector<std::string> addrs(gsize);
+  for (int i = 0; i < gsize; ++i) {
+    auto a = store->Get(o.group + "/addr/" + std::to_string(o.members[i]), o.timeout);
+    if (a.ok()) addrs[i] = *a;
+  }
+  return std::unique_ptr<Communicator>(new GlooCommunicator(store, o, std::move(ctx), std::move(addrs)));
+}
+
+std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group) {
+  return std::make_unique<SoloCommunicator>(group);
+}
+
+}  // namespace anneal
