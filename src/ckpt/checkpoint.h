@@ -1,8 +1,11 @@
 // Checkpoints (docs/formats/checkpoint.md): a folder step-NNNNNNNN/ holding shard files and, written
 // LAST, manifest.json. A folder without a readable manifest does not exist as a checkpoint; resume
 // takes the newest complete one found by listing. Tensors are stored under canonical names and
-// shapes (q, k, v separate; vocabulary unpadded), each with the box it holds (the whole tensor in a
-// one-process run), so later layouts can load any part.
+// shapes (q, k, v separate; vocabulary unpadded); the manifest lists, per tensor, its parts: each a
+// file and the box (offset, length per dimension) or flattened range [start, length) it holds. A
+// data-parallel run writes in parallel: rank 0 the parameters, and with ZeRO every rank its own
+// optimizer-state slices (flat ranges); rank 0 gathers their sizes and checksums and writes the
+// manifest last. Any layout loads any checkpoint (save at dp=2 ZeRO-1, load at dp=3, or at 1).
 #pragma once
 
 #include <cstdint>
@@ -12,13 +15,14 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "data/sampler.h"
+#include "dist/communicator.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 
 namespace anneal {
 
 inline constexpr const char* kCheckpointFormat = "anneal.checkpoint";
-inline constexpr int kCheckpointVersion = 1;
+inline constexpr int kCheckpointVersion = 2;  // 1 (whole tensors, one "file" per tensor) is still read
 
 struct TrainerState {
   int step = 0;          // optimizer steps completed
@@ -34,14 +38,23 @@ struct CheckpointLineage {
   std::string dataset_hash;  // dataset.json inputs_hash
 };
 
+// The ranks that write one checkpoint together (a data-parallel group); comm == nullptr: this
+// process alone. Every member calls SaveCheckpoint with its own optimizer (whose shard is
+// [opt->begin(), opt->end())).
+struct CheckpointWriters {
+  Communicator* comm = nullptr;
+  int zero = 0;  // 0: optimizer state replicated (rank 0 writes it); 1, 2: each rank its shard
+};
+
 // "step-00000042"
 std::string CheckpointName(int step);
 
-// Writes dir/step-NNNNNNNN/ (model.safetensors, then manifest.json). Refuses to touch a complete
+// Writes dir/step-NNNNNNNN/ (shard files, then manifest.json). Refuses to touch a complete
 // checkpoint already there (returns Ok without writing: same step, same run). opt may be null
-// (weights only).
+// (weights only). With writers.comm, a collective: every rank of the group must call it.
 Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, const AdamW* opt,
-                      const TrainerState& state, const CheckpointLineage& lineage);
+                      const TrainerState& state, const CheckpointLineage& lineage,
+                      const CheckpointWriters& writers = {});
 
 // The newest complete checkpoint folder under dir (by step), or nullopt when there is none.
 Result<std::optional<std::string>> FindNewestCheckpoint(Env& env, const std::string& dir);
@@ -50,8 +63,10 @@ Result<std::optional<std::string>> FindNewestCheckpoint(Env& env, const std::str
 Result<GptConfig> ReadCheckpointModelConfig(Env& env, const std::string& ckpt);
 
 // Loads weights (and moments and trainer state when opt/state are given) from a checkpoint folder.
-// Verifies file sizes and checksums and that the model's shape matches; errors name the problem and
-// the fix (exit 2).
+// The optimizer receives the moments of its own shard [opt->begin(), opt->end()), assembled from
+// whatever parts the writers held. Verifies the sizes and checksums of the files it reads, that the
+// model's shape matches and that every needed element is present; errors name the problem and the
+// fix (exit 2).
 Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW* opt, TrainerState* state);
 
 }  // namespace anneal

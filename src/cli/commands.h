@@ -17,5 +17,6 @@ void AddPrepCommand(CLI::App& app, RunFn* run);
 void AddDatasetCommand(CLI::App& app, RunFn* run);
 void AddTrainCommand(CLI::App& app, RunFn* run);
 void AddSampleCommand(CLI::App& app, RunFn* run);
+void AddLaunchCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddDatasetCommand(app, &run);
   anneal::cli::AddTrainCommand(app, &run);
   anneal::cli::AddSampleCommand(app, &run);
+  anneal::cli::AddLaunchCommand(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

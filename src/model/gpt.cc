@@ -148,6 +148,14 @@ void GptModel::Backward() {
   const size_t NC = static_cast<size_t>(N) * C, N4C = NC * 4;
   Acts& a = acts_;
   auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
+  // Offsets where each layer's parameters start (layer L: ln_f), for the grad-ready hook.
+  auto layer_start = [&](int l) {
+    return l == config_.n_layer ? layout_.Find("ln_f.weight")->offset
+                                : layout_.Find("h." + std::to_string(l) + ".ln_1.weight")->offset;
+  };
+  auto ready = [&](size_t begin, size_t end) {
+    if (grad_ready_) grad_ready_(begin, end);
+  };
 
   // dlnf (B,T,C) = dlogits @ wte; dwte += dlogits^T @ lnf
   zero(a.dln);
@@ -158,6 +166,7 @@ void GptModel::Backward() {
   k_.layernorm_backward(a.dresidual.data(), Grad("ln_f.weight"), Grad("ln_f.bias"), a.dln.data(),
                         L(a.resid3, config_.n_layer - 1, NC), Param("ln_f.weight"), a.lnf_mean.data(),
                         a.lnf_rstd.data(), N, C);
+  ready(layer_start(config_.n_layer), layout_.total_floats());
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     const std::string p = "h." + std::to_string(l) + ".";
     const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);
@@ -193,8 +202,10 @@ void GptModel::Backward() {
     // dresidual += LN1 backward: now d(residual), the previous layer's resid3
     k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_1.weight"), Grad(p + "ln_1.bias"), a.dln.data(), residual,
                           Param(p + "ln_1.weight"), L(a.ln1_mean, l, N), L(a.ln1_rstd, l, N), N, C);
+    ready(layer_start(l), layer_start(l + 1));
   }
   k_.encoder_backward(Grad("wte.weight"), Grad("wpe.weight"), a.dresidual.data(), tokens_.data(), B, T, C);
+  ready(0, layer_start(0));
 }
 
 }  // namespace anneal

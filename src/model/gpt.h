@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -50,6 +51,11 @@ class GptModel {
   const float* logits() const { return acts_.logits.data(); }
   // Adds this batch's gradients into grads() (call ZeroGrad between optimizer steps).
   void Backward();
+  // Called during Backward each time a contiguous range [begin, end) of grads() is final for this
+  // batch, in decreasing address order covering everything: ln_f, layer L-1, ..., layer 0, then
+  // the embeddings (wte is final only after the encoder's backward). Data parallelism hangs its
+  // gradient communication here, so it overlaps the rest of the backward pass. Empty = none.
+  void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
   void ZeroGrad();
   // Floats of activation memory currently allocated (GptConfig::ActivationFloats is its formula).
   size_t ActivationFloatsAllocated() const;
@@ -74,6 +80,7 @@ class GptModel {
   std::vector<int32_t> tokens_, targets_;
   bool have_grad_logits_ = false;
   bool recompute_ = false;
+  std::function<void(size_t, size_t)> grad_ready_;
 };
 
 }  // namespace anneal

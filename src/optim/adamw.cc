@@ -1,5 +1,6 @@
 #include "optim/adamw.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace anneal {
@@ -15,24 +16,34 @@ float LearningRate(const AdamWOptions& o, int step) {
   return static_cast<float>(o.min_lr + coeff * (o.lr - o.min_lr));
 }
 
-AdamW::AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o)
-    : layout_(layout), k_(k), o_(o), m_(layout.total_floats(), 0.0f), v_(layout.total_floats(), 0.0f) {}
+AdamW::AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o, size_t begin, size_t end)
+    : layout_(layout),
+      k_(k),
+      o_(o),
+      begin_(std::min(begin, layout.total_floats())),
+      end_(std::max(begin_, std::min(end, layout.total_floats()))),
+      m_(end_ - begin_, 0.0f),
+      v_(end_ - begin_, 0.0f) {}
 
-StepStats AdamW::Step(float* params, float* grads, int step) {
+StepStats AdamW::StepWithNorm(float* params, float* grads, int step, double grad_norm) {
   StepStats s;
   s.lr = LearningRate(o_, step);
-  s.grad_norm = std::sqrt(k_.sum_squares(grads, layout_.total_floats()));
+  s.grad_norm = grad_norm;
   if (!std::isfinite(s.grad_norm)) {
     s.skipped = true;
     return s;
   }
+  const size_t n = end_ - begin_;
   if (o_.grad_clip > 0 && s.grad_norm > o_.grad_clip) {
-    k_.scale(grads, static_cast<float>(o_.grad_clip / (s.grad_norm + 1e-6)), layout_.total_floats());
+    k_.scale(grads, static_cast<float>(o_.grad_clip / (s.grad_norm + 1e-6)), n);
   }
   ++updates_;
-  for (const ParamInfo& p : layout_.params()) {
-    k_.adamw(params + p.offset, grads + p.offset, m_.data() + p.offset, v_.data() + p.offset, p.stored_size, s.lr,
-             o_.beta1, o_.beta2, o_.eps, p.decay ? o_.weight_decay : 0.0f, updates_);
+  for (const ParamInfo& p : layout_.params()) {  // each tensor's part inside the shard
+    const size_t lo = std::max(begin_, p.offset), hi = std::min(end_, p.offset + p.stored_size);
+    if (lo >= hi) continue;
+    const size_t i = lo - begin_;
+    k_.adamw(params + i, grads + i, m_.data() + i, v_.data() + i, hi - lo, s.lr, o_.beta1, o_.beta2, o_.eps,
+             p.decay ? o_.weight_decay : 0.0f, updates_);
   }
   return s;
 }

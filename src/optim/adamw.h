@@ -1,8 +1,11 @@
 // AdamW with decoupled weight decay (torch.optim.AdamW semantics) on 2-D tensors only, global-norm
 // clipping, and a learning-rate schedule: linear warmup, then cosine decay to min_lr.
-// Moments m and v are fp32 and laid out like the parameters (ParamLayout order).
+// Moments m and v are fp32 and laid out like the parameters (ParamLayout order). An optimizer may own
+// only a shard [begin, end) of the flat parameter vector (ZeRO): its moments cover that range only,
+// and Step's pointers point at element `begin` of the parameters and gradients.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -32,10 +35,20 @@ struct StepStats {
 
 class AdamW {
  public:
-  AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o);
+  // The shard [begin, end) of the flat vector (default: all of it).
+  AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o, size_t begin = 0, size_t end = SIZE_MAX);
   // One update of params from grads at 0-based step `step` (bias correction uses t = updates done
   // + 1). Skips the update (and says so) when the gradient norm is not finite.
-  StepStats Step(float* params, float* grads, int step);
+  StepStats Step(float* params, float* grads, int step) {
+    return StepWithNorm(params, grads, step, std::sqrt(SumSquares(grads)));
+  }
+  // The same with the global gradient norm given (a sharded optimizer adds its shards' SumSquares
+  // across ranks first); grads are clipped by it in place.
+  StepStats StepWithNorm(float* params, float* grads, int step, double grad_norm);
+  // Sum of squares of the shard's gradients (grads points at element begin()).
+  double SumSquares(const float* grads) const { return k_.sum_squares(grads, end_ - begin_); }
+  size_t begin() const { return begin_; }
+  size_t end() const { return end_; }
   std::vector<float>& m() { return m_; }
   std::vector<float>& v() { return v_; }
   const std::vector<float>& m() const { return m_; }
@@ -48,6 +61,7 @@ class AdamW {
   const ParamLayout& layout_;
   const KernelTable& k_;
   AdamWOptions o_;
+  size_t begin_, end_;
   std::vector<float> m_, v_;
   int updates_ = 0;
 };

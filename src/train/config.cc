@@ -55,6 +55,12 @@ const KeySpec kSpecs[] = {
     {"train.threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
     {"train.max_seconds", "0", "stop with a checkpoint after this long (0 = no limit)"},
     {"train.peak_gflops", "0", "peak GFLOP/s for MFU (0 = measure sgemm at start)"},
+    {"dist.dp", "0", "data-parallel ranks (0 = the world size / (tp x pp))"},
+    {"dist.tp", "1", "tensor-parallel ranks"},
+    {"dist.pp", "1", "pipeline stages"},
+    {"dist.zero", "0", "ZeRO stage: 0 replicated optimizer; 1 sharded optimizer state; 2 sharded gradients too"},
+    {"dist.bucket_mb", "4", "gradient bucket size for the overlapped communication, MB"},
+    {"dist.timeout_s", "300", "every collective's timeout: a lost rank fails the run after this long (exit 3)"},
 };
 
 void Flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>* out,
@@ -217,6 +223,12 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   }
   c.max_seconds = get_double("train.max_seconds", 0, 1e9);
   c.peak_gflops = get_double("train.peak_gflops", 0, 1e12);
+  c.dp = get_int("dist.dp", 0, 1 << 20);
+  c.tp = get_int("dist.tp", 1, 1 << 20);
+  c.pp = get_int("dist.pp", 1, 1 << 20);
+  c.zero = get_int("dist.zero", 0, 2);
+  c.bucket_mb = get_double("dist.bucket_mb", 0.001, 1e6);
+  c.timeout_s = get_double("dist.timeout_s", 0.1, 1e7);
   if (c.optim.decay_steps == 0) c.optim.decay_steps = c.steps;
   if (c.data_dir.empty()) errors.push_back("data.dir is required: the folder anneal prep wrote");
   if (errors.empty() && c.seq_len > c.model.max_seq_len) {

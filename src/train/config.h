@@ -37,6 +37,12 @@ struct TrainConfig {
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
   double peak_gflops = 0;  // for MFU; 0 = measure OpenBLAS sgemm at start
+  // Parallelism (the world size comes from the environment: dist/rank_env.h).
+  int dp = 0;  // 0 = world / (tp * pp)
+  int tp = 1, pp = 1;
+  int zero = 0;            // 0, 1, 2 (dist/data_parallel.h)
+  double bucket_mb = 4;    // gradient bucket
+  double timeout_s = 300;  // every collective
 
   // Every key as "section.name" -> its value as text (the resolved config, for manifests).
   std::map<std::string, std::string> values;

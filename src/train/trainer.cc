@@ -13,6 +13,11 @@
 #include "core/checksum.h"
 #include "core/progress.h"
 #include "data/loader.h"
+#include "dist/communicator.h"
+#include "dist/data_parallel.h"
+#include "dist/process_groups.h"
+#include "dist/rank_env.h"
+#include "dist/store.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 
@@ -64,12 +69,12 @@ double MeasureSgemmGflops() {
   return best;
 }
 
+// XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
 std::string StateHash(const GptModel& m, AdamW& opt) {
   Xxh64Stream h;
-  const size_t bytes = m.num_floats() * sizeof(float);
-  h.Update(std::string_view(reinterpret_cast<const char*>(m.params()), bytes));
-  h.Update(std::string_view(reinterpret_cast<const char*>(opt.m().data()), bytes));
-  h.Update(std::string_view(reinterpret_cast<const char*>(opt.v().data()), bytes));
+  h.Update(std::string_view(reinterpret_cast<const char*>(m.params()), m.num_floats() * sizeof(float)));
+  h.Update(std::string_view(reinterpret_cast<const char*>(opt.m().data()), opt.m().size() * sizeof(float)));
+  h.Update(std::string_view(reinterpret_cast<const char*>(opt.v().data()), opt.v().size() * sizeof(float)));
   return HexU64(h.Digest());
 }
 
@@ -99,7 +104,41 @@ Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string&
 }
 
 Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop,
-                                const std::function<void(const std::string&)>& log) {
+                                const std::function<void(const std::string&)>& log_all) {
+  // The job layout, validated before anything is allocated (exit 2 naming each factor).
+  ANNEAL_ASSIGN_OR_RETURN(RankEnv re, RankEnv::FromEnvironment());
+  const int dp = c.dp > 0 ? c.dp : std::max(1, re.world / (c.tp * c.pp));
+  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg, ProcessGroups::Make(re.world, dp, c.pp, c.tp, re.rank));
+  if (c.tp > 1 || c.pp > 1) {
+    return InvalidInput("dist.tp = " + std::to_string(c.tp) + ", dist.pp = " + std::to_string(c.pp) +
+                        ": tensor and pipeline parallelism are not built yet; use data parallelism (dist.dp, dist.zero)");
+  }
+  // Rank 0 speaks for the job; the others report only errors.
+  auto log = [&](const std::string& line) {
+    if (re.rank == 0) log_all(line);
+  };
+  std::unique_ptr<Store> store_base;
+  std::unique_ptr<PrefixStore> store;
+  std::unique_ptr<Communicator> comm;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000));
+  if (re.world > 1) {
+    if (re.store.empty()) {
+      return InvalidInput("this rank is one of " + std::to_string(re.world) + " (" + re.launcher +
+                          ") but ANNEAL_STORE, the rendezvous store, is not set: start the ranks with `anneal launch`, "
+                          "or set ANNEAL_STORE=host:port of a running store or file:///shared/folder");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(store_base, OpenStore(re.store, timeout));
+    store = std::make_unique<PrefixStore>(store_base.get(), re.StorePrefix());
+    CommOptions co;
+    co.group = "dp";
+    co.members = pg.DpGroup();
+    co.global_rank = re.rank;
+    co.world_size = re.world;
+    co.timeout = timeout;
+    ANNEAL_ASSIGN_OR_RETURN(comm, ConnectGloo(store.get(), co));
+  } else {
+    comm = MakeSoloCommunicator("dp");
+  }
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const int threads = omp_get_max_threads();
   const KernelTable* k = KernelsByName(c.kernels);
@@ -112,6 +151,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   lo.seed = c.data_seed;
   lo.vocab_size = static_cast<uint32_t>(c.model.vocab_size);
   lo.verify_checksums = c.verify_checksums;
+  lo.dp_rank = pg.dp_rank();
+  lo.dp_size = dp;
   ANNEAL_ASSIGN_OR_RETURN(auto train, DataLoader::Open(Env::Default(), lo));  // checks the vocabulary
   std::unique_ptr<DataLoader> val;
   bool has_val = false;
@@ -120,14 +161,23 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     LoaderOptions vo = lo;
     vo.split = "val";
     vo.shuffle = false;
+    vo.dp_rank = 0;  // every rank walks the same validation batches and evaluates its share of them
+    vo.dp_size = 1;
     auto v = DataLoader::Open(Env::Default(), vo);
     if (v.ok()) val = std::move(v).value();  // a val split too short for one window: no validation
   }
 
   GptModel model(c.model, *k);
   model.set_recompute(c.recompute == "selective");
-  model.InitWeights(c.seed);
-  AdamW opt(model.layout(), *k, c.optim);
+  model.InitWeights(c.seed);  // the same seed on every rank: replicas start identical
+  // Data parallelism from outside the model: gradient buckets leave as backward produces them.
+  std::unique_ptr<DataParallel> par;
+  if (dp > 1 || c.zero > 0) {
+    par = std::make_unique<DataParallel>(comm.get(), model.num_floats(), c.zero,
+                                         static_cast<size_t>(c.bucket_mb * (1 << 20) / sizeof(float)));
+    model.set_grad_ready_hook([&par](size_t b, size_t e) { par->GradsReady(b, e); });
+  }
+  AdamW opt(model.layout(), *k, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
   TrainerState st;
   st.loader = train->position();
   CheckpointLineage lineage;
@@ -154,6 +204,15 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   log(Fmt("model %s; data %s: %llu train windows of %d tokens; B=%d T=%d accum=%d, %d threads, kernels %s",
           c.model.ToString().c_str(), c.data_dir.c_str(), static_cast<unsigned long long>(train->num_samples()), T + 1,
           B, T, c.grad_accum, threads, k->name.c_str()));
+  if (re.world > 1 || par) {
+    const double n = static_cast<double>(model.num_floats());
+    log(Fmt("parallel: %d ranks (%s), dp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; per-rank "
+            "optimizer memory: params %.1f MB + grads %.1f MB + Adam moments %.1f MB%s",
+            re.world, re.launcher.c_str(), dp, c.zero, c.bucket_mb, c.timeout_s, n * 4 / 1e6, n * 4 / 1e6,
+            (opt.m().size() + opt.v().size()) * 4 / 1e6,
+            par && par->floats_held() ? Fmt(" + ZeRO-2 gradient shard %.1f MB", par->floats_held() * 4 / 1e6).c_str()
+                                      : ""));
+  }
   log(Fmt("MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s (%s)",
           flops_per_token, peak / 1e9, c.peak_gflops > 0 ? "train.peak_gflops" : "sgemm measured at start"));
 
@@ -178,16 +237,20 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     const int n = std::min<uint64_t>(c.eval_batches, std::max<uint64_t>(1, val->num_samples() / B));
     for (int i = 0; i < n; ++i) {
       val->Next(&batch);
+      if (i % dp != pg.dp_rank()) continue;  // batch i is evaluated by dp rank i mod dp
       SplitBatch(batch, B, T, &in, &tgt);
       sum += model.Forward(in.data(), tgt.data(), B, T, 0.0f);
     }
+    if (dp > 1 && !comm->AllReduceSum(&sum, 1).ok()) return std::nan("");  // the next step reports the failure
     return sum / n;
   };
   auto save = [&]() -> Status {
     if (c.checkpoint_dir.empty()) return Status::Ok();
     st.loader = train->position();
     st.updates = opt.updates();
-    ANNEAL_RETURN_IF_ERROR(SaveCheckpoint(Env::Default(), c.checkpoint_dir, model, &opt, st, lineage));
+    CheckpointWriters writers;
+    if (par) writers = {comm.get(), c.zero};
+    ANNEAL_RETURN_IF_ERROR(SaveCheckpoint(Env::Default(), c.checkpoint_dir, model, &opt, st, lineage, writers));
     res.last_checkpoint = JoinPath(c.checkpoint_dir, CheckpointName(st.step));
     log("checkpoint " + res.last_checkpoint);
     return Status::Ok();
@@ -196,11 +259,14 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   const double t_start = MonotonicSeconds();
   std::vector<uint32_t> batch;
   std::vector<int32_t> in, tgt;
-  const float grad_scale = 1.0f / (static_cast<float>(B) * T * c.grad_accum);
+  // Gradients are averaged over every sample of the global batch: B * T * accum * dp positions.
+  const float grad_scale = 1.0f / (static_cast<float>(B) * T * c.grad_accum * dp);
+  bool stop_agreed = false;  // with several ranks, they stop together (agreed after each step)
+  auto want_stop = [&] { return stop.load() || (c.max_seconds > 0 && MonotonicSeconds() - t_start >= c.max_seconds); };
   while (st.step < c.steps) {
-    if (stop.load() || (c.max_seconds > 0 && MonotonicSeconds() - t_start >= c.max_seconds)) {
+    if (re.world > 1 ? stop_agreed : want_stop()) {
       res.stopped = true;
-      log(stop.load() ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
+      log(stop.load() || re.world > 1 ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
       break;
     }
     const double t0 = MonotonicSeconds();
@@ -210,13 +276,29 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       train->Next(&batch);
       SplitBatch(batch, B, T, &in, &tgt);
       loss += model.Forward(in.data(), tgt.data(), B, T, grad_scale);
+      if (par) par->BeginBackward(model.grads(), micro == c.grad_accum - 1);
       model.Backward();
+      if (par) ANNEAL_RETURN_IF_ERROR(par->EndBackward());
     }
     loss /= c.grad_accum;
+    if (re.world > 1) {  // the global batch's loss, and whether any rank was asked to stop
+      double agg[2] = {loss, want_stop() ? 1.0 : 0.0};
+      ANNEAL_RETURN_IF_ERROR(comm->AllReduceSum(agg, 2));
+      loss = agg[0] / dp;
+      stop_agreed = agg[1] > 0;
+    }
     StepStats s;
-    if (std::isfinite(loss)) {
+    if (std::isfinite(loss) && par && c.zero > 0) {
+      // ZeRO: this rank updates its shard with the global gradient norm, then every rank gathers all.
+      double ss = opt.SumSquares(par->OptimizerGrads());
+      ANNEAL_RETURN_IF_ERROR(comm->AllReduceSum(&ss, 1));
+      s = opt.StepWithNorm(model.params() + par->shard_begin(), par->OptimizerGrads(), st.step, std::sqrt(ss));
+      if (!s.skipped) ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(model.params()));
+      par->ResetAccumulator();
+    } else if (std::isfinite(loss)) {
       s = opt.Step(model.params(), model.grads(), st.step);
     } else {
+      if (par) par->ResetAccumulator();
       s.skipped = true;
       s.lr = LearningRate(c.optim, st.step);
     }
@@ -236,11 +318,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     ++st.step;
     res.last_loss = loss;
     const double dt = MonotonicSeconds() - t0;
-    const double tps = static_cast<double>(B) * T * c.grad_accum / dt;
+    const double tps = static_cast<double>(B) * T * c.grad_accum * dp / dt;  // the whole job's
     if (st.step % c.log_every == 0 || st.step == c.steps) {
       log(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", st.step,
               c.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, dt * 1e3, tps,
-              100.0 * tps * flops_per_token / peak));
+              100.0 * tps / dp * flops_per_token / peak));
     }
     if (c.eval_every > 0 && st.step % c.eval_every == 0 && val) {
       res.last_val_loss = evaluate();
@@ -255,7 +337,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   ANNEAL_RETURN_IF_ERROR(save());
   res.steps_done = st.step;
   res.state_hash = StateHash(model, opt);
-  log("state hash (parameters, Adam m and v): " + res.state_hash);
+  log(std::string("state hash (parameters, Adam m and v") + (par && c.zero > 0 ? " of rank 0's shard" : "") +
+      "): " + res.state_hash);
   return res;
 }
 

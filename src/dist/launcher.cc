@@ -1,0 +1,398 @@
+#include "dist/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "core/progress.h"
+#include "dist/store.h"
+
+extern char** environ;
+
+namespace anneal {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+std::atomic<int> g_signal{0};
+extern "C" void OnLauncherSignal(int sig) { g_signal.store(sig); }
+
+std::string SignalName(int sig) {
+  const char* n = sigabbrev_np(sig);
+  return n ? std::string("SIG") + n : "signal " + std::to_string(sig);
+}
+
+struct Rank {
+  int global = 0, local = 0;
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out_buf, err_buf;
+  bool running = false;
+  int status = 0;  // waitpid status once exited
+};
+
+// Writes complete lines of buf with the prefix; keeps the incomplete tail.
+void EmitLines(std::string* buf, const std::string& prefix, FILE* to, bool flush_all) {
+  size_t start = 0;
+  for (size_t nl; (nl = buf->find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::fprintf(to, "%s%.*s\n", prefix.c_str(), static_cast<int>(nl - start), buf->data() + start);
+  }
+  buf->erase(0, start);
+  if (flush_all && !buf->empty()) {
+    std::fprintf(to, "%s%s\n", prefix.c_str(), buf->c_str());
+    buf->clear();
+  }
+  std::fflush(to);
+}
+
+std::string Describe(int status) {
+  if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "killed by " + SignalName(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+bool Failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+int ExitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return 3;  // a rank lost to a signal: the cluster failed
+}
+
+class Launcher {
+ public:
+  Launcher(const LaunchOptions& o, const std::function<void(const std::string&)>& log) : o_(o), log_(log) {}
+
+  Result<LaunchResult> Run() {
+    const bool multi = o_.nnodes > 1;
+    const std::string bind = !o_.store_bind.empty() ? o_.store_bind : multi ? o_.master_addr : "127.0.0.1";
+    int port = o_.store_port >= 0 ? o_.store_port : multi ? o_.master_port + 1 : 0;
+    if (o_.node_rank == 0) {
+      ANNEAL_ASSIGN_OR_RETURN(server_, TcpStoreServer::Start(bind, port));
+      port = server_->port();
+    }
+    store_addr_ = (o_.node_rank == 0 ? bind : o_.master_addr) + ":" + std::to_string(port);
+    if (o_.node_rank == 0 && bind == "0.0.0.0") store_addr_ = o_.master_addr + ":" + std::to_string(port);
+    const auto rdzv = milliseconds(static_cast<int64_t>(o_.rendezvous_timeout_s * 1000));
+    ANNEAL_ASSIGN_OR_RETURN(store_, OpenStore(store_addr_, rdzv));
+    auto host = LocalAddressToward(o_.master_addr);
+    host_ = host.ok() ? *host : "127.0.0.1";
+
+    struct sigaction sa {};
+    sa.sa_handler = OnLauncherSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, nullptr);
+    sigaction(SIGINT, &sa, nullptr);
+
+    LaunchResult res;
+    for (int attempt = 0;; ++attempt) {
+      res.attempts = attempt + 1;
+      ANNEAL_ASSIGN_OR_RETURN(AttemptOutcome out, RunAttempt(attempt));
+      if (!out.failure.empty()) res.summary += "attempt " + std::to_string(attempt) + ": " + out.failure + "\n";
+      if (out.exit_code == 0) {
+        res.exit_code = 0;
+        log_("anneal launch: all " + std::to_string(o_.nproc_per_node) + " local ranks of attempt " +
+             std::to_string(attempt) + " finished (exit code 0)");
+        return res;
+      }
+      res.exit_code = out.exit_code;
+      if (out.interrupted) {
+        log_("anneal launch: stopped by " + SignalName(g_signal.load()) + "; ranks were sent SIGTERM");
+        return res;
+      }
+      if (out.exit_code == 2) {
+        log_("anneal launch: a rank reported bad input (exit code 2): not restarting, retrying cannot fix it");
+        return res;
+      }
+      if (attempt >= o_.max_restarts) {
+        log_("anneal launch: no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + "); giving up");
+        return res;
+      }
+      log_("anneal launch: restarting the group (restart " + std::to_string(attempt + 1) + " of " +
+           std::to_string(o_.max_restarts) + "); ranks resume from the newest complete checkpoint");
+    }
+  }
+
+ private:
+  struct AttemptOutcome {
+    int exit_code = 0;
+    bool interrupted = false;
+    std::string failure;  // "rank 1 (node 0, pid 123) failed first: killed by SIGKILL after 3.2 s"
+  };
+
+  std::string Key(int attempt, const std::string& k) const {
+    return o_.job + "/launch/" + std::to_string(attempt) + "/" + k;
+  }
+
+  Result<AttemptOutcome> RunAttempt(int attempt) {
+    const auto rdzv = milliseconds(static_cast<int64_t>(o_.rendezvous_timeout_s * 1000));
+    // Meet the other launchers: every node's address, in node order.
+    ANNEAL_RETURN_IF_ERROR(store_->Set(Key(attempt, "host/" + std::to_string(o_.node_rank)), host_));
+    std::string hosts;
+    for (int n = 0; n < o_.nnodes; ++n) {
+      ANNEAL_ASSIGN_OR_RETURN(std::string h, store_->Get(Key(attempt, "host/" + std::to_string(n)), rdzv));
+      hosts += (n ? "," : "") + h;
+    }
+    std::vector<Rank> ranks(o_.nproc_per_node);
+    const double t_start = MonotonicSeconds();
+    for (int l = 0; l < o_.nproc_per_node; ++l) {
+      ranks[l].local = l;
+      ranks[l].global = o_.node_rank * o_.nproc_per_node + l;
+      ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[l], attempt, hosts));
+    }
+    log_("anneal launch: attempt " + std::to_string(attempt) + ": started ranks " + std::to_string(ranks[0].global) +
+         ".." + std::to_string(ranks.back().global) + " of " + std::to_string(o_.nnodes * o_.nproc_per_node) +
+         " on node " + std::to_string(o_.node_rank) + " (" + host_ + "); store " + store_addr_);
+
+    AttemptOutcome out;
+    double failed_at = -1, last_check = 0;
+    bool killed = false;
+    int running = o_.nproc_per_node;
+    auto stop_all = [&](int sig) {
+      for (Rank& r : ranks) {
+        if (!r.running) continue;
+        ::kill(-r.pid, sig);
+        if (sig == SIGKILL) ::kill(-r.pid, SIGCONT);
+      }
+    };
+    auto fail = [&](const std::string& what, int code) {
+      if (failed_at >= 0) return;
+      failed_at = MonotonicSeconds();
+      out.failure = what;
+      out.exit_code = code;
+      log_("anneal launch: " + what + "; stopping the other ranks (SIGTERM, SIGKILL after " +
+           std::to_string(static_cast<int>(o_.grace_s)) + " s)");
+      stop_all(SIGTERM);
+    };
+    while (running > 0 || AnyOpen(ranks)) {
+      Pump(&ranks);
+      // Exits and stops.
+      for (;;) {
+        int st = 0;
+        pid_t pid = ::waitpid(-1, &st, WNOHANG | WUNTRACED);
+        if (pid <= 0) break;
+        for (Rank& r : ranks) {
+          if (r.pid != pid || !r.running) continue;
+          if (WIFSTOPPED(st)) {
+            log_("anneal launch: rank " + std::to_string(r.global) + " (pid " + std::to_string(pid) + ") was stopped by " +
+                 SignalName(WSTOPSIG(st)) + "; its peers will time out if it does not continue");
+            continue;
+          }
+          r.running = false;
+          r.status = st;
+          --running;
+          if (Failed(st) && failed_at < 0) {
+            const std::string what = "rank " + std::to_string(r.global) + " (node " + std::to_string(o_.node_rank) +
+                                      ", pid " + std::to_string(pid) + ") failed first: " + Describe(st) + " after " +
+                                      std::to_string(static_cast<int>((MonotonicSeconds() - t_start) * 10) / 10.0).substr(0, 5) + " s";
+            int64_t n = 1;
+            if (auto a = store_->Add(Key(attempt, "nfailed"), 1); a.ok()) n = *a;
+            if (n == 1) (void)store_->Set(Key(attempt, "failed"), what);
+            fail(what, ExitCodeOf(st));
+          }
+        }
+      }
+      // Another node's failure, or this node's interruption.
+      if (failed_at < 0 && o_.nnodes > 1 && MonotonicSeconds() - last_check > 0.5) {
+        last_check = MonotonicSeconds();
+        auto f = store_->TryGet(Key(attempt, "failed"));
+        if (!f.ok()) {
+          fail("lost the rendezvous store at " + store_addr_ + " (" + f.status().message() + ")", 3);
+        } else if (*f) {
+          fail("another node's " + **f, 3);
+        }
+      }
+      if (g_signal.load() && !out.interrupted) {
+        out.interrupted = true;
+        if (failed_at < 0) {
+          failed_at = MonotonicSeconds();
+          out.exit_code = 1;
+          out.failure = "interrupted by " + SignalName(g_signal.load());
+        }
+        stop_all(SIGTERM);
+      }
+      if (failed_at >= 0 && !killed && MonotonicSeconds() - failed_at > o_.grace_s) {
+        killed = true;
+        stop_all(SIGKILL);
+      }
+    }
+    for (Rank& r : ranks) {
+      if (r.out_fd >= 0) ::close(r.out_fd);
+      if (r.err_fd >= 0) ::close(r.err_fd);
+    }
+    if (failed_at < 0) {
+      // Success here; node 0 keeps the store up until every node has finished too.
+      (void)store_->Add(Key(attempt, "done"), 1);
+      if (o_.node_rank == 0 && o_.nnodes > 1) {
+        const double deadline = MonotonicSeconds() + o_.rendezvous_timeout_s;
+        while (MonotonicSeconds() < deadline) {
+          auto d = store_->TryGet(Key(attempt, "done"));
+          auto f = store_->TryGet(Key(attempt, "failed"));
+          if (!d.ok() || (*d && std::atoi((*d)->c_str()) >= o_.nnodes)) break;
+          if (f.ok() && *f) {
+            out.exit_code = 3;
+            out.failure = "another node's " + **f;
+            break;
+          }
+          std::this_thread::sleep_for(milliseconds(100));
+        }
+      }
+    } else {
+      // Summarise how every local rank ended.
+      std::string how;
+      for (const Rank& r : ranks) how += " rank " + std::to_string(r.global) + ": " + Describe(r.status) + ";";
+      log_("anneal launch: attempt " + std::to_string(attempt) + " failed —" + how);
+    }
+    return out;
+  }
+
+  static bool AnyOpen(const std::vector<Rank>& ranks) {
+    for (const Rank& r : ranks) {
+      if (r.out_fd >= 0 || r.err_fd >= 0) return true;
+    }
+    return false;
+  }
+
+  // Reads what the ranks printed (up to 100 ms), forwarding whole lines with their prefix.
+  void Pump(std::vector<Rank>* ranks) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank*, bool>> who;  // (rank, is stderr)
+    for (Rank& r : *ranks) {
+      if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), who.push_back({&r, false});
+      if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), who.push_back({&r, true});
+    }
+    if (fds.empty()) {
+      std::this_thread::sleep_for(milliseconds(50));
+      return;
+    }
+    if (::poll(fds.data(), fds.size(), 100) <= 0) return;
+    char buf[65536];
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (!fds[i].revents) continue;
+      Rank* r = who[i].first;
+      const bool err = who[i].second;
+      const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
+      std::string& b = err ? r->err_buf : r->out_buf;
+      const std::string prefix = "[rank " + std::to_string(r->global) + "] ";
+      if (n > 0) {
+        b.append(buf, static_cast<size_t>(n));
+        EmitLines(&b, prefix, err ? stderr : stdout, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        EmitLines(&b, prefix, err ? stderr : stdout, true);
+        ::close(fds[i].fd);
+        (err ? r->err_fd : r->out_fd) = -1;
+      }
+    }
+  }
+
+  Status Spawn(Rank* r, int attempt, const std::string& hosts) {
+    std::map<std::string, std::string> env;
+    for (char** e = environ; *e; ++e) {
+      const char* eq = std::strchr(*e, '=');
+      if (eq) env[std::string(*e, eq - *e)] = eq + 1;
+    }
+    const int world = o_.nnodes * o_.nproc_per_node;
+    env["RANK"] = std::to_string(r->global);
+    env["LOCAL_RANK"] = std::to_string(r->local);
+    env["WORLD_SIZE"] = std::to_string(world);
+    env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
+    env["GROUP_RANK"] = std::to_string(o_.node_rank);
+    env["ROLE_RANK"] = std::to_string(r->global);
+    env["MASTER_ADDR"] = o_.master_addr;
+    env["MASTER_PORT"] = std::to_string(o_.master_port);
+    env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
+    env["ANNEAL_JOB"] = o_.job;
+    env["ANNEAL_ATTEMPT"] = std::to_string(attempt);
+    env["ANNEAL_STORE"] = store_addr_;
+    env["ANNEAL_HOSTS"] = hosts;
+    env["ANNEAL_CURRENT_HOST"] = host_;
+    if (!env.count("OMP_NUM_THREADS")) {
+      const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+      env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(o_.nproc_per_node)));
+    }
+    if (::access("/dev/nvidia0", F_OK) == 0) {
+      // One GPU per local rank (an existing CUDA_VISIBLE_DEVICES list is indexed, not replaced).
+      std::vector<std::string> ids;
+      if (env.count("CUDA_VISIBLE_DEVICES")) {
+        std::string s = env["CUDA_VISIBLE_DEVICES"];
+        for (size_t p = 0, q; p <= s.size(); p = q + 1) {
+          q = s.find(',', p);
+          if (q == std::string::npos) q = s.size();
+          ids.push_back(s.substr(p, q - p));
+        }
+      }
+      env["CUDA_VISIBLE_DEVICES"] = r->local < static_cast<int>(ids.size()) ? ids[r->local] : std::to_string(r->local);
+    }
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> envp, argv;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = o_.command;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+    const pid_t launcher_pid = ::getpid();
+    pid_t pid = ::fork();
+    if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::setpgid(0, 0);  // its own process group: signals reach the rank's children too
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the launcher
+      if (::getppid() != launcher_pid) ::_exit(1);
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(SIGTERM, &dfl, nullptr);
+      sigaction(SIGINT, &dfl, nullptr);
+      ::execvpe(argv[0], argv.data(), envp.data());
+      std::fprintf(stderr, "anneal launch: cannot run '%s': %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);
+    ::close(out[1]);
+    ::close(err[1]);
+    r->pid = pid;
+    r->out_fd = out[0];
+    r->err_fd = err[0];
+    r->running = true;
+    return Status::Ok();
+  }
+
+  const LaunchOptions& o_;
+  const std::function<void(const std::string&)>& log_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<Store> store_;
+  std::string store_addr_, host_;
+};
+
+}  // namespace
+
+Result<LaunchResult> RunLauncher(const LaunchOptions& o, const std::function<void(const std::string&)>& log) {
+  if (o.command.empty()) return InvalidInput("anneal launch needs a command after --, e.g. -- anneal train --config x.yaml");
+  if (o.nproc_per_node < 1) return InvalidInput("--nproc-per-node " + std::to_string(o.nproc_per_node) + " must be at least 1");
+  if (o.nnodes < 1) return InvalidInput("--nnodes " + std::to_string(o.nnodes) + " must be at least 1");
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return InvalidInput("--node-rank " + std::to_string(o.node_rank) + " must be in [0, --nnodes " +
+                        std::to_string(o.nnodes) + ")");
+  }
+  if (o.max_restarts < 0) return InvalidInput("--max-restarts must be at least 0");
+  if (o.nnodes > 1 && (o.master_addr == "127.0.0.1" || o.master_addr == "localhost")) {
+    return InvalidInput("--nnodes " + std::to_string(o.nnodes) + " needs --master-addr: the address of node 0 that "
+                        "every node can reach (not " + o.master_addr + ")");
+  }
+  Launcher l(o, log);
+  return l.Run();
+}
+
+}  // namespace anneal

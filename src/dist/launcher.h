@@ -1,0 +1,51 @@
+// The launcher behind `anneal launch`: starts this node's ranks of a job under the rank contract
+// (DESIGN.md), supervises them, and restarts the whole group when any rank fails.
+//
+// One launcher runs per node. Node 0's serves the rendezvous store on its own port (ANNEAL_STORE;
+// MASTER_ADDR/MASTER_PORT stay free for the ranks' own use). The launchers meet in the store before
+// every attempt (each publishes its address, which gives ANNEAL_HOSTS), and share the attempt's fate
+// through it: the first failure anywhere is recorded under "<job>/launch/<attempt>/failed", every
+// launcher stops its ranks (SIGTERM, then SIGKILL after the grace), and, while restarts remain, all
+// start attempt+1 together; the ranks resume from the newest complete checkpoint by themselves.
+// A rank exiting 2 (bad input) is never restarted: retrying cannot fix a config.
+//
+// Per rank: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR,
+// MASTER_PORT, TORCHELASTIC_RESTART_COUNT, OMP_NUM_THREADS (the node's cores split across its
+// ranks, unless set), CUDA_VISIBLE_DEVICES (one GPU per rank when the node has GPUs), ANNEAL_JOB,
+// ANNEAL_ATTEMPT, ANNEAL_STORE, ANNEAL_HOSTS, ANNEAL_CURRENT_HOST. Every line a rank prints is
+// prefixed "[rank R] ". SIGINT/SIGTERM to the launcher are forwarded (as SIGTERM) and end the job.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace anneal {
+
+struct LaunchOptions {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  int store_port = -1;       // -1: master_port + 1 with several nodes, a free port with one
+  std::string store_bind;    // empty: master_addr with several nodes, 127.0.0.1 with one
+  int max_restarts = 0;
+  std::string job = "local";
+  double grace_s = 15;       // after a failure, how long the other ranks get to exit by themselves
+  double rendezvous_timeout_s = 300;
+  std::vector<std::string> command;  // the rank's program and arguments
+};
+
+struct LaunchResult {
+  int exit_code = 0;     // 0 success; the first failed rank's code (1, 2, 3), or 3 for a rank lost to a signal
+  int attempts = 0;
+  std::string summary;   // which rank failed first and how, per attempt
+};
+
+// Runs the job on this node. Errors in the options themselves are InvalidInput (exit 2).
+Result<LaunchResult> RunLauncher(const LaunchOptions& o, const std::function<void(const std::string&)>& log);
+
+}  // namespace anneal
