@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""Compares distributed training against one process (tests/e2e/dist_*_test.sh).
+
+  dist_compare.py losses REF.log RUN.log N RTOL     the first N step losses (hex floats in the log)
+  dist_compare.py params REF_CKPT RUN_CKPT          every parameter tensor: |a-b| <= 1e-5*|a| + 1e-7*sqrt(n)
+
+Reads the checkpoints' manifests and safetensors files itself (numpy only), so it checks what
+anneal wrote, not what anneal reads back. Prints the worst deviation; exit 1 on a mismatch.
+"""
+import json, math, re, struct, sys
+import numpy as np
+
+
+def losses(path):
+    out = []
+    for line in open(path):
+        m = re.search(r"step\s+(\d+)/\d+ \| loss \S+ \((\S+)\)", line)
+        if m:
+            out.append(float.fromhex(m.group(2)))
+    return out
+
+
+def read_params(ckpt):
+    man = json.load(open(f"{ckpt}/manifest.json"))
+    files = {}
+    params = {}
+    for name, t in man["tensors"].items():
+        if not name.startswith("param."):
+            continue
+        shape = t["shape"]
+        full = np.zeros(int(np.prod(shape)), dtype=np.float32)
+        for part in t["parts"]:
+            f = part["file"]
+            if f not in files:
+                raw = open(f"{ckpt}/{f}", "rb").read()
+                n = struct.unpack("<Q", raw[:8])[0]
+                files[f] = (json.loads(raw[8:8 + n]), raw[8 + n:])
+            header, data = files[f]
+            e = header[name]
+            a, b = e["data_offsets"]
+            vals = np.frombuffer(data[a:b], dtype=np.float32)
+            full[:vals.size] = vals  # whole-tensor boxes (rank 0 writes the parameters whole)
+        params[name] = full
+    return params
+
+
+def main():
+    mode = sys.argv[1]
+    if mode == "losses":
+        ref, run, n, rtol = losses(sys.argv[2]), losses(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+        if len(ref) < n or len(run) < n:
+            print(f"too few losses: reference {len(ref)}, run {len(run)}, need {n}")
+            return 1
+        worst = max(abs(a - b) / abs(a) for a, b in zip(ref[:n], run[:n]))
+        print(f"worst relative loss deviation over {n} steps: {worst:.3e} (tolerance {rtol:g})")
+        return 0 if worst <= rtol else 1
+    if mode == "params":
+        ref, run = read_params(sys.argv[2]), read_params(sys.argv[3])
+        worst, worst_name, ok = 0.0, "", True
+        for name, a in ref.items():
+            b = run[name]
+            dev = float(np.max(np.abs(a - b)))
+            tol = 1e-5 * float(np.linalg.norm(a)) + 1e-7 * math.sqrt(a.size)
+            if dev / tol > worst:
+                worst, worst_name = dev / tol, name
+            if dev > tol:
+                ok = False
+                print(f"{name}: max |a-b| {dev:.3e} > tolerance {tol:.3e}")
+        print(f"parameters: worst deviation {worst:.3f} of the tolerance ({worst_name})")
+        return 0 if ok else 1
+    return 2
+
+
+sys.exit(main())
