@@ -160,7 +160,7 @@ class Launcher {
       for (Rank& r : ranks) {
         if (!r.running) continue;
         ::kill(-r.pid, sig);
-        if (sig == SIGKILL) ::kill(-r.pid, SIGCONT);
+        ::kill(-r.pid, SIGCONT);  // a stopped (frozen) rank must run to receive it
       }
     };
     auto fail = [&](const std::string& what, int code) {
