@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <cmath>
 #include <cstdarg>
@@ -204,7 +205,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   log(Fmt("model %s; data %s: %llu train windows of %d tokens; B=%d T=%d accum=%d, %d threads, kernels %s",
           c.model.ToString().c_str(), c.data_dir.c_str(), static_cast<unsigned long long>(train->num_samples()), T + 1,
           B, T, c.grad_accum, threads, k->name.c_str()));
-  if (re.world > 1 || par) {
+  {
     const double n = static_cast<double>(model.num_floats());
     log(Fmt("parallel: %d ranks (%s), dp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; per-rank "
             "optimizer memory: params %.1f MB + grads %.1f MB + Adam moments %.1f MB%s",
@@ -336,6 +337,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
   ANNEAL_RETURN_IF_ERROR(save());
   res.steps_done = st.step;
+  {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    log(Fmt("peak RSS of rank 0: %.1f MB", ru.ru_maxrss / 1024.0));
+  }
   res.state_hash = StateHash(model, opt);
   log(std::string("state hash (parameters, Adam m and v") + (par && c.zero > 0 ? " of rank 0's shard" : "") +
       "): " + res.state_hash);

@@ -1,0 +1,45 @@
+// anneal's allreduce (Communicator over Gloo, fp32 sum), one line per size on rank 0:
+//   SIZE_BYTES SECONDS_PER_OP BUS_GB_S
+// Run under `anneal launch --nproc-per-node N` (bench/allreduce/run.sh runs it beside MPI_Allreduce).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "core/progress.h"
+#include "dist/communicator.h"
+#include "dist/rank_env.h"
+#include "dist/store.h"
+
+int main() {
+  using namespace anneal;
+  auto re = RankEnv::FromEnvironment();
+  if (!re.ok() || re->store.empty()) {
+    std::fprintf(stderr, "run under anneal launch (needs RANK, WORLD_SIZE, ANNEAL_STORE)\n");
+    return 2;
+  }
+  auto base = OpenStore(re->store, std::chrono::seconds(60));
+  if (!base.ok()) return std::fprintf(stderr, "%s\n", base.status().message().c_str()), 3;
+  PrefixStore store(base->get(), re->StorePrefix());
+  CommOptions o;
+  o.global_rank = re->rank;
+  o.world_size = re->world;
+  o.timeout = std::chrono::seconds(120);
+  auto comm = ConnectGloo(&store, o);
+  if (!comm.ok()) return std::fprintf(stderr, "%s\n", comm.status().message().c_str()), 3;
+  const int n = re->world;
+  for (size_t bytes = 1024; bytes <= (256u << 20); bytes *= 4) {
+    std::vector<float> x(bytes / 4, 1.0f);
+    const int iters = static_cast<int>(std::clamp<size_t>((size_t{512} << 20) / bytes, 3, 200));
+    if (!(*comm)->AllReduceSum(x.data(), x.size()).ok()) return 3;  // warm-up
+    if (!(*comm)->Barrier().ok()) return 3;
+    const double t0 = MonotonicSeconds();
+    for (int i = 0; i < iters; ++i) {
+      if (!(*comm)->AllReduceSum(x.data(), x.size()).ok()) return 3;
+    }
+    const double s = (MonotonicSeconds() - t0) / iters;
+    if (re->rank == 0) std::printf("%zu %.9f %.4f\n", bytes, s, bytes / s * 2.0 * (n - 1) / n / 1e9);
+    std::fflush(stdout);
+  }
+  return 0;
+}
