@@ -1,9 +1,9 @@
 #!/bin/bash
-# Per-rank optimizer memory at ZeRO 0/1/2 and dp = 1, 2, 4: what each rank allocated (printed by the
-# trainer from its buffers' sizes) beside the formula, and rank 0's peak RSS. Model: L=4 C=256
-# (N = 16.1 M floats with the padded vocabulary), fp32 parameters, gradients and Adam moments.
-#   formula (bytes per rank): params 4N + grads 4N + moments 8N/(zero >= 1 ? dp : 1)
-#                             + ZeRO-2 accumulated-gradient shard 4N/dp
+# Per-rank optimizer memory at ZeRO 0/1/2 and dp = 1, 2, 4, measured (what each rank allocated, from
+# its buffers' sizes, and rank 0's peak RSS) beside the formula. Model: GPT-2 small's shape (L=12,
+# H=12, C=768; N = 124.5 M floats with the padded vocabulary), T=64, B=1, two steps; fp32 throughout.
+#   formula, bytes per rank: params 4N + gradients (4N; ZeRO-2: 4N/dp accumulated + the per-range
+#   buffers backward holds at once) + Adam moments 8N / (ZeRO >= 1 ? dp : 1)
 set -euo pipefail
 ANNEAL=${1:-build/release/src/anneal}
 DATA=${DATA:-out/kjv}
@@ -11,25 +11,26 @@ DATA=${DATA:-out/kjv}
 cfg=$(mktemp --suffix=.yaml)
 trap 'rm -f "$cfg"' EXIT
 cat >"$cfg" <<YAML
-model: {vocab_size: 50257, max_seq_len: 64, n_layer: 4, n_head: 4, n_embd: 256}
+model: {vocab_size: 50257, max_seq_len: 64, n_layer: 12, n_head: 12, n_embd: 768}
 data: {dir: $DATA, seq_len: 64, batch_size: 1, seed: 1}
 train: {steps: 2, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1}
 YAML
 export OMP_NUM_THREADS=1
-printf "%3s %5s %14s %14s %14s %12s\n" dp zero "moments MB" "formula MB" "zero-2 acc MB" "peak RSS MB"
+printf "%3s %5s %10s %12s %12s %12s %14s %12s\n" dp zero "params MB" "grads MB" "moments MB" "formula MB" "ZeRO-2 bufs MB" "peak RSS MB"
 for dp in 1 2 4; do
   for zero in 0 1 2; do
     out=$("$ANNEAL" launch --nproc-per-node $dp -- "$ANNEAL" train --config "$cfg" --set dist.zero=$zero 2>&1)
-    line=$(echo "$out" | grep "per-rank optimizer memory" || true)
-    n=$(echo "$out" | grep -o "[0-9]* parameters" | head -1 | cut -d' ' -f1)
-    nf=$(echo "$line" | sed -n 's/.*params \([0-9.]*\) MB.*/\1/p')
+    line=$(echo "$out" | grep "per-rank optimizer memory")
+    p=$(echo "$line" | sed -n 's/.*params \([0-9.]*\) MB.*/\1/p')
+    g=$(echo "$line" | sed -n 's/.*grads \([0-9.]*\) MB.*/\1/p')
     mom=$(echo "$line" | sed -n 's/.*Adam moments \([0-9.]*\) MB.*/\1/p')
     acc=$(echo "$line" | sed -n 's/.*gradient shard \([0-9.]*\) MB.*/\1/p')
+    bufs=$(echo "$out" | sed -n 's/.*at most \([0-9.]*\) MB of gradient buffers.*/\1/p')
     rss=$(echo "$out" | sed -n 's/.*peak RSS of rank 0: \([0-9.]*\) MB.*/\1/p')
-    if [ -z "$line" ]; then mom="-"; fi
     div=$([ $zero -ge 1 ] && echo $dp || echo 1)
-    formula=$(echo "2 * ${nf:-0} / $div" | bc -l)
-    printf "%3s %5s %14s %14.1f %14s %12s\n" $dp $zero "${mom:-n/a}" "$formula" "${acc:--}" "${rss:-?}"
-    echo "RESULT zero_memory dp=$dp zero=$zero moments_MB=${mom:-na} formula_MB=$(printf %.1f "$formula") acc_MB=${acc:-0} rss_MB=${rss:-na}" >&2
+    formula=$(echo "2 * $p / $div" | bc -l)
+    grads=$([ $zero = 2 ] && echo "$g+$acc" || echo "$g")
+    printf "%3s %5s %10s %12s %12s %12.1f %14s %12s\n" $dp $zero "$p" "$grads" "$mom" "$formula" "${bufs:--}" "$rss"
+    echo "RESULT zero_memory dp=$dp zero=$zero params_MB=$p grads_MB=$g acc_MB=${acc:-0} moments_MB=$mom formula_MB=$(printf %.1f "$formula") zero2_buffers_MB=${bufs:-0} rss_MB=$rss" >&2
   done
 done

@@ -29,6 +29,42 @@ void DataParallel::BeginBackward(float* grads, bool last_micro_step) {
   communicate_ = zero_ == 2 || last_micro_step;
   pending_lo_ = pending_hi_ = 0;
   inflight_.clear();
+  peak_buffer_floats_ = buffer_floats_;
+}
+
+float* DataParallel::Acquire(size_t begin, size_t end) {
+  auto b = std::make_unique<RangeBuffer>();
+  b->begin = begin;
+  b->end = end;
+  b->data.assign(end - begin, 0.0f);
+  buffer_floats_ += end - begin;
+  peak_buffer_floats_ = std::max(peak_buffer_floats_, buffer_floats_);
+  float* p = b->data.data();
+  acquired_.push_back(std::move(b));
+  return p;
+}
+
+void DataParallel::Release(size_t begin, size_t end) {
+  auto it = std::find_if(acquired_.begin(), acquired_.end(), [&](const auto& b) { return b->begin == begin; });
+  if (it == acquired_.end() || (*it)->end != end) std::abort();  // the GradSink contract
+  std::unique_ptr<RangeBuffer> b = std::move(*it);
+  acquired_.erase(it);
+  b->work = StartReduceScatter(b->data.data(), begin, end);
+  inflight_ranges_.push_back(std::move(b));
+  while (inflight_ranges_.size() > kMaxInflight) RetireOldest();
+}
+
+void DataParallel::RetireOldest() {
+  std::unique_ptr<RangeBuffer> b = std::move(inflight_ranges_.front());
+  inflight_ranges_.erase(inflight_ranges_.begin());
+  Status s = b->work->Wait();
+  if (!s.ok()) {
+    if (first_error_.ok()) first_error_ = s;
+  } else {
+    const size_t lo = std::max(b->begin, shard_begin()), hi = std::min(b->end, shard_end());
+    for (size_t i = lo; i < hi; ++i) acc_[i - shard_begin()] += b->data[i - b->begin];
+  }
+  buffer_floats_ -= b->end - b->begin;
 }
 
 void DataParallel::GradsReady(size_t begin, size_t end) {
@@ -51,19 +87,27 @@ void DataParallel::Launch(size_t lo, size_t hi) {
     inflight_.push_back(comm_->StartAllReduceSum(grads_ + lo, hi - lo));
     return;
   }
-  // Reduce-scatter the bucket along the shard boundaries: rank r receives [lo,hi) ∩ shard(r),
-  // in place at its own position in the gradient buffer.
+  inflight_.push_back(StartReduceScatter(grads_ + lo, lo, hi));
+}
+
+std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size_t hi) {
+  // Along the shard boundaries: rank r receives [lo,hi) ∩ shard(r), in place at its own position.
   std::vector<size_t> counts(comm_->size());
   for (int r = 0; r < comm_->size(); ++r) {
     const size_t a = std::max(lo, begin_[r]), b = std::min(hi, begin_[r] + count_[r]);
     counts[r] = b > a ? b - a : 0;
   }
-  const int me = comm_->rank();
-  const size_t my_lo = std::clamp(begin_[me], lo, hi);
-  inflight_.push_back(comm_->StartReduceScatterSum(grads_ + lo, counts, grads_ + my_lo));
+  const size_t my_lo = std::clamp(begin_[comm_->rank()], lo, hi);
+  return comm_->StartReduceScatterSum(x, counts, x + (my_lo - lo));
 }
 
 Status DataParallel::EndBackward() {
+  if (zero_ == 2) {
+    while (!inflight_ranges_.empty()) RetireOldest();
+    Status s = first_error_;
+    first_error_ = Status::Ok();
+    return s;
+  }
   if (!communicate_) return Status::Ok();
   if (pending_hi_ > pending_lo_) Launch(pending_lo_, pending_hi_);
   pending_lo_ = pending_hi_ = 0;
@@ -73,13 +117,7 @@ Status DataParallel::EndBackward() {
     if (first.ok() && !s.ok()) first = s;
   }
   inflight_.clear();
-  ANNEAL_RETURN_IF_ERROR(first);
-  if (zero_ == 2) {
-    const float* mine = grads_ + shard_begin();
-    for (size_t i = 0; i < acc_.size(); ++i) acc_[i] += mine[i];
-    std::fill(grads_, grads_ + total_, 0.0f);
-  }
-  return Status::Ok();
+  return first;
 }
 
 float* DataParallel::OptimizerGrads() { return zero_ == 2 ? acc_.data() : grads_ + shard_begin(); }

@@ -9,11 +9,12 @@
 //           the parameters). On the last micro-step buckets are reduce-scattered (each rank
 //           receives the sum of its own part), the rank updates its shard, then AllGatherParams
 //           gives every rank the whole updated parameter vector.
-//   zero 2: gradients are sharded too: every micro-step's buckets are reduce-scattered at once and
-//           added into a shard-sized accumulator, and the model's buffer is zeroed for the next
-//           micro-step, so accumulated gradients exist only as 1/dp shards. (The model still
-//           computes one micro-step's gradients into its full-size buffer: see the closing
-//           "memory" section of docs/architecture.md.)
+//   zero 2: gradients are sharded too. The model has no full gradient buffer: DataParallel is its
+//           GradSink, handing out one buffer per range (the embeddings, ln_f, each layer) when
+//           backward first writes it; a released range is reduce-scattered at once, and once done
+//           (at most kMaxInflight ranges later) this rank's part is added into a shard-sized
+//           accumulator and the buffer freed. Every micro-step is reduced this way, so gradients
+//           exist only as 1/dp shards plus the embeddings' buffer and a few layers in flight.
 // The gradient sums are averages because the trainer scales the loss by 1/(B·T·accum·dp).
 // Every reduction is deterministic (Gloo's ring allreduce gives every rank the same bits; the
 // reduce-scatter sums in rank order), so replicas never drift apart.
@@ -25,12 +26,14 @@
 #include <memory>
 #include <vector>
 
+#include "model/gpt.h"
+
 #include "core/status.h"
 #include "dist/communicator.h"
 
 namespace anneal {
 
-class DataParallel {
+class DataParallel : public GradSink {
  public:
   DataParallel(Communicator* comm, size_t total_floats, int zero, size_t bucket_floats);
 
@@ -45,8 +48,14 @@ class DataParallel {
   static size_t ShardBegin(size_t total, int dp, int r);
   static size_t ShardCount(size_t total, int dp, int r);
 
-  // Before a micro-step's backward: grads is the model's flat gradient buffer.
+  // Before a micro-step's backward: grads is the model's flat gradient buffer (null with zero 2,
+  // where this object is the model's GradSink).
   void BeginBackward(float* grads, bool last_micro_step);
+  // GradSink (zero 2).
+  float* Acquire(size_t begin, size_t end) override;
+  void Release(size_t begin, size_t end) override;
+  // Most floats of gradient buffers held at once during the last backward (zero 2).
+  size_t peak_buffer_floats() const { return peak_buffer_floats_; }
   // The model's grad-ready hook.
   void GradsReady(size_t begin, size_t end);
   // After the backward: starts the last bucket and waits for all of them (a peer failure is a
@@ -65,6 +74,11 @@ class DataParallel {
 
  private:
   void Launch(size_t lo, size_t hi);
+  // Reduce-scatter of [lo, hi) from x (whose element 0 is flat position lo), in place.
+  std::unique_ptr<Work> StartReduceScatter(float* x, size_t lo, size_t hi);
+  // Zero 2: waits for the oldest in-flight range, adds this rank's part into acc_, frees it.
+  void RetireOldest();
+  static constexpr size_t kMaxInflight = 2;
 
   Communicator* comm_;
   size_t total_;
@@ -76,6 +90,15 @@ class DataParallel {
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)
   std::vector<std::unique_ptr<Work>> inflight_;
   std::vector<float> acc_;  // zero 2: accumulated gradient shard
+  struct RangeBuffer {
+    size_t begin, end;
+    std::vector<float> data;
+    std::unique_ptr<Work> work;  // set once released
+  };
+  std::vector<std::unique_ptr<RangeBuffer>> acquired_;  // zero 2: acquired, not yet released
+  std::vector<std::unique_ptr<RangeBuffer>> inflight_ranges_;  // zero 2: released, oldest first
+  size_t buffer_floats_ = 0, peak_buffer_floats_ = 0;
+  Status first_error_;
 };
 
 }  // namespace anneal

@@ -21,7 +21,17 @@ float* GptModel::Param(const std::string& name) {
 float* GptModel::Grad(const std::string& name) {
   const ParamInfo* p = layout_.Find(name);
   if (!p) std::abort();
-  return grads_.data() + p->offset;
+  if (!sink_) return grads_.data() + p->offset;
+  for (const ActiveRange& r : active_) {
+    if (p->offset >= r.begin && p->offset < r.end) return r.data + (p->offset - r.begin);
+  }
+  std::abort();  // a gradient written outside an acquired range: a bug in Backward's ranges
+}
+
+void GptModel::set_grad_sink(GradSink* sink) {
+  sink_ = sink;
+  if (sink_) std::vector<float>().swap(grads_);
+  else grads_.assign(layout_.total_floats(), 0.0f);
 }
 
 void GptModel::InitWeights(uint64_t seed) {
@@ -153,9 +163,20 @@ void GptModel::Backward() {
     return l == config_.n_layer ? layout_.Find("ln_f.weight")->offset
                                 : layout_.Find("h." + std::to_string(l) + ".ln_1.weight")->offset;
   };
+  auto acquire = [&](size_t begin, size_t end) {
+    if (sink_) active_.push_back({begin, end, sink_->Acquire(begin, end)});
+  };
   auto ready = [&](size_t begin, size_t end) {
     if (grad_ready_) grad_ready_(begin, end);
+    if (sink_) {
+      std::erase_if(active_, [&](const ActiveRange& r) { return r.begin == begin; });
+      sink_->Release(begin, end);
+    }
   };
+  // Sink mode: the embeddings' and ln_f's ranges first (wte takes the LM head's gradient now and the
+  // encoder's at the very end), then each layer's just before its backward.
+  acquire(0, layer_start(0));
+  acquire(layer_start(config_.n_layer), layout_.total_floats());
 
   // dlnf (B,T,C) = dlogits @ wte; dwte += dlogits^T @ lnf
   zero(a.dln);
@@ -168,6 +189,7 @@ void GptModel::Backward() {
                         a.lnf_rstd.data(), N, C);
   ready(layer_start(config_.n_layer), layout_.total_floats());
   for (int l = config_.n_layer - 1; l >= 0; --l) {
+    acquire(layer_start(l), layer_start(l + 1));
     const std::string p = "h." + std::to_string(l) + ".";
     const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);
     // resid3 = resid2 + fcproj: d(fcproj) = dresidual

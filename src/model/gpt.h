@@ -15,6 +15,17 @@
 
 namespace anneal {
 
+// Gradient storage handed out range by range (ZeRO-2: no rank holds a full gradient buffer). During
+// Backward the model calls Acquire(begin, end) before it first writes a range's gradients and
+// Release(begin, end) once they are final for this batch (the same ranges, in the same order, as the
+// grad-ready hook); Acquire returns end-begin zeroed floats that stay valid until Release.
+class GradSink {
+ public:
+  virtual ~GradSink() = default;
+  virtual float* Acquire(size_t begin, size_t end) = 0;
+  virtual void Release(size_t begin, size_t end) = 0;
+};
+
 class GptModel {
  public:
   GptModel(const GptConfig& config, const KernelTable& kernels);
@@ -56,6 +67,9 @@ class GptModel {
   // the embeddings (wte is final only after the encoder's backward). Data parallelism hangs its
   // gradient communication here, so it overlaps the rest of the backward pass. Empty = none.
   void set_grad_ready_hook(std::function<void(size_t begin, size_t end)> hook) { grad_ready_ = std::move(hook); }
+  // Gradients go to `sink` range by range instead of grads(), whose buffer is freed (grads() is then
+  // null and ZeroGrad does nothing). The sink must outlive the model's Backward calls.
+  void set_grad_sink(GradSink* sink);
   void ZeroGrad();
   // Floats of activation memory currently allocated (GptConfig::ActivationFloats is its formula).
   size_t ActivationFloatsAllocated() const;
@@ -81,6 +95,12 @@ class GptModel {
   bool have_grad_logits_ = false;
   bool recompute_ = false;
   std::function<void(size_t, size_t)> grad_ready_;
+  GradSink* sink_ = nullptr;
+  struct ActiveRange {
+    size_t begin, end;
+    float* data;
+  };
+  std::vector<ActiveRange> active_;  // sink mode: ranges acquired and not yet released
 };
 
 }  // namespace anneal

@@ -176,7 +176,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   if (dp > 1 || c.zero > 0) {
     par = std::make_unique<DataParallel>(comm.get(), model.num_floats(), c.zero,
                                          static_cast<size_t>(c.bucket_mb * (1 << 20) / sizeof(float)));
-    model.set_grad_ready_hook([&par](size_t b, size_t e) { par->GradsReady(b, e); });
+    if (c.zero == 2) {
+      model.set_grad_sink(par.get());  // no full gradient buffer: ranges come and go during backward
+    } else {
+      model.set_grad_ready_hook([&par](size_t b, size_t e) { par->GradsReady(b, e); });
+    }
   }
   AdamW opt(model.layout(), *k, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
   TrainerState st;
@@ -209,9 +213,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     const double n = static_cast<double>(model.num_floats());
     log(Fmt("parallel: %d ranks (%s), dp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; per-rank "
             "optimizer memory: params %.1f MB + grads %.1f MB + Adam moments %.1f MB%s",
-            re.world, re.launcher.c_str(), dp, c.zero, c.bucket_mb, c.timeout_s, n * 4 / 1e6, n * 4 / 1e6,
+            re.world, re.launcher.c_str(), dp, c.zero, c.bucket_mb, c.timeout_s, n * 4 / 1e6,
+            model.grads() ? n * 4 / 1e6 : 0.0,
             (opt.m().size() + opt.v().size()) * 4 / 1e6,
-            par && par->floats_held() ? Fmt(" + ZeRO-2 gradient shard %.1f MB", par->floats_held() * 4 / 1e6).c_str()
+            par && par->floats_held() ? Fmt(" + ZeRO-2 accumulated-gradient shard %.1f MB (+ per-range gradient buffers during backward)", par->floats_held() * 4 / 1e6).c_str()
                                       : ""));
   }
   log(Fmt("MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s (%s)",
@@ -341,6 +346,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     log(Fmt("peak RSS of rank 0: %.1f MB", ru.ru_maxrss / 1024.0));
+    if (par && c.zero == 2) {
+      log(Fmt("ZeRO-2: at most %.1f MB of gradient buffers at once during backward (a full buffer: %.1f MB)",
+              par->peak_buffer_floats() * 4 / 1e6, model.num_floats() * 4 / 1e6));
+    }
   }
   res.state_hash = StateHash(model, opt);
   log(std::string("state hash (parameters, Adam m and v") + (par && c.zero > 0 ? " of rank 0's shard" : "") +
