@@ -26,6 +26,7 @@
 
 #include "core/progress.h"
 #include "dist/communicator.h"
+#include "dist/peer_monitor.h"
 
 namespace anneal {
 
@@ -91,21 +92,14 @@ class DoneWork : public Work {
   Status s_;
 };
 
-std::string JoinInts(const std::vector<int>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
-  return s;
-}
-
 constexpr uint64_t kSlotPrefix = 0xA7ull << 56;  // our point-to-point slots, apart from Gloo's collectives
 
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(anneal::Store* store, CommOptions o, std::shared_ptr<gloo::rendezvous::Context> ctx,
                    std::vector<std::string> addrs)
-      : store_(store), o_(std::move(o)), ctx_(std::move(ctx)), addrs_(std::move(addrs)) {
+      : o_(o), ctx_(std::move(ctx)), monitor_(store, o, std::move(addrs)) {
     worker_ = std::thread([this] { Loop(); });
-    heartbeat_ = std::thread([this] { Heartbeat(); });
   }
   ~GlooCommunicator() override {
     {
@@ -114,7 +108,6 @@ class GlooCommunicator : public Communicator {
     }
     cv_.notify_all();
     worker_.join();
-    heartbeat_.join();
   }
   int rank() const override { return ctx_->rank; }
   int size() const override { return ctx_->size; }
@@ -328,7 +321,7 @@ class GlooCommunicator : public Communicator {
         try {
           t.fn(t.collective ? (tag++ & 0x7FFFFFFF) : 0);
         } catch (const std::exception& e) {
-          s = PeerError(Diagnose(t.what, e.what(), MonotonicSeconds() - t0));
+          s = PeerError(monitor_.Diagnose(t.what, e.what(), MonotonicSeconds() - t0));
           std::lock_guard<std::mutex> l(mu_);
           first_error_ = s;
         }
@@ -340,85 +333,6 @@ class GlooCommunicator : public Communicator {
     }
   }
 
-  // Every heartbeat_interval: +1 on "<group>/hb/<global rank>". A frozen or dead rank's count stops.
-  void Heartbeat() {
-    const std::string key = o_.group + "/hb/" + std::to_string(o_.global_rank);
-    std::unique_lock<std::mutex> l(mu_);
-    while (!stopping_) {
-      l.unlock();
-      (void)store_->Add(key, 1);
-      l.lock();
-      cv_.wait_for(l, o_.heartbeat_interval, [&] { return stopping_; });
-    }
-  }
-
-  // Which peers are lost: those whose heartbeat does not advance over ~2.5 intervals, and those
-  // whose address the transport's error names.
-  std::string Diagnose(const std::string& what, const std::string& transport_error, double seconds) {
-    std::ostringstream m;
-    m << what << " in group '" << o_.group << "' (ranks " << JoinInts(o_.members) << ") failed on rank "
-      << o_.global_rank << " after " << static_cast<int>(seconds * 10) / 10.0 << " s: ";
-    auto snapshot = [&](std::map<int, int64_t>* hb) -> Status {
-      for (int r : o_.members) {
-        if (r == o_.global_rank) continue;
-        ANNEAL_ASSIGN_OR_RETURN(auto v, store_->TryGet(o_.group + "/hb/" + std::to_string(r)));
-        (*hb)[r] = v ? std::strtoll(v->c_str(), nullptr, 10) : -1;
-      }
-      return Status::Ok();
-    };
-    std::map<int, int64_t> a, b;
-    Status s = snapshot(&a);
-    if (s.ok()) {
-      std::this_thread::sleep_for(o_.heartbeat_interval * 5 / 2);
-      s = snapshot(&b);
-    }
-    std::vector<int> lost;
-    if (s.ok()) {
-      for (auto [r, v] : a) {
-        if (b[r] == v) lost.push_back(r);
-      }
-    }
-    // Ranks on the host named in the transport's error ("[10.0.0.2]:port").
-    std::set<int> named;
-    for (size_t i = 0; i < o_.members.size(); ++i) {
-      if (o_.members[i] == o_.global_rank || addrs_[i].empty() || addrs_[i] == addrs_[rank()]) continue;
-      if (transport_error.find("[" + addrs_[i] + "]") != std::string::npos) named.insert(o_.members[i]);
-    }
-    if (!lost.empty()) {
-      m << "lost rank" << (lost.size() > 1 ? "s " : " ") << JoinInts(lost) << " (no heartbeat for "
-        << o_.heartbeat_interval.count() * 2.5 / 1000 << " s: killed, frozen or cut off";
-      for (int r : lost) {
-        for (size_t i = 0; i < o_.members.size(); ++i) {
-          if (o_.members[i] == r && !addrs_[i].empty()) m << "; rank " << r << " on " << addrs_[i];
-        }
-      }
-      m << ")";
-    } else if (!s.ok()) {
-      m << "lost contact with " << store_->Describe() << " as well";
-      if (!named.empty()) {
-        m << "; lost rank" << (named.size() > 1 ? "s " : " ") << JoinInts(std::vector<int>(named.begin(), named.end()));
-        m << " (on " << addrs_[std::distance(o_.members.begin(),
-                                             std::find(o_.members.begin(), o_.members.end(), *named.begin()))]
-          << ")";
-      }
-      if (named.empty()) {
-        std::vector<int> others;
-        for (size_t i = 0; i < o_.members.size(); ++i) {
-          if (addrs_[i] != addrs_[rank()]) others.push_back(o_.members[i]);
-        }
-        if (!others.empty()) m << "; unreachable: rank" << (others.size() > 1 ? "s " : " ") << JoinInts(others) << " (other hosts)";
-      }
-      m << " (" << s.message() << ")";
-    } else if (!named.empty()) {
-      m << "lost rank" << (named.size() > 1 ? "s " : " ") << JoinInts(std::vector<int>(named.begin(), named.end()));
-    } else {
-      m << "every peer's heartbeat is alive: a peer is slow or stuck in other work (raise dist.timeout_s if "
-           "steps are legitimately this long)";
-    }
-    m << ". Transport: " << transport_error;
-    return m.str();
-  }
-
   struct Task {
     std::string what;
     bool collective = true;
@@ -426,17 +340,16 @@ class GlooCommunicator : public Communicator {
     std::shared_ptr<WorkState> state;
   };
 
-  anneal::Store* store_;
   CommOptions o_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
-  std::vector<std::string> addrs_;  // by group rank
+  PeerMonitor monitor_;
   std::map<int, uint32_t> seq_to_, seq_from_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
   Status first_error_;
-  std::thread worker_, heartbeat_;
+  std::thread worker_;
 };
 
 class SoloCommunicator : public Communicator {
@@ -473,27 +386,10 @@ class SoloCommunicator : public Communicator {
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOptions& options) {
-  CommOptions o = options;
-  if (o.members.empty()) {
-    for (int r = 0; r < o.world_size; ++r) o.members.push_back(r);
-  }
-  const auto it = std::find(o.members.begin(), o.members.end(), o.global_rank);
-  if (it == o.members.end()) {
-    return InvalidInput("rank " + std::to_string(o.global_rank) + " is not a member of group '" + o.group + "'");
-  }
-  const int grank = static_cast<int>(it - o.members.begin()), gsize = static_cast<int>(o.members.size());
-  std::string bind = o.bind_addr;
-  if (bind.empty()) {
-    // The address peers reach this rank at: the interface that routes to the store's host.
-    const std::string d = store->Describe();
-    const size_t at = d.find(" at ");
-    std::string host = at == std::string::npos ? "127.0.0.1" : d.substr(at + 4);
-    host = host.substr(0, host.find(':'));
-    if (host.find('/') != std::string::npos || host.empty()) host = "127.0.0.1";
-    auto a = LocalAddressToward(host);
-    bind = a.ok() ? *a : "127.0.0.1";
-  }
-  ANNEAL_RETURN_IF_ERROR(store->Set(o.group + "/addr/" + std::to_string(o.global_rank), bind));
+  ANNEAL_ASSIGN_OR_RETURN(CommOptions o, ResolveMembers(options));
+  const int grank = GroupRankOf(o), gsize = static_cast<int>(o.members.size());
+  const std::string bind = o.bind_addr.empty() ? DefaultBindAddress(*store) : o.bind_addr;
+  ANNEAL_RETURN_IF_ERROR(PublishAddress(store, o, bind));
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   try {
     gloo::transport::tcp::attr attr(bind.c_str());
@@ -507,12 +403,7 @@ Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOption
                      std::to_string(o.global_rank) + " on " + bind + " to its peers within " +
                      std::to_string(o.timeout.count() / 1000) + " s: " + e.what());
   }
-  std::vector<std::string> addrs(gsize);
-  for (int i = 0; i < gsize; ++i) {
-    auto a = store->Get(o.group + "/addr/" + std::to_string(o.members[i]), o.timeout);
-    if (a.ok()) addrs[i] = *a;
-  }
-  return std::unique_ptr<Communicator>(new GlooCommunicator(store, o, std::move(ctx), std::move(addrs)));
+  return std::unique_ptr<Communicator>(new GlooCommunicator(store, o, std::move(ctx), ReadAddresses(store, o)));
 }
 
 std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group) {
