@@ -4,12 +4,13 @@
 #   unit-asan   the same tests under AddressSanitizer + UBSan
 #   e2e         the anneal binary driven as users drive it
 #   peers       real oracles (tiktoken through node)
-# Ends with one line "N passed, M failed" over all tiers; exits non-zero if any test failed.
+# Ends with one line "N passed, M failed, K skipped" over all tiers (a skipped test, such as a GPU test
+# on a machine without a GPU, is never counted as passed); exits non-zero if any test failed.
 # TIERS="unit e2e" scripts/run_tests.sh runs a subset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TIERS=${TIERS:-"unit unit-asan e2e peers"}
-total_pass=0 total_fail=0 summary=()
+total_pass=0 total_fail=0 total_skip=0 summary=()
 for tier in $TIERS; do
   dir=build/release label=$tier
   if [ "$tier" = unit-asan ]; then dir=build/asan; label=unit; fi
@@ -26,12 +27,13 @@ for tier in $TIERS; do
   if [ -z "$line" ]; then n=0; f=1; cat "$log"; echo "tier $tier: ctest ran no test (rc=$rc)"; fi
   [ "$rc" -ne 0 ] && [ "$f" = 0 ] && f=1
   if [ "$f" != 0 ]; then grep -vE '^\s+(Start|[0-9]+/[0-9]+ Test .* Passed)' "$log" | tail -80; fi
-  total_pass=$((total_pass + n - f)); total_fail=$((total_fail + f))
-  summary+=("$(printf 'tier %-10s %4d tests, %2d failed, %7.1f s' "$tier" "$n" "$f" "$secs")")
+  k=$(grep -cE '^\s+[0-9]+ - .* \(Skipped\)$' "$log")
+  total_pass=$((total_pass + n - f - k)); total_fail=$((total_fail + f)); total_skip=$((total_skip + k))
+  summary+=("$(printf 'tier %-10s %4d tests, %2d failed, %2d skipped, %7.1f s' "$tier" "$n" "$f" "$k" "$secs")")
   echo "${summary[-1]}"
   rm -f "$log"
 done
 echo "---"
 printf '%s\n' "${summary[@]}"
-echo "$total_pass passed, $total_fail failed"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

@@ -84,6 +84,14 @@ class Communicator {
 // is bounded by options.timeout too.
 Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOptions& options);
 
+// A communicator over NCCL on CUDA device `device` (buffers are device memory; see
+// nccl_communicator.cc for the watchdog that gives NCCL its timeouts). Built when the CUDA toolkit
+// and NCCL are found (ANNEAL_WITH_NCCL); otherwise, and on a machine without a GPU, an InvalidInput
+// error saying so.
+Result<std::unique_ptr<Communicator>> ConnectNccl(Store* store, const CommOptions& options, int device);
+// Whether this build has NCCL and this machine a CUDA device.
+bool NcclAvailable();
+
 // The same group with one rank: every operation is a local copy (single-process runs).
 std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group);
 
