@@ -27,6 +27,7 @@
 #include "core/progress.h"
 #include "dist/communicator.h"
 #include "dist/peer_monitor.h"
+#include "dist/shm_group.h"
 
 namespace anneal {
 
@@ -70,17 +71,17 @@ struct WorkState {
   Status status;
 };
 
+class GlooCommunicator;
+
+// A queued operation's handle. Must not outlive its communicator.
 class QueuedWork : public Work {
  public:
-  explicit QueuedWork(std::shared_ptr<WorkState> s) : s_(std::move(s)) {}
-  Status Wait() override {
-    std::unique_lock<std::mutex> l(s_->mu);
-    s_->cv.wait(l, [&] { return s_->done; });
-    return s_->status;
-  }
+  QueuedWork(std::shared_ptr<WorkState> s, GlooCommunicator* c) : s_(std::move(s)), comm_(c) {}
+  Status Wait() override;
 
  private:
   std::shared_ptr<WorkState> s_;
+  GlooCommunicator* comm_;
 };
 
 class DoneWork : public Work {
@@ -97,8 +98,8 @@ constexpr uint64_t kSlotPrefix = 0xA7ull << 56;  // our point-to-point slots, ap
 class GlooCommunicator : public Communicator {
  public:
   GlooCommunicator(anneal::Store* store, CommOptions o, std::shared_ptr<gloo::rendezvous::Context> ctx,
-                   std::vector<std::string> addrs)
-      : o_(o), ctx_(std::move(ctx)), monitor_(store, o, std::move(addrs)) {
+                   std::vector<std::string> addrs, std::unique_ptr<ShmGroup> shm)
+      : o_(o), ctx_(std::move(ctx)), monitor_(store, o, std::move(addrs)), shm_(std::move(shm)) {
     worker_ = std::thread([this] { Loop(); });
   }
   ~GlooCommunicator() override {
@@ -228,6 +229,11 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<Work> AllReduce(T* x, size_t n, const std::string& what) {
     return Enqueue(what + " of " + std::to_string(n) + " values", [=, this](uint32_t tag) {
       if (size() == 1 || n == 0) return;
+      if (shm_) {  // every member on this host: through shared memory
+        Status s = shm_->AllReduceSum(x, n, o_.timeout);
+        if (!s.ok()) throw gloo::IoException(s.message());
+        return;
+      }
       if (n * sizeof(T) <= kDirectAllReduceBytes) return DirectAllReduce(x, n, tag);
       gloo::AllreduceOptions opts(ctx_);
       opts.setOutput(x, n);
@@ -297,42 +303,56 @@ class GlooCommunicator : public Communicator {
       queue_.push_back({std::move(what), collective, std::move(fn), st});
     }
     cv_.notify_all();
-    return std::make_unique<QueuedWork>(st);
+    return std::make_unique<QueuedWork>(st, this);
   }
 
+  // The worker runs queued tasks in order; a thread waiting on the task at the front of the queue
+  // may run it itself (TryRunInline) instead, saving two thread handoffs on small operations.
+  // busy_ keeps it one task at a time, so collectives still run in issue order.
   void Loop() {
-    uint32_t tag = 1;
+    std::unique_lock<std::mutex> l(mu_);
     for (;;) {
-      Task t;
-      {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        t = std::move(queue_.front());
-        queue_.pop_front();
+      cv_.wait(l, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
+      if (queue_.empty()) return;
+      RunFront(l);
+    }
+  }
+
+  // Called with mu_ held, the front task claimable; returns with mu_ held.
+  void RunFront(std::unique_lock<std::mutex>& l) {
+    Task t = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    const uint32_t tag = t.collective ? (tag_++ & 0x7FFFFFFF) : 0;
+    Status s = first_error_;
+    l.unlock();
+    if (s.ok()) {
+      const double t0 = MonotonicSeconds();
+      try {
+        t.fn(tag);
+      } catch (const std::exception& e) {
+        s = PeerError(monitor_.Diagnose(t.what, e.what(), MonotonicSeconds() - t0));
       }
-      Status s;
-      {
-        std::lock_guard<std::mutex> l(mu_);
-        s = first_error_;
-      }
-      if (s.ok()) {
-        const double t0 = MonotonicSeconds();
-        try {
-          t.fn(t.collective ? (tag++ & 0x7FFFFFFF) : 0);
-        } catch (const std::exception& e) {
-          s = PeerError(monitor_.Diagnose(t.what, e.what(), MonotonicSeconds() - t0));
-          std::lock_guard<std::mutex> l(mu_);
-          first_error_ = s;
-        }
-      }
-      std::lock_guard<std::mutex> l(t.state->mu);
+    }
+    {
+      std::lock_guard<std::mutex> sl(t.state->mu);
       t.state->status = s;
       t.state->done = true;
       t.state->cv.notify_all();
     }
+    l.lock();
+    if (!s.ok() && first_error_.ok()) first_error_ = s;
+    busy_ = false;
+    cv_.notify_all();
   }
 
+ public:
+  void TryRunInline(const WorkState* state) {
+    std::unique_lock<std::mutex> l(mu_);
+    if (!busy_ && !queue_.empty() && queue_.front().state.get() == state) RunFront(l);
+  }
+
+ private:
   struct Task {
     std::string what;
     bool collective = true;
@@ -343,14 +363,24 @@ class GlooCommunicator : public Communicator {
   CommOptions o_;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   PeerMonitor monitor_;
+  std::unique_ptr<ShmGroup> shm_;  // null unless the whole group is on this host
   std::map<int, uint32_t> seq_to_, seq_from_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
   bool stopping_ = false;
+  bool busy_ = false;   // a task is running (on the worker or inline)
+  uint32_t tag_ = 1;    // the next collective's tag
   Status first_error_;
   std::thread worker_;
 };
+
+Status QueuedWork::Wait() {
+  comm_->TryRunInline(s_.get());
+  std::unique_lock<std::mutex> l(s_->mu);
+  s_->cv.wait(l, [&] { return s_->done; });
+  return s_->status;
+}
 
 class SoloCommunicator : public Communicator {
  public:
@@ -403,7 +433,9 @@ Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOption
                      std::to_string(o.global_rank) + " on " + bind + " to its peers within " +
                      std::to_string(o.timeout.count() / 1000) + " s: " + e.what());
   }
-  return std::unique_ptr<Communicator>(new GlooCommunicator(store, o, std::move(ctx), ReadAddresses(store, o)));
+  ANNEAL_ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> shm, ShmGroup::Create(store, o));
+  return std::unique_ptr<Communicator>(
+      new GlooCommunicator(store, o, std::move(ctx), ReadAddresses(store, o), std::move(shm)));
 }
 
 std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group) {

@@ -128,6 +128,26 @@ TEST(CommunicatorTest, CollectivesOnThreeRanks) {
   });
 }
 
+// Ranks on one host reduce through shared memory (dist/shm_group.h): a buffer of several chunks with a
+// partial last one, and a small one, give exact sums, the same on every rank; with ANNEAL_SHM=0 the
+// same sums come over TCP.
+TEST(CommunicatorTest, SharedMemoryAndTcpAllReduceAgree) {
+  for (const char* shm : {"1", "0"}) {
+    setenv("ANNEAL_SHM", shm, 1);
+    RunGroup(3, [&](int r, Communicator& c) {
+      const size_t n = 1300000;  // 2.5 slots of 512 Ki floats
+      std::vector<float> x(n);
+      for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i % 97) + 100 * r);
+      ASSERT_TRUE(c.AllReduceSum(x.data(), n).ok());
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], static_cast<float>(3 * (i % 97) + 300)) << "shm=" << shm << " i=" << i;
+      std::vector<double> d(10, 0.25 * (r + 1));
+      ASSERT_TRUE(c.AllReduceSum(d.data(), d.size()).ok());
+      EXPECT_EQ(d[9], 1.5);
+    });
+  }
+  unsetenv("ANNEAL_SHM");
+}
+
 TEST(CommunicatorTest, AsyncOperationsCompleteInOrder) {
   RunGroup(2, [&](int r, Communicator& c) {
     std::vector<std::vector<float>> bufs(8, std::vector<float>(10000, static_cast<float>(r + 1)));
