@@ -48,6 +48,9 @@ void AddLaunchCommand(CLI::App& app, RunFn* run) {
   c->add_option("--rendezvous-timeout-s", o->rendezvous_timeout_s,
                 "How long launchers wait for each other and for the store")
       ->capture_default_str();
+  c->add_option("--cpu-bind", o->cpu_bind,
+                "auto: pin each local rank to its share of the CPUs when there is at least one each; none: do not pin")
+      ->capture_default_str();
   c->add_option("command", o->command, "The rank's command, after --")->required();
   c->callback([run, o] { *run = [o] { return RunLaunch(*o); }; });
 }

@@ -67,9 +67,9 @@ class Communicator {
   virtual std::unique_ptr<Work> StartRecv(void* x, size_t bytes, int peer) = 0;
   virtual std::unique_ptr<Work> StartBarrier() = 0;
 
-  // Blocking forms.
-  Status AllReduceSum(float* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
-  Status AllReduceSum(double* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
+  // Blocking forms (a backend may run them without the queue when nothing else is pending).
+  virtual Status AllReduceSum(float* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
+  virtual Status AllReduceSum(double* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
   Status ReduceScatterSum(const float* x, const std::vector<size_t>& c, float* y) {
     return StartReduceScatterSum(x, c, y)->Wait();
   }

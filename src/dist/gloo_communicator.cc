@@ -93,6 +93,14 @@ class DoneWork : public Work {
   Status s_;
 };
 
+// An operation's name for errors, formatted only when one happens ("allreduce of 1024 values").
+struct OpLabel {
+  const char* text;
+  long long n = -1;
+  const char* unit = "";
+  std::string str() const { return n < 0 ? text : std::string(text) + " " + std::to_string(n) + unit; }
+};
+
 constexpr uint64_t kSlotPrefix = 0xA7ull << 56;  // our point-to-point slots, apart from Gloo's collectives
 
 class GlooCommunicator : public Communicator {
@@ -114,11 +122,13 @@ class GlooCommunicator : public Communicator {
   int size() const override { return ctx_->size; }
   const std::string& group() const override { return o_.group; }
 
-  std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) override { return AllReduce(x, n, "allreduce"); }
-  std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) override { return AllReduce(x, n, "allreduce(f64)"); }
+  std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) override { return AllReduce(x, n, "allreduce of"); }
+  Status AllReduceSum(float* x, size_t n) override { return AllReduceNow(x, n, "allreduce of"); }
+  Status AllReduceSum(double* x, size_t n) override { return AllReduceNow(x, n, "allreduce(f64) of"); }
+  std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) override { return AllReduce(x, n, "allreduce(f64) of"); }
 
   std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) override {
-    return Enqueue("reduce-scatter of " + std::to_string(Sum(counts)) + " floats", [=, this](uint32_t tag) {
+    return Enqueue({"reduce-scatter of", static_cast<long long>(Sum(counts)), " floats"}, [=, this](uint32_t tag) {
       const int n = size(), me = rank();
       const std::vector<size_t> offs = Offsets(counts);
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs(n);
@@ -152,7 +162,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) override {
-    return Enqueue("all-gather of " + std::to_string(Sum(counts)) + " floats", [=, this](uint32_t tag) {
+    return Enqueue({"all-gather of", static_cast<long long>(Sum(counts)), " floats"}, [=, this](uint32_t tag) {
       const int n = size(), me = rank();
       const std::vector<size_t> offs = Offsets(counts);
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs;
@@ -179,7 +189,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartBroadcast(void* x, size_t bytes, int root) override {
-    return Enqueue("broadcast from rank " + std::to_string(root), [=, this](uint32_t tag) {
+    return Enqueue({"broadcast from rank", root}, [=, this](uint32_t tag) {
       gloo::BroadcastOptions opts(ctx_);
       opts.setOutput(static_cast<uint8_t*>(x), bytes);
       opts.setRoot(root);
@@ -190,7 +200,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {
-    return Enqueue("all-gather", [=, this](uint32_t tag) {
+    return Enqueue({"all-gather"}, [=, this](uint32_t tag) {
       gloo::AllgatherOptions opts(ctx_);
       opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
       opts.setOutput(static_cast<uint8_t*>(out), bytes * size());
@@ -201,14 +211,14 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartSend(const void* x, size_t bytes, int peer) override {
-    return Enqueue("send to rank " + std::to_string(peer), /*collective=*/false, [=, this](uint32_t) {
+    return Enqueue({"send to rank", peer}, /*collective=*/false, [=, this](uint32_t) {
       auto b = ctx_->createUnboundBuffer(const_cast<void*>(x), bytes);
       b->send(peer, kSlotPrefix | (1ull << 40) | static_cast<uint64_t>(SeqTo(peer)));
       if (!b->waitSend(nullptr, o_.timeout)) throw gloo::IoException("send aborted");
     });
   }
   std::unique_ptr<Work> StartRecv(void* x, size_t bytes, int peer) override {
-    return Enqueue("receive from rank " + std::to_string(peer), /*collective=*/false, [=, this](uint32_t) {
+    return Enqueue({"receive from rank", peer}, /*collective=*/false, [=, this](uint32_t) {
       auto b = ctx_->createUnboundBuffer(x, bytes);
       b->recv(peer, kSlotPrefix | (1ull << 40) | static_cast<uint64_t>(SeqFrom(peer)));
       if (!b->waitRecv(nullptr, o_.timeout)) throw gloo::IoException("receive aborted");
@@ -216,7 +226,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartBarrier() override {
-    return Enqueue("barrier", [=, this](uint32_t tag) {
+    return Enqueue({"barrier"}, [=, this](uint32_t tag) {
       gloo::BarrierOptions opts(ctx_);
       opts.setTag(tag);
       opts.setTimeout(o_.timeout);
@@ -225,9 +235,35 @@ class GlooCommunicator : public Communicator {
   }
 
  private:
+  // A blocking allreduce through shared memory while nothing is queued or running: run here, with no
+  // task, handle or thread handoff (the small-message latency). It takes a tag like any collective,
+  // so tags stay in step with ranks that went through the queue.
   template <typename T>
-  std::unique_ptr<Work> AllReduce(T* x, size_t n, const std::string& what) {
-    return Enqueue(what + " of " + std::to_string(n) + " values", [=, this](uint32_t tag) {
+  Status AllReduceNow(T* x, size_t n, const char* what) {
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      if (!shm_ || busy_ || !queue_.empty()) {
+        l.unlock();
+        return AllReduce(x, n, what)->Wait();
+      }
+      if (!first_error_.ok()) return first_error_;
+      busy_ = true;
+      ++tag_;
+    }
+    const double t0 = MonotonicSeconds();
+    Status s = size() == 1 || n == 0 ? Status::Ok() : shm_->AllReduceSum(x, n, o_.timeout);
+    if (!s.ok()) s = PeerError(monitor_.Diagnose(OpLabel{what, static_cast<long long>(n), " values"}.str(), s.message(),
+                                                 MonotonicSeconds() - t0));
+    std::lock_guard<std::mutex> l(mu_);
+    if (!s.ok() && first_error_.ok()) first_error_ = s;
+    busy_ = false;
+    cv_.notify_all();
+    return s;
+  }
+
+  template <typename T>
+  std::unique_ptr<Work> AllReduce(T* x, size_t n, const char* what) {
+    return Enqueue({what, static_cast<long long>(n), " values"}, [=, this](uint32_t tag) {
       if (size() == 1 || n == 0) return;
       if (shm_) {  // every member on this host: through shared memory
         Status s = shm_->AllReduceSum(x, n, o_.timeout);
@@ -292,15 +328,15 @@ class GlooCommunicator : public Communicator {
 
   // Collectives take the next tag (every rank issues the same collectives in the same order, so tags
   // agree); point-to-point operations are matched by per-peer sequence numbers instead.
-  std::unique_ptr<Work> Enqueue(std::string what, std::function<void(uint32_t)> fn) {
-    return Enqueue(std::move(what), true, std::move(fn));
+  std::unique_ptr<Work> Enqueue(OpLabel what, std::function<void(uint32_t)> fn) {
+    return Enqueue(what, true, std::move(fn));
   }
-  std::unique_ptr<Work> Enqueue(std::string what, bool collective, std::function<void(uint32_t)> fn) {
+  std::unique_ptr<Work> Enqueue(OpLabel what, bool collective, std::function<void(uint32_t)> fn) {
     auto st = std::make_shared<WorkState>();
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!first_error_.ok()) return std::make_unique<DoneWork>(first_error_);
-      queue_.push_back({std::move(what), collective, std::move(fn), st});
+      queue_.push_back({what, collective, std::move(fn), st});
     }
     cv_.notify_all();
     return std::make_unique<QueuedWork>(st, this);
@@ -331,7 +367,7 @@ class GlooCommunicator : public Communicator {
       try {
         t.fn(tag);
       } catch (const std::exception& e) {
-        s = PeerError(monitor_.Diagnose(t.what, e.what(), MonotonicSeconds() - t0));
+        s = PeerError(monitor_.Diagnose(t.what.str(), e.what(), MonotonicSeconds() - t0));
       }
     }
     {
@@ -354,7 +390,7 @@ class GlooCommunicator : public Communicator {
 
  private:
   struct Task {
-    std::string what;
+    OpLabel what;
     bool collective = true;
     std::function<void(uint32_t)> fn;
     std::shared_ptr<WorkState> state;

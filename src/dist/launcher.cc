@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -314,6 +315,20 @@ class Launcher {
     env["ANNEAL_STORE"] = store_addr_;
     env["ANNEAL_HOSTS"] = hosts;
     env["ANNEAL_CURRENT_HOST"] = host_;
+    // This rank's share of the launcher's CPUs.
+    cpu_set_t all, mine;
+    CPU_ZERO(&all);
+    CPU_ZERO(&mine);
+    bool bind = false;
+    if (::sched_getaffinity(0, sizeof(all), &all) == 0) {
+      std::vector<int> cpus;
+      for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (CPU_ISSET(c, &all)) cpus.push_back(c);
+      }
+      const int share = static_cast<int>(cpus.size()) / o_.nproc_per_node;
+      bind = o_.cpu_bind == "auto" && share >= 1;
+      for (int i = 0; bind && i < share; ++i) CPU_SET(cpus[r->local * share + i], &mine);
+    }
     if (!env.count("OMP_NUM_THREADS")) {
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
       env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(o_.nproc_per_node)));
@@ -351,6 +366,7 @@ class Launcher {
       if (::getppid() != launcher_pid) ::_exit(1);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
+      if (bind) ::sched_setaffinity(0, sizeof(mine), &mine);
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
       sigaction(SIGTERM, &dfl, nullptr);
@@ -387,6 +403,9 @@ Result<LaunchResult> RunLauncher(const LaunchOptions& o, const std::function<voi
                         std::to_string(o.nnodes) + ")");
   }
   if (o.max_restarts < 0) return InvalidInput("--max-restarts must be at least 0");
+  if (o.cpu_bind != "auto" && o.cpu_bind != "none") {
+    return InvalidInput("--cpu-bind '" + o.cpu_bind + "' must be auto or none");
+  }
   if (o.nnodes > 1 && (o.master_addr == "127.0.0.1" || o.master_addr == "localhost")) {
     return InvalidInput("--nnodes " + std::to_string(o.nnodes) + " needs --master-addr: the address of node 0 that "
                         "every node can reach (not " + o.master_addr + ")");

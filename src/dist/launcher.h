@@ -11,7 +11,8 @@
 //
 // Per rank: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, ROLE_RANK, MASTER_ADDR,
 // MASTER_PORT, TORCHELASTIC_RESTART_COUNT, OMP_NUM_THREADS (the node's cores split across its
-// ranks, unless set), CUDA_VISIBLE_DEVICES (one GPU per rank when the node has GPUs), ANNEAL_JOB,
+// ranks, unless set; with --cpu-bind auto each rank is also pinned to its share of the CPUs),
+// CUDA_VISIBLE_DEVICES (one GPU per rank when the node has GPUs), ANNEAL_JOB,
 // ANNEAL_ATTEMPT, ANNEAL_STORE, ANNEAL_HOSTS, ANNEAL_CURRENT_HOST. Every line a rank prints is
 // prefixed "[rank R] ". SIGINT/SIGTERM to the launcher are forwarded (as SIGTERM) and end the job.
 #pragma once
@@ -36,6 +37,9 @@ struct LaunchOptions {
   std::string job = "local";
   double grace_s = 15;       // after a failure, how long the other ranks get to exit by themselves
   double rendezvous_timeout_s = 300;
+  // "auto": when the launcher's CPUs split evenly into at least one per local rank, pin local rank l
+  // to the l-th share (as mpirun binds to cores); "none": leave placement to the kernel.
+  std::string cpu_bind = "auto";
   std::vector<std::string> command;  // the rank's program and arguments
 };
 

@@ -141,19 +141,25 @@ Status ShmGroup::Reduce(T* x, size_t n, std::chrono::milliseconds timeout) {
   for (size_t off = 0; off < n; off += chunk) {
     const size_t len = std::min(chunk, n - off);
     const uint64_t seq = ++seq_;
+    const size_t per = (len + size_ - 1) / size_;
+    auto part_lo = [&](int r) { return std::min(len, per * r); };
+    auto part_hi = [&](int r) { return std::min(len, per * r + per); };
+    const size_t lo = part_lo(rank_), hi = part_hi(rank_);
     // Everyone must be done with the previous chunk (reading our slot, copying the result out)
     // before we overwrite our slot, and later the result.
     ANNEAL_RETURN_IF_ERROR(WaitAll(2, seq - 1, deadline, "finish the previous chunk"));
-    std::memcpy(slot(rank_), x + off, len * sizeof(T));
+    // Only the parts the others reduce go to our slot; our own part we read from x itself.
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_) std::memcpy(slot(rank_) + part_lo(p) * sizeof(T), x + off + part_lo(p), (part_hi(p) - part_lo(p)) * sizeof(T));
+    }
     header(rank_)->posted.store(seq, std::memory_order_release);
     ANNEAL_RETURN_IF_ERROR(WaitAll(0, seq, deadline, "post its data"));
-    // Part rank_ of the chunk, summed in rank order.
-    const size_t per = (len + size_ - 1) / size_;
-    const size_t lo = std::min(len, per * rank_), hi = std::min(len, lo + per);
-    const T* s0 = reinterpret_cast<const T*>(slot(0));
+    // Our part of the chunk, summed in rank order into the result area.
+    auto src = [&](int p) { return p == rank_ ? x + off : reinterpret_cast<const T*>(slot(p)); };
+    const T* s0 = src(0);
     for (size_t i = lo; i < hi; ++i) out[i] = s0[i];
     for (int p = 1; p < size_; ++p) {
-      const T* sp = reinterpret_cast<const T*>(slot(p));
+      const T* sp = src(p);
       for (size_t i = lo; i < hi; ++i) out[i] += sp[i];
     }
     header(rank_)->reduced.store(seq, std::memory_order_release);
