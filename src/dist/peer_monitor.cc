@@ -1,6 +1,9 @@
 #include "dist/peer_monitor.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <sstream>
@@ -30,12 +33,23 @@ int GroupRankOf(const CommOptions& o) {
 }
 
 std::string DefaultBindAddress(const Store& store) {
+  if (const char* a = std::getenv("ANNEAL_BIND_ADDR"); a && *a) return a;
+  // A TCP store: the interface that routes to its host. A shared-folder store: the one that routes
+  // to MASTER_ADDR, else this host's name as the resolver gives it.
   const std::string d = store.Describe();
   const size_t at = d.find(" at ");
-  std::string host = at == std::string::npos ? "127.0.0.1" : d.substr(at + 4);
-  host = host.substr(0, host.find(':'));
-  if (host.find('/') != std::string::npos || host.empty()) host = "127.0.0.1";
-  auto a = LocalAddressToward(host);
+  std::string host;
+  if (at != std::string::npos) {
+    host = d.substr(at + 4);
+    host = host.substr(0, host.find(':'));
+  } else if (const char* m = std::getenv("MASTER_ADDR"); m && *m) {
+    host = m;
+  } else {
+    char name[256] = {0};
+    ::gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  auto a = LocalAddressToward(host.empty() ? "127.0.0.1" : host);
   return a.ok() ? *a : "127.0.0.1";
 }
 

@@ -60,6 +60,16 @@ for layout in 3_2 1_0 1_2; do
 done
 check "reshard: the run said it resumed" grep -q "resumed from .*step-00000004" "$TMP/rs_3_2.log"
 
+# Ranks started by mpirun (OMPI_COMM_WORLD_*) with a shared-folder store instead of a launcher.
+if command -v mpirun >/dev/null; then
+  mpirun --allow-run-as-root --oversubscribe -np 2 -x ANNEAL_STORE="file://$TMP/mpistore" -x OMP_NUM_THREADS=1 \
+    "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir= >"$TMP/mpi.log" 2>&1 || bad "mpirun: exit $?"
+  check "mpirun + file store: recognised as mpirun" grep -q "2 ranks (mpirun)" "$TMP/mpi.log"
+  check "mpirun + file store: losses equal one process on the same global batch" $CMP losses "$TMP/ref2.log" "$TMP/mpi.log" 5 1e-5
+else
+  bad "mpirun is not installed (scripts/setup.sh installs openmpi-bin)"
+fi
+
 # Bad layouts: exit 2 with the numbers, before the model is built.
 expect_exit "dp x tp x pp must equal the world size" 2 "dp \(3\) x pp \(1\) x tp \(1\) = 3 but the world size is 2" \
   "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.dp=3
