@@ -2,7 +2,8 @@
 // an allreduce without the network stack (what MPI's shared-memory transport does; Gloo has none).
 //
 // Segment: per rank three sequence counters (posted, reduced, done; each on its own cache line), one
-// 2 MB slot per rank, and one result area. A buffer is reduced chunk by chunk: every rank
+// 256 KB slot per rank (measured: 2 MB slots reached 0.6x of MPI at 16 MB, 256 KB ones 0.9-1.0x), and
+// one result area. A buffer is reduced chunk by chunk: every rank
 // copies its chunk into its slot and posts; rank r sums part r of the chunk over all slots in rank
 // order (deterministic, and the same bits for every rank) into the result; when all parts are
 // reduced every rank copies the result out. Buffers up to kSmallBytes take one barrier: every rank
@@ -30,7 +31,7 @@ namespace anneal {
 
 class ShmGroup {
  public:
-  static constexpr size_t kChunkFloats = 256 * 1024;  // a rank's slot: this many doubles (2 MB)
+  static constexpr size_t kChunkFloats = 32 * 1024;  // a rank's slot: this many doubles (256 KB: chunks stay in cache)
   static constexpr size_t kSmallBytes = 64 * 1024;    // up to this, one barrier and a redundant sum
 
   static Result<std::unique_ptr<ShmGroup>> Create(Store* store, const CommOptions& o);
