@@ -37,17 +37,32 @@ size_t GptConfig::NumParams() const {
   return V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C;
 }
 
-size_t GptConfig::ActivationFloats(int B, int T, bool recompute) const {
+std::optional<Recompute> ParseRecompute(const std::string& name) {
+  if (name == "none") return Recompute::kNone;
+  if (name == "selective") return Recompute::kSelective;
+  if (name == "full") return Recompute::kFull;
+  return std::nullopt;
+}
+
+size_t GptConfig::ActivationFloats(int B, int T, Recompute recompute) const {
   const size_t N = static_cast<size_t>(B) * T, C = n_embd, L = n_layer, H = n_head, Vp = padded_vocab;
   // per layer: ln1 q k v atty attproj resid2 ln2 fcproj resid3 (10 NC), fch and fch_gelu (8 NC),
   // 4 N of LayerNorm statistics, N*H of log-sum-exp
   const size_t per_layer = 18 * N * C + 4 * N + N * H;
   // encoded, lnf (2 NC) + lnf stats (2N) + logits (N Vp) + losses (N); backward scratch 6 NC + 8 NC
-  const size_t saved = recompute ? (L - 1) * 4 * N * C : 0;  // one shared GELU buffer
-  return L * per_layer - saved + 2 * N * C + 3 * N + N * Vp + 14 * N * C;
+  const size_t rest = 2 * N * C + 3 * N + N * Vp + 14 * N * C;
+  switch (recompute) {
+    case Recompute::kSelective:  // one shared GELU buffer
+      return L * per_layer - (L - 1) * 4 * N * C + rest;
+    case Recompute::kFull:  // every layer's output (resid3) kept; one layer's buffers for the rest
+      return L * N * C + (per_layer - N * C) + rest;
+    case Recompute::kNone:
+    default:
+      return L * per_layer + rest;
+  }
 }
 
-size_t GptConfig::TrainingBytes(int B, int T, bool recompute) const {
+size_t GptConfig::TrainingBytes(int B, int T, Recompute recompute) const {
   const size_t V = vocab_size, Vp = padded_vocab, C = n_embd;
   const size_t stored = NumParams() + (Vp - V) * C;
   return 4 * (4 * stored + ActivationFloats(B, T, recompute));

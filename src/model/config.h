@@ -3,12 +3,23 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 
 namespace anneal {
+
+// Activation recomputation (GptModel::set_recompute):
+//   kNone       every layer's activations are kept for backward;
+//   kSelective  llm.c's "recompute GELU": one (B,T,4C) GELU buffer for all layers, each layer's GELU
+//               output recomputed from its input in backward (one GELU pass more);
+//   kFull       only each layer's output (the residual stream, (B,T,C) per layer) is kept; backward
+//               recomputes the whole layer's forward into one layer's buffers first (one forward more).
+enum class Recompute { kNone, kSelective, kFull };
+// "none" | "selective" | "full"; nullopt for anything else.
+std::optional<Recompute> ParseRecompute(const std::string& name);
 
 struct GptConfig {
   int vocab_size = 50257;   // V: real tokens
@@ -27,10 +38,10 @@ struct GptConfig {
   std::string ToString() const;
   // Floats of activations GptModel keeps for one (B, T) batch (forward activations, the logits and
   // the backward scratch), exactly what it allocates.
-  size_t ActivationFloats(int B, int T, bool recompute = false) const;
+  size_t ActivationFloats(int B, int T, Recompute recompute = Recompute::kNone) const;
   // Bytes to train with AdamW in fp32: parameters, gradients, m and v (padded vocabulary) plus
   // activations for (B, T).
-  size_t TrainingBytes(int B, int T, bool recompute = false) const;
+  size_t TrainingBytes(int B, int T, Recompute recompute = Recompute::kNone) const;
 };
 
 // One parameter tensor: canonical name and shape, and where it lives in the flat buffer. Stored

@@ -62,13 +62,13 @@ void GptModel::EnsureActs(int B, int T) {
   a.B = B;
   a.T = T;
   a.encoded.assign(N * C, 0);
-  for (auto* v : {&a.ln1, &a.q, &a.k, &a.v, &a.atty, &a.attproj, &a.resid2, &a.ln2, &a.fcproj, &a.resid3}) {
-    v->assign(L * N * C, 0);
-  }
-  for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->assign(L * N, 0);
-  a.lse.assign(L * N * H, 0);
-  a.fch.assign(L * N * 4 * C, 0);
-  a.fch_gelu.assign((recompute_ ? 1 : L) * N * 4 * C, 0);
+  const size_t LS = recompute_ == Recompute::kFull ? 1 : L;  // layers whose activations are kept
+  for (auto* v : {&a.ln1, &a.q, &a.k, &a.v, &a.atty, &a.attproj, &a.resid2, &a.ln2, &a.fcproj}) v->assign(LS * N * C, 0);
+  a.resid3.assign(L * N * C, 0);  // every layer's output: the next layer's input
+  for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->assign(LS * N, 0);
+  a.lse.assign(LS * N * H, 0);
+  a.fch.assign(LS * N * 4 * C, 0);
+  a.fch_gelu.assign((recompute_ != Recompute::kNone ? 1 : L) * N * 4 * C, 0);
   a.lnf.assign(N * C, 0);
   a.lnf_mean.assign(N, 0);
   a.lnf_rstd.assign(N, 0);
@@ -79,52 +79,59 @@ void GptModel::EnsureActs(int B, int T) {
   a.dfch_gelu.assign(N * 4 * C, 0);
 }
 
-double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
-  EnsureActs(B, T);
-  const int C = config_.n_embd, H = config_.n_head, V = config_.vocab_size, Vp = config_.padded_vocab;
+void GptModel::LayerForward(int l, int s) {
+  const int B = acts_.B, T = acts_.T, C = config_.n_embd, H = config_.n_head;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C, N4C = NC * 4;
+  Acts& a = acts_;
+  const std::string p = "h." + std::to_string(l) + ".";
+  const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);  // (B,T,C)
+  float* ln1 = L(a.ln1, s, NC);
+  float* q = L(a.q, s, NC);
+  float* kk = L(a.k, s, NC);
+  float* v = L(a.v, s, NC);
+  float* atty = L(a.atty, s, NC);
+  float* attproj = L(a.attproj, s, NC);
+  float* resid2 = L(a.resid2, s, NC);
+  float* ln2 = L(a.ln2, s, NC);
+  float* fch = L(a.fch, s, N4C);
+  float* fch_gelu = L(a.fch_gelu, recompute_ != Recompute::kNone ? 0 : l, N4C);
+  float* fcproj = L(a.fcproj, s, NC);
+  float* resid3 = L(a.resid3, l, NC);
+  // ln1 (B,T,C) = LayerNorm(residual)
+  k_.layernorm_forward(ln1, L(a.ln1_mean, s, N), L(a.ln1_rstd, s, N), residual, Param(p + "ln_1.weight"),
+                       Param(p + "ln_1.bias"), N, C);
+  // q, k, v (B,T,C) = ln1 @ W^T + b
+  k_.matmul_forward(q, ln1, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, C);
+  k_.matmul_forward(kk, ln1, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, C);
+  k_.matmul_forward(v, ln1, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, C);
+  // atty (B,T,C) = causal attention over H heads; lse (B,H,T)
+  k_.attention_forward(atty, L(a.lse, s, static_cast<size_t>(N) * H), q, kk, v, B, T, C, H);
+  // attproj (B,T,C) = atty @ Wproj^T + b; resid2 = residual + attproj
+  k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
+  k_.residual_forward(resid2, residual, attproj, NC);
+  // ln2 (B,T,C); fch (B,T,4C) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
+  k_.layernorm_forward(ln2, L(a.ln2_mean, s, N), L(a.ln2_rstd, s, N), resid2, Param(p + "ln_2.weight"),
+                       Param(p + "ln_2.bias"), N, C);
+  k_.matmul_forward(fch, ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, 4 * C);
+  k_.gelu_forward(fch_gelu, fch, N4C);
+  // fcproj (B,T,C) = fch_gelu @ Wproj^T + b; resid3 = resid2 + fcproj
+  k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, 4 * C, C);
+  k_.residual_forward(resid3, resid2, fcproj, NC);
+}
+
+double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
+  EnsureActs(B, T);
+  const int C = config_.n_embd, V = config_.vocab_size, Vp = config_.padded_vocab;
+  const int N = B * T;
+  const size_t NC = static_cast<size_t>(N) * C;
   tokens_.assign(tokens, tokens + N);
   targets_.assign(targets, targets + N);
   Acts& a = acts_;
 
   k_.encoder_forward(a.encoded.data(), tokens, Param("wte.weight"), Param("wpe.weight"), B, T, C);  // (B,T,C)
-  for (int l = 0; l < config_.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);  // (B,T,C)
-    float* ln1 = L(a.ln1, l, NC);
-    float* q = L(a.q, l, NC);
-    float* kk = L(a.k, l, NC);
-    float* v = L(a.v, l, NC);
-    float* atty = L(a.atty, l, NC);
-    float* attproj = L(a.attproj, l, NC);
-    float* resid2 = L(a.resid2, l, NC);
-    float* ln2 = L(a.ln2, l, NC);
-    float* fch = L(a.fch, l, N4C);
-    float* fch_gelu = L(a.fch_gelu, recompute_ ? 0 : l, N4C);
-    float* fcproj = L(a.fcproj, l, NC);
-    float* resid3 = L(a.resid3, l, NC);
-    // ln1 (B,T,C) = LayerNorm(residual)
-    k_.layernorm_forward(ln1, L(a.ln1_mean, l, N), L(a.ln1_rstd, l, N), residual, Param(p + "ln_1.weight"),
-                         Param(p + "ln_1.bias"), N, C);
-    // q, k, v (B,T,C) = ln1 @ W^T + b
-    k_.matmul_forward(q, ln1, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, C);
-    k_.matmul_forward(kk, ln1, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, C);
-    k_.matmul_forward(v, ln1, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, C);
-    // atty (B,T,C) = causal attention over H heads; lse (B,H,T)
-    k_.attention_forward(atty, L(a.lse, l, static_cast<size_t>(N) * H), q, kk, v, B, T, C, H);
-    // attproj (B,T,C) = atty @ Wproj^T + b; resid2 = residual + attproj
-    k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
-    k_.residual_forward(resid2, residual, attproj, NC);
-    // ln2 (B,T,C); fch (B,T,4C) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
-    k_.layernorm_forward(ln2, L(a.ln2_mean, l, N), L(a.ln2_rstd, l, N), resid2, Param(p + "ln_2.weight"),
-                         Param(p + "ln_2.bias"), N, C);
-    k_.matmul_forward(fch, ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, 4 * C);
-    k_.gelu_forward(fch_gelu, fch, N4C);
-    // fcproj (B,T,C) = fch_gelu @ Wproj^T + b; resid3 = resid2 + fcproj
-    k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, 4 * C, C);
-    k_.residual_forward(resid3, resid2, fcproj, NC);
-  }
+  const int slot_of_layer = recompute_ == Recompute::kFull ? 0 : 1;  // slot = l * slot_of_layer
+  for (int l = 0; l < config_.n_layer; ++l) LayerForward(l, l * slot_of_layer);
   const float* last = L(a.resid3, config_.n_layer - 1, NC);
   k_.layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, Param("ln_f.weight"),
                        Param("ln_f.bias"), N, C);
@@ -192,29 +199,32 @@ void GptModel::Backward() {
     acquire(layer_start(l), layer_start(l + 1));
     const std::string p = "h." + std::to_string(l) + ".";
     const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);
+    // The layer's activations: kept (slot l), or recomputed now into slot 0.
+    const int s = recompute_ == Recompute::kFull ? 0 : l;
+    if (recompute_ == Recompute::kFull) LayerForward(l, 0);
     // resid3 = resid2 + fcproj: d(fcproj) = dresidual
-    float* fch_gelu = L(a.fch_gelu, recompute_ ? 0 : l, N4C);
-    if (recompute_) k_.gelu_forward(fch_gelu, L(a.fch, l, N4C), N4C);  // recompute this layer's GELU
+    float* fch_gelu = L(a.fch_gelu, recompute_ != Recompute::kNone ? 0 : l, N4C);
+    if (recompute_ == Recompute::kSelective) k_.gelu_forward(fch_gelu, L(a.fch, s, N4C), N4C);  // this layer's GELU
     zero(a.dfch_gelu);
     k_.matmul_backward(a.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"), a.dresidual.data(),
                        fch_gelu, Param(p + "mlp.proj.weight"), N, 4 * C, C);
-    k_.gelu_backward(a.dfch.data(), L(a.fch, l, N4C), a.dfch_gelu.data(), N4C);  // dfch (B,T,4C)
+    k_.gelu_backward(a.dfch.data(), L(a.fch, s, N4C), a.dfch_gelu.data(), N4C);  // dfch (B,T,4C)
     zero(a.dln);
     k_.matmul_backward(a.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), a.dfch.data(),
-                       L(a.ln2, l, NC), Param(p + "mlp.fc.weight"), N, C, 4 * C);
+                       L(a.ln2, s, NC), Param(p + "mlp.fc.weight"), N, C, 4 * C);
     // dresidual += LN2 backward: now d(resid2)
     k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_2.weight"), Grad(p + "ln_2.bias"), a.dln.data(),
-                          L(a.resid2, l, NC), Param(p + "ln_2.weight"), L(a.ln2_mean, l, N), L(a.ln2_rstd, l, N), N,
+                          L(a.resid2, s, NC), Param(p + "ln_2.weight"), L(a.ln2_mean, s, N), L(a.ln2_rstd, s, N), N,
                           C);
     // resid2 = residual + attproj: d(attproj) = dresidual
     zero(a.datty);
     k_.matmul_backward(a.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"), a.dresidual.data(),
-                       L(a.atty, l, NC), Param(p + "attn.proj.weight"), N, C, C);
+                       L(a.atty, s, NC), Param(p + "attn.proj.weight"), N, C, C);
     // dq, dk, dv (B,T,C)
-    k_.attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.datty.data(), L(a.q, l, NC), L(a.k, l, NC),
-                          L(a.v, l, NC), L(a.atty, l, NC), L(a.lse, l, static_cast<size_t>(N) * H), B, T, C, H);
+    k_.attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.datty.data(), L(a.q, s, NC), L(a.k, s, NC),
+                          L(a.v, s, NC), L(a.atty, s, NC), L(a.lse, s, static_cast<size_t>(N) * H), B, T, C, H);
     zero(a.dln);
-    const float* ln1 = L(a.ln1, l, NC);
+    const float* ln1 = L(a.ln1, s, NC);
     k_.matmul_backward(a.dln.data(), Grad(p + "attn.q.weight"), Grad(p + "attn.q.bias"), a.dq.data(), ln1,
                        Param(p + "attn.q.weight"), N, C, C);
     k_.matmul_backward(a.dln.data(), Grad(p + "attn.k.weight"), Grad(p + "attn.k.bias"), a.dk.data(), ln1,
@@ -223,7 +233,7 @@ void GptModel::Backward() {
                        Param(p + "attn.v.weight"), N, C, C);
     // dresidual += LN1 backward: now d(residual), the previous layer's resid3
     k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_1.weight"), Grad(p + "ln_1.bias"), a.dln.data(), residual,
-                          Param(p + "ln_1.weight"), L(a.ln1_mean, l, N), L(a.ln1_rstd, l, N), N, C);
+                          Param(p + "ln_1.weight"), L(a.ln1_mean, s, N), L(a.ln1_rstd, s, N), N, C);
     ready(layer_start(l), layer_start(l + 1));
   }
   k_.encoder_backward(Grad("wte.weight"), Grad("wpe.weight"), a.dresidual.data(), tokens_.data(), B, T, C);

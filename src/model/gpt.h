@@ -41,14 +41,13 @@ class GptModel {
   float* Param(const std::string& name);  // aborts on an unknown name (an invariant)
   float* Grad(const std::string& name);
 
-  // Activation recomputation: false keeps every activation; true (selective, llm.c's "recompute
-  // GELU") keeps one (B,T,4C) GELU buffer for all layers and recomputes each layer's GELU output
-  // from its input in backward: L-1 fewer (B,T,4C) buffers, one GELU pass more, same gradients.
-  void set_recompute(bool on) {
-    recompute_ = on;
+  // Activation recomputation (model/config.h: none, selective, full). All three give bit-identical
+  // gradients (the same kernels on the same inputs, in the same order).
+  void set_recompute(Recompute r) {
+    recompute_ = r;
     acts_.B = acts_.T = 0;  // reallocate on the next Forward
   }
-  bool recompute() const { return recompute_; }
+  Recompute recompute() const { return recompute_; }
 
   // GPT-2 initialization from a seed: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the two residual
   // projections, zero biases, LayerNorm weights 1; padded vocabulary rows zero.
@@ -83,6 +82,9 @@ class GptModel {
     std::vector<float> dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
   };
   void EnsureActs(int B, int T);
+  // Layer l's forward from its input (the previous layer's resid3, or the embeddings) into activation
+  // slot s (l, or 0 when activations are recomputed); writes resid3 of layer l.
+  void LayerForward(int l, int s);
   // Slice of a per-layer activation array for layer l: (N * width) floats.
   static float* L(std::vector<float>& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
 
@@ -93,7 +95,7 @@ class GptModel {
   Acts acts_;
   std::vector<int32_t> tokens_, targets_;
   bool have_grad_logits_ = false;
-  bool recompute_ = false;
+  Recompute recompute_ = Recompute::kNone;
   std::function<void(size_t, size_t)> grad_ready_;
   GradSink* sink_ = nullptr;
   struct ActiveRange {

@@ -51,7 +51,9 @@ const KeySpec kSpecs[] = {
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
     {"train.kernels", "cpu", "cpu | ref"},
-    {"train.recompute", "none", "activation recomputation: none | selective (GELU recomputed in backward)"},
+    {"train.recompute", "none",
+     "activation recomputation: none | selective (GELU recomputed in backward) | full (each layer's forward "
+     "recomputed in backward; only layer outputs kept)"},
     {"train.threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
     {"train.max_seconds", "0", "stop with a checkpoint after this long (0 = no limit)"},
     {"train.peak_gflops", "0", "peak GFLOP/s for MFU (0 = measure sgemm at start)"},
@@ -218,8 +220,8 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   if (!KernelsByName(c.kernels)) errors.push_back("train.kernels = '" + c.kernels + "' must be cpu or ref");
   c.threads = get_int("train.threads", 0, 1024);
   c.recompute = v["train.recompute"];
-  if (c.recompute != "none" && c.recompute != "selective") {
-    errors.push_back("train.recompute = '" + c.recompute + "' must be none or selective");
+  if (!ParseRecompute(c.recompute)) {
+    errors.push_back("train.recompute = '" + c.recompute + "' must be none, selective or full");
   }
   c.max_seconds = get_double("train.max_seconds", 0, 1e9);
   c.peak_gflops = get_double("train.peak_gflops", 0, 1e12);

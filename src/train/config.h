@@ -33,7 +33,7 @@ struct TrainConfig {
   int max_bad_steps = 5;
   uint64_t seed = 1234;
   std::string kernels = "cpu";
-  std::string recompute = "none";  // none | selective (recompute GELU in backward)
+  std::string recompute = "none";  // none | selective | full (model/config.h Recompute)
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
   double peak_gflops = 0;  // for MFU; 0 = measure OpenBLAS sgemm at start

@@ -169,7 +169,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
 
   GptModel model(c.model, *k);
-  model.set_recompute(c.recompute == "selective");
+  model.set_recompute(*ParseRecompute(c.recompute));  // validated by the config
   model.InitWeights(c.seed);  // the same seed on every rank: replicas start identical
   // Data parallelism from outside the model: gradient buckets leave as backward produces them.
   std::unique_ptr<DataParallel> par;
@@ -325,6 +325,12 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     res.last_loss = loss;
     const double dt = MonotonicSeconds() - t0;
     const double tps = static_cast<double>(B) * T * c.grad_accum * dp / dt;  // the whole job's
+    if (st.step == 1) {  // after the first step the activations are allocated
+      log(Fmt("activation memory per rank: %.1f MB allocated, formula %.1f MB (GptConfig::ActivationFloats, recompute "
+              "%s)",
+              model.ActivationFloatsAllocated() * 4 / 1e6,
+              c.model.ActivationFloats(B, T, *ParseRecompute(c.recompute)) * 4 / 1e6, c.recompute.c_str()));
+    }
     if (st.step % c.log_every == 0 || st.step == c.steps) {
       log(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", st.step,
               c.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, dt * 1e3, tps,

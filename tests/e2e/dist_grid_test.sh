@@ -42,6 +42,20 @@ for dp in 1 2 4; do
   done
 done
 
+# Activation recomputation composes with data parallelism and ZeRO: same losses and parameters.
+for layout in "2 1 selective 1" "2 2 full 4" "1 0 full 1"; do
+  set -- $layout
+  name="dp=$1 zero=$2 recompute=$3 accum=$4"
+  run="$TMP/rc_$1_$2_$3_$4"
+  "$ANNEAL" launch --nproc-per-node $1 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=$2 --set train.recompute=$3 \
+    --set train.grad_accum=$4 --set train.checkpoint_dir="$run" >"$run.log" 2>&1 || { bad "$name: exit $?"; continue; }
+  ref=$(($1 * $4))
+  l=$($CMP losses "$TMP/ref$ref.log" "$run.log" 5 1e-5) && p=$($CMP params "$TMP/ref$ref/step-00000005" "$run/step-00000005") \
+    && ok "$name: $l; $p" || bad "$name: $l ${p:-}"
+done
+check "recompute full: the activation memory line matches its formula" \
+  bash -c "grep 'activation memory' '$TMP/rc_1_0_full_1.log' | grep -qE '([0-9.]+) MB allocated, formula \1 MB'"
+
 # Resharding: train 4 steps at dp=2 ZeRO-1 (B=3), then continue to step 5 at dp=3 (B=2), at dp=1 (B=6)
 # and at dp=2 itself: the global batch is the same 6 samples, so step 5's loss must agree.
 "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=1 --set data.batch_size=3 \

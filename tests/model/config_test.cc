@@ -40,10 +40,13 @@ TEST(GptConfigTest, MemoryEstimateIsWhatTheModelAllocates) {
   m.Forward(tok.data(), tok.data(), 3, 16, 0.0f);
   EXPECT_EQ(m.ActivationFloatsAllocated(), c.ActivationFloats(3, 16));
   EXPECT_EQ(c.TrainingBytes(3, 16), 4 * (4 * m.num_floats() + c.ActivationFloats(3, 16)));
-  m.set_recompute(true);
-  m.Forward(tok.data(), tok.data(), 3, 16, 0.0f);
-  EXPECT_EQ(m.ActivationFloatsAllocated(), c.ActivationFloats(3, 16, true));
-  EXPECT_LT(c.ActivationFloats(3, 16, true), c.ActivationFloats(3, 16));
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    m.set_recompute(r);
+    m.Forward(tok.data(), tok.data(), 3, 16, 0.0f);
+    EXPECT_EQ(m.ActivationFloatsAllocated(), c.ActivationFloats(3, 16, r));
+  }
+  EXPECT_LT(c.ActivationFloats(3, 16, Recompute::kSelective), c.ActivationFloats(3, 16));
+  EXPECT_LT(c.ActivationFloats(3, 16, Recompute::kFull), c.ActivationFloats(3, 16, Recompute::kSelective));
   // The larger presets (estimates only; not trained here): fp32 state alone is 16 bytes a parameter.
   for (const char* name : {"gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl"}) {
     auto g = *GptConfig::Preset(name);

@@ -72,13 +72,14 @@ TEST(GenerateTest, PaddedVocabularyStaysZeroAndUnpredicted) {
 namespace anneal {
 namespace {
 
-// Selective recomputation (GELU recomputed in backward) gives bit-identical gradients.
+// Selective (GELU) and full (whole layer) recomputation give bit-identical gradients and losses.
 TEST(RecomputeTest, SameGradientsWithLessMemory) {
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
   auto c = *GptConfig::Make(300, 16, 3, 4, 32);
   GptModel a(c, CpuKernels()), b(c, CpuKernels());
   a.InitWeights(4);
   b.InitWeights(4);
-  b.set_recompute(true);
+  b.set_recompute(r);
   std::vector<int32_t> in(2 * 16), tgt(2 * 16);
   for (size_t i = 0; i < in.size(); ++i) {
     in[i] = static_cast<int32_t>((i * 37) % 300);
@@ -89,8 +90,9 @@ TEST(RecomputeTest, SameGradientsWithLessMemory) {
     m->Forward(in.data(), tgt.data(), 2, 16, 1.0f / 32);
     m->Backward();
   }
-  EXPECT_TRUE(std::equal(a.grads(), a.grads() + a.num_floats(), b.grads()));
+  EXPECT_TRUE(std::equal(a.grads(), a.grads() + a.num_floats(), b.grads())) << static_cast<int>(r);
   EXPECT_LT(b.ActivationFloatsAllocated(), a.ActivationFloatsAllocated());
+  }
 }
 
 }  // namespace
