@@ -69,7 +69,8 @@ class DataParallel : public GradSink {
   void ResetAccumulator();
   // After the optimizer updated params[shard]: gives every rank every shard (zero 1, 2).
   Status AllGatherParams(float* params);
-  // Floats this engine holds itself (the zero-2 accumulator).
+  // Floats this engine holds itself (the zero-2 accumulator). Its range buffers (at most
+  // peak_buffer_floats at once) are kept for reuse between micro-steps.
   size_t floats_held() const { return acc_.size(); }
 
  private:
@@ -97,6 +98,7 @@ class DataParallel : public GradSink {
   };
   std::vector<std::unique_ptr<RangeBuffer>> acquired_;  // zero 2: acquired, not yet released
   std::vector<std::unique_ptr<RangeBuffer>> inflight_ranges_;  // zero 2: released, oldest first
+  std::vector<std::vector<float>> pool_;  // retired range buffers, reused by the next Acquire of that size
   size_t buffer_floats_ = 0, peak_buffer_floats_ = 0;
   Status first_error_;
 };

@@ -129,6 +129,11 @@ class GlooCommunicator : public Communicator {
 
   std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) override {
     return Enqueue({"reduce-scatter of", static_cast<long long>(Sum(counts)), " floats"}, [=, this](uint32_t tag) {
+      if (shm_) {
+        Status st = shm_->ReduceScatterSum(x, counts, y, o_.timeout);
+        if (!st.ok()) throw gloo::IoException(st.message());
+        return;
+      }
       const int n = size(), me = rank();
       const std::vector<size_t> offs = Offsets(counts);
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs(n);
@@ -163,6 +168,11 @@ class GlooCommunicator : public Communicator {
 
   std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) override {
     return Enqueue({"all-gather of", static_cast<long long>(Sum(counts)), " floats"}, [=, this](uint32_t tag) {
+      if (shm_) {
+        Status st = shm_->AllGatherV(x, counts, o_.timeout);
+        if (!st.ok()) throw gloo::IoException(st.message());
+        return;
+      }
       const int n = size(), me = rank();
       const std::vector<size_t> offs = Offsets(counts);
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs;

@@ -172,6 +172,60 @@ Status ShmGroup::Reduce(T* x, size_t n, std::chrono::milliseconds timeout) {
   return Status::Ok();
 }
 
+Status ShmGroup::ReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y,
+                                  std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::vector<size_t> lo(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
+  const size_t total = lo[size_], chunk = kChunkFloats * sizeof(double) / sizeof(float);
+  const size_t my_lo = lo[rank_], my_hi = lo[rank_ + 1];
+  // y may alias x's own piece: own values are read at index i before y[i - my_lo] is written.
+  for (size_t a = 0; a < total; a += chunk) {
+    const size_t b = std::min(total, a + chunk);
+    const uint64_t seq = ++seq_;
+    ANNEAL_RETURN_IF_ERROR(WaitAll(2, seq - 1, deadline, "finish the previous chunk"));
+    float* mine = reinterpret_cast<float*>(slot(rank_));
+    // The others' pieces of [a, b) go to our slot (ours stays in x).
+    if (a < my_lo) std::memcpy(mine, x + a, (std::min(b, my_lo) - a) * sizeof(float));
+    if (b > my_hi) {
+      const size_t from = std::max(a, my_hi);
+      std::memcpy(mine + (from - a), x + from, (b - from) * sizeof(float));
+    }
+    header(rank_)->posted.store(seq, std::memory_order_release);
+    ANNEAL_RETURN_IF_ERROR(WaitAll(0, seq, deadline, "post its data"));
+    const size_t s_lo = std::max(a, my_lo), s_hi = std::min(b, my_hi);
+    for (size_t i = s_lo; i < s_hi; ++i) {
+      float acc = rank_ == 0 ? x[i] : reinterpret_cast<const float*>(slot(0))[i - a];
+      for (int p = 1; p < size_; ++p) acc += p == rank_ ? x[i] : reinterpret_cast<const float*>(slot(p))[i - a];
+      y[i - my_lo] = acc;
+    }
+    header(rank_)->done.store(seq, std::memory_order_release);
+  }
+  return Status::Ok();
+}
+
+Status ShmGroup::AllGatherV(float* x, const std::vector<size_t>& counts, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::vector<size_t> lo(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
+  const size_t total = lo[size_], chunk = kChunkFloats * sizeof(double) / sizeof(float);
+  const size_t my_lo = lo[rank_], my_hi = lo[rank_ + 1];
+  float* out = reinterpret_cast<float*>(result());
+  for (size_t a = 0; a < total; a += chunk) {
+    const size_t b = std::min(total, a + chunk);
+    const uint64_t seq = ++seq_;
+    ANNEAL_RETURN_IF_ERROR(WaitAll(2, seq - 1, deadline, "finish the previous chunk"));
+    const size_t s_lo = std::max(a, my_lo), s_hi = std::min(b, my_hi);
+    if (s_lo < s_hi) std::memcpy(out + (s_lo - a), x + s_lo, (s_hi - s_lo) * sizeof(float));
+    header(rank_)->posted.store(seq, std::memory_order_release);
+    ANNEAL_RETURN_IF_ERROR(WaitAll(0, seq, deadline, "post its piece"));
+    if (a < s_lo || s_lo >= s_hi) std::memcpy(x + a, out, ((s_lo < s_hi ? s_lo : b) - a) * sizeof(float));
+    if (s_lo < s_hi && s_hi < b) std::memcpy(x + s_hi, out + (s_hi - a), (b - s_hi) * sizeof(float));
+    header(rank_)->done.store(seq, std::memory_order_release);
+  }
+  return Status::Ok();
+}
+
 Status ShmGroup::AllReduceSum(float* x, size_t n, std::chrono::milliseconds timeout) { return Reduce(x, n, timeout); }
 Status ShmGroup::AllReduceSum(double* x, size_t n, std::chrono::milliseconds timeout) { return Reduce(x, n, timeout); }
 

@@ -40,6 +40,12 @@ class ShmGroup {
   // In place: x <- sum over the group's ranks. On a timeout: a PeerError naming the missing rank.
   Status AllReduceSum(float* x, size_t n, std::chrono::milliseconds timeout);
   Status AllReduceSum(double* x, size_t n, std::chrono::milliseconds timeout);
+  // The Communicator's uneven reduce-scatter and all-gather (dist/communicator.h), chunk by chunk:
+  // for a reduce-scatter every rank copies the pieces the others own into its slot and each owner
+  // sums its piece in rank order (its own values read from x); for an all-gather every owner copies
+  // its piece into the result area and everyone copies the others' pieces out.
+  Status ReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y, std::chrono::milliseconds timeout);
+  Status AllGatherV(float* x, const std::vector<size_t>& counts, std::chrono::milliseconds timeout);
 
  private:
   ShmGroup(void* base, size_t bytes, int rank, int size, std::vector<int> members);

@@ -83,6 +83,8 @@ TEST(StoreTest, FileStore) {
 }
 
 TEST(CommunicatorTest, CollectivesOnThreeRanks) {
+ for (const char* shm : {"1", "0"}) {  // shared memory (all on this host), then TCP
+  setenv("ANNEAL_SHM", shm, 1);
   const int n = 3;
   RunGroup(n, [&](int r, Communicator& c) {
     EXPECT_EQ(c.rank(), r);
@@ -125,7 +127,20 @@ TEST(CommunicatorTest, CollectivesOnThreeRanks) {
     }
     auto bs = c.Barrier();
     ASSERT_TRUE(bs.ok()) << bs.message();
+    // A reduce-scatter and all-gather spanning several shared-memory chunks, uneven.
+    const std::vector<size_t> big = {300000, 0, 500001};
+    std::vector<float> z(800001);
+    for (size_t i = 0; i < z.size(); ++i) z[i] = static_cast<float>((i % 13) * (r + 1));
+    const size_t zoff = r == 0 ? 0 : 300000;
+    ASSERT_TRUE(c.ReduceScatterSum(z.data(), big, z.data() + zoff).ok());
+    for (size_t i = 0; i < big[r]; ++i) ASSERT_EQ(z[zoff + i], 6.0f * ((zoff + i) % 13)) << "shm=" << shm << " " << i;
+    for (size_t i = 0; i < big[r]; ++i) z[zoff + i] = static_cast<float>(r * 1000 + (i % 7));
+    ASSERT_TRUE(c.AllGatherV(z.data(), big).ok());
+    for (size_t i = 0; i < 300000; ++i) ASSERT_EQ(z[i], static_cast<float>(i % 7)) << "shm=" << shm << " " << i;
+    for (size_t i = 0; i < 500001; ++i) ASSERT_EQ(z[300000 + i], static_cast<float>(2000 + i % 7)) << "shm=" << shm;
   });
+ }
+  unsetenv("ANNEAL_SHM");
 }
 
 // Ranks on one host reduce through shared memory (dist/shm_group.h): a buffer of several chunks with a
