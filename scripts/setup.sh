@@ -16,6 +16,7 @@ DEB_PKGS=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev zlib1g-dev
   libgloo-dev                                   # CPU collectives over TCP (src/dist)
+  libssl-dev                                    # SHA-256/HMAC for S3 Signature Version 4 (src/storage)
   libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
   iproute2                                      # network namespaces for the multi-host tests
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
