@@ -5,12 +5,8 @@
 # steps 2-8 and the ratio to the one-process run (the cost of communicating through the
 # Communicator against sharing the cores with OpenMP threads).
 set -euo pipefail
-ANNEAL=${1:-build/release/src/anneal}
-DATA=${DATA:-out/kjv}
-[ -f "$DATA/dataset.json" ] || { echo "needs a prepared dataset in $DATA (make run prepares out/kjv)"; exit 2; }
-cfg=$(mktemp --suffix=.yaml)
-trap 'rm -f "$cfg"' EXIT
-cat >"$cfg" <<YAML
+source "$(dirname "$0")/train_lib.sh"
+write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: 256, n_layer: 4, n_head: 4, n_embd: 256}
 data: {dir: $DATA, seq_len: 256, batch_size: 8, seed: 1}
 train: {steps: 8, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100}

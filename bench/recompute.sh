@@ -6,12 +6,8 @@
 # step time over none's (full should cost about one extra forward: ~1.33x).
 # Model: L=8 H=8 C=256, T=256, B=4 (activations dominate the memory).
 set -euo pipefail
-ANNEAL=${1:-build/release/src/anneal}
-DATA=${DATA:-out/kjv}
-[ -f "$DATA/dataset.json" ] || { echo "needs a prepared dataset in $DATA (make run prepares out/kjv)"; exit 2; }
-cfg=$(mktemp --suffix=.yaml)
-trap 'rm -f "$cfg"' EXIT
-cat >"$cfg" <<YAML
+source "$(dirname "$0")/train_lib.sh"
+write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: 256, n_layer: 8, n_head: 8, n_embd: 256}
 data: {dir: $DATA, seq_len: 256, batch_size: 4, seed: 1}
 train: {steps: 6, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100}

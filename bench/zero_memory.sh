@@ -5,12 +5,8 @@
 #   formula, bytes per rank: params 4N + gradients (4N; ZeRO-2: 4N/dp accumulated + the per-range
 #   buffers backward holds at once) + Adam moments 8N / (ZeRO >= 1 ? dp : 1)
 set -euo pipefail
-ANNEAL=${1:-build/release/src/anneal}
-DATA=${DATA:-out/kjv}
-[ -f "$DATA/dataset.json" ] || { echo "needs a prepared dataset in $DATA (make run prepares out/kjv)"; exit 2; }
-cfg=$(mktemp --suffix=.yaml)
-trap 'rm -f "$cfg"' EXIT
-cat >"$cfg" <<YAML
+source "$(dirname "$0")/train_lib.sh"
+write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: 64, n_layer: 12, n_head: 12, n_embd: 768}
 data: {dir: $DATA, seq_len: 64, batch_size: 1, seed: 1}
 train: {steps: 2, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1}
