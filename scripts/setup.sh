@@ -17,6 +17,8 @@ DEB_PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev zlib1g-dev
   libgloo-dev                                   # CPU collectives over TCP (src/dist)
   libssl-dev                                    # SHA-256/HMAC for S3 Signature Version 4 (src/storage)
+  libcurl4-openssl-dev                          # the S3 client's HTTP (src/storage)
+  ceph-mon ceph-osd radosgw s3cmd               # a real S3 server (Ceph radosgw) and a peer client, for the peers tier
   libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
   iproute2                                      # network namespaces for the multi-host tests
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)

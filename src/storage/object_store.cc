@@ -144,11 +144,12 @@ Result<std::vector<ObjectInfo>> ObjectStore::ListAll(const std::string& prefix) 
 
 Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env) {
   std::string path = uri;
+  if (uri.rfind("s3://", 0) == 0) return OpenS3ObjectStore(uri);
   if (uri.rfind("file://", 0) == 0) {
     path = uri.substr(7);
   } else if (uri.find("://") != std::string::npos) {
-    return InvalidInput("object store URI '" + uri + "' has an unsupported scheme: use file:///path (s3:// comes "
-                        "with the S3 client)");
+    return InvalidInput("object store URI '" + uri + "' has an unsupported scheme: use file:///path or "
+                        "s3://bucket/prefix");
   }
   if (path.empty()) return InvalidInput("object store URI '" + uri + "' names no folder");
   while (path.size() > 1 && path.back() == '/') path.pop_back();

@@ -53,9 +53,10 @@ class ObjectStore {
   Result<std::vector<ObjectInfo>> ListAll(const std::string& prefix);
 };
 
-// "file:///abs/dir" (or a plain path): a store in that folder (created if missing). Anything else is
-// InvalidInput naming the supported schemes.
+// "file:///abs/dir" (or a plain path): a store in that folder (created if missing); "s3://bucket/prefix":
+// the S3 backend (storage/s3_object_store.cc). Anything else is InvalidInput naming the schemes.
 Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env = Env::Default());
+Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri);
 
 // A key is valid (see above); the error names the key and the rule.
 Status ValidateKey(const std::string& key);
