@@ -7,9 +7,10 @@
 set -euo pipefail
 if [ "${1:-}" = --stop ]; then
   D=$2
-  for p in "$D"/run/*.pid; do [ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null || true; done
-  pkill -f "ceph.*-c $D/ceph.conf" 2>/dev/null || true
-  pkill -f "radosgw -c $D/ceph.conf" 2>/dev/null || true
+  pat="(ceph-mon|ceph-osd|radosgw) -c $D/ceph.conf"
+  pkill -f "$pat" 2>/dev/null || true
+  for _ in $(seq 1 50); do pgrep -f "$pat" >/dev/null || exit 0; sleep 0.1; done
+  pkill -9 -f "$pat" 2>/dev/null || true
   exit 0
 fi
 D=$(readlink -f "${1:?usage: start_radosgw.sh DIR [RGW_PORT] [MON_PORT]}")
