@@ -267,12 +267,14 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   std::vector<int32_t> in, tgt;
   // Gradients are averaged over every sample of the global batch: B * T * accum * dp positions.
   const float grad_scale = 1.0f / (static_cast<float>(B) * T * c.grad_accum * dp);
-  bool stop_agreed = false;  // with several ranks, they stop together (agreed after each step)
-  auto want_stop = [&] { return stop.load() || (c.max_seconds > 0 && MonotonicSeconds() - t_start >= c.max_seconds); };
+  // With several ranks they stop together: both reasons are agreed on after each step.
+  bool signal_agreed = false, timeout_agreed = false;
+  auto out_of_time = [&] { return c.max_seconds > 0 && MonotonicSeconds() - t_start >= c.max_seconds; };
   while (st.step < c.steps) {
-    if (re.world > 1 ? stop_agreed : want_stop()) {
+    const bool by_signal = re.world > 1 ? signal_agreed : stop.load();
+    if (by_signal || (re.world > 1 ? timeout_agreed : out_of_time())) {
       res.stopped = true;
-      log(stop.load() || re.world > 1 ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
+      log(by_signal ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
       break;
     }
     const double t0 = MonotonicSeconds();
@@ -288,10 +290,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     }
     loss /= c.grad_accum;
     if (re.world > 1) {  // the global batch's loss, and whether any rank was asked to stop
-      double agg[2] = {loss, want_stop() ? 1.0 : 0.0};
-      ANNEAL_RETURN_IF_ERROR(comm->AllReduceSum(agg, 2));
+      double agg[3] = {loss, stop.load() ? 1.0 : 0.0, out_of_time() ? 1.0 : 0.0};
+      ANNEAL_RETURN_IF_ERROR(comm->AllReduceSum(agg, 3));
       loss = agg[0] / dp;
-      stop_agreed = agg[1] > 0;
+      signal_agreed = agg[1] > 0;
+      timeout_agreed = agg[2] > 0;
     }
     StepStats s;
     if (std::isfinite(loss) && par && c.zero > 0) {
