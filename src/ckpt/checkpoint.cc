@@ -14,6 +14,7 @@
 #include "core/checksum.h"
 #include "core/safetensors.h"
 #include "dist/data_parallel.h"
+#include "model/box.h"
 
 namespace anneal {
 
@@ -51,74 +52,130 @@ std::string CheckpointName(int step) {
   return buf;
 }
 
+namespace {
+
+// One part a rank writes: tensor `key` of the manifest, the box of parameter p, and the range of the
+// box's elements held (count -1: all of them). what: 'p' parameters, 'm' / 'v' the Adam moments.
+struct WrittenPart {
+  std::string key, file;
+  const ParamInfo* p;
+  char what;
+  int64_t start = 0, count = -1;
+};
+
+// Where rank r sits and what it holds.
+struct RankView {
+  int dp_rank = 0, pp_rank = 0, tp_rank = 0;
+  ModelShard shard;
+};
+
+RankView ViewOf(const CheckpointWriters& w, int r) {
+  RankView v;
+  if (!w.plan) {
+    v.dp_rank = r;
+    return v;
+  }
+  const int tp = w.plan->dims().tp, pp = w.plan->dims().pp;
+  v.tp_rank = r % tp;
+  v.pp_rank = (r / tp) % pp;
+  v.dp_rank = r / (tp * pp);
+  v.shard = w.plan->ShardOf(v.pp_rank, v.tp_rank);
+  return v;
+}
+
+std::string ParamsFile(const CheckpointWriters& w, const RankView& v) {
+  if (!w.plan || (w.plan->dims().tp == 1 && w.plan->dims().pp == 1)) return kShardFile;
+  char name[64];
+  std::snprintf(name, sizeof(name), "model-pp%02d-tp%02d.safetensors", v.pp_rank, v.tp_rank);
+  return name;
+}
+
+std::string OptimFile(int rank, int ranks) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "optim-%05d-of-%05d.safetensors", rank, ranks);
+  return name;
+}
+
+// Everything rank r writes, from the layout rule alone (so rank 0 can describe the others' files).
+// layout: rank r's ParamLayout; ranks: the job's.
+std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, const ParamLayout& layout, bool with_opt) {
+  const RankView v = ViewOf(w, r);
+  const int dp = w.plan ? w.plan->dims().dp : ranks;
+  std::vector<WrittenPart> out;
+  if (v.dp_rank == 0) {
+    const std::string file = ParamsFile(w, v);
+    for (const char what : {'p', 'm', 'v'}) {
+      if (what != 'p' && (!with_opt || w.zero > 0)) continue;
+      for (const ParamInfo& p : layout.params()) {
+        if (!p.owner(v.shard)) continue;
+        const std::string prefix = what == 'p' ? "param." : what == 'm' ? "opt.m." : "opt.v.";
+        out.push_back({prefix + p.name, file, &p, what});
+      }
+    }
+  }
+  if (with_opt && w.zero > 0) {
+    const std::string file = OptimFile(r, ranks);
+    const size_t b = DataParallel::ShardBegin(layout.total_floats(), dp, v.dp_rank);
+    const size_t e = b + DataParallel::ShardCount(layout.total_floats(), dp, v.dp_rank);
+    for (const char what : {'m', 'v'}) {
+      for (const ParamInfo& p : layout.params()) {
+        // The tensor's box elements inside [b, e) (never the vocabulary padding).
+        const size_t lo = std::max(b, p.offset), hi = std::min(e, p.offset + p.size);
+        if (lo >= hi || !p.owner(v.shard)) continue;
+        out.push_back({std::string("opt.") + what + "." + p.name, file, &p, what, static_cast<int64_t>(lo - p.offset),
+                       static_cast<int64_t>(hi - lo)});
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, const AdamW* opt,
                       const TrainerState& state, const CheckpointLineage& lineage, const CheckpointWriters& writers) {
   const std::string ckpt = JoinPath(dir, CheckpointName(state.step));
   if (env.Exists(JoinPath(ckpt, "manifest.json")) && ReadManifest(env, ckpt).ok()) return Status::Ok();
   ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt));
   const int rank = writers.comm ? writers.comm->rank() : 0, ranks = writers.comm ? writers.comm->size() : 1;
-  const bool sharded_opt = opt && writers.zero > 0;
   const GptConfig& c = model.config();
-  const ParamLayout& layout = model.layout();
-  // Rank 0: the parameters (and the replicated optimizer state); with ZeRO each rank also writes
-  // the flat ranges of the moments it owns.
-  SafeTensorsWriter w;
-  json tensors = json::object();
-  auto whole = [&](const std::string& key, const ParamInfo& p, const float* data, const std::string& file) {
-    // Canonical shape: for wte the first V of Vp rows (row-major, so a prefix of the buffer).
-    w.AddF32(key, p.shape, data);
-    json box = {{"offset", std::vector<int64_t>(p.shape.size(), 0)}, {"length", p.shape}};
-    tensors[key] = {{"shape", p.shape}, {"parts", json::array({{{"file", file}, {"box", box}}})}};
-  };
-  std::string file;
-  if (rank == 0) {
-    file = kShardFile;
-    for (const ParamInfo& p : layout.params()) whole("param." + p.name, p, model.params() + p.offset, file);
-    if (opt && !sharded_opt) {
-      for (const ParamInfo& p : layout.params()) whole("opt.m." + p.name, p, opt->m().data() + p.offset, file);
-      for (const ParamInfo& p : layout.params()) whole("opt.v." + p.name, p, opt->v().data() + p.offset, file);
-    }
-  }
-  // One entry per (rank, file): [name, bytes, xxh64] travel to rank 0 through an all-gather.
+  // This rank's files: its parts grouped by file, in order.
+  std::vector<WrittenPart> mine_parts = PartsOf(writers, rank, ranks, model.layout(), opt != nullptr);
   struct FileRecord {
     char name[48];
     uint64_t bytes, xxh64;
   };
   std::vector<FileRecord> mine;
-  auto flush = [&](const std::string& name) -> Status {
+  for (size_t i = 0; i < mine_parts.size();) {
+    const std::string file = mine_parts[i].file;
+    SafeTensorsWriter w;
+    for (; i < mine_parts.size() && mine_parts[i].file == file; ++i) {
+      const WrittenPart& part = mine_parts[i];
+      const ParamInfo& p = *part.p;
+      if (part.count < 0) {
+        const float* src = part.what == 'p' ? model.params() + p.offset
+                                            : (part.what == 'm' ? opt->m() : opt->v()).data() + p.offset;
+        w.AddF32(part.key, p.box_length, src);
+      } else {
+        const std::vector<float>& mom = part.what == 'm' ? opt->m() : opt->v();
+        w.AddF32(part.key, {part.count}, mom.data() + (p.offset + part.start - opt->begin()));
+      }
+    }
     w.SetMetadata("format", kCheckpointFormat);
     std::string image = w.Serialize();
     FileRecord r{};
-    std::snprintf(r.name, sizeof(r.name), "%s", name.c_str());
+    std::snprintf(r.name, sizeof(r.name), "%s", file.c_str());
     r.bytes = image.size();
     r.xxh64 = Xxh64(image);
     mine.push_back(r);
-    w = SafeTensorsWriter();
-    return env.WriteFileAtomic(JoinPath(ckpt, name), image);
-  };
-  if (rank == 0) ANNEAL_RETURN_IF_ERROR(flush(file));
-  json opt_parts = json::object();  // this rank's flat ranges, added to rank 0's manifest below
-  if (sharded_opt) {
-    char name[48];
-    std::snprintf(name, sizeof(name), "optim-%05d-of-%05d.safetensors", rank, ranks);
-    for (const char* which : {"m", "v"}) {
-      const std::vector<float>& mom = which[0] == 'm' ? opt->m() : opt->v();
-      for (const ParamInfo& p : layout.params()) {
-        // The tensor's elements inside [begin, end), canonical (never the vocabulary padding).
-        const size_t lo = std::max(opt->begin(), p.offset), hi = std::min(opt->end(), p.offset + p.size);
-        if (lo >= hi) continue;
-        const std::string key = std::string("opt.") + which + "." + p.name;
-        w.AddF32(key, {static_cast<int64_t>(hi - lo)}, mom.data() + (lo - opt->begin()));
-      }
-    }
-    ANNEAL_RETURN_IF_ERROR(flush(name));
+    ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(ckpt, file), image));
   }
   // Fault injection for the resume test (tests/e2e/resume_test.sh): die like kill -9 between the
   // shard and the manifest of step N, the moment a torn checkpoint would be most tempting to trust.
   if (const char* f = std::getenv("ANNEAL_FAULT_KILL_IN_CHECKPOINT"); f && std::atoi(f) == state.step && rank == 0) {
     ::raise(SIGKILL);
   }
-  // Every rank's files reach rank 0 (at most one record per rank beyond rank 0's params file).
+  // Every rank's files reach rank 0 (at most two per rank: parameters and optimizer shard).
   std::vector<FileRecord> all;
   if (writers.comm && ranks > 1) {
     std::vector<FileRecord> send(2);
@@ -135,23 +192,23 @@ Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, c
   if (rank == 0) {
     json files = json::array();
     for (const FileRecord& r : all) files.push_back({{"name", r.name}, {"bytes", r.bytes}, {"xxh64", HexU64(r.xxh64)}});
-    if (sharded_opt) {
-      // The flat ranges each rank's file holds, recomputed from the shard rule every rank used.
-      for (int r = 0; r < ranks; ++r) {
-        char name[48];
-        std::snprintf(name, sizeof(name), "optim-%05d-of-%05d.safetensors", r, ranks);
-        const size_t b = DataParallel::ShardBegin(layout.total_floats(), ranks, r);
-        const size_t e = b + DataParallel::ShardCount(layout.total_floats(), ranks, r);
-        for (const char* which : {"m", "v"}) {
-          for (const ParamInfo& p : layout.params()) {
-            const size_t lo = std::max(b, p.offset), hi = std::min(e, p.offset + p.size);
-            if (lo >= hi) continue;
-            json& t = tensors[std::string("opt.") + which + "." + p.name];
-            if (t.is_null()) t = {{"shape", p.shape}, {"parts", json::array()}};
-            t["parts"].push_back({{"file", name}, {"range", {lo - p.offset, hi - lo}}});
-          }
-        }
+    // Every rank's parts, recomputed from the layout rule every rank used.
+    json tensors = json::object();
+    for (int r = 0; r < ranks; ++r) {
+      const ParamLayout layout(c, ViewOf(writers, r).shard);
+      for (const WrittenPart& part : PartsOf(writers, r, ranks, layout, opt != nullptr)) {
+        json& t = tensors[part.key];
+        if (t.is_null()) t = {{"shape", part.p->shape}, {"parts", json::array()}};
+        json entry = {{"file", part.file}, {"box", {{"offset", part.p->box_offset}, {"length", part.p->box_length}}}};
+        if (part.count >= 0) entry["range"] = {part.start, part.count};
+        t["parts"].push_back(entry);
       }
+    }
+    json layout = {{"dp", ranks}, {"tp", 1}, {"pp", 1}, {"zero", writers.zero}, {"ranks", ranks}};
+    if (writers.plan) {
+      const ParallelDims& d = writers.plan->dims();
+      layout = {{"dp", d.dp}, {"tp", d.tp}, {"pp", d.pp}, {"zero", writers.zero}, {"ranks", ranks},
+                {"stages", writers.plan->stages()}, {"schedule", d.schedule}};
     }
     const char* attempt = std::getenv("ANNEAL_ATTEMPT");
     json config = json::parse(lineage.config_json, nullptr, false);
@@ -164,7 +221,7 @@ Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, c
          {{"anneal", std::string(ANNEAL_VERSION) + " (commit " + ANNEAL_GIT_COMMIT + ")"},
           {"config", config.is_discarded() ? json(lineage.config_json) : config},
           {"dataset", {{"dir", lineage.dataset_dir}, {"inputs_hash", lineage.dataset_hash}}}}},
-        {"layout", {{"dp", ranks}, {"tp", 1}, {"pp", 1}, {"zero", writers.zero}, {"ranks", ranks}}},
+        {"layout", layout},
         {"model", ModelJson(c)},
         {"files", files},
         {"tensors", tensors},
@@ -246,10 +303,11 @@ Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW*
     ANNEAL_ASSIGN_OR_RETURN(auto r, SafeTensorsReader::Open(env, path));
     return (readers[name] = std::move(r)).get();
   };
-  // The parts of a tensor as (file, flat start, length); version 1 kept one whole tensor per entry.
+  // The parts of a tensor, each a box of it and a range of the box's elements; version 1 kept one
+  // whole tensor per entry, and a part with a range but no box is a range of the whole tensor.
   struct Part {
     std::string file;
-    size_t start, length;
+    BoxPart box;
   };
   const bool v1 = m.at("version") == 1;
   auto parts_of = [&](const std::string& key, const ParamInfo& p) -> Result<std::vector<Part>> {
@@ -257,48 +315,50 @@ Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW*
     if (t.is_null()) return corrupt("tensor " + key + " is missing from the manifest");
     std::vector<Part> out;
     const json parts = v1 ? json::array({t}) : t.at("parts");
-    for (const json& part : parts) {
-      if (part.contains("range")) {
-        out.push_back({part.at("file"), part.at("range")[0], part.at("range")[1]});
-      } else {  // a box: only whole tensors or row blocks are written today, so flat = row-major
-        const auto off = part.at("box").at("offset").get<std::vector<size_t>>();
-        const auto len = part.at("box").at("length").get<std::vector<size_t>>();
-        size_t inner = 1, n = 1;
-        for (size_t d = 1; d < len.size(); ++d) inner *= len[d];
-        for (size_t v : len) n *= v;
-        for (size_t d = 1; d < off.size(); ++d) {
-          if (off[d] != 0 || len[d] != static_cast<size_t>(p.shape[d])) {
-            return Internal("checkpoint " + ckpt + ": tensor " + key + " is split along an inner dimension, which this "
-                            "anneal cannot load yet");
-          }
+    try {
+      for (const json& part : parts) {
+        std::vector<int64_t> off(p.shape.size(), 0), len = p.shape;
+        if (part.contains("box")) {
+          off = part.at("box").at("offset").get<std::vector<int64_t>>();
+          len = part.at("box").at("length").get<std::vector<int64_t>>();
         }
-        out.push_back({part.at("file"), off.empty() ? 0 : off[0] * inner, n});
+        if (off.size() != p.shape.size() || len.size() != p.shape.size()) {
+          return corrupt("a part of " + key + " has a box of the wrong rank");
+        }
+        int64_t start = 0, count = -1;
+        if (part.contains("range")) {
+          start = part.at("range")[0];
+          count = part.at("range")[1];
+        }
+        out.push_back({part.at("file"), MakeBoxPart(off, len, start, count)});
       }
+    } catch (const std::exception& e) {
+      return corrupt(std::string("a part of ") + key + " is malformed (" + e.what() + ")");
     }
     return out;
   };
-  // Fills dst with elements [lo, hi) of tensor `key` (canonical flat coordinates).
-  auto fill = [&](const std::string& key, const ParamInfo& p, size_t lo, size_t hi, float* dst) -> Status {
+  // Fills dst with the elements of `want` (a part of tensor `key`) from whichever stored parts hold them.
+  auto fill = [&](const std::string& key, const ParamInfo& p, const BoxPart& want, float* dst) -> Status {
     ANNEAL_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(key, p));
     size_t covered = 0;
     for (const Part& part : parts) {
-      const size_t a = std::max(lo, part.start), b = std::min(hi, part.start + part.length);
-      if (a >= b) continue;
+      if (CopyOverlap(part.box, nullptr, want, nullptr, /*count_only=*/true) == 0) continue;
       ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader(part.file));
       ANNEAL_ASSIGN_OR_RETURN(std::vector<float> v, r->ReadF32(key));
-      if (v.size() != part.length) return corrupt("tensor " + key + " in " + part.file + " has the wrong size");
-      std::copy(v.begin() + (a - part.start), v.begin() + (b - part.start), dst + (a - lo));
-      covered += b - a;
+      if (static_cast<int64_t>(v.size()) != part.box.elements()) {
+        return corrupt("tensor " + key + " in " + part.file + " has the wrong size");
+      }
+      covered += CopyOverlap(part.box, v.data(), want, dst);
     }
-    if (covered != hi - lo) {
-      return corrupt("its parts of " + key + " cover " + std::to_string(covered) + " of the " + std::to_string(hi - lo) +
-                     " elements needed");
+    if (covered != static_cast<size_t>(want.elements())) {
+      return corrupt("its parts of " + key + " cover " + std::to_string(covered) + " of the " +
+                     std::to_string(want.elements()) + " elements needed");
     }
     return Status::Ok();
   };
   for (const ParamInfo& p : model->layout().params()) {
     float* base = model->params() + p.offset;
-    ANNEAL_RETURN_IF_ERROR(fill("param." + p.name, p, 0, p.size, base));
+    ANNEAL_RETURN_IF_ERROR(fill("param." + p.name, p, MakeBoxPart(p.box_offset, p.box_length), base));
     std::fill(base + p.size, base + p.stored_size, 0.0f);  // vocabulary padding
   }
   if (opt) {
@@ -313,7 +373,10 @@ Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW*
         float* dst = mom.data() + (lo - opt->begin());
         std::fill(dst, dst + (hi - lo), 0.0f);  // padding rows stay zero
         const size_t a = lo - p.offset, b = std::min(hi - p.offset, p.size);
-        if (a < b) ANNEAL_RETURN_IF_ERROR(fill(std::string("opt.") + which + "." + p.name, p, a, b, dst));
+        if (a < b) {
+          const BoxPart want = MakeBoxPart(p.box_offset, p.box_length, static_cast<int64_t>(a), static_cast<int64_t>(b - a));
+          ANNEAL_RETURN_IF_ERROR(fill(std::string("opt.") + which + "." + p.name, p, want, dst));
+        }
       }
     }
   }

@@ -2,10 +2,10 @@
 // LAST, manifest.json. A folder without a readable manifest does not exist as a checkpoint; resume
 // takes the newest complete one found by listing. Tensors are stored under canonical names and
 // shapes (q, k, v separate; vocabulary unpadded); the manifest lists, per tensor, its parts: each a
-// file and the box (offset, length per dimension) or flattened range [start, length) it holds. A
-// data-parallel run writes in parallel: rank 0 the parameters, and with ZeRO every rank its own
-// optimizer-state slices (flat ranges); rank 0 gathers their sizes and checksums and writes the
-// manifest last. Any layout loads any checkpoint (save at dp=2 ZeRO-1, load at dp=3, or at 1).
+// file, the box (offset, length per dimension) it covers and, for ZeRO shards, the range of the
+// box's row-major elements held. Every rank writes its own slices in parallel (CheckpointWriters);
+// rank 0 gathers their sizes and checksums and writes the manifest last. Any layout loads any
+// checkpoint: a rank reads, from whichever parts overlap them, exactly the boxes it holds.
 #pragma once
 
 #include <cstdint>
@@ -16,8 +16,10 @@
 #include "core/status.h"
 #include "data/sampler.h"
 #include "dist/communicator.h"
+#include "dist/process_groups.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "parallel/plan.h"
 
 namespace anneal {
 
@@ -38,12 +40,19 @@ struct CheckpointLineage {
   std::string dataset_hash;  // dataset.json inputs_hash
 };
 
-// The ranks that write one checkpoint together (a data-parallel group); comm == nullptr: this
-// process alone. Every member calls SaveCheckpoint with its own optimizer (whose shard is
-// [opt->begin(), opt->end())).
+// The ranks that write one checkpoint together: every rank of the job; comm == nullptr: this
+// process alone. Every member calls SaveCheckpoint with its own model shard and optimizer (whose
+// shard is [opt->begin(), opt->end()) of its flat buffer).
+//   parameters (and, without ZeRO, the moments): data-parallel rank 0 of each (stage, tensor slice)
+//     writes the boxes it owns (ParamInfo::owner: replicated tensors from tensor rank 0, the tied
+//     wte from the first stage) to model.safetensors (one rank) or model-ppPP-tpTT.safetensors;
+//   with ZeRO every rank writes its optimizer shard, as ranges of boxes, to optim-RRRRR-of-NNNNN.
+// Without a plan the ranks are a plain data-parallel group, each holding the whole model.
 struct CheckpointWriters {
   Communicator* comm = nullptr;
   int zero = 0;  // 0: optimizer state replicated (rank 0 writes it); 1, 2: each rank its shard
+  const ParallelPlan* plan = nullptr;
+  const ProcessGroups* groups = nullptr;
 };
 
 // "step-00000042"

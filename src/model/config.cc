@@ -1,5 +1,8 @@
 #include "model/config.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace anneal {
 
 Result<GptConfig> GptConfig::Make(int vocab_size, int max_seq_len, int n_layer, int n_head, int n_embd) {
@@ -45,21 +48,47 @@ std::optional<Recompute> ParseRecompute(const std::string& name) {
 }
 
 size_t GptConfig::ActivationFloats(int B, int T, Recompute recompute) const {
-  const size_t N = static_cast<size_t>(B) * T, C = n_embd, L = n_layer, H = n_head, Vp = padded_vocab;
-  // per layer: ln1 q k v atty attproj resid2 ln2 fcproj resid3 (10 NC), fch and fch_gelu (8 NC),
-  // 4 N of LayerNorm statistics, N*H of log-sum-exp
-  const size_t per_layer = 18 * N * C + 4 * N + N * H;
-  // encoded, lnf (2 NC) + lnf stats (2N) + logits (N Vp) + losses (N); backward scratch 6 NC + 8 NC
-  const size_t rest = 2 * N * C + 3 * N + N * Vp + 14 * N * C;
+  return ActivationFloats(B, T, recompute, ModelShard::Whole(), 1);
+}
+
+GptConfig GptConfig::PaddedFor(int tp) const {
+  GptConfig c = *this;
+  const int64_t unit = std::lcm<int64_t>(128, std::max(1, tp));
+  c.padded_vocab = static_cast<int>((vocab_size + unit - 1) / unit * unit);
+  return c;
+}
+
+size_t GptConfig::ActivationFloats(int B, int T, Recompute recompute, const ModelShard& s, int slots) const {
+  // Mirrors GptModel::EnsureSlot / EnsureScratch. Per slot: the stage input (N C), every local
+  // layer's output (N C each), and on the last stage lnf (N C), its statistics (2N), the logits
+  // slice (N Vp/tp) and the losses (N). Per layer kept (every slot, or one shared layer under full
+  // recomputation): ln1, resid2, ln2, fcproj... (see PerLayer).
+  const size_t N = static_cast<size_t>(B) * T, C = n_embd, tp = s.tp, H = n_head / tp;
+  const size_t Cl = C / tp, Fl = 4 * C / tp, Vl = padded_vocab / tp;
+  const size_t L = static_cast<size_t>(s.end(*this) - s.layer_begin);
+  // per layer: ln1 attproj resid2 ln2 fcproj (5 NC), q k v atty (4 N Cl), fch (N Fl), fch_gelu (N Fl),
+  // 4 N of LayerNorm statistics, N H of log-sum-exp
+  const size_t gelu = N * Fl;
+  const size_t per_layer_no_gelu = 5 * N * C + 4 * N * Cl + N * Fl + 4 * N + N * H;
+  size_t per_slot = N * C + L * N * C;
+  if (s.last(*this)) per_slot += N * C + 2 * N + N * Vl + N;
+  size_t layers = 0;  // per-layer buffers, all slots together
   switch (recompute) {
-    case Recompute::kSelective:  // one shared GELU buffer
-      return L * per_layer - (L - 1) * 4 * N * C + rest;
-    case Recompute::kFull:  // every layer's output (resid3) kept; one layer's buffers for the rest
-      return L * N * C + (per_layer - N * C) + rest;
     case Recompute::kNone:
-    default:
-      return L * per_layer + rest;
+      layers = slots * L * (per_layer_no_gelu + gelu);
+      break;
+    case Recompute::kSelective:  // one GELU buffer shared by every layer and slot
+      layers = slots * L * per_layer_no_gelu + gelu;
+      break;
+    case Recompute::kFull:  // one layer's buffers shared by every slot, rebuilt in backward
+      layers = per_layer_no_gelu + gelu;
+      break;
   }
+  // backward scratch (shared): dresidual, dln (2 NC), dq dk dv datty (4 N Cl), dfch dfch_gelu (2 N Fl);
+  // vocabulary-parallel loss: 2 N doubles of this rank's row statistics and 2 N tp gathered (as floats x2)
+  size_t scratch = 2 * N * C + 4 * N * Cl + 2 * N * Fl;
+  if (tp > 1 && s.last(*this)) scratch += 2 * (2 * N + 2 * N * tp);
+  return slots * per_slot + layers + scratch;
 }
 
 size_t GptConfig::TrainingBytes(int B, int T, Recompute recompute) const {
@@ -74,40 +103,63 @@ std::string GptConfig::ToString() const {
          std::to_string(max_seq_len) + ", " + std::to_string(NumParams()) + " parameters";
 }
 
-ParamLayout::ParamLayout(const GptConfig& c) {
+ParamLayout::ParamLayout(const GptConfig& c, const ModelShard& s) {
   const int64_t V = c.vocab_size, Vp = c.padded_vocab, T = c.max_seq_len, C = c.n_embd;
-  Add("wte.weight", {V, C}, {Vp, C});
-  Add("wpe.weight", {T, C}, {T, C});
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    Add(p + "ln_1.weight", {C}, {C});
-    Add(p + "ln_1.bias", {C}, {C});
-    for (const char* x : {"q", "k", "v"}) {
-      Add(p + "attn." + x + ".weight", {C, C}, {C, C});
-      Add(p + "attn." + x + ".bias", {C}, {C});
-    }
-    Add(p + "attn.proj.weight", {C, C}, {C, C});
-    Add(p + "attn.proj.bias", {C}, {C});
-    Add(p + "ln_2.weight", {C}, {C});
-    Add(p + "ln_2.bias", {C}, {C});
-    Add(p + "mlp.fc.weight", {4 * C, C}, {4 * C, C});
-    Add(p + "mlp.fc.bias", {4 * C}, {4 * C});
-    Add(p + "mlp.proj.weight", {C, 4 * C}, {C, 4 * C});
-    Add(p + "mlp.proj.bias", {C}, {C});
+  const int64_t tp = s.tp, r = s.tp_rank;
+  const int64_t Vl = Vp / tp;  // vocabulary rows per slice
+  auto whole = [&](const std::string& name, std::vector<int64_t> shape) {
+    Add(name, shape, std::vector<int64_t>(shape.size(), 0), shape, shape, /*replicated=*/true);
+  };
+  auto rows = [&](const std::string& name, int64_t R, int64_t W) {  // output rows split: (R/tp, W)
+    Add(name, {R, W}, {r * (R / tp), 0}, {R / tp, W}, {R / tp, W}, tp == 1);
+  };
+  auto vec = [&](const std::string& name, int64_t R) { Add(name, {R}, {r * (R / tp)}, {R / tp}, {R / tp}, tp == 1); };
+  auto cols = [&](const std::string& name, int64_t R, int64_t W) {  // input columns split: (R, W/tp)
+    Add(name, {R, W}, {0, r * (W / tp)}, {R, W / tp}, {R, W / tp}, tp == 1);
+  };
+  if (s.first() || s.last(c)) {
+    // Vocabulary rows [r*Vl, (r+1)*Vl) of the padded table; the canonical box is the real ones.
+    const int64_t lo = std::min(V, r * Vl), hi = std::min(V, (r + 1) * Vl);
+    Add("wte.weight", {V, C}, {lo, 0}, {hi - lo, C}, {Vl, C}, tp == 1);
+    params_.back().tied_copy = !s.first();
   }
-  Add("ln_f.weight", {C}, {C});
-  Add("ln_f.bias", {C}, {C});
+  if (s.first()) whole("wpe.weight", {T, C});
+  for (int l = s.layer_begin; l < s.end(c); ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    whole(p + "ln_1.weight", {C});
+    whole(p + "ln_1.bias", {C});
+    for (const char* x : {"q", "k", "v"}) {
+      rows(p + "attn." + x + ".weight", C, C);
+      vec(p + "attn." + x + ".bias", C);
+    }
+    cols(p + "attn.proj.weight", C, C);
+    whole(p + "attn.proj.bias", {C});
+    whole(p + "ln_2.weight", {C});
+    whole(p + "ln_2.bias", {C});
+    rows(p + "mlp.fc.weight", 4 * C, C);
+    vec(p + "mlp.fc.bias", 4 * C);
+    cols(p + "mlp.proj.weight", C, 4 * C);
+    whole(p + "mlp.proj.bias", {C});
+  }
+  if (s.last(c)) {
+    whole("ln_f.weight", {C});
+    whole("ln_f.bias", {C});
+  }
 }
 
-void ParamLayout::Add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> stored) {
+void ParamLayout::Add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> box_offset,
+                      std::vector<int64_t> box_length, std::vector<int64_t> stored, bool replicated) {
   ParamInfo p;
   p.name = name;
   p.size = 1;
-  for (auto d : shape) p.size *= static_cast<size_t>(d);
+  for (auto d : box_length) p.size *= static_cast<size_t>(d);
   p.stored_size = 1;
   for (auto d : stored) p.stored_size *= static_cast<size_t>(d);
   p.decay = shape.size() >= 2;
+  p.replicated = replicated;
   p.shape = std::move(shape);
+  p.box_offset = std::move(box_offset);
+  p.box_length = std::move(box_length);
   p.stored_shape = std::move(stored);
   p.offset = total_;
   total_ += p.stored_size;

@@ -1,15 +1,32 @@
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <random>
+
+#include "model/box.h"
 
 namespace anneal {
 
 GptModel::GptModel(const GptConfig& config, const KernelTable& kernels)
-    : config_(config), layout_(config), k_(kernels) {
+    : GptModel(config, kernels, ModelShard::Whole(), nullptr) {}
+
+GptModel::GptModel(const GptConfig& config, const KernelTable& kernels, const ModelShard& shard,
+                   TensorParallelGroup* tp)
+    : config_(config), shard_(shard), tp_(shard.tp > 1 ? tp : nullptr), layout_(config, shard), k_(kernels) {
+  if (shard.tp > 1 && (!tp || config.n_head % shard.tp != 0 || config.padded_vocab % shard.tp != 0)) std::abort();
+  nl_ = shard.end(config) - shard.layer_begin;
+  Cl_ = config.n_embd / shard.tp;
+  Fl_ = 4 * config.n_embd / shard.tp;
+  Hl_ = config.n_head / shard.tp;
+  Vl_ = config.padded_vocab / shard.tp;
+  v0_ = shard.tp_rank * Vl_;
   params_.assign(layout_.total_floats(), 0.0f);
   grads_.assign(layout_.total_floats(), 0.0f);
+  slots_.resize(1);
 }
 
 float* GptModel::Param(const std::string& name) {
@@ -39,141 +56,297 @@ void GptModel::InitWeights(uint64_t seed) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
   std::fill(params_.begin(), params_.end(), 0.0f);
-  for (const ParamInfo& p : layout_.params()) {
-    float* w = params_.data() + p.offset;
-    const bool is_ln = p.name.find("ln_") != std::string::npos;
-    const bool is_bias = p.name.size() > 5 && p.name.compare(p.name.size() - 5, 5, ".bias") == 0;
-    if (is_ln && !is_bias) {
-      std::fill(w, w + p.size, 1.0f);
-    } else if (!is_bias) {
-      const bool resid_proj = p.name.find("attn.proj.weight") != std::string::npos ||
-                              p.name.find("mlp.proj.weight") != std::string::npos;
+  // The whole model's values in canonical order (every rank draws the same stream), each rank
+  // keeping its box of each tensor it holds.
+  const ParamLayout whole(config_);
+  std::vector<float> buf;
+  for (const ParamInfo& cp : whole.params()) {
+    const ParamInfo* mine = layout_.Find(cp.name);
+    const bool is_ln = cp.name.find("ln_") != std::string::npos;
+    const bool is_bias = cp.name.size() > 5 && cp.name.compare(cp.name.size() - 5, 5, ".bias") == 0;
+    if (is_bias) continue;
+    buf.resize(cp.size);
+    if (is_ln) {
+      std::fill(buf.begin(), buf.end(), 1.0f);
+    } else {
+      const bool resid_proj = cp.name.find("attn.proj.weight") != std::string::npos ||
+                              cp.name.find("mlp.proj.weight") != std::string::npos;
       const float sd = resid_proj ? proj_std : 0.02f;
-      for (size_t i = 0; i < p.size; ++i) w[i] = sd * normal(rng);  // canonical rows only: padding stays 0
+      for (size_t i = 0; i < cp.size; ++i) buf[i] = sd * normal(rng);  // canonical rows only: padding stays 0
+    }
+    if (mine) {
+      CopyOverlap(MakeBoxPart(std::vector<int64_t>(cp.shape.size(), 0), cp.shape), buf.data(),
+                  MakeBoxPart(mine->box_offset, mine->box_length), params_.data() + mine->offset);
     }
   }
 }
 
-void GptModel::EnsureActs(int B, int T) {
-  if (acts_.B == B && acts_.T == T) return;
-  const size_t N = static_cast<size_t>(B) * T, C = config_.n_embd, L = config_.n_layer, H = config_.n_head;
-  const size_t Vp = config_.padded_vocab;
-  Acts& a = acts_;
-  a.B = B;
-  a.T = T;
-  a.encoded.assign(N * C, 0);
-  const size_t LS = recompute_ == Recompute::kFull ? 1 : L;  // layers whose activations are kept
-  for (auto* v : {&a.ln1, &a.q, &a.k, &a.v, &a.atty, &a.attproj, &a.resid2, &a.ln2, &a.fcproj}) v->assign(LS * N * C, 0);
-  a.resid3.assign(L * N * C, 0);  // every layer's output: the next layer's input
-  for (auto* v : {&a.ln1_mean, &a.ln1_rstd, &a.ln2_mean, &a.ln2_rstd}) v->assign(LS * N, 0);
-  a.lse.assign(LS * N * H, 0);
-  a.fch.assign(LS * N * 4 * C, 0);
-  a.fch_gelu.assign((recompute_ != Recompute::kNone ? 1 : L) * N * 4 * C, 0);
-  a.lnf.assign(N * C, 0);
-  a.lnf_mean.assign(N, 0);
-  a.lnf_rstd.assign(N, 0);
-  a.logits.assign(N * Vp, 0);
-  a.losses.assign(N, 0);
-  for (auto* v : {&a.dresidual, &a.dln, &a.dq, &a.dk, &a.dv, &a.datty}) v->assign(N * C, 0);
-  a.dfch.assign(N * 4 * C, 0);
-  a.dfch_gelu.assign(N * 4 * C, 0);
+void GptModel::AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu) {
+  const size_t C = config_.n_embd, NC = N * C, NCl = N * Cl_, NFl = N * Fl_;
+  a->n = n;
+  for (auto* v : {&a->ln1, &a->attproj, &a->resid2, &a->ln2, &a->fcproj}) v->assign(n * NC, 0);
+  for (auto* v : {&a->q, &a->k, &a->v, &a->atty}) v->assign(n * NCl, 0);
+  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) v->assign(n * N, 0);
+  a->lse.assign(n * N * Hl_, 0);
+  a->fch.assign(n * NFl, 0);
+  if (own_gelu) a->fch_gelu.assign(n * NFl, 0);
+  else std::vector<float>().swap(a->fch_gelu);
 }
 
-void GptModel::LayerForward(int l, int s) {
-  const int B = acts_.B, T = acts_.T, C = config_.n_embd, H = config_.n_head;
+void GptModel::EnsureSlot(int slot, int B, int T) {
+  Slot& s = slots_.at(slot);
+  const size_t N = static_cast<size_t>(B) * T, C = config_.n_embd, NC = N * C;
+  if (s.B != B || s.T != T) {
+    s.B = B;
+    s.T = T;
+    s.input.assign(NC, 0);
+    s.resid3.assign(nl_ * NC, 0);
+    if (recompute_ == Recompute::kFull) s.layers = LayerActs();
+    else AllocLayers(&s.layers, nl_, N, recompute_ == Recompute::kNone);
+    if (shard_.last(config_)) {
+      s.lnf.assign(NC, 0);
+      s.lnf_mean.assign(N, 0);
+      s.lnf_rstd.assign(N, 0);
+      s.logits.assign(N * Vl_, 0);
+      s.losses.assign(N, 0);
+    }
+  }
+  // Buffers shared by the slots: sized for the latest shape.
+  if (scratch_.N != N) {
+    Scratch& d = scratch_;
+    d.N = N;
+    for (auto* v : {&d.dresidual, &d.dln}) v->assign(NC, 0);
+    for (auto* v : {&d.dq, &d.dk, &d.dv, &d.datty}) v->assign(N * Cl_, 0);
+    for (auto* v : {&d.dfch, &d.dfch_gelu}) v->assign(N * Fl_, 0);
+    if (tp_ && shard_.last(config_)) {
+      d.stats.assign(2 * N, 0);
+      d.gathered.assign(2 * N * shard_.tp, 0);
+    }
+    if (recompute_ == Recompute::kFull) AllocLayers(&shared_, 1, N, true);
+    else shared_ = LayerActs();
+    if (recompute_ == Recompute::kSelective) gelu_shared_.assign(N * Fl_, 0);
+    else std::vector<float>().swap(gelu_shared_);
+  }
+}
+
+namespace {
+// out (N, OC) += bias (OC) row by row.
+void AddBias(float* out, const float* bias, int N, int OC) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    float* o = out + static_cast<size_t>(n) * OC;
+    for (int j = 0; j < OC; ++j) o[j] += bias[j];
+  }
+}
+}  // namespace
+
+void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
+  const int B = sl.B, T = sl.T, C = config_.n_embd;
   const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C, N4C = NC * 4;
-  Acts& a = acts_;
-  const std::string p = "h." + std::to_string(l) + ".";
-  const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);  // (B,T,C)
-  float* ln1 = L(a.ln1, s, NC);
-  float* q = L(a.q, s, NC);
-  float* kk = L(a.k, s, NC);
-  float* v = L(a.v, s, NC);
-  float* atty = L(a.atty, s, NC);
-  float* attproj = L(a.attproj, s, NC);
-  float* resid2 = L(a.resid2, s, NC);
-  float* ln2 = L(a.ln2, s, NC);
-  float* fch = L(a.fch, s, N4C);
-  float* fch_gelu = L(a.fch_gelu, recompute_ != Recompute::kNone ? 0 : l, N4C);
-  float* fcproj = L(a.fcproj, s, NC);
-  float* resid3 = L(a.resid3, l, NC);
+  const size_t NC = static_cast<size_t>(N) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
+  const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
+  const float* residual = i == 0 ? sl.input.data() : L(sl.resid3, i - 1, NC);  // (B,T,C)
+  float* ln1 = L(a.ln1, li, NC);
+  float* q = L(a.q, li, NCl);
+  float* kk = L(a.k, li, NCl);
+  float* v = L(a.v, li, NCl);
+  float* atty = L(a.atty, li, NCl);
+  float* attproj = L(a.attproj, li, NC);
+  float* resid2 = L(a.resid2, li, NC);
+  float* ln2 = L(a.ln2, li, NC);
+  float* fch = L(a.fch, li, NFl);
+  float* fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.data() : L(a.fch_gelu, li, NFl);
+  float* fcproj = L(a.fcproj, li, NC);
+  float* resid3 = L(sl.resid3, i, NC);
   // ln1 (B,T,C) = LayerNorm(residual)
-  k_.layernorm_forward(ln1, L(a.ln1_mean, s, N), L(a.ln1_rstd, s, N), residual, Param(p + "ln_1.weight"),
+  k_.layernorm_forward(ln1, L(a.ln1_mean, li, N), L(a.ln1_rstd, li, N), residual, Param(p + "ln_1.weight"),
                        Param(p + "ln_1.bias"), N, C);
-  // q, k, v (B,T,C) = ln1 @ W^T + b
-  k_.matmul_forward(q, ln1, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, C);
-  k_.matmul_forward(kk, ln1, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, C);
-  k_.matmul_forward(v, ln1, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, C);
-  // atty (B,T,C) = causal attention over H heads; lse (B,H,T)
-  k_.attention_forward(atty, L(a.lse, s, static_cast<size_t>(N) * H), q, kk, v, B, T, C, H);
-  // attproj (B,T,C) = atty @ Wproj^T + b; resid2 = residual + attproj
-  k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
+  // q, k, v (B,T,Cl) = ln1 @ W^T + b: this rank's heads (column-parallel)
+  k_.matmul_forward(q, ln1, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, Cl_);
+  k_.matmul_forward(kk, ln1, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, Cl_);
+  k_.matmul_forward(v, ln1, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, Cl_);
+  // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
+  k_.attention_forward(atty, L(a.lse, li, static_cast<size_t>(N) * Hl_), q, kk, v, B, T, Cl_, Hl_);
+  // attproj (B,T,C) = atty @ Wproj^T + b (row-parallel: partial sums added across the group, then b)
+  if (!tp_) {
+    k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
+  } else {
+    k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), nullptr, N, Cl_, C);
+    TpSum(attproj, NC);
+    AddBias(attproj, Param(p + "attn.proj.bias"), N, C);
+  }
   k_.residual_forward(resid2, residual, attproj, NC);
-  // ln2 (B,T,C); fch (B,T,4C) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
-  k_.layernorm_forward(ln2, L(a.ln2_mean, s, N), L(a.ln2_rstd, s, N), resid2, Param(p + "ln_2.weight"),
+  // ln2 (B,T,C); fch (B,T,Fl) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
+  k_.layernorm_forward(ln2, L(a.ln2_mean, li, N), L(a.ln2_rstd, li, N), resid2, Param(p + "ln_2.weight"),
                        Param(p + "ln_2.bias"), N, C);
-  k_.matmul_forward(fch, ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, 4 * C);
-  k_.gelu_forward(fch_gelu, fch, N4C);
-  // fcproj (B,T,C) = fch_gelu @ Wproj^T + b; resid3 = resid2 + fcproj
-  k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, 4 * C, C);
+  k_.matmul_forward(fch, ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, Fl_);
+  k_.gelu_forward(fch_gelu, fch, NFl);
+  // fcproj (B,T,C) = fch_gelu @ Wproj^T + b (row-parallel); resid3 = resid2 + fcproj
+  if (!tp_) {
+    k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, Fl_, C);
+  } else {
+    k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), nullptr, N, Fl_, C);
+    TpSum(fcproj, NC);
+    AddBias(fcproj, Param(p + "mlp.proj.bias"), N, C);
+  }
   k_.residual_forward(resid3, resid2, fcproj, NC);
 }
 
+float* GptModel::StageInput(int slot, int B, int T) {
+  EnsureSlot(slot, B, T);
+  return slots_[slot].input.data();
+}
+
+const float* GptModel::StageOutput(int slot) const {
+  const Slot& s = slots_.at(slot);
+  return nl_ > 0 ? s.resid3.data() + static_cast<size_t>(nl_ - 1) * s.B * s.T * config_.n_embd : s.input.data();
+}
+
 double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
-  EnsureActs(B, T);
-  const int C = config_.n_embd, V = config_.vocab_size, Vp = config_.padded_vocab;
+  if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses ForwardStage
+  return ForwardStage(0, tokens, targets, B, T, grad_scale);
+}
+
+double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* targets, int B, int T,
+                              float grad_scale) {
+  EnsureSlot(slot, B, T);
+  Slot& s = slots_[slot];
+  const int C = config_.n_embd, V = config_.vocab_size;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
-  tokens_.assign(tokens, tokens + N);
-  targets_.assign(targets, targets + N);
-  Acts& a = acts_;
-
-  k_.encoder_forward(a.encoded.data(), tokens, Param("wte.weight"), Param("wpe.weight"), B, T, C);  // (B,T,C)
-  const int slot_of_layer = recompute_ == Recompute::kFull ? 0 : 1;  // slot = l * slot_of_layer
-  for (int l = 0; l < config_.n_layer; ++l) LayerForward(l, l * slot_of_layer);
-  const float* last = L(a.resid3, config_.n_layer - 1, NC);
-  k_.layernorm_forward(a.lnf.data(), a.lnf_mean.data(), a.lnf_rstd.data(), last, Param("ln_f.weight"),
+  if (shard_.first()) {
+    s.tokens.assign(tokens, tokens + N);
+    if (!tp_) {
+      k_.encoder_forward(s.input.data(), tokens, Param("wte.weight"), Param("wpe.weight"), B, T, C);  // (B,T,C)
+    } else {
+      // Vocabulary-parallel embedding: the rank holding a token's row contributes it, the others 0.
+      const float* wte = Param("wte.weight");
+      const float* wpe = Param("wpe.weight");
+#pragma omp parallel for schedule(static)
+      for (int n = 0; n < N; ++n) {
+        float* o = s.input.data() + static_cast<size_t>(n) * C;
+        const int t = tokens[n];
+        if (t >= v0_ && t < v0_ + Vl_) std::memcpy(o, wte + static_cast<size_t>(t - v0_) * C, C * sizeof(float));
+        else std::memset(o, 0, C * sizeof(float));
+      }
+      TpSum(s.input.data(), NC);
+#pragma omp parallel for schedule(static)
+      for (int n = 0; n < N; ++n) {
+        float* o = s.input.data() + static_cast<size_t>(n) * C;
+        const float* pe = wpe + static_cast<size_t>(n % T) * C;
+        for (int c = 0; c < C; ++c) o[c] += pe[c];
+      }
+    }
+  }
+  for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
+  if (!shard_.last(config_)) return 0;
+  s.targets.assign(targets, targets + N);
+  const float* last = StageOutput(slot);
+  k_.layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), last, Param("ln_f.weight"),
                        Param("ln_f.bias"), N, C);
-  // logits (B,T,Vp) = lnf @ wte^T (tied); padded rows of wte are zero
-  k_.matmul_forward(a.logits.data(), a.lnf.data(), Param("wte.weight"), nullptr, N, C, Vp);
+  // logits (B,T,Vl) = lnf @ wte^T (tied; this rank's vocabulary slice); padded rows of wte are zero
+  k_.matmul_forward(s.logits.data(), s.lnf.data(), Param("wte.weight"), nullptr, N, C, Vl_);
   // losses (B,T); with grad_scale the logits become their gradient in place
-  double total = k_.crossentropy_forward_backward(a.logits.data(), a.losses.data(), targets, N, V, Vp, grad_scale);
-  have_grad_logits_ = grad_scale != 0.0f;
+  const double total = tp_ ? VocabParallelLoss(s, grad_scale)
+                           : k_.crossentropy_forward_backward(s.logits.data(), s.losses.data(), targets, N, V,
+                                                              config_.padded_vocab, grad_scale);
+  s.have_grad_logits = grad_scale != 0.0f;
   return total / N;
 }
 
-size_t GptModel::ActivationFloatsAllocated() const {
-  const Acts& a = acts_;
-  size_t n = 0;
-  for (const auto* v : {&a.encoded, &a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.q, &a.k, &a.v, &a.atty, &a.lse, &a.attproj,
-                        &a.resid2, &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.fcproj, &a.resid3, &a.lnf,
-                        &a.lnf_mean, &a.lnf_rstd, &a.logits, &a.losses, &a.dresidual, &a.dln, &a.dq, &a.dk, &a.dv,
-                        &a.datty, &a.dfch, &a.dfch_gelu}) {
-    n += v->size();
+double GptModel::VocabParallelLoss(Slot& s, float dscale) {
+  const int N = s.B * s.T, V = config_.vocab_size, tp = shard_.tp;
+  const int nreal = std::clamp(V - v0_, 0, Vl_);  // columns of this slice that are real tokens
+  Scratch& d = scratch_;
+  const double ninf = -std::numeric_limits<double>::infinity();
+  // This slice's log-sum-exp and target logit per row (0 when another slice holds the target).
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* row = s.logits.data() + static_cast<size_t>(i) * Vl_;
+    double mx = ninf;
+    for (int j = 0; j < nreal; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    double sum = 0;
+    for (int j = 0; j < nreal; ++j) sum += std::exp(static_cast<double>(row[j]) - mx);
+    const int t = s.targets[i];
+    d.stats[2 * i] = nreal ? mx + std::log(sum) : ninf;
+    d.stats[2 * i + 1] = t >= v0_ && t < v0_ + nreal ? row[t - v0_] : 0.0;
   }
+  tp_->AllGather(d.stats.data(), 2 * N, d.gathered.data());
+  // Every rank combines the slices in rank order: the same loss, bit for bit.
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    double mx = ninf, tl = 0;
+    for (int r = 0; r < tp; ++r) mx = std::max(mx, d.gathered[static_cast<size_t>(r) * 2 * N + 2 * i]);
+    double sum = 0;
+    for (int r = 0; r < tp; ++r) {
+      sum += std::exp(d.gathered[static_cast<size_t>(r) * 2 * N + 2 * i] - mx);
+      tl += d.gathered[static_cast<size_t>(r) * 2 * N + 2 * i + 1];
+    }
+    const double lse = mx + std::log(sum);
+    d.stats[2 * i] = lse - tl;  // the row's loss
+    s.losses[i] = static_cast<float>(lse - tl);
+    if (dscale != 0.0f) {
+      float* row = s.logits.data() + static_cast<size_t>(i) * Vl_;
+      const int t = s.targets[i];
+      for (int j = 0; j < nreal; ++j) {
+        const double p = std::exp(static_cast<double>(row[j]) - lse);
+        row[j] = static_cast<float>(dscale * (p - (v0_ + j == t ? 1.0 : 0.0)));
+      }
+      for (int j = nreal; j < Vl_; ++j) row[j] = 0.0f;
+    }
+  }
+  double total = 0;
+  for (int i = 0; i < N; ++i) total += d.stats[2 * i];
+  return total;
+}
+
+size_t GptModel::ActivationFloatsAllocated() const {
+  size_t n = 0;
+  auto layers = [&](const LayerActs& a) {
+    for (const auto* v : {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.q, &a.k, &a.v, &a.atty, &a.lse, &a.attproj, &a.resid2,
+                          &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch, &a.fch_gelu, &a.fcproj}) {
+      n += v->size();
+    }
+  };
+  for (const Slot& s : slots_) {
+    for (const auto* v : {&s.input, &s.resid3, &s.lnf, &s.lnf_mean, &s.lnf_rstd, &s.logits, &s.losses}) n += v->size();
+    layers(s.layers);
+  }
+  layers(shared_);
+  n += gelu_shared_.size();
+  const Scratch& d = scratch_;
+  for (const auto* v : {&d.dresidual, &d.dln, &d.dq, &d.dk, &d.dv, &d.datty, &d.dfch, &d.dfch_gelu}) n += v->size();
+  n += 2 * (d.stats.size() + d.gathered.size());  // doubles
   return n;
 }
 
 void GptModel::ZeroGrad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
 
 void GptModel::Backward() {
-  if (!have_grad_logits_) std::abort();  // Forward(..., grad_scale != 0) must come first
-  have_grad_logits_ = false;
-  const int B = acts_.B, T = acts_.T, C = config_.n_embd, H = config_.n_head, Vp = config_.padded_vocab;
+  if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses BackwardStage
+  BackwardStage(0, nullptr);
+}
+
+void GptModel::BackwardStage(int slot, const float* dout) {
+  Slot& s = slots_.at(slot);
+  const bool last = shard_.last(config_);
+  if (last && !s.have_grad_logits) std::abort();  // ForwardStage(..., grad_scale != 0) must come first
+  s.have_grad_logits = false;
+  const int B = s.B, T = s.T, C = config_.n_embd;
   const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C, N4C = NC * 4;
-  Acts& a = acts_;
+  const size_t NC = static_cast<size_t>(N) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
+  Scratch& d = scratch_;
   auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
-  // Offsets where each layer's parameters start (layer L: ln_f), for the grad-ready hook.
-  auto layer_start = [&](int l) {
-    return l == config_.n_layer ? layout_.Find("ln_f.weight")->offset
-                                : layout_.Find("h." + std::to_string(l) + ".ln_1.weight")->offset;
+  // Where local layer i's parameters start (i == nl_: ln_f, or the end), for the grad-ready hook.
+  auto layer_start = [&](int i) {
+    if (i < nl_) return layout_.Find("h." + std::to_string(shard_.layer_begin + i) + ".ln_1.weight")->offset;
+    return last ? layout_.Find("ln_f.weight")->offset : layout_.total_floats();
   };
   auto acquire = [&](size_t begin, size_t end) {
-    if (sink_) active_.push_back({begin, end, sink_->Acquire(begin, end)});
+    if (sink_ && begin < end) active_.push_back({begin, end, sink_->Acquire(begin, end)});
   };
   auto ready = [&](size_t begin, size_t end) {
+    if (begin >= end) return;
     if (grad_ready_) grad_ready_(begin, end);
     if (sink_) {
       std::erase_if(active_, [&](const ActiveRange& r) { return r.begin == begin; });
@@ -183,60 +356,86 @@ void GptModel::Backward() {
   // Sink mode: the embeddings' and ln_f's ranges first (wte takes the LM head's gradient now and the
   // encoder's at the very end), then each layer's just before its backward.
   acquire(0, layer_start(0));
-  acquire(layer_start(config_.n_layer), layout_.total_floats());
+  acquire(layer_start(nl_), layout_.total_floats());
 
-  // dlnf (B,T,C) = dlogits @ wte; dwte += dlogits^T @ lnf
-  zero(a.dln);
-  k_.matmul_backward(a.dln.data(), Grad("wte.weight"), nullptr, a.logits.data(), a.lnf.data(), Param("wte.weight"), N,
-                     C, Vp);
-  // dresidual (B,T,C) = d(resid3 of the last layer)
-  zero(a.dresidual);
-  k_.layernorm_backward(a.dresidual.data(), Grad("ln_f.weight"), Grad("ln_f.bias"), a.dln.data(),
-                        L(a.resid3, config_.n_layer - 1, NC), Param("ln_f.weight"), a.lnf_mean.data(),
-                        a.lnf_rstd.data(), N, C);
-  ready(layer_start(config_.n_layer), layout_.total_floats());
-  for (int l = config_.n_layer - 1; l >= 0; --l) {
-    acquire(layer_start(l), layer_start(l + 1));
-    const std::string p = "h." + std::to_string(l) + ".";
-    const float* residual = l == 0 ? a.encoded.data() : L(a.resid3, l - 1, NC);
-    // The layer's activations: kept (slot l), or recomputed now into slot 0.
-    const int s = recompute_ == Recompute::kFull ? 0 : l;
-    if (recompute_ == Recompute::kFull) LayerForward(l, 0);
+  if (last) {
+    // dlnf (B,T,C) = dlogits @ wte (summed over the vocabulary slices); dwte += dlogits^T @ lnf
+    zero(d.dln);
+    k_.matmul_backward(d.dln.data(), Grad("wte.weight"), nullptr, s.logits.data(), s.lnf.data(), Param("wte.weight"),
+                       N, C, Vl_);
+    TpSum(d.dln.data(), NC);
+    // dresidual (B,T,C) = d(the last layer's output)
+    zero(d.dresidual);
+    k_.layernorm_backward(d.dresidual.data(), Grad("ln_f.weight"), Grad("ln_f.bias"), d.dln.data(), StageOutput(slot),
+                          Param("ln_f.weight"), s.lnf_mean.data(), s.lnf_rstd.data(), N, C);
+  } else {
+    std::memcpy(d.dresidual.data(), dout, NC * sizeof(float));
+  }
+  ready(layer_start(nl_), layout_.total_floats());
+  for (int i = nl_ - 1; i >= 0; --i) {
+    acquire(layer_start(i), layer_start(i + 1));
+    const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
+    const float* residual = i == 0 ? s.input.data() : L(s.resid3, i - 1, NC);
+    // The layer's activations: kept (index i), or recomputed now into the shared one-layer buffers.
+    const int li = recompute_ == Recompute::kFull ? 0 : i;
+    LayerActs& a = ActsOf(s);
+    if (recompute_ == Recompute::kFull) LayerForward(s, i, shared_, 0);
     // resid3 = resid2 + fcproj: d(fcproj) = dresidual
-    float* fch_gelu = L(a.fch_gelu, recompute_ != Recompute::kNone ? 0 : l, N4C);
-    if (recompute_ == Recompute::kSelective) k_.gelu_forward(fch_gelu, L(a.fch, s, N4C), N4C);  // this layer's GELU
-    zero(a.dfch_gelu);
-    k_.matmul_backward(a.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"), a.dresidual.data(),
-                       fch_gelu, Param(p + "mlp.proj.weight"), N, 4 * C, C);
-    k_.gelu_backward(a.dfch.data(), L(a.fch, s, N4C), a.dfch_gelu.data(), N4C);  // dfch (B,T,4C)
-    zero(a.dln);
-    k_.matmul_backward(a.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), a.dfch.data(),
-                       L(a.ln2, s, NC), Param(p + "mlp.fc.weight"), N, C, 4 * C);
+    float* fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.data() : L(a.fch_gelu, li, NFl);
+    if (recompute_ == Recompute::kSelective) k_.gelu_forward(fch_gelu, L(a.fch, li, NFl), NFl);  // this layer's GELU
+    zero(d.dfch_gelu);
+    k_.matmul_backward(d.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"), d.dresidual.data(),
+                       fch_gelu, Param(p + "mlp.proj.weight"), N, Fl_, C);
+    k_.gelu_backward(d.dfch.data(), L(a.fch, li, NFl), d.dfch_gelu.data(), NFl);  // dfch (B,T,Fl)
+    zero(d.dln);
+    k_.matmul_backward(d.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), d.dfch.data(),
+                       L(a.ln2, li, NC), Param(p + "mlp.fc.weight"), N, C, Fl_);
+    TpSum(d.dln.data(), NC);  // column-parallel input: the slices' contributions add up
     // dresidual += LN2 backward: now d(resid2)
-    k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_2.weight"), Grad(p + "ln_2.bias"), a.dln.data(),
-                          L(a.resid2, s, NC), Param(p + "ln_2.weight"), L(a.ln2_mean, s, N), L(a.ln2_rstd, s, N), N,
+    k_.layernorm_backward(d.dresidual.data(), Grad(p + "ln_2.weight"), Grad(p + "ln_2.bias"), d.dln.data(),
+                          L(a.resid2, li, NC), Param(p + "ln_2.weight"), L(a.ln2_mean, li, N), L(a.ln2_rstd, li, N), N,
                           C);
     // resid2 = residual + attproj: d(attproj) = dresidual
-    zero(a.datty);
-    k_.matmul_backward(a.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"), a.dresidual.data(),
-                       L(a.atty, s, NC), Param(p + "attn.proj.weight"), N, C, C);
-    // dq, dk, dv (B,T,C)
-    k_.attention_backward(a.dq.data(), a.dk.data(), a.dv.data(), a.datty.data(), L(a.q, s, NC), L(a.k, s, NC),
-                          L(a.v, s, NC), L(a.atty, s, NC), L(a.lse, s, static_cast<size_t>(N) * H), B, T, C, H);
-    zero(a.dln);
-    const float* ln1 = L(a.ln1, s, NC);
-    k_.matmul_backward(a.dln.data(), Grad(p + "attn.q.weight"), Grad(p + "attn.q.bias"), a.dq.data(), ln1,
-                       Param(p + "attn.q.weight"), N, C, C);
-    k_.matmul_backward(a.dln.data(), Grad(p + "attn.k.weight"), Grad(p + "attn.k.bias"), a.dk.data(), ln1,
-                       Param(p + "attn.k.weight"), N, C, C);
-    k_.matmul_backward(a.dln.data(), Grad(p + "attn.v.weight"), Grad(p + "attn.v.bias"), a.dv.data(), ln1,
-                       Param(p + "attn.v.weight"), N, C, C);
-    // dresidual += LN1 backward: now d(residual), the previous layer's resid3
-    k_.layernorm_backward(a.dresidual.data(), Grad(p + "ln_1.weight"), Grad(p + "ln_1.bias"), a.dln.data(), residual,
-                          Param(p + "ln_1.weight"), L(a.ln1_mean, s, N), L(a.ln1_rstd, s, N), N, C);
-    ready(layer_start(l), layer_start(l + 1));
+    zero(d.datty);
+    k_.matmul_backward(d.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"), d.dresidual.data(),
+                       L(a.atty, li, NCl), Param(p + "attn.proj.weight"), N, Cl_, C);
+    // dq, dk, dv (B,T,Cl)
+    k_.attention_backward(d.dq.data(), d.dk.data(), d.dv.data(), d.datty.data(), L(a.q, li, NCl), L(a.k, li, NCl),
+                          L(a.v, li, NCl), L(a.atty, li, NCl), L(a.lse, li, static_cast<size_t>(N) * Hl_), B, T, Cl_,
+                          Hl_);
+    zero(d.dln);
+    const float* ln1 = L(a.ln1, li, NC);
+    k_.matmul_backward(d.dln.data(), Grad(p + "attn.q.weight"), Grad(p + "attn.q.bias"), d.dq.data(), ln1,
+                       Param(p + "attn.q.weight"), N, C, Cl_);
+    k_.matmul_backward(d.dln.data(), Grad(p + "attn.k.weight"), Grad(p + "attn.k.bias"), d.dk.data(), ln1,
+                       Param(p + "attn.k.weight"), N, C, Cl_);
+    k_.matmul_backward(d.dln.data(), Grad(p + "attn.v.weight"), Grad(p + "attn.v.bias"), d.dv.data(), ln1,
+                       Param(p + "attn.v.weight"), N, C, Cl_);
+    TpSum(d.dln.data(), NC);
+    // dresidual += LN1 backward: now d(residual), the previous layer's output
+    k_.layernorm_backward(d.dresidual.data(), Grad(p + "ln_1.weight"), Grad(p + "ln_1.bias"), d.dln.data(), residual,
+                          Param(p + "ln_1.weight"), L(a.ln1_mean, li, N), L(a.ln1_rstd, li, N), N, C);
+    ready(layer_start(i), layer_start(i + 1));
   }
-  k_.encoder_backward(Grad("wte.weight"), Grad("wpe.weight"), a.dresidual.data(), tokens_.data(), B, T, C);
+  if (shard_.first()) {
+    if (!tp_) {
+      k_.encoder_backward(Grad("wte.weight"), Grad("wpe.weight"), d.dresidual.data(), s.tokens.data(), B, T, C);
+    } else {
+      // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
+      float* dwte = Grad("wte.weight");
+      float* dwpe = Grad("wpe.weight");
+      for (int n = 0; n < N; ++n) {
+        const float* g = d.dresidual.data() + static_cast<size_t>(n) * C;
+        const int t = s.tokens[n];
+        if (t >= v0_ && t < v0_ + Vl_) {
+          float* w = dwte + static_cast<size_t>(t - v0_) * C;
+          for (int c = 0; c < C; ++c) w[c] += g[c];
+        }
+        float* pe = dwpe + static_cast<size_t>(n % T) * C;
+        for (int c = 0; c < C; ++c) pe[c] += g[c];
+      }
+    }
+  }
   ready(0, layer_start(0));
 }
 

@@ -1,9 +1,16 @@
-// GptModel: GPT-2's forward and backward, written out layer by layer over a KernelTable. No
-// parallelism inside (DESIGN.md): parallel layouts wrap this model, they do not change it.
+// GptModel: GPT-2's forward and backward, written out layer by layer over a KernelTable.
+//
+// Parallelism stays outside (DESIGN.md): src/parallel decides which part of the model a rank holds
+// (a ModelShard: a tensor slice and a pipeline stage) and hands the model a TensorParallelGroup for
+// its slice's collectives; the model runs the same math on the local widths and calls the group at
+// Megatron's two points (the sum after a row-split projection in forward, the sum of a column-split
+// layer's input gradient in backward) and for the vocabulary-parallel embedding and loss. Whole
+// model, tp = 1: no call at all. Pipeline stages exchange activations outside the model, through
+// StageInput / StageOutput / InputGrad.
 //
 // Memory: parameters and gradients are each one flat fp32 buffer in ParamLayout order; activations
-// for a (B, T) batch are allocated once, on the first Forward with that shape. Not thread-safe (the
-// kernels use threads inside).
+// live in slots, one per micro-batch in flight (a pipeline schedule keeps several), each allocated
+// on its first use with a (B, T) shape. Not thread-safe (the kernels use threads inside).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +33,26 @@ class GradSink {
   virtual void Release(size_t begin, size_t end) = 0;
 };
 
+// The collectives of a tensor-parallel group (src/parallel/tensor_parallel.h implements them over a
+// Communicator). Every rank of the group makes the same calls in the same order. A failure is kept
+// by the implementation and reported by the caller after the step (a broken group fails every later
+// call at once), so the model's methods stay free of error plumbing.
+class TensorParallelGroup {
+ public:
+  virtual ~TensorParallelGroup() = default;
+  // x (n) <- the sum over the group; the same bits on every rank.
+  virtual void AllReduceSum(float* x, size_t n) = 0;
+  // out (size * n) <- every rank's in (n), in rank order.
+  virtual void AllGather(const double* in, size_t n, double* out) = 0;
+};
+
 class GptModel {
  public:
   GptModel(const GptConfig& config, const KernelTable& kernels);
+  // One shard of the model; tp must be given when shard.tp > 1 and outlive the model.
+  // config.padded_vocab must divide by shard.tp (GptConfig::PaddedFor).
+  GptModel(const GptConfig& config, const KernelTable& kernels, const ModelShard& shard, TensorParallelGroup* tp);
+  const ModelShard& shard() const { return shard_; }
 
   const GptConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -45,22 +69,41 @@ class GptModel {
   // gradients (the same kernels on the same inputs, in the same order).
   void set_recompute(Recompute r) {
     recompute_ = r;
-    acts_.B = acts_.T = 0;  // reallocate on the next Forward
+    for (Slot& s : slots_) s.B = s.T = 0;  // reallocate on the next Forward
+    scratch_.N = 0;
   }
+  // Micro-batches whose activations are held at once (default 1); slots are 0..n-1.
+  void set_slots(int n) { slots_.resize(n); }
+  int slots() const { return static_cast<int>(slots_.size()); }
   Recompute recompute() const { return recompute_; }
 
   // GPT-2 initialization from a seed: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the two residual
-  // projections, zero biases, LayerNorm weights 1; padded vocabulary rows zero.
+  // projections, zero biases, LayerNorm weights 1; padded vocabulary rows zero. A shard gets exactly
+  // its box of the whole model's values (the random stream runs over the canonical tensors in order).
   void InitWeights(uint64_t seed);
 
   // tokens, targets: (B, T), 1 <= T <= max_seq_len, ids < vocab_size (checked by the caller).
   // Returns the mean cross-entropy over B*T positions. With grad_scale != 0 the logits buffer is
   // turned into d(loss * grad_scale * B*T)/d(logits) for Backward (grad_scale = 1/(B*T*accum)).
+  // The whole model's pass (slot 0); a shard of a pipeline uses ForwardStage.
   double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale);
   // Logits (B, T, Vp) of the last Forward with grad_scale == 0.
-  const float* logits() const { return acts_.logits.data(); }
+  const float* logits() const { return slots_[0].logits.data(); }
   // Adds this batch's gradients into grads() (call ZeroGrad between optimizer steps).
   void Backward();
+
+  // Pipeline stages. A stage's forward of micro-batch slot `slot`: the first stage reads tokens; any
+  // other reads StageInput(slot, B, T), which the caller fills (B, T, C) first. The last stage reads
+  // targets and returns the mean loss (else 0). StageOutput(slot) (B, T, C) is a non-last stage's
+  // result, valid until the slot's next forward.
+  float* StageInput(int slot, int B, int T);
+  double ForwardStage(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale);
+  const float* StageOutput(int slot) const;
+  // The slot's backward: the last stage starts from its loss, any other from dout (B, T, C), the
+  // gradient of its output. Then InputGrad() (B, T, C) is the gradient of a non-first stage's input,
+  // valid until the next BackwardStage.
+  void BackwardStage(int slot, const float* dout);
+  const float* InputGrad() const { return scratch_.dresidual.data(); }
   // Called during Backward each time a contiguous range [begin, end) of grads() is final for this
   // batch, in decreasing address order covering everything: ln_f, layer L-1, ..., layer 0, then
   // the embeddings (wte is final only after the encoder's backward). Data parallelism hangs its
@@ -74,27 +117,56 @@ class GptModel {
   size_t ActivationFloatsAllocated() const;
 
  private:
-  struct Acts {
-    int B = 0, T = 0;
-    std::vector<float> encoded, ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean,
-        ln2_rstd, fch, fch_gelu, fcproj, resid3, lnf, lnf_mean, lnf_rstd, logits, losses;
-    // backward scratch
-    std::vector<float> dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
+  // The per-layer activations of `n` layers (every layer of a slot, or one layer shared by all slots
+  // under full recomputation).
+  struct LayerActs {
+    size_t n = 0;
+    std::vector<float> ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, fcproj;
   };
-  void EnsureActs(int B, int T);
-  // Layer l's forward from its input (the previous layer's resid3, or the embeddings) into activation
-  // slot s (l, or 0 when activations are recomputed); writes resid3 of layer l.
-  void LayerForward(int l, int s);
+  // One micro-batch in flight.
+  struct Slot {
+    int B = 0, T = 0;
+    std::vector<float> input;   // (B,T,C): the embeddings (first stage) or the previous stage's output
+    std::vector<float> resid3;  // (nl,B,T,C): every local layer's output
+    LayerActs layers;           // empty under full recomputation (shared_ instead)
+    std::vector<float> lnf, lnf_mean, lnf_rstd, logits, losses;  // last stage
+    std::vector<int32_t> tokens, targets;
+    bool have_grad_logits = false;
+  };
+  struct Scratch {
+    size_t N = 0;
+    std::vector<float> dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
+    std::vector<double> stats, gathered;  // vocabulary-parallel loss
+  };
+  void EnsureSlot(int slot, int B, int T);
+  void AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu);
+  // Local layer i (global layer_begin + i) of slot `slot`: reads its input, writes resid3[i], keeps
+  // its activations in `a` at layer index `li`.
+  void LayerForward(Slot& slot, int i, LayerActs& a, int li);
+  // The buffers holding slot's layer i activations (kept or recomputed) and their index.
+  LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.
   static float* L(std::vector<float>& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
+  // The loss over the vocabulary slices of the tensor-parallel group (tp > 1); as the kernel's
+  // crossentropy_forward_backward otherwise.
+  double VocabParallelLoss(Slot& s, float dscale);
+  void TpSum(float* x, size_t n) {
+    if (tp_) tp_->AllReduceSum(x, n);
+  }
 
   GptConfig config_;
+  ModelShard shard_;
+  TensorParallelGroup* tp_ = nullptr;
+  int nl_ = 0;                 // local layers
+  int Cl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0, v0_ = 0;  // local widths; first vocabulary row held
   ParamLayout layout_;
   const KernelTable& k_;
   std::vector<float> params_, grads_;
-  Acts acts_;
-  std::vector<int32_t> tokens_, targets_;
-  bool have_grad_logits_ = false;
+  std::vector<Slot> slots_;
+  LayerActs shared_;  // full recomputation: one layer's buffers for every slot
+  std::vector<float> gelu_shared_;  // selective recomputation: one GELU buffer
+  Scratch scratch_;
   Recompute recompute_ = Recompute::kNone;
   std::function<void(size_t, size_t)> grad_ready_;
   GradSink* sink_ = nullptr;

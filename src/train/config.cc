@@ -60,6 +60,9 @@ const KeySpec kSpecs[] = {
     {"dist.dp", "0", "data-parallel ranks (0 = the world size / (tp x pp))"},
     {"dist.tp", "1", "tensor-parallel ranks"},
     {"dist.pp", "1", "pipeline stages"},
+    {"dist.schedule", "1f1b",
+     "pipeline schedule over the micro-batches (train.grad_accum): 1f1b (one forward, one backward; at most pp "
+     "micro-batches in flight) | gpipe (all forwards, then all backwards)"},
     {"dist.zero", "0", "ZeRO stage: 0 replicated optimizer; 1 sharded optimizer state; 2 sharded gradients too"},
     {"dist.bucket_mb", "4", "gradient bucket size for the overlapped communication, MB"},
     {"dist.timeout_s", "300", "every collective's timeout: a lost rank fails the run after this long (exit 3)"},
@@ -229,6 +232,10 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.tp = get_int("dist.tp", 1, 1 << 20);
   c.pp = get_int("dist.pp", 1, 1 << 20);
   c.zero = get_int("dist.zero", 0, 2);
+  c.schedule = v["dist.schedule"];
+  if (c.schedule != "1f1b" && c.schedule != "gpipe") {
+    errors.push_back("dist.schedule = '" + c.schedule + "' must be 1f1b or gpipe");
+  }
   c.bucket_mb = get_double("dist.bucket_mb", 0.001, 1e6);
   c.timeout_s = get_double("dist.timeout_s", 0.1, 1e7);
   if (c.optim.decay_steps == 0) c.optim.decay_steps = c.steps;

@@ -41,6 +41,7 @@ struct TrainConfig {
   int dp = 0;  // 0 = world / (tp * pp)
   int tp = 1, pp = 1;
   int zero = 0;            // 0, 1, 2 (dist/data_parallel.h)
+  std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
   double bucket_mb = 4;    // gradient bucket
   double timeout_s = 300;  // every collective
 

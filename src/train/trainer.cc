@@ -21,6 +21,9 @@
 #include "dist/store.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "parallel/pipeline.h"
+#include "parallel/plan.h"
+#include "parallel/tensor_parallel.h"
 
 namespace anneal {
 
@@ -110,18 +113,45 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   ANNEAL_ASSIGN_OR_RETURN(RankEnv re, RankEnv::FromEnvironment());
   const int dp = c.dp > 0 ? c.dp : std::max(1, re.world / (c.tp * c.pp));
   ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg, ProcessGroups::Make(re.world, dp, c.pp, c.tp, re.rank));
-  if (c.tp > 1 || c.pp > 1) {
-    return InvalidInput("dist.tp = " + std::to_string(c.tp) + ", dist.pp = " + std::to_string(c.pp) +
-                        ": tensor and pipeline parallelism are not built yet; use data parallelism (dist.dp, dist.zero)");
-  }
+  ParallelDims dims;
+  dims.dp = dp;
+  dims.tp = c.tp;
+  dims.pp = c.pp;
+  dims.zero = c.zero;
+  dims.micro_batches = c.grad_accum;
+  dims.schedule = c.schedule;
+  dims.seq_len = c.seq_len;
+  ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, ParallelPlan::Make(c.model, dims));
+  const ModelShard shard = plan.ShardOf(pg.pp_rank(), pg.tp_rank());
+  const bool first_stage = pg.pp_rank() == 0, last_stage = pg.pp_rank() == c.pp - 1;
   // Rank 0 speaks for the job; the others report only errors.
   auto log = [&](const std::string& line) {
     if (re.rank == 0) log_all(line);
   };
+  // One communicator per group this rank belongs to (each with its own thread): data parallel,
+  // tensor parallel, the pipeline's two directions, the tied embedding's first and last stage, and
+  // the whole world (the loss, the gradient norm, stop flags, checkpoint records).
   std::unique_ptr<Store> store_base;
   std::unique_ptr<PrefixStore> store;
-  std::unique_ptr<Communicator> comm;
+  std::unique_ptr<Communicator> comm, tp_comm, fwd_comm, bwd_comm, emb_comm, world_owned;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(c.timeout_s * 1000));
+  auto connect = [&](const std::string& group, std::vector<int> members) -> Result<std::unique_ptr<Communicator>> {
+    CommOptions co;
+    // Several groups share a kind (dp groups {0,4} and {1,5}): the name tells them apart in the store
+    // and in errors ("dp-1-5").
+    co.group = group;
+    if (!members.empty() && static_cast<int>(members.size()) < re.world) {
+      for (int m : members) {
+        co.group += '-';
+        co.group += std::to_string(m);
+      }
+    }
+    co.members = std::move(members);
+    co.global_rank = re.rank;
+    co.world_size = re.world;
+    co.timeout = timeout;
+    return ConnectGloo(store.get(), co);
+  };
   if (re.world > 1) {
     if (re.store.empty()) {
       return InvalidInput("this rank is one of " + std::to_string(re.world) + " (" + re.launcher +
@@ -130,16 +160,27 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     }
     ANNEAL_ASSIGN_OR_RETURN(store_base, OpenStore(re.store, timeout));
     store = std::make_unique<PrefixStore>(store_base.get(), re.StorePrefix());
-    CommOptions co;
-    co.group = "dp";
-    co.members = pg.DpGroup();
-    co.global_rank = re.rank;
-    co.world_size = re.world;
-    co.timeout = timeout;
-    ANNEAL_ASSIGN_OR_RETURN(comm, ConnectGloo(store.get(), co));
+    ANNEAL_ASSIGN_OR_RETURN(comm, connect("dp", pg.DpGroup()));
+    if (c.tp > 1) {
+      ANNEAL_ASSIGN_OR_RETURN(tp_comm, connect("tp", pg.TpGroup()));
+    }
+    if (c.pp > 1) {
+      ANNEAL_ASSIGN_OR_RETURN(fwd_comm, connect("pp_fwd", pg.PpGroup()));
+      ANNEAL_ASSIGN_OR_RETURN(bwd_comm, connect("pp_bwd", pg.PpGroup()));
+      if (first_stage || last_stage) {
+        ANNEAL_ASSIGN_OR_RETURN(emb_comm, connect("embedding", {pg.RankAt(pg.dp_rank(), 0, pg.tp_rank()),
+                                                                pg.RankAt(pg.dp_rank(), c.pp - 1, pg.tp_rank())}));
+      }
+    }
+    if (dp < re.world) {
+      ANNEAL_ASSIGN_OR_RETURN(world_owned, connect("world", {}));
+    }
   } else {
     comm = MakeSoloCommunicator("dp");
   }
+  Communicator* world = world_owned ? world_owned.get() : comm.get();
+  std::unique_ptr<CommTensorParallelGroup> tp_group;
+  if (tp_comm) tp_group = std::make_unique<CommTensorParallelGroup>(tp_comm.get());
   if (c.threads > 0) omp_set_num_threads(c.threads);
   const int threads = omp_get_max_threads();
   const KernelTable* k = KernelsByName(c.kernels);
@@ -168,21 +209,43 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     if (v.ok()) val = std::move(v).value();  // a val split too short for one window: no validation
   }
 
-  GptModel model(c.model, *k);
+  // parallelize(): the model is built as this rank's shard of it, then initialized (every rank
+  // draws the whole model's random stream and keeps its box: the same values as one process).
+  GptModel model(plan.model(), *k, shard, tp_group.get());
   model.set_recompute(*ParseRecompute(c.recompute));  // validated by the config
-  model.InitWeights(c.seed);  // the same seed on every rank: replicas start identical
+  model.InitWeights(c.seed);
+  const ParamInfo* wte = model.layout().Find("wte.weight");
+  const bool tied_sync = c.pp > 1 && wte;  // the first and last stage both hold wte
   // Data parallelism from outside the model: gradient buckets leave as backward produces them.
   std::unique_ptr<DataParallel> par;
+  size_t deferred_lo = 0, deferred_hi = 0;  // pipeline: the embeddings' range waits for the tied sum
   if (dp > 1 || c.zero > 0) {
     par = std::make_unique<DataParallel>(comm.get(), model.num_floats(), c.zero,
                                          static_cast<size_t>(c.bucket_mb * (1 << 20) / sizeof(float)));
     if (c.zero == 2) {
       model.set_grad_sink(par.get());  // no full gradient buffer: ranges come and go during backward
     } else {
-      model.set_grad_ready_hook([&par](size_t b, size_t e) { par->GradsReady(b, e); });
+      model.set_grad_ready_hook([&](size_t b, size_t e) {
+        if (tied_sync && b == 0) {
+          deferred_lo = b;
+          deferred_hi = e;
+          return;
+        }
+        par->GradsReady(b, e);
+      });
     }
   }
   AdamW opt(model.layout(), *k, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
+  PipelineEngine::Options po;
+  po.schedule = c.schedule;
+  po.stage = pg.pp_rank();
+  po.stages = c.pp;
+  po.micro_batches = c.grad_accum;
+  po.B = B;
+  po.T = T;
+  // Gradients are averaged over every sample of the global batch: B * T * accum * dp positions.
+  po.grad_scale = 1.0f / (static_cast<float>(B) * T * c.grad_accum * dp);
+  PipelineEngine engine(&model, fwd_comm.get(), bwd_comm.get(), po);
   TrainerState st;
   st.loader = train->position();
   CheckpointLineage lineage;
@@ -211,15 +274,30 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
           B, T, c.grad_accum, threads, k->name.c_str()));
   {
     const double n = static_cast<double>(model.num_floats());
-    log(Fmt("parallel: %d ranks (%s), dp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; per-rank "
-            "optimizer memory: params %.1f MB + grads %.1f MB + Adam moments %.1f MB%s",
-            re.world, re.launcher.c_str(), dp, c.zero, c.bucket_mb, c.timeout_s, n * 4 / 1e6,
-            model.grads() ? n * 4 / 1e6 : 0.0,
-            (opt.m().size() + opt.v().size()) * 4 / 1e6,
-            par && par->floats_held() ? Fmt(" + ZeRO-2 accumulated-gradient shard %.1f MB (+ per-range gradient buffers during backward)", par->floats_held() * 4 / 1e6).c_str()
-                                      : ""));
+    std::string zero2;
+    if (par && par->floats_held()) {
+      zero2 = Fmt(" + ZeRO-2 accumulated-gradient shard %.1f MB (+ per-range gradient buffers during backward)",
+                  par->floats_held() * 4 / 1e6);
+    }
+    log(Fmt("parallel: %d ranks (%s), dp %d x tp %d x pp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; "
+            "rank 0 holds %.0f of the model's %zu parameters; per-rank optimizer memory: params %.1f MB + grads %.1f MB "
+            "+ Adam moments %.1f MB%s",
+            re.world, re.launcher.c_str(), dp, c.tp, c.pp, c.zero, c.bucket_mb, c.timeout_s, n,
+            c.model.NumParams(), n * 4 / 1e6, model.grads() ? n * 4 / 1e6 : 0.0,
+            (opt.m().size() + opt.v().size()) * 4 / 1e6, zero2.c_str()));
+    if (c.pp > 1) {
+      log("pipeline: " + std::to_string(c.pp) + " stages, schedule " + c.schedule + ", " +
+          std::to_string(c.grad_accum) + " micro-batches; " + plan.DescribeStages() +
+          " (balanced by estimated forward FLOPs/token: 24C^2+4TC per layer, 2CV for the LM head)");
+      if (c.grad_accum < c.pp) {
+        log(Fmt("pipeline: %d micro-batches for %d stages leaves each stage idle %.0f%% of the time; raise "
+                "train.grad_accum",
+                c.grad_accum, c.pp, 100.0 * (c.pp - 1) / (c.grad_accum + c.pp - 1)));
+      }
+    }
   }
-  log(Fmt("MFU = tokens/s x FLOPs/token / peak; FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s (%s)",
+  log(Fmt("MFU = tokens/s x FLOPs/token / (ranks x peak); FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s per rank "
+          "(%s)",
           flops_per_token, peak / 1e9, c.peak_gflops > 0 ? "train.peak_gflops" : "sgemm measured at start"));
 
   // The unigram entropy of the training split (over at most its first 100M tokens): the loss of the
@@ -233,6 +311,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     return Fmt("step %5d | val loss %.6f | unigram entropy of the corpus %.4f nats/token%s", st.step, v, unigram,
                unigram > 0 && v < unigram ? " (below it: the model uses context)" : "");
   };
+  // Whether this rank's loss is the one counted: the last stage's first tensor-parallel rank.
+  const bool loss_owner = last_stage && pg.tp_rank() == 0;
   auto evaluate = [&]() -> double {
     if (!val) return -1;
     LoaderPosition start{c.data_seed, 0};
@@ -245,9 +325,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       val->Next(&batch);
       if (i % dp != pg.dp_rank()) continue;  // batch i is evaluated by dp rank i mod dp
       SplitBatch(batch, B, T, &in, &tgt);
-      sum += model.Forward(in.data(), tgt.data(), B, T, 0.0f);
+      auto l = engine.Evaluate(in.data(), tgt.data());
+      if (!l.ok()) return std::nan("");
+      if (loss_owner) sum += *l;
     }
-    if (dp > 1 && !comm->AllReduceSum(&sum, 1).ok()) return std::nan("");  // the next step reports the failure
+    if (re.world > 1 && !world->AllReduceSum(&sum, 1).ok()) return std::nan("");  // the next step reports it
     return sum / n;
   };
   auto save = [&]() -> Status {
@@ -255,21 +337,53 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     st.loader = train->position();
     st.updates = opt.updates();
     CheckpointWriters writers;
-    if (par) writers = {comm.get(), c.zero};
+    writers.comm = re.world > 1 ? world : nullptr;
+    writers.zero = par ? c.zero : 0;
+    writers.plan = &plan;
+    writers.groups = &pg;
     ANNEAL_RETURN_IF_ERROR(SaveCheckpoint(Env::Default(), c.checkpoint_dir, model, &opt, st, lineage, writers));
     res.last_checkpoint = JoinPath(c.checkpoint_dir, CheckpointName(st.step));
     log("checkpoint " + res.last_checkpoint);
     return Status::Ok();
   };
+  // The squared gradient norm over the parameters this rank accounts for: its boxes of sharded
+  // tensors, replicated tensors on tensor-parallel rank 0, the tied wte on the first stage only,
+  // and with ZeRO only its shard (without ZeRO, data-parallel rank 0 alone: replicas hold the same).
+  auto local_sum_squares = [&](const float* g, size_t begin, size_t end) {
+    double ss = 0;
+    if (!par || c.zero > 0 || pg.dp_rank() == 0) {
+      for (const ParamInfo& p : model.layout().params()) {
+        if (!p.owner(shard)) continue;
+        const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.stored_size);
+        if (lo < hi) ss += k->sum_squares(g + (lo - begin), hi - lo);
+      }
+    }
+    return ss;
+  };
 
   const double t_start = MonotonicSeconds();
   std::vector<uint32_t> batch;
-  std::vector<int32_t> in, tgt;
-  // Gradients are averaged over every sample of the global batch: B * T * accum * dp positions.
-  const float grad_scale = 1.0f / (static_cast<float>(B) * T * c.grad_accum * dp);
   // With several ranks they stop together: both reasons are agreed on after each step.
   bool signal_agreed = false, timeout_agreed = false;
   auto out_of_time = [&] { return c.max_seconds > 0 && MonotonicSeconds() - t_start >= c.max_seconds; };
+  double idle_sum = 0, busy_sum = 0;  // pipeline: blocked time and step time, from step 2 on
+  auto next_batch = [&](int, std::vector<int32_t>* in, std::vector<int32_t>* tgt) {
+    train->Next(&batch);
+    SplitBatch(batch, B, T, in, tgt);
+  };
+  auto before_backward = [&](int, bool last) {
+    if (par) par->BeginBackward(model.grads(), last);
+  };
+  auto after_backward = [&](int, bool last) -> Status {
+    if (last && tied_sync) {
+      // The tied embedding: the first stage's gradient (from the lookup) plus the last stage's (from
+      // the LM head), before data parallelism reduces it.
+      if (emb_comm) ANNEAL_RETURN_IF_ERROR(emb_comm->AllReduceSum(model.grads() + wte->offset, wte->stored_size));
+      if (par && deferred_hi > deferred_lo) par->GradsReady(deferred_lo, deferred_hi);
+      deferred_lo = deferred_hi = 0;
+    }
+    return par ? par->EndBackward() : Status::Ok();
+  };
   while (st.step < c.steps) {
     const bool by_signal = re.world > 1 ? signal_agreed : stop.load();
     if (by_signal || (re.world > 1 ? timeout_agreed : out_of_time())) {
@@ -279,33 +393,31 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     }
     const double t0 = MonotonicSeconds();
     model.ZeroGrad();
-    double loss = 0;
-    for (int micro = 0; micro < c.grad_accum; ++micro) {
-      train->Next(&batch);
-      SplitBatch(batch, B, T, &in, &tgt);
-      loss += model.Forward(in.data(), tgt.data(), B, T, grad_scale);
-      if (par) par->BeginBackward(model.grads(), micro == c.grad_accum - 1);
-      model.Backward();
-      if (par) ANNEAL_RETURN_IF_ERROR(par->EndBackward());
+    ANNEAL_ASSIGN_OR_RETURN(double loss, engine.Step(next_batch, before_backward, after_backward));
+    if (tp_group) ANNEAL_RETURN_IF_ERROR(tp_group->status());
+    if (st.step > 0) {
+      idle_sum += engine.last_idle_seconds();
+      busy_sum += engine.last_step_seconds();
     }
     loss /= c.grad_accum;
     if (re.world > 1) {  // the global batch's loss, and whether any rank was asked to stop
-      double agg[3] = {loss, stop.load() ? 1.0 : 0.0, out_of_time() ? 1.0 : 0.0};
-      ANNEAL_RETURN_IF_ERROR(comm->AllReduceSum(agg, 3));
+      double agg[3] = {loss_owner ? loss : 0.0, stop.load() ? 1.0 : 0.0, out_of_time() ? 1.0 : 0.0};
+      ANNEAL_RETURN_IF_ERROR(world->AllReduceSum(agg, 3));
       loss = agg[0] / dp;
       signal_agreed = agg[1] > 0;
       timeout_agreed = agg[2] > 0;
     }
     StepStats s;
-    if (std::isfinite(loss) && par && c.zero > 0) {
-      // ZeRO: this rank updates its shard with the global gradient norm, then every rank gathers all.
-      double ss = opt.SumSquares(par->OptimizerGrads());
-      ANNEAL_RETURN_IF_ERROR(comm->AllReduceSum(&ss, 1));
-      s = opt.StepWithNorm(model.params() + par->shard_begin(), par->OptimizerGrads(), st.step, std::sqrt(ss));
-      if (!s.skipped) ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(model.params()));
-      par->ResetAccumulator();
-    } else if (std::isfinite(loss)) {
-      s = opt.Step(model.params(), model.grads(), st.step);
+    if (std::isfinite(loss)) {
+      // The global gradient norm (for clipping) over every parameter once, then this rank's update of
+      // what it holds (with ZeRO its shard, then every rank gathers all).
+      const size_t b = par ? par->shard_begin() : 0, e = par ? par->shard_end() : model.num_floats();
+      float* g = par ? par->OptimizerGrads() : model.grads();
+      double ss = local_sum_squares(g, b, e);
+      if (re.world > 1) ANNEAL_RETURN_IF_ERROR(world->AllReduceSum(&ss, 1));
+      s = opt.StepWithNorm(model.params() + b, g, st.step, std::sqrt(ss));
+      if (par && c.zero > 0 && !s.skipped) ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(model.params()));
+      if (par) par->ResetAccumulator();
     } else {
       if (par) par->ResetAccumulator();
       s.skipped = true;
@@ -329,15 +441,16 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     const double dt = MonotonicSeconds() - t0;
     const double tps = static_cast<double>(B) * T * c.grad_accum * dp / dt;  // the whole job's
     if (st.step == 1) {  // after the first step the activations are allocated
-      log(Fmt("activation memory per rank: %.1f MB allocated, formula %.1f MB (GptConfig::ActivationFloats, recompute "
-              "%s)",
+      log(Fmt("activation memory of rank 0: %.1f MB allocated, formula %.1f MB (GptConfig::ActivationFloats, "
+              "recompute %s, %d micro-batch slot%s)",
               model.ActivationFloatsAllocated() * 4 / 1e6,
-              c.model.ActivationFloats(B, T, *ParseRecompute(c.recompute)) * 4 / 1e6, c.recompute.c_str()));
+              plan.model().ActivationFloats(B, T, *ParseRecompute(c.recompute), shard, model.slots()) * 4 / 1e6,
+              c.recompute.c_str(), model.slots(), model.slots() == 1 ? "" : "s"));
     }
     if (st.step % c.log_every == 0 || st.step == c.steps) {
       log(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", st.step,
               c.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, dt * 1e3, tps,
-              100.0 * tps / dp * flops_per_token / peak));
+              100.0 * tps / re.world * flops_per_token / peak));
     }
     if (c.eval_every > 0 && st.step % c.eval_every == 0 && val) {
       res.last_val_loss = evaluate();
@@ -351,17 +464,38 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
   ANNEAL_RETURN_IF_ERROR(save());
   res.steps_done = st.step;
+  if (c.pp > 1 && re.world > 1) {
+    // Each stage's measured idle fraction (blocked on receives and sends), averaged over its ranks.
+    double mine[2] = {idle_sum, busy_sum};
+    std::vector<double> all(2 * re.world);
+    ANNEAL_RETURN_IF_ERROR(world->AllGatherBytes(mine, sizeof(mine), all.data()));
+    std::vector<double> idle(c.pp, 0), busy(c.pp, 0);
+    for (int r = 0; r < re.world; ++r) {
+      const int stage = (r / c.tp) % c.pp;
+      idle[stage] += all[2 * r];
+      busy[stage] += all[2 * r + 1];
+    }
+    std::string per;
+    for (int p = 0; p < c.pp; ++p) {
+      per += Fmt("%s stage %d %.1f%%", p ? "," : "", p, busy[p] > 0 ? 100.0 * idle[p] / busy[p] : 0.0);
+    }
+    log(Fmt("pipeline idle (blocked on receives/sends, steps 2..%d, schedule %s, m=%d):%s; theory (p-1)/(m+p-1) = "
+            "%.1f%%",
+            st.step, c.schedule.c_str(), c.grad_accum, per.c_str(),
+            100.0 * (c.pp - 1) / (c.grad_accum + c.pp - 1)));
+  }
   {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     log(Fmt("peak RSS of rank 0: %.1f MB", ru.ru_maxrss / 1024.0));
+    if (tp_group) log(Fmt("tensor parallelism: rank 0 sent %.1f MB in its group's collectives", tp_group->bytes() / 1e6));
     if (par && c.zero == 2) {
       log(Fmt("ZeRO-2: at most %.1f MB of gradient buffers at once during backward (a full buffer: %.1f MB)",
               par->peak_buffer_floats() * 4 / 1e6, model.num_floats() * 4 / 1e6));
     }
   }
   res.state_hash = StateHash(model, opt);
-  log(std::string("state hash (parameters, Adam m and v") + (par && c.zero > 0 ? " of rank 0's shard" : "") +
+  log(std::string("state hash (parameters, Adam m and v") + (re.world > 1 ? " of rank 0" : "") +
       "): " + res.state_hash);
   return res;
 }

@@ -28,7 +28,8 @@ def read_params(ckpt):
         if not name.startswith("param."):
             continue
         shape = t["shape"]
-        full = np.zeros(int(np.prod(shape)), dtype=np.float32)
+        full = np.zeros(shape, dtype=np.float32)
+        covered = np.zeros(shape, dtype=np.int32)
         for part in t["parts"]:
             f = part["file"]
             if f not in files:
@@ -39,8 +40,14 @@ def read_params(ckpt):
             e = header[name]
             a, b = e["data_offsets"]
             vals = np.frombuffer(data[a:b], dtype=np.float32)
-            full[:vals.size] = vals  # whole-tensor boxes (rank 0 writes the parameters whole)
-        params[name] = full
+            # A box of the tensor (a slice per dimension), whole: parameters are never ZeRO ranges.
+            box = part.get("box", {"offset": [0] * len(shape), "length": shape})
+            idx = tuple(slice(o, o + n) for o, n in zip(box["offset"], box["length"]))
+            assert "range" not in part and vals.size == int(np.prod(box["length"])), (name, part)
+            full[idx] = vals.reshape(box["length"])
+            covered[idx] += 1
+        assert (covered == 1).all(), f"{ckpt}: the parts of {name} do not cover it exactly once"
+        params[name] = full.reshape(-1)
     return params
 
 

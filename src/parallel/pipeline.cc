@@ -1,0 +1,137 @@
+#include "parallel/pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/progress.h"
+
+namespace anneal {
+
+std::vector<PipeAction> PipelineSchedule(const std::string& schedule, int stage, int stages, int m) {
+  std::vector<PipeAction> out;
+  if (schedule == "gpipe") {
+    for (int i = 0; i < m; ++i) out.push_back({true, i});
+    for (int i = 0; i < m; ++i) out.push_back({false, i});
+    return out;
+  }
+  const int warmup = std::min(stages - stage - 1, m);
+  for (int i = 0; i < warmup; ++i) out.push_back({true, i});
+  for (int j = 0; j < m - warmup; ++j) {
+    out.push_back({true, warmup + j});
+    out.push_back({false, j});
+  }
+  for (int j = m - warmup; j < m; ++j) out.push_back({false, j});
+  return out;
+}
+
+int PipelineSlots(const std::string& schedule, int stage, int stages, int m) {
+  return schedule == "gpipe" ? m : std::min(stages - stage, m);
+}
+
+std::string ScheduleString(const std::vector<PipeAction>& actions) {
+  std::string out;
+  for (const PipeAction& a : actions) {
+    if (!out.empty()) out += ' ';
+    out += a.forward ? 'F' : 'B';
+    out += std::to_string(a.micro);
+  }
+  return out;
+}
+
+PipelineEngine::PipelineEngine(GptModel* model, Communicator* fwd, Communicator* bwd, const Options& o)
+    : model_(model), fwd_(fwd), bwd_(bwd), o_(o) {
+  actions_ = PipelineSchedule(o.schedule, o.stage, o.stages, o.micro_batches);
+  slots_ = PipelineSlots(o.schedule, o.stage, o.stages, o.micro_batches);
+  model_->set_slots(slots_);
+  send_out_.resize(slots_);
+  const size_t NC = static_cast<size_t>(o.B) * o.T * model->config().n_embd;
+  if (o.stage > 0) {
+    for (auto& b : grad_send_) b.assign(NC, 0.0f);
+  }
+  if (o.stage < o.stages - 1) grad_recv_[0].assign(NC, 0.0f);
+}
+
+PipelineEngine::~PipelineEngine() = default;
+
+Status PipelineEngine::WaitTimed(std::unique_ptr<Work>& w) {
+  if (!w) return Status::Ok();
+  const double t0 = MonotonicSeconds();
+  Status s = w->Wait();
+  idle_s_ += MonotonicSeconds() - t0;
+  w.reset();
+  return s;
+}
+
+Result<double> PipelineEngine::Step(
+    const std::function<void(int micro, std::vector<int32_t>* in, std::vector<int32_t>* tgt)>& next_batch,
+    const std::function<void(int micro, bool last)>& before_backward,
+    const std::function<Status(int micro, bool last)>& after_backward) {
+  const double t0 = MonotonicSeconds();
+  idle_s_ = 0;
+  const int m = o_.micro_batches, s = o_.stage, B = o_.B, T = o_.T;
+  const bool first = s == 0, last = s == o_.stages - 1;
+  const size_t bytes = static_cast<size_t>(B) * T * model_->config().n_embd * sizeof(float);
+  std::vector<int> owner(slots_, -1);  // the micro-batch whose activations a slot holds
+  std::vector<std::unique_ptr<Work>> recv_in(slots_);
+  std::unique_ptr<Work> recv_grad;
+  int fdone = 0, bdone = 0, next_in = 0, next_grad = 0;
+  std::vector<int32_t> in, tgt;
+  double loss = 0;
+  // Receives are posted in each direction's natural order (after the send before them), as soon as
+  // their buffer is free: a forward input once its slot's previous micro-batch went backward, the
+  // next output gradient once the previous backward consumed its buffer.
+  auto post = [&] {
+    while (!first && next_in < m && next_in <= fdone && owner[next_in % slots_] < 0 && !recv_in[next_in % slots_]) {
+      const int slot = next_in % slots_;
+      recv_in[slot] = fwd_->StartRecv(model_->StageInput(slot, B, T), bytes, s - 1);
+      ++next_in;
+    }
+    if (!last && next_grad < m && next_grad <= bdone && !recv_grad) {
+      recv_grad = bwd_->StartRecv(grad_recv_[0].data(), bytes, s + 1);
+      ++next_grad;
+    }
+  };
+  for (const PipeAction& a : actions_) {
+    post();
+    const int slot = a.micro % slots_;
+    if (a.forward) {
+      ANNEAL_RETURN_IF_ERROR(WaitTimed(send_out_[slot]));  // the slot's previous output has left
+      next_batch(a.micro, &in, &tgt);
+      if (!first) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_in[slot]));
+      owner[slot] = a.micro;
+      const double l = model_->ForwardStage(slot, in.data(), tgt.data(), B, T, o_.grad_scale);
+      if (last) loss += l;
+      else send_out_[slot] = fwd_->StartSend(model_->StageOutput(slot), bytes, s + 1);
+      ++fdone;
+    } else {
+      if (!last) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_grad));
+      const bool final_micro = a.micro == m - 1;
+      before_backward(a.micro, final_micro);
+      model_->BackwardStage(slot, last ? nullptr : grad_recv_[0].data());
+      if (!first) {
+        const int b = a.micro % 2;
+        ANNEAL_RETURN_IF_ERROR(WaitTimed(grad_send_work_[b]));
+        std::memcpy(grad_send_[b].data(), model_->InputGrad(), bytes);
+        grad_send_work_[b] = bwd_->StartSend(grad_send_[b].data(), bytes, s - 1);
+      }
+      owner[slot] = -1;
+      ++bdone;
+      ANNEAL_RETURN_IF_ERROR(after_backward(a.micro, final_micro));
+    }
+  }
+  for (auto& w : send_out_) ANNEAL_RETURN_IF_ERROR(WaitTimed(w));
+  for (auto& w : grad_send_work_) ANNEAL_RETURN_IF_ERROR(WaitTimed(w));
+  step_s_ = MonotonicSeconds() - t0;
+  return loss;
+}
+
+Result<double> PipelineEngine::Evaluate(const int32_t* in, const int32_t* tgt) {
+  const int s = o_.stage, B = o_.B, T = o_.T;
+  const size_t bytes = static_cast<size_t>(B) * T * model_->config().n_embd * sizeof(float);
+  if (s > 0) ANNEAL_RETURN_IF_ERROR(fwd_->StartRecv(model_->StageInput(0, B, T), bytes, s - 1)->Wait());
+  const double loss = model_->ForwardStage(0, in, tgt, B, T, 0.0f);
+  if (s < o_.stages - 1) ANNEAL_RETURN_IF_ERROR(fwd_->StartSend(model_->StageOutput(0), bytes, s + 1)->Wait());
+  return s == o_.stages - 1 ? loss : 0.0;
+}
+
+}  // namespace anneal

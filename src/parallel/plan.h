@@ -1,0 +1,59 @@
+// ParallelPlan: how one training job is split over its ranks — data (dp), tensor (tp) and pipeline
+// (pp) parallelism, ZeRO, the pipeline's stages and schedule. parallelize() in DESIGN.md's sense:
+// made once from the model's shape and the layout, validated in one place (exit 2 naming the factor
+// and the fix), then each rank asks it for its ModelShard. Pure: no communication, so every rank
+// (and a checkpoint writer describing the others) computes the same plan.
+//
+// Stages are balanced by an estimate of forward FLOPs per token: 24C^2 + 4TC per layer (the four
+// projections and the attention scores), plus 2CV for the LM head on the last stage; the embedding
+// lookup is free. The partition minimizes the most expensive stage (each stage at least one layer).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+
+namespace anneal {
+
+struct ParallelDims {
+  int dp = 1, tp = 1, pp = 1;
+  int zero = 0;
+  int micro_batches = 1;        // per step and data-parallel rank (train.grad_accum)
+  std::string schedule = "1f1b";  // 1f1b | gpipe
+  int seq_len = 1024;           // T, for the cost estimate
+};
+
+class ParallelPlan {
+ public:
+  // Validates the combination against the model (tp divides the heads, pp at most the layers, no
+  // ZeRO-2 with pipelining, a known schedule). `model` is returned padded for tp (PaddedFor).
+  static Result<ParallelPlan> Make(const GptConfig& model, const ParallelDims& dims);
+
+  const GptConfig& model() const { return model_; }
+  const ParallelDims& dims() const { return dims_; }
+  // Layers [first, second) of each stage.
+  const std::vector<std::pair<int, int>>& stages() const { return stages_; }
+  ModelShard ShardOf(int pp_rank, int tp_rank) const;
+  // Estimated forward FLOPs per token of each stage (the balancer's costs).
+  std::vector<double> StageCosts() const;
+  // "stage 0: layers 0-2 (cost 41%), stage 1: layers 3-3 + LM head (59%); slowest/mean 1.18"
+  std::string DescribeStages() const;
+
+  // Estimated forward FLOPs per token of one layer and of the LM head.
+  static double LayerCost(const GptConfig& c, int T) {
+    return 24.0 * c.n_embd * c.n_embd + 4.0 * T * c.n_embd;
+  }
+  static double HeadCost(const GptConfig& c) { return 2.0 * c.n_embd * c.vocab_size; }
+  // Contiguous partition of n_layer layers into pp stages minimizing the largest stage cost.
+  static std::vector<std::pair<int, int>> Balance(const GptConfig& c, int T, int pp);
+
+ private:
+  GptConfig model_;
+  ParallelDims dims_;
+  std::vector<std::pair<int, int>> stages_;
+};
+
+}  // namespace anneal
