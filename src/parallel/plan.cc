@@ -77,6 +77,14 @@ ModelShard ParallelPlan::ShardOf(int pp_rank, int tp_rank) const {
   return s;
 }
 
+double ParallelPlan::KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r) {
+  const double s = T, b = B, h = c.n_embd, a = c.n_head, t = tp;
+  double per_layer = s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
+  if (r == Recompute::kSelective) per_layer = s * b * h * (10.0 + 24.0 / t);
+  if (r == Recompute::kFull) per_layer = 2.0 * s * b * h;
+  return per_layer * layers * slots;
+}
+
 std::vector<double> ParallelPlan::StageCosts() const {
   std::vector<double> out;
   for (size_t s = 0; s < stages_.size(); ++s) {

@@ -47,6 +47,12 @@ class ParallelPlan {
     return 24.0 * c.n_embd * c.n_embd + 4.0 * T * c.n_embd;
   }
   static double HeadCost(const GptConfig& c) { return 2.0 * c.n_embd * c.vocab_size; }
+  // Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer Models": bytes
+  // of activations per layer per micro-batch with 16-bit activations and tensor parallelism t without
+  // sequence parallelism, sbh(10 + 24/t + 5as/(ht)); their selective recomputation (the attention
+  // core) drops the 5as/(ht) term; full recomputation keeps the layer input, 2sbh. Times `layers`
+  // local layers and `slots` micro-batches in flight. For the memory table beside our exact count.
+  static double KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r);
   // Contiguous partition of n_layer layers into pp stages minimizing the largest stage cost.
   static std::vector<std::pair<int, int>> Balance(const GptConfig& c, int T, int pp);
 

@@ -440,12 +440,29 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     res.last_loss = loss;
     const double dt = MonotonicSeconds() - t0;
     const double tps = static_cast<double>(B) * T * c.grad_accum * dp / dt;  // the whole job's
-    if (st.step == 1) {  // after the first step the activations are allocated
+    if (st.step == 1) {  // after the first step the activations are allocated: every rank's memory
+      const Recompute rc = *ParseRecompute(c.recompute);
+      const int local_layers = shard.end(plan.model()) - shard.layer_begin;
+      double mine[5] = {static_cast<double>(model.num_floats()), static_cast<double>(model.ActivationFloatsAllocated()),
+                        static_cast<double>(plan.model().ActivationFloats(B, T, rc, shard, model.slots())),
+                        ParallelPlan::KorthikantiBytes(c.model, B, T, c.tp, local_layers, model.slots(), rc),
+                        static_cast<double>(model.slots())};
+      std::vector<double> all(5 * re.world);
+      if (re.world > 1) {
+        ANNEAL_RETURN_IF_ERROR(world->AllGatherBytes(mine, sizeof(mine), all.data()));
+      } else {
+        std::copy(mine, mine + 5, all.begin());
+      }
       log(Fmt("activation memory of rank 0: %.1f MB allocated, formula %.1f MB (GptConfig::ActivationFloats, "
               "recompute %s, %d micro-batch slot%s)",
-              model.ActivationFloatsAllocated() * 4 / 1e6,
-              plan.model().ActivationFloats(B, T, *ParseRecompute(c.recompute), shard, model.slots()) * 4 / 1e6,
-              c.recompute.c_str(), model.slots(), model.slots() == 1 ? "" : "s"));
+              all[1] * 4 / 1e6, all[2] * 4 / 1e6, c.recompute.c_str(), model.slots(), model.slots() == 1 ? "" : "s"));
+      for (int r = 0; r < re.world; ++r) {
+        const double* m = all.data() + 5 * r;
+        log(Fmt("memory of rank %d (dp %d, pp %d, tp %d): parameters %.2f MB; activations %.2f MB allocated, formula "
+                "%.2f MB (fp32, %d slot%s); Korthikanti et al. for its layers %.2f MB (fp16)",
+                r, r / (c.tp * c.pp), (r / c.tp) % c.pp, r % c.tp, m[0] * 4 / 1e6, m[1] * 4 / 1e6, m[2] * 4 / 1e6,
+                static_cast<int>(m[4]), m[4] == 1 ? "" : "s", m[3] / 1e6));
+      }
     }
     if (st.step % c.log_every == 0 || st.step == c.steps) {
       log(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", st.step,

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Per-rank memory under each layout and recomputation mode, for one fixed model (4 layers, C=128,
+# H=4, T=64, B=4, 4 micro-batches): parameters, activations allocated and our exact formula
+# (GptConfig::ActivationFloats, fp32, including the logits slice, the stage input and the backward
+# scratch), and Korthikanti et al.'s per-layer estimate for the same local layers and micro-batches
+# in flight (fp16 activations with dropout masks and attention scores, no logits or scratch: a
+# different implementation, printed for scale). The trainer prints each rank's figures after step 1.
+set -euo pipefail
+source "$(dirname "$0")/train_lib.sh"
+write_config <<YAML
+model: {vocab_size: 50257, max_seq_len: 64, n_layer: 4, n_head: 4, n_embd: 128}
+data: {dir: $DATA, seq_len: 64, batch_size: 4, seed: 1}
+train: {steps: 1, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1, grad_accum: 4}
+YAML
+export OMP_NUM_THREADS=1
+printf "%-9s %-10s %-16s %10s %12s %12s %14s\n" "dp,tp,pp" recompute rank "params MB" "acts MB" "formula MB" "Korthikanti MB"
+for layout in "1 1" "2 1" "1 2" "2 2"; do
+  set -- $layout
+  for rc in none selective full; do
+    log=$("$ANNEAL" launch --nproc-per-node $(($1 * $2)) -- "$ANNEAL" train --config "$cfg" --set dist.tp=$1 \
+      --set dist.pp=$2 --set train.recompute=$rc 2>&1 | sed 's/^\[rank 0\] //')
+    grep "^memory of rank" <<<"$log" | while read -r l; do
+      r=$(sed -E 's/memory of rank ([0-9]+) \((.*)\):.*/\1 (\2)/' <<<"$l")
+      p=$(sed -E 's/.*parameters ([0-9.]+) MB.*/\1/' <<<"$l")
+      a=$(sed -E 's/.*activations ([0-9.]+) MB allocated.*/\1/' <<<"$l")
+      f=$(sed -E 's/.*formula ([0-9.]+) MB.*/\1/' <<<"$l")
+      k=$(sed -E 's/.*layers ([0-9.]+) MB.*/\1/' <<<"$l")
+      printf "%-9s %-10s %-16s %10s %12s %12s %14s\n" "1,$1,$2" $rc "${r%% *}${r#* }" "$p" "$a" "$f" "$k"
+      echo "RESULT parallel_memory tp=$1 pp=$2 recompute=$rc rank=${r%% *} params_mb=$p acts_mb=$a formula_mb=$f korthikanti_mb=$k" >&2
+    done
+  done
+done
