@@ -65,13 +65,14 @@ size_t GptConfig::ActivationFloats(int B, int T, Recompute recompute, const Mode
   // recomputation): ln1, resid2, ln2, fcproj... (see PerLayer).
   const size_t N = static_cast<size_t>(B) * T, C = n_embd, tp = s.tp, H = n_head / tp;
   const size_t Cl = C / tp, Fl = 4 * C / tp, Vl = padded_vocab / tp;
+  const size_t R = s.seq_parallel() ? N / tp : N;  // rows of the residual stream held
   const size_t L = static_cast<size_t>(s.end(*this) - s.layer_begin);
-  // per layer: ln1 attproj resid2 ln2 fcproj (5 NC), q k v atty (4 N Cl), fch (N Fl), fch_gelu (N Fl),
-  // 4 N of LayerNorm statistics, N H of log-sum-exp
+  // per layer: ln1 attproj resid2 ln2 fcproj (5 RC), q k v atty (4 N Cl), fch (N Fl), fch_gelu (N Fl),
+  // 4 R of LayerNorm statistics, N H of log-sum-exp
   const size_t gelu = N * Fl;
-  const size_t per_layer_no_gelu = 5 * N * C + 4 * N * Cl + N * Fl + 4 * N + N * H;
-  size_t per_slot = N * C + L * N * C;
-  if (s.last(*this)) per_slot += N * C + 2 * N + N * Vl + N;
+  const size_t per_layer_no_gelu = 5 * R * C + 4 * N * Cl + N * Fl + 4 * R + N * H;
+  size_t per_slot = R * C + L * R * C;
+  if (s.last(*this)) per_slot += R * C + 2 * R + N * Vl + N;
   size_t layers = 0;  // per-layer buffers, all slots together
   switch (recompute) {
     case Recompute::kNone:
@@ -84,9 +85,12 @@ size_t GptConfig::ActivationFloats(int B, int T, Recompute recompute, const Mode
       layers = per_layer_no_gelu + gelu;
       break;
   }
-  // backward scratch (shared): dresidual, dln (2 NC), dq dk dv datty (4 N Cl), dfch dfch_gelu (2 N Fl);
-  // vocabulary-parallel loss: 2 N doubles of this rank's row statistics and 2 N tp gathered (as floats x2)
-  size_t scratch = 2 * N * C + 4 * N * Cl + 2 * N * Fl;
+  // backward scratch (shared): dresidual (R C), dln (N C), dq dk dv datty (4 N Cl), dfch dfch_gelu
+  // (2 N Fl); sequence parallel: the gathered rows (N C), dln's own rows (R C), LayerNorm gradients
+  // (2 C); vocabulary-parallel loss: 2 N doubles of this rank's row statistics and 2 N tp gathered
+  // (as floats x2)
+  size_t scratch = R * C + N * C + 4 * N * Cl + 2 * N * Fl;
+  if (s.seq_parallel()) scratch += N * C + R * C + 2 * C;
   if (tp > 1 && s.last(*this)) scratch += 2 * (2 * N + 2 * N * tp);
   return slots * per_slot + layers + scratch;
 }

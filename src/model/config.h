@@ -58,13 +58,18 @@ struct GptConfig {
 //   pipeline stage: the layers [layer_begin, layer_end); the first stage holds the embeddings, the
 //   last ln_f and the LM head, which reads wte: a last stage that is not also first holds a tied
 //   copy of wte whose gradient is summed with the first stage's.
+//   sequence parallelism (sp, with tp > 1): the residual stream, LayerNorms and residual adds keep
+//   only this rank's 1/tp of the B*T rows; the column-parallel layers' inputs are all-gathered and
+//   the row-parallel outputs reduce-scattered instead of all-reduced (Korthikanti et al.).
 struct ModelShard {
   int tp = 1, tp_rank = 0;
+  bool sp = false;
   int layer_begin = 0, layer_end = -1;  // -1: to the last layer
   // The whole model on one rank.
   static ModelShard Whole() { return {}; }
   int end(const GptConfig& c) const { return layer_end < 0 ? c.n_layer : layer_end; }
   bool first() const { return layer_begin == 0; }
+  bool seq_parallel() const { return sp && tp > 1; }
   bool last(const GptConfig& c) const { return end(c) == c.n_layer; }
 };
 

@@ -82,11 +82,11 @@ void GptModel::InitWeights(uint64_t seed) {
 }
 
 void GptModel::AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu) {
-  const size_t C = config_.n_embd, NC = N * C, NCl = N * Cl_, NFl = N * Fl_;
+  const size_t C = config_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N, NCl = N * Cl_, NFl = N * Fl_;
   a->n = n;
-  for (auto* v : {&a->ln1, &a->attproj, &a->resid2, &a->ln2, &a->fcproj}) v->assign(n * NC, 0);
+  for (auto* v : {&a->ln1, &a->attproj, &a->resid2, &a->ln2, &a->fcproj}) v->assign(n * R * C, 0);
   for (auto* v : {&a->q, &a->k, &a->v, &a->atty}) v->assign(n * NCl, 0);
-  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) v->assign(n * N, 0);
+  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) v->assign(n * R, 0);
   a->lse.assign(n * N * Hl_, 0);
   a->fch.assign(n * NFl, 0);
   if (own_gelu) a->fch_gelu.assign(n * NFl, 0);
@@ -96,17 +96,19 @@ void GptModel::AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu) {
 void GptModel::EnsureSlot(int slot, int B, int T) {
   Slot& s = slots_.at(slot);
   const size_t N = static_cast<size_t>(B) * T, C = config_.n_embd, NC = N * C;
+  const size_t R = shard_.seq_parallel() ? N / shard_.tp : N, RC = R * C;  // rows of the residual stream
+  if (shard_.seq_parallel() && N % shard_.tp != 0) std::abort();  // ParallelPlan checks B*T % tp
   if (s.B != B || s.T != T) {
     s.B = B;
     s.T = T;
-    s.input.assign(NC, 0);
-    s.resid3.assign(nl_ * NC, 0);
+    s.input.assign(RC, 0);
+    s.resid3.assign(nl_ * RC, 0);
     if (recompute_ == Recompute::kFull) s.layers = LayerActs();
     else AllocLayers(&s.layers, nl_, N, recompute_ == Recompute::kNone);
     if (shard_.last(config_)) {
-      s.lnf.assign(NC, 0);
-      s.lnf_mean.assign(N, 0);
-      s.lnf_rstd.assign(N, 0);
+      s.lnf.assign(RC, 0);
+      s.lnf_mean.assign(R, 0);
+      s.lnf_rstd.assign(R, 0);
       s.logits.assign(N * Vl_, 0);
       s.losses.assign(N, 0);
     }
@@ -115,7 +117,13 @@ void GptModel::EnsureSlot(int slot, int B, int T) {
   if (scratch_.N != N) {
     Scratch& d = scratch_;
     d.N = N;
-    for (auto* v : {&d.dresidual, &d.dln}) v->assign(NC, 0);
+    d.dresidual.assign(RC, 0);
+    d.dln.assign(NC, 0);
+    if (shard_.seq_parallel()) {
+      d.gather.assign(NC, 0);
+      d.dln_rows.assign(RC, 0);
+      d.dln_params.assign(2 * C, 0);
+    }
     for (auto* v : {&d.dq, &d.dk, &d.dv, &d.datty}) v->assign(N * Cl_, 0);
     for (auto* v : {&d.dfch, &d.dfch_gelu}) v->assign(N * Fl_, 0);
     if (tp_ && shard_.last(config_)) {
@@ -143,9 +151,11 @@ void AddBias(float* out, const float* bias, int N, int OC) {
 void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
   const int B = sl.B, T = sl.T, C = config_.n_embd;
   const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
+  const bool sp = shard_.seq_parallel();
+  const int R = sp ? N / shard_.tp : N;  // rows of the residual stream this rank holds
+  const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
   const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
-  const float* residual = i == 0 ? sl.input.data() : L(sl.resid3, i - 1, NC);  // (B,T,C)
+  const float* residual = i == 0 ? sl.input.data() : L(sl.resid3, i - 1, NC);  // (R,C)
   float* ln1 = L(a.ln1, li, NC);
   float* q = L(a.q, li, NCl);
   float* kk = L(a.k, li, NCl);
@@ -159,35 +169,38 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
   float* fcproj = L(a.fcproj, li, NC);
   float* resid3 = L(sl.resid3, i, NC);
   // ln1 (B,T,C) = LayerNorm(residual)
-  k_.layernorm_forward(ln1, L(a.ln1_mean, li, N), L(a.ln1_rstd, li, N), residual, Param(p + "ln_1.weight"),
-                       Param(p + "ln_1.bias"), N, C);
-  // q, k, v (B,T,Cl) = ln1 @ W^T + b: this rank's heads (column-parallel)
-  k_.matmul_forward(q, ln1, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, Cl_);
-  k_.matmul_forward(kk, ln1, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, Cl_);
-  k_.matmul_forward(v, ln1, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, Cl_);
+  k_.layernorm_forward(ln1, L(a.ln1_mean, li, R), L(a.ln1_rstd, li, R), residual, Param(p + "ln_1.weight"),
+                       Param(p + "ln_1.bias"), R, C);
+  // q, k, v (B,T,Cl) = ln1 @ W^T + b: this rank's heads (column-parallel; every row, gathered)
+  const float* ln1_all = sp ? GatherRows(ln1, N) : ln1;
+  k_.matmul_forward(q, ln1_all, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, Cl_);
+  k_.matmul_forward(kk, ln1_all, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, Cl_);
+  k_.matmul_forward(v, ln1_all, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, Cl_);
   // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
   k_.attention_forward(atty, L(a.lse, li, static_cast<size_t>(N) * Hl_), q, kk, v, B, T, Cl_, Hl_);
   // attproj (B,T,C) = atty @ Wproj^T + b (row-parallel: partial sums added across the group, then b)
   if (!tp_) {
     k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
   } else {
-    k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), nullptr, N, Cl_, C);
-    TpSum(attproj, NC);
-    AddBias(attproj, Param(p + "attn.proj.bias"), N, C);
+    float* part = sp ? scratch_.dln.data() : attproj;  // (N,C) partial sums
+    k_.matmul_forward(part, atty, Param(p + "attn.proj.weight"), nullptr, N, Cl_, C);
+    ReduceRows(part, attproj, N);
+    AddBias(attproj, Param(p + "attn.proj.bias"), R, C);
   }
   k_.residual_forward(resid2, residual, attproj, NC);
   // ln2 (B,T,C); fch (B,T,Fl) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
-  k_.layernorm_forward(ln2, L(a.ln2_mean, li, N), L(a.ln2_rstd, li, N), resid2, Param(p + "ln_2.weight"),
-                       Param(p + "ln_2.bias"), N, C);
-  k_.matmul_forward(fch, ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, Fl_);
+  k_.layernorm_forward(ln2, L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), resid2, Param(p + "ln_2.weight"),
+                       Param(p + "ln_2.bias"), R, C);
+  k_.matmul_forward(fch, sp ? GatherRows(ln2, N) : ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, Fl_);
   k_.gelu_forward(fch_gelu, fch, NFl);
   // fcproj (B,T,C) = fch_gelu @ Wproj^T + b (row-parallel); resid3 = resid2 + fcproj
   if (!tp_) {
     k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, Fl_, C);
   } else {
-    k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), nullptr, N, Fl_, C);
-    TpSum(fcproj, NC);
-    AddBias(fcproj, Param(p + "mlp.proj.bias"), N, C);
+    float* part = sp ? scratch_.dln.data() : fcproj;
+    k_.matmul_forward(part, fch_gelu, Param(p + "mlp.proj.weight"), nullptr, N, Fl_, C);
+    ReduceRows(part, fcproj, N);
+    AddBias(fcproj, Param(p + "mlp.proj.bias"), R, C);
   }
   k_.residual_forward(resid3, resid2, fcproj, NC);
 }
@@ -199,7 +212,7 @@ float* GptModel::StageInput(int slot, int B, int T) {
 
 const float* GptModel::StageOutput(int slot) const {
   const Slot& s = slots_.at(slot);
-  return nl_ > 0 ? s.resid3.data() + static_cast<size_t>(nl_ - 1) * s.B * s.T * config_.n_embd : s.input.data();
+  return nl_ > 0 ? s.resid3.data() + static_cast<size_t>(nl_ - 1) * StageFloats(s.B, s.T) : s.input.data();
 }
 
 double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
@@ -213,7 +226,8 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
   Slot& s = slots_[slot];
   const int C = config_.n_embd, V = config_.vocab_size;
   const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C;
+  const bool sp = shard_.seq_parallel();
+  const int R = sp ? N / shard_.tp : N, row0 = sp ? shard_.tp_rank * R : 0;
   if (shard_.first()) {
     s.tokens.assign(tokens, tokens + N);
     if (!tp_) {
@@ -222,18 +236,19 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
       // Vocabulary-parallel embedding: the rank holding a token's row contributes it, the others 0.
       const float* wte = Param("wte.weight");
       const float* wpe = Param("wpe.weight");
+      float* rows = sp ? scratch_.dln.data() : s.input.data();  // (N,C): this slice's rows, 0 elsewhere
 #pragma omp parallel for schedule(static)
       for (int n = 0; n < N; ++n) {
-        float* o = s.input.data() + static_cast<size_t>(n) * C;
+        float* o = rows + static_cast<size_t>(n) * C;
         const int t = tokens[n];
         if (t >= v0_ && t < v0_ + Vl_) std::memcpy(o, wte + static_cast<size_t>(t - v0_) * C, C * sizeof(float));
         else std::memset(o, 0, C * sizeof(float));
       }
-      TpSum(s.input.data(), NC);
+      ReduceRows(rows, s.input.data(), N);
 #pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; ++n) {
+      for (int n = 0; n < R; ++n) {
         float* o = s.input.data() + static_cast<size_t>(n) * C;
-        const float* pe = wpe + static_cast<size_t>(n % T) * C;
+        const float* pe = wpe + static_cast<size_t>((row0 + n) % T) * C;
         for (int c = 0; c < C; ++c) o[c] += pe[c];
       }
     }
@@ -243,15 +258,50 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
   s.targets.assign(targets, targets + N);
   const float* last = StageOutput(slot);
   k_.layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), last, Param("ln_f.weight"),
-                       Param("ln_f.bias"), N, C);
-  // logits (B,T,Vl) = lnf @ wte^T (tied; this rank's vocabulary slice); padded rows of wte are zero
-  k_.matmul_forward(s.logits.data(), s.lnf.data(), Param("wte.weight"), nullptr, N, C, Vl_);
+                       Param("ln_f.bias"), R, C);
+  // logits (B,T,Vl) = lnf @ wte^T (tied; this rank's vocabulary slice; every row); padded rows of wte are zero
+  k_.matmul_forward(s.logits.data(), sp ? GatherRows(s.lnf.data(), N) : s.lnf.data(), Param("wte.weight"), nullptr,
+                    N, C, Vl_);
   // losses (B,T); with grad_scale the logits become their gradient in place
   const double total = tp_ ? VocabParallelLoss(s, grad_scale)
                            : k_.crossentropy_forward_backward(s.logits.data(), s.losses.data(), targets, N, V,
                                                               config_.padded_vocab, grad_scale);
   s.have_grad_logits = grad_scale != 0.0f;
   return total / N;
+}
+
+const float* GptModel::GatherRows(const float* x, size_t N) {
+  const size_t C = config_.n_embd, R = N / shard_.tp;
+  float* g = scratch_.gather.data();
+  std::memcpy(g + shard_.tp_rank * R * C, x, R * C * sizeof(float));
+  tp_->AllGatherInPlace(g, N * C);
+  return g;
+}
+
+void GptModel::ReduceRows(float* part, float* out, size_t N) {
+  const size_t C = config_.n_embd;
+  if (shard_.seq_parallel()) tp_->ReduceScatterSum(part, N * C, out);
+  else TpSum(part, N * C);  // in place: part is out
+}
+
+void GptModel::LnBackward(float* dinp, const std::string& w, const std::string& b, const float* dout,
+                          const float* inp, const float* mean, const float* rstd, int rows) {
+  const int C = config_.n_embd;
+  if (!shard_.seq_parallel()) {
+    k_.layernorm_backward(dinp, Grad(w), Grad(b), dout, inp, Param(w), mean, rstd, rows, C);
+    return;
+  }
+  // Only this micro-batch's contribution is summed over the group (the gradients accumulate).
+  std::vector<float>& t = scratch_.dln_params;
+  std::fill(t.begin(), t.end(), 0.0f);
+  k_.layernorm_backward(dinp, t.data(), t.data() + C, dout, inp, Param(w), mean, rstd, rows, C);
+  tp_->AllReduceSum(t.data(), 2 * C);
+  float* gw = Grad(w);
+  float* gb = Grad(b);
+  for (int c = 0; c < C; ++c) {
+    gw[c] += t[c];
+    gb[c] += t[C + c];
+  }
 }
 
 double GptModel::VocabParallelLoss(Slot& s, float dscale) {
@@ -315,7 +365,10 @@ size_t GptModel::ActivationFloatsAllocated() const {
   layers(shared_);
   n += gelu_shared_.size();
   const Scratch& d = scratch_;
-  for (const auto* v : {&d.dresidual, &d.dln, &d.dq, &d.dk, &d.dv, &d.datty, &d.dfch, &d.dfch_gelu}) n += v->size();
+  for (const auto* v : {&d.dresidual, &d.dln, &d.dq, &d.dk, &d.dv, &d.datty, &d.dfch, &d.dfch_gelu, &d.gather,
+                        &d.dln_rows, &d.dln_params}) {
+    n += v->size();
+  }
   n += 2 * (d.stats.size() + d.gathered.size());  // doubles
   return n;
 }
@@ -334,8 +387,13 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   s.have_grad_logits = false;
   const int B = s.B, T = s.T, C = config_.n_embd;
   const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
+  const bool sp = shard_.seq_parallel();
+  const int R = sp ? N / shard_.tp : N;  // rows of the residual stream this rank holds
+  const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
+  const size_t NCfull = static_cast<size_t>(N) * C;
   Scratch& d = scratch_;
+  // The input gradient of a column-parallel layer (N,C), summed over the group into this rank's rows.
+  float* dln_rows = sp ? d.dln_rows.data() : d.dln.data();
   auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
   // Where local layer i's parameters start (i == nl_: ln_f, or the end), for the grad-ready hook.
   auto layer_start = [&](int i) {
@@ -361,15 +419,17 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   if (last) {
     // dlnf (B,T,C) = dlogits @ wte (summed over the vocabulary slices); dwte += dlogits^T @ lnf
     zero(d.dln);
-    k_.matmul_backward(d.dln.data(), Grad("wte.weight"), nullptr, s.logits.data(), s.lnf.data(), Param("wte.weight"),
-                       N, C, Vl_);
-    TpSum(d.dln.data(), NC);
-    // dresidual (B,T,C) = d(the last layer's output)
+    const float* lnf_all = sp ? GatherRows(s.lnf.data(), N) : s.lnf.data();
+    k_.matmul_backward(d.dln.data(), Grad("wte.weight"), nullptr, s.logits.data(), lnf_all, Param("wte.weight"), N, C,
+                       Vl_);
+    ReduceRows(d.dln.data(), dln_rows, N);
+    // dresidual (R,C) = d(the last layer's output)
     zero(d.dresidual);
-    k_.layernorm_backward(d.dresidual.data(), Grad("ln_f.weight"), Grad("ln_f.bias"), d.dln.data(), StageOutput(slot),
-                          Param("ln_f.weight"), s.lnf_mean.data(), s.lnf_rstd.data(), N, C);
+    LnBackward(d.dresidual.data(), "ln_f.weight", "ln_f.bias", dln_rows, StageOutput(slot), s.lnf_mean.data(),
+               s.lnf_rstd.data(), R);
   } else {
     std::memcpy(d.dresidual.data(), dout, NC * sizeof(float));
+    (void)NCfull;
   }
   ready(layer_start(nl_), layout_.total_floats());
   for (int i = nl_ - 1; i >= 0; --i) {
@@ -384,37 +444,39 @@ void GptModel::BackwardStage(int slot, const float* dout) {
     float* fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.data() : L(a.fch_gelu, li, NFl);
     if (recompute_ == Recompute::kSelective) k_.gelu_forward(fch_gelu, L(a.fch, li, NFl), NFl);  // this layer's GELU
     zero(d.dfch_gelu);
-    k_.matmul_backward(d.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"), d.dresidual.data(),
-                       fch_gelu, Param(p + "mlp.proj.weight"), N, Fl_, C);
+    // (sequence parallel: the row-parallel layer needs every row's output gradient)
+    k_.matmul_backward(d.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"),
+                       sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data(), fch_gelu,
+                       Param(p + "mlp.proj.weight"), N, Fl_, C);
     k_.gelu_backward(d.dfch.data(), L(a.fch, li, NFl), d.dfch_gelu.data(), NFl);  // dfch (B,T,Fl)
     zero(d.dln);
     k_.matmul_backward(d.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), d.dfch.data(),
-                       L(a.ln2, li, NC), Param(p + "mlp.fc.weight"), N, C, Fl_);
-    TpSum(d.dln.data(), NC);  // column-parallel input: the slices' contributions add up
+                       sp ? GatherRows(L(a.ln2, li, NC), N) : L(a.ln2, li, NC), Param(p + "mlp.fc.weight"), N, C, Fl_);
+    ReduceRows(d.dln.data(), dln_rows, N);  // column-parallel input: the slices' contributions add up
     // dresidual += LN2 backward: now d(resid2)
-    k_.layernorm_backward(d.dresidual.data(), Grad(p + "ln_2.weight"), Grad(p + "ln_2.bias"), d.dln.data(),
-                          L(a.resid2, li, NC), Param(p + "ln_2.weight"), L(a.ln2_mean, li, N), L(a.ln2_rstd, li, N), N,
-                          C);
+    LnBackward(d.dresidual.data(), p + "ln_2.weight", p + "ln_2.bias", dln_rows, L(a.resid2, li, NC),
+               L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), R);
     // resid2 = residual + attproj: d(attproj) = dresidual
     zero(d.datty);
-    k_.matmul_backward(d.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"), d.dresidual.data(),
-                       L(a.atty, li, NCl), Param(p + "attn.proj.weight"), N, Cl_, C);
+    k_.matmul_backward(d.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"),
+                       sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data(), L(a.atty, li, NCl),
+                       Param(p + "attn.proj.weight"), N, Cl_, C);
     // dq, dk, dv (B,T,Cl)
     k_.attention_backward(d.dq.data(), d.dk.data(), d.dv.data(), d.datty.data(), L(a.q, li, NCl), L(a.k, li, NCl),
                           L(a.v, li, NCl), L(a.atty, li, NCl), L(a.lse, li, static_cast<size_t>(N) * Hl_), B, T, Cl_,
                           Hl_);
     zero(d.dln);
-    const float* ln1 = L(a.ln1, li, NC);
+    const float* ln1 = sp ? GatherRows(L(a.ln1, li, NC), N) : L(a.ln1, li, NC);
     k_.matmul_backward(d.dln.data(), Grad(p + "attn.q.weight"), Grad(p + "attn.q.bias"), d.dq.data(), ln1,
                        Param(p + "attn.q.weight"), N, C, Cl_);
     k_.matmul_backward(d.dln.data(), Grad(p + "attn.k.weight"), Grad(p + "attn.k.bias"), d.dk.data(), ln1,
                        Param(p + "attn.k.weight"), N, C, Cl_);
     k_.matmul_backward(d.dln.data(), Grad(p + "attn.v.weight"), Grad(p + "attn.v.bias"), d.dv.data(), ln1,
                        Param(p + "attn.v.weight"), N, C, Cl_);
-    TpSum(d.dln.data(), NC);
+    ReduceRows(d.dln.data(), dln_rows, N);
     // dresidual += LN1 backward: now d(residual), the previous layer's output
-    k_.layernorm_backward(d.dresidual.data(), Grad(p + "ln_1.weight"), Grad(p + "ln_1.bias"), d.dln.data(), residual,
-                          Param(p + "ln_1.weight"), L(a.ln1_mean, li, N), L(a.ln1_rstd, li, N), N, C);
+    LnBackward(d.dresidual.data(), p + "ln_1.weight", p + "ln_1.bias", dln_rows, residual, L(a.ln1_mean, li, R),
+               L(a.ln1_rstd, li, R), R);
     ready(layer_start(i), layer_start(i + 1));
   }
   if (shard_.first()) {
@@ -424,8 +486,9 @@ void GptModel::BackwardStage(int slot, const float* dout) {
       // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
       float* dwte = Grad("wte.weight");
       float* dwpe = Grad("wpe.weight");
+      const float* dall = sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data();  // every row
       for (int n = 0; n < N; ++n) {
-        const float* g = d.dresidual.data() + static_cast<size_t>(n) * C;
+        const float* g = dall + static_cast<size_t>(n) * C;
         const int t = s.tokens[n];
         if (t >= v0_ && t < v0_ + Vl_) {
           float* w = dwte + static_cast<size_t>(t - v0_) * C;

@@ -44,6 +44,11 @@ class TensorParallelGroup {
   virtual void AllReduceSum(float* x, size_t n) = 0;
   // out (size * n) <- every rank's in (n), in rank order.
   virtual void AllGather(const double* in, size_t n, double* out) = 0;
+  // Sequence parallelism, n divisible by size: y (n / size) <- this rank's piece (pieces in rank
+  // order) of the sum over the group of x (n).
+  virtual void ReduceScatterSum(const float* x, size_t n, float* y) = 0;
+  // x (n): this rank's piece (n / size floats at rank * n / size) given, every other piece filled in.
+  virtual void AllGatherInPlace(float* x, size_t n) = 0;
 };
 
 class GptModel {
@@ -104,6 +109,12 @@ class GptModel {
   // valid until the next BackwardStage.
   void BackwardStage(int slot, const float* dout);
   const float* InputGrad() const { return scratch_.dresidual.data(); }
+  // Floats of StageInput / StageOutput / InputGrad for a (B, T) micro-batch: (B*T/tp) * C rows with
+  // sequence parallelism (each rank passes its own rows), B*T*C otherwise.
+  size_t StageFloats(int B, int T) const {
+    const size_t N = static_cast<size_t>(B) * T;
+    return (shard_.seq_parallel() ? N / shard_.tp : N) * config_.n_embd;
+  }
   // Called during Backward each time a contiguous range [begin, end) of grads() is final for this
   // batch, in decreasing address order covering everything: ln_f, layer L-1, ..., layer 0, then
   // the embeddings (wte is final only after the encoder's backward). Data parallelism hangs its
@@ -137,6 +148,7 @@ class GptModel {
   struct Scratch {
     size_t N = 0;
     std::vector<float> dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
+    std::vector<float> gather, dln_rows, dln_params;  // sequence parallelism
     std::vector<double> stats, gathered;  // vocabulary-parallel loss
   };
   void EnsureSlot(int slot, int B, int T);
@@ -154,6 +166,15 @@ class GptModel {
   void TpSum(float* x, size_t n) {
     if (tp_) tp_->AllReduceSum(x, n);
   }
+  // Sequence parallelism: every rank's rows (R each) of x (R, C) gathered into scratch_.gather (N, C).
+  const float* GatherRows(const float* x, size_t N);
+  // The sum over the group of a row-parallel output `part` (N, C), into `out`: this rank's R rows
+  // (sequence parallel) or all N.
+  void ReduceRows(float* part, float* out, size_t N);
+  // LayerNorm backward; with sequence parallelism the weight and bias gradients of this rank's rows
+  // are summed over the group first (every rank then adds the same values).
+  void LnBackward(float* dinp, const std::string& w, const std::string& b, const float* dout, const float* inp,
+                  const float* mean, const float* rstd, int rows);
 
   GptConfig config_;
   ModelShard shard_;

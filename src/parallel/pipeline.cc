@@ -44,7 +44,7 @@ PipelineEngine::PipelineEngine(GptModel* model, Communicator* fwd, Communicator*
   slots_ = PipelineSlots(o.schedule, o.stage, o.stages, o.micro_batches);
   model_->set_slots(slots_);
   send_out_.resize(slots_);
-  const size_t NC = static_cast<size_t>(o.B) * o.T * model->config().n_embd;
+  const size_t NC = model->StageFloats(o.B, o.T);
   if (o.stage > 0) {
     for (auto& b : grad_send_) b.assign(NC, 0.0f);
   }
@@ -70,7 +70,7 @@ Result<double> PipelineEngine::Step(
   idle_s_ = 0;
   const int m = o_.micro_batches, s = o_.stage, B = o_.B, T = o_.T;
   const bool first = s == 0, last = s == o_.stages - 1;
-  const size_t bytes = static_cast<size_t>(B) * T * model_->config().n_embd * sizeof(float);
+  const size_t bytes = model_->StageFloats(B, T) * sizeof(float);
   std::vector<int> owner(slots_, -1);  // the micro-batch whose activations a slot holds
   std::vector<std::unique_ptr<Work>> recv_in(slots_);
   std::unique_ptr<Work> recv_grad;
@@ -127,7 +127,7 @@ Result<double> PipelineEngine::Step(
 
 Result<double> PipelineEngine::Evaluate(const int32_t* in, const int32_t* tgt) {
   const int s = o_.stage, B = o_.B, T = o_.T;
-  const size_t bytes = static_cast<size_t>(B) * T * model_->config().n_embd * sizeof(float);
+  const size_t bytes = model_->StageFloats(B, T) * sizeof(float);
   if (s > 0) ANNEAL_RETURN_IF_ERROR(fwd_->StartRecv(model_->StageInput(0, B, T), bytes, s - 1)->Wait());
   const double loss = model_->ForwardStage(0, in, tgt, B, T, 0.0f);
   if (s < o_.stages - 1) ANNEAL_RETURN_IF_ERROR(fwd_->StartSend(model_->StageOutput(0), bytes, s + 1)->Wait());

@@ -61,6 +61,11 @@ Result<ParallelPlan> ParallelPlan::Make(const GptConfig& model, const ParallelDi
     return bad("dist.schedule = '" + d.schedule + "' must be 1f1b or gpipe");
   }
   if (d.micro_batches < 1) return bad("train.grad_accum (the micro-batches) must be at least 1");
+  if (d.sequence_parallel && d.tp > 1 && (static_cast<int64_t>(d.batch) * d.seq_len) % d.tp != 0) {
+    return bad("dist.sequence_parallel with dist.tp = " + std::to_string(d.tp) + " splits the " +
+               std::to_string(d.batch) + " x " + std::to_string(d.seq_len) + " positions of a micro-batch into " +
+               std::to_string(d.tp) + " equal parts: choose data.batch_size x data.seq_len divisible by dist.tp");
+  }
   ParallelPlan p;
   p.model_ = model.PaddedFor(d.tp);
   p.dims_ = d;
@@ -72,16 +77,18 @@ ModelShard ParallelPlan::ShardOf(int pp_rank, int tp_rank) const {
   ModelShard s;
   s.tp = dims_.tp;
   s.tp_rank = tp_rank;
+  s.sp = dims_.sequence_parallel;
   s.layer_begin = stages_[pp_rank].first;
   s.layer_end = stages_[pp_rank].second;
   return s;
 }
 
-double ParallelPlan::KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r) {
+double ParallelPlan::KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r,
+                                      bool sp) {
   const double s = T, b = B, h = c.n_embd, a = c.n_head, t = tp;
-  double per_layer = s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
-  if (r == Recompute::kSelective) per_layer = s * b * h * (10.0 + 24.0 / t);
-  if (r == Recompute::kFull) per_layer = 2.0 * s * b * h;
+  double per_layer = s * b * h * ((sp ? 10.0 / t : 10.0) + 24.0 / t + 5.0 * a * s / (h * t));
+  if (r == Recompute::kSelective) per_layer = s * b * h * ((sp ? 10.0 / t : 10.0) + 24.0 / t);
+  if (r == Recompute::kFull) per_layer = 2.0 * s * b * h / (sp ? t : 1.0);
   return per_layer * layers * slots;
 }
 

@@ -24,6 +24,8 @@ struct ParallelDims {
   int micro_batches = 1;        // per step and data-parallel rank (train.grad_accum)
   std::string schedule = "1f1b";  // 1f1b | gpipe
   int seq_len = 1024;           // T, for the cost estimate
+  int batch = 1;                // B per micro-batch
+  bool sequence_parallel = false;  // with tp > 1 (model/config.h ModelShard::sp)
 };
 
 class ParallelPlan {
@@ -50,9 +52,11 @@ class ParallelPlan {
   // Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer Models": bytes
   // of activations per layer per micro-batch with 16-bit activations and tensor parallelism t without
   // sequence parallelism, sbh(10 + 24/t + 5as/(ht)); their selective recomputation (the attention
-  // core) drops the 5as/(ht) term; full recomputation keeps the layer input, 2sbh. Times `layers`
+  // core) drops the 5as/(ht) term; full recomputation keeps the layer input, 2sbh. With sequence
+  // parallelism everything is divided by t: sbh(34/t + 5as/(ht)), 34sbh/t, 2sbh/t. Times `layers`
   // local layers and `slots` micro-batches in flight. For the memory table beside our exact count.
-  static double KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r);
+  static double KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r,
+                                 bool sp = false);
   // Contiguous partition of n_layer layers into pp stages minimizing the largest stage cost.
   static std::vector<std::pair<int, int>> Balance(const GptConfig& c, int T, int pp);
 

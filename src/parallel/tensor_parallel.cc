@@ -15,4 +15,18 @@ void CommTensorParallelGroup::AllGather(const double* in, size_t n, double* out)
   status_ = comm_->AllGatherBytes(in, n * sizeof(double), out);
 }
 
+void CommTensorParallelGroup::ReduceScatterSum(const float* x, size_t n, float* y) {
+  if (!status_.ok()) return;
+  const size_t t = comm_->size();
+  bytes_ += (t - 1.0) / t * n * sizeof(float);
+  status_ = comm_->ReduceScatterSum(x, std::vector<size_t>(t, n / t), y);
+}
+
+void CommTensorParallelGroup::AllGatherInPlace(float* x, size_t n) {
+  if (!status_.ok()) return;
+  const size_t t = comm_->size();
+  bytes_ += (t - 1.0) / t * n * sizeof(float);
+  status_ = comm_->AllGatherV(x, std::vector<size_t>(t, n / t));
+}
+
 }  // namespace anneal

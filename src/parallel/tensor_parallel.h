@@ -16,9 +16,11 @@ class CommTensorParallelGroup : public TensorParallelGroup {
   explicit CommTensorParallelGroup(Communicator* comm) : comm_(comm) {}
   void AllReduceSum(float* x, size_t n) override;
   void AllGather(const double* in, size_t n, double* out) override;
+  void ReduceScatterSum(const float* x, size_t n, float* y) override;
+  void AllGatherInPlace(float* x, size_t n) override;
   const Status& status() const { return status_; }
-  // Bytes this rank sent into the group's collectives (allreduce: 2(t-1)/t of the buffer, all-gather:
-  // (t-1)/t of the result, as a ring moves them), for bench/tp_overhead.
+  // Bytes this rank sent into the group's collectives (allreduce: 2(t-1)/t of the buffer, all-gather
+  // and reduce-scatter: (t-1)/t of the whole, as a ring moves them), for bench/tp_overhead.
   double bytes() const { return bytes_; }
 
  private:

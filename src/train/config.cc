@@ -60,6 +60,9 @@ const KeySpec kSpecs[] = {
     {"dist.dp", "0", "data-parallel ranks (0 = the world size / (tp x pp))"},
     {"dist.tp", "1", "tensor-parallel ranks"},
     {"dist.pp", "1", "pipeline stages"},
+    {"dist.sequence_parallel", "false",
+     "with dist.tp > 1: keep LayerNorms and residual adds on 1/tp of the positions each (reduce-scatter and "
+     "all-gather instead of allreduce; less activation memory)"},
     {"dist.schedule", "1f1b",
      "pipeline schedule over the micro-batches (train.grad_accum): 1f1b (one forward, one backward; at most pp "
      "micro-batches in flight) | gpipe (all forwards, then all backwards)"},
@@ -233,6 +236,7 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.pp = get_int("dist.pp", 1, 1 << 20);
   c.zero = get_int("dist.zero", 0, 2);
   c.schedule = v["dist.schedule"];
+  c.sequence_parallel = get_bool("dist.sequence_parallel");
   if (c.schedule != "1f1b" && c.schedule != "gpipe") {
     errors.push_back("dist.schedule = '" + c.schedule + "' must be 1f1b or gpipe");
   }

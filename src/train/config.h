@@ -42,6 +42,7 @@ struct TrainConfig {
   int tp = 1, pp = 1;
   int zero = 0;            // 0, 1, 2 (dist/data_parallel.h)
   std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
+  bool sequence_parallel = false;  // dist.sequence_parallel (model/config.h ModelShard)
   double bucket_mb = 4;    // gradient bucket
   double timeout_s = 300;  // every collective
 

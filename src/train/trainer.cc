@@ -121,6 +121,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   dims.micro_batches = c.grad_accum;
   dims.schedule = c.schedule;
   dims.seq_len = c.seq_len;
+  dims.batch = c.batch_size;
+  dims.sequence_parallel = c.sequence_parallel;
   ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, ParallelPlan::Make(c.model, dims));
   const ModelShard shard = plan.ShardOf(pg.pp_rank(), pg.tp_rank());
   const bool first_stage = pg.pp_rank() == 0, last_stage = pg.pp_rank() == c.pp - 1;
@@ -279,10 +281,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       zero2 = Fmt(" + ZeRO-2 accumulated-gradient shard %.1f MB (+ per-range gradient buffers during backward)",
                   par->floats_held() * 4 / 1e6);
     }
-    log(Fmt("parallel: %d ranks (%s), dp %d x tp %d x pp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; "
+    log(Fmt("parallel: %d ranks (%s), dp %d x tp %d%s x pp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; "
             "rank 0 holds %.0f of the model's %zu parameters; per-rank optimizer memory: params %.1f MB + grads %.1f MB "
             "+ Adam moments %.1f MB%s",
-            re.world, re.launcher.c_str(), dp, c.tp, c.pp, c.zero, c.bucket_mb, c.timeout_s, n,
+            re.world, re.launcher.c_str(), dp, c.tp, shard.seq_parallel() ? " (sequence parallel)" : "", c.pp, c.zero, c.bucket_mb, c.timeout_s, n,
             c.model.NumParams(), n * 4 / 1e6, model.grads() ? n * 4 / 1e6 : 0.0,
             (opt.m().size() + opt.v().size()) * 4 / 1e6, zero2.c_str()));
     if (c.pp > 1) {
@@ -445,7 +447,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       const int local_layers = shard.end(plan.model()) - shard.layer_begin;
       double mine[5] = {static_cast<double>(model.num_floats()), static_cast<double>(model.ActivationFloatsAllocated()),
                         static_cast<double>(plan.model().ActivationFloats(B, T, rc, shard, model.slots())),
-                        ParallelPlan::KorthikantiBytes(c.model, B, T, c.tp, local_layers, model.slots(), rc),
+                        ParallelPlan::KorthikantiBytes(c.model, B, T, c.tp, local_layers, model.slots(), rc,
+                                                       shard.seq_parallel()),
                         static_cast<double>(model.slots())};
       std::vector<double> all(5 * re.world);
       if (re.world > 1) {

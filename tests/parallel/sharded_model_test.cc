@@ -33,6 +33,25 @@ class ThreadGroup {
       g_->barrier_.arrive_and_wait();
       std::copy(sum.begin(), sum.end(), x);
     }
+    void ReduceScatterSum(const float* x, size_t n, float* y) override {
+      std::vector<float> sum(n);
+      std::copy(x, x + n, sum.begin());
+      AllReduceSum(sum.data(), n);
+      const size_t piece = n / g_->n_;
+      std::copy(sum.begin() + rank_ * piece, sum.begin() + (rank_ + 1) * piece, y);
+    }
+    void AllGatherInPlace(float* x, size_t n) override {
+      g_->ptrs_[rank_] = x;
+      g_->barrier_.arrive_and_wait();
+      const size_t piece = n / g_->n_;
+      std::vector<float> all(n);
+      for (int r = 0; r < g_->n_; ++r) {
+        const float* p = static_cast<const float*>(g_->ptrs_[r]);
+        std::copy(p + r * piece, p + (r + 1) * piece, all.begin() + r * piece);
+      }
+      g_->barrier_.arrive_and_wait();
+      std::copy(all.begin(), all.end(), x);
+    }
     void AllGather(const double* in, size_t n, double* out) override {
       g_->ptrs_[rank_] = const_cast<double*>(in);
       g_->barrier_.arrive_and_wait();
@@ -89,12 +108,13 @@ void ExpectClose(const std::map<std::string, std::vector<float>>& got, const Gpt
 
 class ShardedModelTest : public ::testing::TestWithParam<Recompute> {};
 
-TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) {
+// Tensor parallelism, without and with sequence parallelism.
+void CheckTensorParallel(Recompute rc, bool sp) {
   const int tp = 2;
   const GptConfig cfg = GptConfig::Make(300, 8, 2, 4, 32).value().PaddedFor(tp);
   const Batch b(cfg.vocab_size);
   GptModel whole(cfg, RefKernels());
-  whole.set_recompute(GetParam());
+  whole.set_recompute(rc);
   whole.InitWeights(7);
   const double loss = whole.Forward(b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16);
   whole.Backward();
@@ -106,8 +126,9 @@ TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) {
     ModelShard s;
     s.tp = tp;
     s.tp_rank = r;
+    s.sp = sp;
     shards.push_back(std::make_unique<GptModel>(cfg, RefKernels(), s, members[r].get()));
-    shards[r]->set_recompute(GetParam());
+    shards[r]->set_recompute(rc);
     shards[r]->InitWeights(7);
   }
   EXPECT_LT(shards[0]->num_floats(), whole.num_floats());
@@ -125,7 +146,14 @@ TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) {
   std::map<std::string, std::vector<float>> got;
   for (auto& s : shards) Collect(*s, &got);
   ExpectClose(got, whole);
+  if (sp) {  // half the rows of the residual stream: less activation memory, exactly as the formula says
+    EXPECT_EQ(shards[0]->StageFloats(b.B, b.T), 8u * 32);
+    EXPECT_EQ(shards[0]->ActivationFloatsAllocated(), cfg.ActivationFloats(b.B, b.T, rc, shards[0]->shard(), 1));
+  }
 }
+
+TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) { CheckTensorParallel(GetParam(), false); }
+TEST_P(ShardedModelTest, SequenceParallelRowsAddUpToTheWholeModel) { CheckTensorParallel(GetParam(), true); }
 
 TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
   const GptConfig cfg = GptConfig::Make(300, 8, 3, 4, 32).value();
