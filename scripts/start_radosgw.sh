@@ -58,7 +58,7 @@ ID=$(timeout 30 ceph $C osd create)
 mkdir -p "$D/osd/ceph-$ID"
 ceph-osd $C -i "$ID" --mkfs >/dev/null 2>&1
 ceph-osd $C -i "$ID" 2>>"$D/log/osd-start.err"
-radosgw $C -n client.rgw --rgw-frontends "beast endpoint=127.0.0.1:$RGW_PORT" --rgw-data "$D/rgw" >"$D/log/rgw.out" 2>&1
+radosgw $C -n client.rgw --rgw-frontends "beast endpoint=127.0.0.1:$RGW_PORT" --rgw-data "$D/rgw" --rgw-dns-name localhost >"$D/log/rgw.out" 2>&1
 for _ in $(seq 1 60); do
   [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$RGW_PORT/")" != 000 ] && break
   sleep 0.5

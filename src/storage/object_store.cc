@@ -131,6 +131,17 @@ Status ValidateKey(const std::string& key) {
   return Status::Ok();
 }
 
+Result<std::string> ObjectStore::GetIfMatch(const std::string& key, const std::string& etag, uint64_t offset,
+                                            uint64_t length) {
+  ANNEAL_ASSIGN_OR_RETURN(auto info, Head(key));
+  if (!info) return NotFound("no object '" + key + "' in " + Describe());
+  if (info->etag != etag) {
+    return PeerError("object '" + key + "' in " + Describe() + " changed while it was being read (its ETag is no longer " +
+                     etag + "): another writer replaced it; read it again from the start");
+  }
+  return Get(key, offset, length);
+}
+
 Result<std::vector<ObjectInfo>> ObjectStore::ListAll(const std::string& prefix) {
   std::vector<ObjectInfo> all;
   std::string token;

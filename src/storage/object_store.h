@@ -38,6 +38,11 @@ class ObjectStore {
   virtual ~ObjectStore() = default;
   // The object's bytes [offset, offset + length) (clipped at its end); the whole object by default.
   virtual Result<std::string> Get(const std::string& key, uint64_t offset = 0, uint64_t length = kToEnd) = 0;
+  // The same, only while the object's ETag is still `etag` (Head's): an object rewritten during a
+  // streaming read is a PeerError saying so, never a mix of two versions. The default checks with
+  // Head first (backends with conditional reads do it in the same request).
+  virtual Result<std::string> GetIfMatch(const std::string& key, const std::string& etag, uint64_t offset = 0,
+                                         uint64_t length = kToEnd);
   // Writes the whole object: readers see the old object or the new one, never a part.
   virtual Status Put(const std::string& key, std::string_view data) = 0;
   // nullopt when there is no such object.

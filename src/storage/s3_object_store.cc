@@ -1,10 +1,16 @@
 // The s3:// backend of ObjectStore: the S3 REST API over libcurl, signed with SigV4
-// (storage/sigv4.h), path-style addressing against a custom endpoint (ANNEAL_S3_ENDPOINT or
-// AWS_ENDPOINT_URL; region AWS_REGION / AWS_DEFAULT_REGION, default us-east-1), credentials from
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN. 500, 503 and dropped connections are
-// retried with exponential backoff and full jitter (5 attempts); 403 is an authentication error at
-// once (exit 2), never retried.
+// (storage/sigv4.h); endpoint, region, credentials and path- or virtual-host addressing as the AWS
+// CLI finds them (storage/aws_config.h). 500, 503 (SlowDown), dropped, reset, truncated and stalled
+// responses are retried with exponential backoff and full jitter, at most ANNEAL_S3_MAX_ATTEMPTS (6)
+// times within ANNEAL_S3_RETRY_BUDGET_S (60 s); 403 is an authentication error at once (exit 2),
+// never retried. Objects above ANNEAL_S3_MULTIPART_MB (64) go up as multipart uploads of
+// ANNEAL_S3_PART_MB (16) parts on ANNEAL_S3_PART_THREADS (4) threads. At most
+// ANNEAL_S3_MAX_PER_PREFIX (16) requests run at once per key prefix.
 #include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <atomic>
+#include <condition_variable>
 
 #include <cctype>
 #include <chrono>
@@ -17,6 +23,7 @@
 #include <thread>
 
 #include "storage/object_store.h"
+#include "storage/aws_config.h"
 #include "storage/sigv4.h"
 
 namespace anneal {
@@ -78,35 +85,106 @@ std::string XmlUnescape(std::string s) {
   return s;
 }
 
+// At most `cap` requests at once per key prefix (the key up to its last '/'): S3 throttles per prefix,
+// and one checkpoint's many parts should not starve the data channel's reads.
+class PrefixLimiter {
+ public:
+  explicit PrefixLimiter(int cap) : cap_(cap) {}
+  class Hold {
+   public:
+    Hold(PrefixLimiter* l, std::string p) : l_(l), p_(std::move(p)) {
+      std::unique_lock<std::mutex> lk(l_->mu_);
+      l_->cv_.wait(lk, [&] { return l_->in_use_[p_] < l_->cap_; });
+      ++l_->in_use_[p_];
+    }
+    ~Hold() {
+      std::lock_guard<std::mutex> lk(l_->mu_);
+      if (--l_->in_use_[p_] == 0) l_->in_use_.erase(p_);
+      l_->cv_.notify_all();
+    }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+
+   private:
+    PrefixLimiter* l_;
+    std::string p_;
+  };
+  static std::string PrefixOf(const std::string& key) {
+    const size_t slash = key.rfind('/');
+    return slash == std::string::npos ? "" : key.substr(0, slash);
+  }
+
+ private:
+  int cap_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, int> in_use_;
+};
+
+int EnvInt(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::max(1, std::atoi(v)) : fallback;
+}
+
+double EnvDouble(const char* name, double fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::max(0.0, std::atof(v)) : fallback;
+}
+
+std::string Md5(std::string_view data) {
+  unsigned char d[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), d, &n, EVP_md5(), nullptr);
+  return std::string(reinterpret_cast<char*>(d), n);
+}
+
+std::string Hex(const std::string& bytes) {
+  static const char* k = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += k[c >> 4];
+    out += k[c & 15];
+  }
+  return out;
+}
+
 class S3ObjectStore : public ObjectStore {
  public:
-  S3ObjectStore(std::string endpoint, std::string region, SigV4Credentials creds, std::string bucket, std::string prefix)
-      : endpoint_(std::move(endpoint)),
-        region_(std::move(region)),
-        creds_(std::move(creds)),
+  S3ObjectStore(AwsSettings settings, std::string bucket, std::string prefix)
+      : endpoint_(settings.endpoint),
+        region_(settings.region),
+        creds_{settings.access_key, settings.secret_key, settings.session_token},
+        virtual_host_(settings.virtual_host),
+        credentials_from_(settings.credentials_from),
         bucket_(std::move(bucket)),
-        prefix_(std::move(prefix)) {
+        prefix_(std::move(prefix)),
+        limiter_(EnvInt("ANNEAL_S3_MAX_PER_PREFIX", 16)),
+        max_attempts_(EnvInt("ANNEAL_S3_MAX_ATTEMPTS", 6)),
+        retry_budget_s_(EnvDouble("ANNEAL_S3_RETRY_BUDGET_S", 60)),
+        stall_s_(EnvInt("ANNEAL_S3_STALL_S", 30)),
+        multipart_bytes_(static_cast<uint64_t>(EnvDouble("ANNEAL_S3_MULTIPART_MB", 64) * (1 << 20))),
+        part_bytes_(std::max<uint64_t>(5 << 20, static_cast<uint64_t>(EnvDouble("ANNEAL_S3_PART_MB", 16) * (1 << 20)))),
+        part_threads_(EnvInt("ANNEAL_S3_PART_THREADS", 4)) {
     const size_t scheme = endpoint_.find("://");
+    scheme_ = scheme == std::string::npos ? "http://" : endpoint_.substr(0, scheme + 3);
     host_ = endpoint_.substr(scheme == std::string::npos ? 0 : scheme + 3);
     while (!host_.empty() && host_.back() == '/') host_.pop_back();
+    if (virtual_host_) host_ = bucket_ + "." + host_;
   }
 
   Result<std::string> Get(const std::string& key, uint64_t offset, uint64_t length) override {
-    ANNEAL_RETURN_IF_ERROR(ValidateKey(key));
-    std::map<std::string, std::string> extra;
-    if (offset > 0 || length != kToEnd) {
-      if (length == 0) return std::string();
-      extra["range"] = "bytes=" + std::to_string(offset) + "-" + (length == kToEnd ? "" : std::to_string(offset + length - 1));
-    }
-    ANNEAL_ASSIGN_OR_RETURN(Response r, Call("GET", ObjectPath(key), {}, extra, ""));
-    if (r.code == 404) return NotFound("no object '" + key + "' in " + Describe());
-    if (r.code == 416) return InvalidInput("range starts at byte " + std::to_string(offset) + ", past the end of '" + key + "'");
-    if (r.code != 200 && r.code != 206) return Failure("GET", key, r);
-    return std::move(r.body);
+    return GetImpl(key, offset, length, "");
+  }
+
+  Result<std::string> GetIfMatch(const std::string& key, const std::string& etag, uint64_t offset,
+                                 uint64_t length) override {
+    return GetImpl(key, offset, length, etag);
   }
 
   Status Put(const std::string& key, std::string_view data) override {
     ANNEAL_RETURN_IF_ERROR(ValidateKey(key));
+    if (data.size() > multipart_bytes_) return PutMultipart(key, data);
+    PrefixLimiter::Hold hold(&limiter_, PrefixLimiter::PrefixOf(key));
     ANNEAL_ASSIGN_OR_RETURN(Response r, Call("PUT", ObjectPath(key), {}, {}, data));
     if (r.code != 200) return Failure("PUT", key, r);
     return Status::Ok();
@@ -114,6 +192,7 @@ class S3ObjectStore : public ObjectStore {
 
   Result<std::optional<ObjectInfo>> Head(const std::string& key) override {
     ANNEAL_RETURN_IF_ERROR(ValidateKey(key));
+    PrefixLimiter::Hold hold(&limiter_, PrefixLimiter::PrefixOf(key));
     ANNEAL_ASSIGN_OR_RETURN(Response r, Call("HEAD", ObjectPath(key), {}, {}, ""));
     if (r.code == 404) return std::optional<ObjectInfo>();
     if (r.code != 200) return Failure("HEAD", key, r);
@@ -129,7 +208,7 @@ class S3ObjectStore : public ObjectStore {
     std::map<std::string, std::string> q = {{"list-type", "2"}, {"prefix", prefix_ + prefix},
                                             {"max-keys", std::to_string(max_keys)}};
     if (!continuation.empty()) q["continuation-token"] = continuation;
-    ANNEAL_ASSIGN_OR_RETURN(Response r, Call("GET", "/" + UriEncode(bucket_, true), q, {}, ""));
+    ANNEAL_ASSIGN_OR_RETURN(Response r, Call("GET", BucketPath(), q, {}, ""));
     if (r.code != 200) return Failure("LIST", prefix, r);
     ListPage page;
     size_t pos = 0, end = 0;
@@ -149,55 +228,166 @@ class S3ObjectStore : public ObjectStore {
 
   Status Delete(const std::string& key) override {
     ANNEAL_RETURN_IF_ERROR(ValidateKey(key));
+    PrefixLimiter::Hold hold(&limiter_, PrefixLimiter::PrefixOf(key));
     ANNEAL_ASSIGN_OR_RETURN(Response r, Call("DELETE", ObjectPath(key), {}, {}, ""));
     if (r.code != 204 && r.code != 200 && r.code != 404) return Failure("DELETE", key, r);
     return Status::Ok();
   }
 
   std::string Describe() const override {
-    return "s3://" + bucket_ + "/" + prefix_ + " at " + endpoint_;
+    return "s3://" + bucket_ + "/" + prefix_ + " at " + endpoint_ + (virtual_host_ ? " (virtual-host addressing)" : "");
   }
 
  private:
+  Result<std::string> GetImpl(const std::string& key, uint64_t offset, uint64_t length, const std::string& etag) {
+    ANNEAL_RETURN_IF_ERROR(ValidateKey(key));
+    std::map<std::string, std::string> extra;
+    if (offset > 0 || length != kToEnd) {
+      if (length == 0) return std::string();
+      extra["range"] = "bytes=" + std::to_string(offset) + "-" + (length == kToEnd ? "" : std::to_string(offset + length - 1));
+    }
+    if (!etag.empty()) extra["if-match"] = etag;
+    PrefixLimiter::Hold hold(&limiter_, PrefixLimiter::PrefixOf(key));
+    ANNEAL_ASSIGN_OR_RETURN(Response r, Call("GET", ObjectPath(key), {}, extra, ""));
+    if (r.code == 404) return NotFound("no object '" + key + "' in " + Describe());
+    if (r.code == 416) return InvalidInput("range starts at byte " + std::to_string(offset) + ", past the end of '" + key + "'");
+    if (r.code == 412) {
+      return PeerError("object '" + key + "' in " + Describe() + " changed while it was being read (its ETag is no longer " +
+                       etag + "): another writer replaced it; read it again from the start");
+    }
+    if (r.code != 200 && r.code != 206) return Failure("GET", key, r);
+    // Servers that ignore If-Match still name the version they sent.
+    if (!etag.empty() && !r.headers["etag"].empty() && r.headers["etag"] != etag) {
+      return PeerError("object '" + key + "' in " + Describe() + " changed while it was being read (ETag " +
+                       r.headers["etag"] + ", not " + etag + "): another writer replaced it; read it again from the start");
+    }
+    return std::move(r.body);
+  }
+
+  // Parts of part_bytes_ uploaded by part_threads_ threads; any failure aborts the upload (no
+  // orphaned parts left billed and invisible). CompleteMultipartUpload is retried by Call; if a retry
+  // finds the upload gone (NoSuchUpload: the first attempt completed but its answer was lost), the
+  // object is accepted only if HEAD shows this upload's size and multipart ETag.
+  Status PutMultipart(const std::string& key, std::string_view data) {
+    ANNEAL_ASSIGN_OR_RETURN(Response r, Call("POST", ObjectPath(key), {{"uploads", ""}}, {}, ""));
+    if (r.code != 200) return Failure("CreateMultipartUpload", key, r);
+    const std::string upload = Tag(r.body, "UploadId");
+    if (upload.empty()) return PeerError("CreateMultipartUpload '" + key + "' on " + Describe() + " returned no UploadId");
+    const size_t nparts = (data.size() + part_bytes_ - 1) / part_bytes_;
+    std::vector<std::string> etags(nparts), md5s(nparts);
+    std::vector<Status> errors(nparts);
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < nparts;) {
+        const std::string_view part = data.substr(i * part_bytes_, part_bytes_);
+        md5s[i] = Md5(part);
+        PrefixLimiter::Hold hold(&limiter_, PrefixLimiter::PrefixOf(key));
+        auto pr = Call("PUT", ObjectPath(key), {{"partNumber", std::to_string(i + 1)}, {"uploadId", upload}}, {}, part);
+        if (!pr.ok()) {
+          errors[i] = pr.status();
+        } else if (pr->code != 200) {
+          errors[i] = Failure("UploadPart " + std::to_string(i + 1), key, *pr);
+        } else {
+          etags[i] = pr->headers["etag"];
+        }
+        if (!errors[i].ok()) next = nparts;  // stop handing out parts
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < std::min<int>(part_threads_, static_cast<int>(nparts)); ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < nparts; ++i) {
+      if (!errors[i].ok() || etags[i].empty()) {
+        (void)Call("DELETE", ObjectPath(key), {{"uploadId", upload}}, {}, "");  // AbortMultipartUpload
+        if (errors[i].ok()) return PeerError("part " + std::to_string(i + 1) + " of '" + key + "' was not sent; upload aborted");
+        return Status(errors[i].code(), errors[i].message() + " (multipart upload aborted)");
+      }
+    }
+    std::string xml = "<CompleteMultipartUpload>";
+    std::string all_md5;
+    for (size_t i = 0; i < nparts; ++i) {
+      xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
+      all_md5 += md5s[i];
+    }
+    xml += "</CompleteMultipartUpload>";
+    const std::string expect_etag = "\"" + Hex(Md5(all_md5)) + "-" + std::to_string(nparts) + "\"";
+    bool answer_lost = false;
+    auto cr = Call("POST", ObjectPath(key), {{"uploadId", upload}}, {}, xml, /*complete=*/true, &answer_lost);
+    if (cr.ok() && cr->code == 200 && cr->body.find("<Error>") == std::string::npos) return Status::Ok();
+    if (answer_lost) {
+      // An earlier attempt's answer was lost and a retry failed (S3: NoSuchUpload; some servers: 500):
+      // the upload may have completed. Accept the object only if it is this upload: its size, and its
+      // ETag as S3 computes it for multipart objects (MD5 of the parts' MD5s, "-N") or, for servers
+      // that give multipart objects a plain MD5, the MD5 of the whole.
+      ANNEAL_ASSIGN_OR_RETURN(auto info, Head(key));
+      if (info && info->size == data.size() &&
+          (info->etag == expect_etag || info->etag == "\"" + Hex(Md5(data)) + "\"")) {
+        return Status::Ok();
+      }
+      return PeerError("CompleteMultipartUpload of '" + key + "' on " + Describe() +
+                       " found the upload gone, and the object there is not this upload (size " +
+                       (info ? std::to_string(info->size) : std::string("none")) + ", ETag " +
+                       (info ? info->etag : std::string("none")) + "; expected " + std::to_string(data.size()) + " and " +
+                       expect_etag + ")");
+    }
+    (void)Call("DELETE", ObjectPath(key), {{"uploadId", upload}}, {}, "");
+    if (!cr.ok()) return cr.status();
+    return Failure("CompleteMultipartUpload", key, *cr);
+  }
+
+  std::string BucketPath() const { return virtual_host_ ? "/" : "/" + UriEncode(bucket_, true); }
   std::string ObjectPath(const std::string& key) const {
-    return "/" + UriEncode(bucket_, true) + "/" + UriEncode(prefix_ + key, false);
+    return (virtual_host_ ? "" : "/" + UriEncode(bucket_, true)) + "/" + UriEncode(prefix_ + key, false);
   }
 
   Status Failure(const std::string& op, const std::string& key, const Response& r) const {
     const std::string code = Tag(r.body, "Code"), msg = Tag(r.body, "Message");
-    const std::string what = op + " '" + key + "' on " + Describe() + " failed: HTTP " + std::to_string(r.code) +
-                             (code.empty() ? "" : " " + code) + (msg.empty() ? "" : " (" + msg + ")");
+    std::string what = op + " '" + key + "' on " + Describe() + " failed: HTTP " + std::to_string(r.code);
+    if (!code.empty()) what += " " + code;
+    if (!msg.empty()) what += " (" + msg + ")";
     if (r.code == 403) {
-      return InvalidInput(what + ": the credentials were refused — check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
+      return InvalidInput(what + ": the credentials were refused (they came from " + credentials_from_ +
+                          ") — check the access key and secret, and the bucket's permissions");
     }
     if (code == "NoSuchBucket") return InvalidInput(what + ": create the bucket, or fix the URI");
     if (r.code >= 500 || r.code == 0) return PeerError(what);
     return InvalidInput(what);
   }
 
-  // One signed request, retried on 500/503/connection failures (backoff with full jitter).
+  // One signed request, retried on 500, 503 (SlowDown) and failed, reset, truncated or stalled
+  // connections, with exponential backoff and full jitter, within max_attempts_ and
+  // retry_budget_s_. For CompleteMultipartUpload (complete), an attempt that got no answer sets
+  // *lost_answer: the upload may have completed, and the caller checks before failing.
   Result<Response> Call(const std::string& method, const std::string& path, const std::map<std::string, std::string>& query,
-                        const std::map<std::string, std::string>& extra_headers, std::string_view body) {
+                        const std::map<std::string, std::string>& extra_headers, std::string_view body,
+                        bool complete = false, bool* lost_answer = nullptr) {
     static std::once_flag init;
     std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-    std::mt19937_64 rng(std::random_device{}());
+    thread_local std::mt19937_64 rng(std::random_device{}());
+    const auto start = std::chrono::steady_clock::now();
+    const std::string payload_sha = Sha256Hex(body);
     Response r;
-    for (int attempt = 0; attempt < 5; ++attempt) {
+    int attempt = 0;
+    for (; attempt < max_attempts_; ++attempt) {
       if (attempt > 0) {
-        const double cap = std::min(8.0, 0.1 * (1 << attempt));
-        std::this_thread::sleep_for(std::chrono::duration<double>(std::uniform_real_distribution<double>(0, cap)(rng)));
+        const double cap = std::min(10.0, 0.1 * (1 << std::min(attempt, 10)));
+        const double sleep = std::uniform_real_distribution<double>(0, cap)(rng);
+        const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (spent + sleep > retry_budget_s_) break;
+        std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
       }
       r = Response();
       SigV4Request req;
       req.method = method;
       req.path = path;
       req.query = query;
-      req.payload_sha256 = Sha256Hex(body);
+      req.payload_sha256 = payload_sha;
       const std::string date = AmzDate();
       req.headers = {{"host", host_}, {"x-amz-date", date}, {"x-amz-content-sha256", req.payload_sha256}};
+      if (!creds_.session_token.empty()) req.headers["x-amz-security-token"] = creds_.session_token;
       for (const auto& [k, v] : extra_headers) req.headers[k] = v;
       const SigV4Result sig = SigV4Sign(req, creds_, date, region_);
-      std::string url = endpoint_ + path;
+      std::string url = scheme_ + host_ + path;
       bool first = true;
       for (const auto& [k, v] : query) {
         url.append(first ? "?" : "&").append(UriEncode(k, true)).append("=").append(UriEncode(v, true));
@@ -208,7 +398,6 @@ class S3ObjectStore : public ObjectStore {
       for (const auto& [k, v] : req.headers) {
         if (k != "host") hs = curl_slist_append(hs, (k + ": " + v).c_str());
       }
-      if (!creds_.session_token.empty()) hs = curl_slist_append(hs, ("x-amz-security-token: " + creds_.session_token).c_str());
       hs = curl_slist_append(hs, ("Authorization: " + sig.authorization).c_str());
       hs = curl_slist_append(hs, "Expect:");
       curl_easy_setopt(c, CURLOPT_URL, url.c_str());
@@ -219,10 +408,13 @@ class S3ObjectStore : public ObjectStore {
       curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
       curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
       curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+      // A response that stalls (under 1 byte/s for stall_s_) counts as a dropped connection: retried.
+      curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+      curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(stall_s_));
       if (method == "HEAD") {
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-      } else if (method == "PUT") {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
+      } else if (method == "PUT" || method == "POST") {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
         curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
         curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
       } else if (method != "GET") {
@@ -233,27 +425,32 @@ class S3ObjectStore : public ObjectStore {
       else r.curl_error = curl_easy_strerror(rc);
       curl_slist_free_all(hs);
       curl_easy_cleanup(c);
-      if (rc == CURLE_OK && r.code < 500) return r;
+      // A body shorter than its Content-Length fails in curl (CURLE_PARTIAL_FILE): retried too.
+      if (rc != CURLE_OK && complete && lost_answer) *lost_answer = true;  // the server may have acted
+      if (rc == CURLE_OK && r.code < 500) {
+        // S3 may answer CompleteMultipartUpload 200 with an error inside the body: retried.
+        if (!(complete && r.code == 200 && r.body.find("<Error>") != std::string::npos)) return r;
+      }
     }
     if (!r.curl_error.empty()) {
-      return PeerError(method + " " + path + " on " + endpoint_ + " failed after 5 attempts: " + r.curl_error +
-                       " (is the S3 endpoint up? ANNEAL_S3_ENDPOINT)");
+      return PeerError(method + " " + path + " on " + endpoint_ + " failed after " + std::to_string(attempt) +
+                       " attempt(s): " + r.curl_error + " (is the S3 endpoint up? ANNEAL_S3_ENDPOINT)");
     }
     return r;  // a 5xx after the last retry: the caller names it
   }
 
   std::string endpoint_, region_;
   SigV4Credentials creds_;
-  std::string bucket_, prefix_, host_;
+  bool virtual_host_;
+  std::string credentials_from_;
+  std::string bucket_, prefix_, host_, scheme_;
+  PrefixLimiter limiter_;
+  int max_attempts_;
+  double retry_budget_s_;
+  int stall_s_;
+  uint64_t multipart_bytes_, part_bytes_;
+  int part_threads_;
 };
-
-std::string EnvOr(const char* a, const char* b, const std::string& fallback) {
-  if (const char* v = std::getenv(a); v && *v) return v;
-  if (b) {
-    if (const char* v = std::getenv(b); v && *v) return v;
-  }
-  return fallback;
-}
 
 }  // namespace
 
@@ -265,17 +462,8 @@ Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri) {
   std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
   if (bucket.empty()) return InvalidInput("S3 URI '" + uri + "' names no bucket: use s3://bucket/prefix");
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  const std::string endpoint = EnvOr("ANNEAL_S3_ENDPOINT", "AWS_ENDPOINT_URL", "");
-  if (endpoint.empty()) {
-    return InvalidInput("s3:// needs an endpoint: set ANNEAL_S3_ENDPOINT (or AWS_ENDPOINT_URL), e.g. http://127.0.0.1:7480");
-  }
-  SigV4Credentials c{EnvOr("AWS_ACCESS_KEY_ID", nullptr, ""), EnvOr("AWS_SECRET_ACCESS_KEY", nullptr, ""),
-                     EnvOr("AWS_SESSION_TOKEN", nullptr, "")};
-  if (c.access_key.empty() || c.secret_key.empty()) {
-    return InvalidInput("s3:// needs credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY");
-  }
-  return std::unique_ptr<ObjectStore>(
-      new S3ObjectStore(endpoint, EnvOr("AWS_REGION", "AWS_DEFAULT_REGION", "us-east-1"), c, bucket, prefix));
+  ANNEAL_ASSIGN_OR_RETURN(AwsSettings settings, ResolveAwsSettings());
+  return std::unique_ptr<ObjectStore>(new S3ObjectStore(std::move(settings), bucket, prefix));
 }
 
 }  // namespace anneal

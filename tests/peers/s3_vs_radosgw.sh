@@ -15,7 +15,7 @@ S3CMD="s3cmd --access_key=$AWS_ACCESS_KEY_ID --secret_key=$AWS_SECRET_ACCESS_KEY
 $S3CMD mb s3://anneal-test >/dev/null || { echo "FAIL s3cmd could not create the bucket"; exit 1; }
 echo "peer object, written by s3cmd" >"$DIR/peer.txt"
 $S3CMD put "$DIR/peer.txt" "s3://anneal-test/interop/from peer.txt" >/dev/null || { echo "FAIL s3cmd put"; exit 1; }
-export ANNEAL_S3_URI=s3://anneal-test/conformance-$$ ANNEAL_S3_PEER_URI=s3://anneal-test/interop
+export ANNEAL_S3_URI=s3://anneal-test/conformance-$$ ANNEAL_S3_PEER_URI=s3://anneal-test/interop ANNEAL_S3_VHOST=1
 export ANNEAL_S3_PEER_KEY="from peer.txt" ANNEAL_S3_PEER_CONTENT="$(cat "$DIR/peer.txt")
 "
 "$TESTS" || { echo "FAIL the S3 conformance tests"; exit 1; }

@@ -12,5 +12,5 @@ for _ in $(seq 1 100); do grep -q ready "$DIR.log" && break; sleep 0.1; done
 grep -q ready "$DIR.log" || { echo "FAIL s3rver did not start: $(cat "$DIR.log")"; exit 1; }
 export ANNEAL_S3_ENDPOINT=http://127.0.0.1:$PORT AWS_ACCESS_KEY_ID=S3RVER AWS_SECRET_ACCESS_KEY=S3RVER
 export ANNEAL_S3_URI=s3://anneal-test/conformance
-"$TESTS" --gtest_filter='*Conformance*:*WrongSecret*' || { echo "FAIL the S3 conformance tests on s3rver"; exit 1; }
+"$TESTS" --gtest_filter='*Conformance*:*WrongSecret*:S3FaultTest.*' || { echo "FAIL the S3 conformance tests on s3rver"; exit 1; }
 echo "1 passed, 0 failed"
