@@ -4,6 +4,9 @@
 
 #include <csignal>
 
+#include <cctype>
+#include <chrono>
+
 #include <algorithm>
 #include <map>
 #include <cstdio>
@@ -29,19 +32,29 @@ json ModelJson(const GptConfig& c) {
           {"n_head", c.n_head},         {"n_embd", c.n_embd}};
 }
 
-Result<json> ReadManifest(Env& env, const std::string& ckpt) {
-  std::string path = JoinPath(ckpt, "manifest.json");
-  ANNEAL_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
+Result<json> ReadManifest(ObjectStore& store, const std::string& name) {
+  const std::string key = name + "/manifest.json";
+  ANNEAL_ASSIGN_OR_RETURN(std::string text, store.Get(key));
   json m = json::parse(text, nullptr, false);
   if (!m.is_object() || m.value("format", "") != kCheckpointFormat) {
-    return InvalidInput("checkpoint manifest " + path + " is not an anneal checkpoint manifest: it is corrupt; "
-                        "delete " + ckpt + " to resume from the previous checkpoint");
+    return InvalidInput("checkpoint manifest " + key + " in " + store.Describe() +
+                        " is not an anneal checkpoint manifest: it is corrupt; delete " + name +
+                        " (anneal ckpt rm) to resume from the previous checkpoint");
   }
   if (m.value("version", 0) != kCheckpointVersion && m.value("version", 0) != 1) {
-    return InvalidInput("checkpoint " + ckpt + " has manifest version " + m.value("version", json()).dump() +
+    return InvalidInput("checkpoint " + name + " has manifest version " + m.value("version", json()).dump() +
                         "; this anneal reads versions 1 and 2");
   }
   return m;
+}
+
+// "step-00000042" -> 42; -1 for anything else.
+int StepOf(const std::string& name) {
+  if (name.size() != 13 || name.rfind("step-", 0) != 0) return -1;
+  for (size_t i = 5; i < 13; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  }
+  return std::atoi(name.c_str() + 5);
 }
 
 }  // namespace
@@ -132,98 +145,97 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 
 }  // namespace
 
-Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, const AdamW* opt,
-                      const TrainerState& state, const CheckpointLineage& lineage, const CheckpointWriters& writers) {
-  const std::string ckpt = JoinPath(dir, CheckpointName(state.step));
-  if (env.Exists(JoinPath(ckpt, "manifest.json")) && ReadManifest(env, ckpt).ok()) return Status::Ok();
-  ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt));
-  const int rank = writers.comm ? writers.comm->rank() : 0, ranks = writers.comm ? writers.comm->size() : 1;
-  const GptConfig& c = model.config();
+uint64_t CheckpointSnapshot::bytes() const {
+  uint64_t n = 0;
+  for (const auto& f : files) n += f.second.size();
+  return n;
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenCheckpointStore(const std::string& dir_or_uri) {
+  return OpenObjectStore(dir_or_uri);
+}
+
+Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt,
+                                              const TrainerState& state, const CheckpointLineage& lineage,
+                                              const CheckpointWriters& writers, const CheckpointOptions& o,
+                                              std::vector<std::string>* spare) {
+  CheckpointSnapshot snap;
+  snap.name = CheckpointName(state.step);
+  snap.step = state.step;
+  snap.rank = writers.rank;
+  snap.ranks = writers.ranks;
+  if (o.attempt >= 0) {
+    snap.attempt = o.attempt;
+  } else if (const char* a = std::getenv("ANNEAL_ATTEMPT")) {
+    snap.attempt = std::atoi(a);
+  }
+  // A complete checkpoint of this step is never touched again.
+  ANNEAL_ASSIGN_OR_RETURN(auto existing, store.Head(snap.name + "/manifest.json"));
+  if (existing && ReadManifest(store, snap.name).ok()) {
+    snap.skip = true;
+    return snap;
+  }
+  const std::string dir = "attempt-" + std::to_string(snap.attempt) + "/";
   // This rank's files: its parts grouped by file, in order.
-  std::vector<WrittenPart> mine_parts = PartsOf(writers, rank, ranks, model.layout(), opt != nullptr);
-  struct FileRecord {
-    char name[48];
-    uint64_t bytes, xxh64;
-  };
-  std::vector<FileRecord> mine;
-  for (size_t i = 0; i < mine_parts.size();) {
-    const std::string file = mine_parts[i].file;
+  const std::vector<WrittenPart> parts = PartsOf(writers, writers.rank, writers.ranks, model.layout(), opt != nullptr);
+  for (size_t i = 0; i < parts.size();) {
+    const std::string file = parts[i].file;
     SafeTensorsWriter w;
-    for (; i < mine_parts.size() && mine_parts[i].file == file; ++i) {
-      const WrittenPart& part = mine_parts[i];
+    for (; i < parts.size() && parts[i].file == file; ++i) {
+      const WrittenPart& part = parts[i];
       const ParamInfo& p = *part.p;
       if (part.count < 0) {
         const float* src = part.what == 'p' ? model.params() + p.offset
                                             : (part.what == 'm' ? opt->m() : opt->v()).data() + p.offset;
-        w.AddF32(part.key, p.box_length, src);
+        w.AddF32View(part.key, p.box_length, src);
       } else {
         const std::vector<float>& mom = part.what == 'm' ? opt->m() : opt->v();
-        w.AddF32(part.key, {part.count}, mom.data() + (p.offset + part.start - opt->begin()));
+        w.AddF32View(part.key, {part.count}, mom.data() + (p.offset + part.start - opt->begin()));
       }
     }
     w.SetMetadata("format", kCheckpointFormat);
-    std::string image = w.Serialize();
-    FileRecord r{};
-    std::snprintf(r.name, sizeof(r.name), "%s", file.c_str());
-    r.bytes = image.size();
-    r.xxh64 = Xxh64(image);
-    mine.push_back(r);
-    ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(ckpt, file), image));
-  }
-  // Fault injection for the resume test (tests/e2e/resume_test.sh): die like kill -9 between the
-  // shard and the manifest of step N, the moment a torn checkpoint would be most tempting to trust.
-  if (const char* f = std::getenv("ANNEAL_FAULT_KILL_IN_CHECKPOINT"); f && std::atoi(f) == state.step && rank == 0) {
-    ::raise(SIGKILL);
-  }
-  // Every rank's files reach rank 0 (at most two per rank: parameters and optimizer shard).
-  std::vector<FileRecord> all;
-  if (writers.comm && ranks > 1) {
-    std::vector<FileRecord> send(2);
-    for (size_t i = 0; i < mine.size(); ++i) send[i] = mine[i];
-    std::vector<FileRecord> recv(2 * ranks);
-    ANNEAL_RETURN_IF_ERROR(writers.comm->AllGatherBytes(send.data(), 2 * sizeof(FileRecord), recv.data()));
-    for (const FileRecord& r : recv) {
-      if (r.name[0]) all.push_back(r);
+    // One copy of the state into a buffer of the previous snapshot when there is one.
+    std::string image;
+    if (spare && !spare->empty()) {
+      image = std::move(spare->back());
+      spare->pop_back();
     }
-  } else {
-    all = mine;
+    w.SerializeTo(&image);
+    snap.files.emplace_back(dir + file, std::move(image));
   }
-  Status result = Status::Ok();
-  if (rank == 0) {
-    json files = json::array();
-    for (const FileRecord& r : all) files.push_back({{"name", r.name}, {"bytes", r.bytes}, {"xxh64", HexU64(r.xxh64)}});
+  if (writers.rank == 0) {
     // Every rank's parts, recomputed from the layout rule every rank used.
     json tensors = json::object();
-    for (int r = 0; r < ranks; ++r) {
+    const GptConfig& c = model.config();
+    for (int r = 0; r < writers.ranks; ++r) {
       const ParamLayout layout(c, ViewOf(writers, r).shard);
-      for (const WrittenPart& part : PartsOf(writers, r, ranks, layout, opt != nullptr)) {
+      for (const WrittenPart& part : PartsOf(writers, r, writers.ranks, layout, opt != nullptr)) {
         json& t = tensors[part.key];
         if (t.is_null()) t = {{"shape", part.p->shape}, {"parts", json::array()}};
-        json entry = {{"file", part.file}, {"box", {{"offset", part.p->box_offset}, {"length", part.p->box_length}}}};
+        json entry = {{"file", dir + part.file},
+                      {"box", {{"offset", part.p->box_offset}, {"length", part.p->box_length}}}};
         if (part.count >= 0) entry["range"] = {part.start, part.count};
         t["parts"].push_back(entry);
       }
     }
-    json layout = {{"dp", ranks}, {"tp", 1}, {"pp", 1}, {"zero", writers.zero}, {"ranks", ranks}};
+    json layout = {{"dp", writers.ranks}, {"tp", 1}, {"pp", 1}, {"zero", writers.zero}, {"ranks", writers.ranks}};
     if (writers.plan) {
       const ParallelDims& d = writers.plan->dims();
-      layout = {{"dp", d.dp}, {"tp", d.tp}, {"pp", d.pp}, {"zero", writers.zero}, {"ranks", ranks},
+      layout = {{"dp", d.dp}, {"tp", d.tp}, {"pp", d.pp}, {"zero", writers.zero}, {"ranks", writers.ranks},
                 {"stages", writers.plan->stages()}, {"schedule", d.schedule}};
     }
-    const char* attempt = std::getenv("ANNEAL_ATTEMPT");
     json config = json::parse(lineage.config_json, nullptr, false);
     json manifest = {
         {"format", kCheckpointFormat},
         {"version", kCheckpointVersion},
         {"step", state.step},
-        {"attempt", attempt ? std::atoi(attempt) : 0},
+        {"attempt", snap.attempt},
         {"lineage",
          {{"anneal", std::string(ANNEAL_VERSION) + " (commit " + ANNEAL_GIT_COMMIT + ")"},
           {"config", config.is_discarded() ? json(lineage.config_json) : config},
           {"dataset", {{"dir", lineage.dataset_dir}, {"inputs_hash", lineage.dataset_hash}}}}},
         {"layout", layout},
         {"model", ModelJson(c)},
-        {"files", files},
         {"tensors", tensors},
         {"trainer",
          {{"step", state.step},
@@ -236,43 +248,235 @@ Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, c
                                     {"warmup_steps", opt->options().warmup_steps},
                                     {"decay_steps", opt->options().decay_steps}}
                             : json()}}}};
-    // The manifest last: until it is renamed into place, this checkpoint does not exist.
-    result = env.WriteFileAtomic(JoinPath(ckpt, "manifest.json"), manifest.dump(1) + "\n");
+    snap.manifest = manifest.dump();
   }
-  // Nobody reports the checkpoint (or goes on to delete older ones) before it is complete.
-  if (writers.comm && ranks > 1) {
-    int32_t ok = result.ok() ? 1 : 0;
-    ANNEAL_RETURN_IF_ERROR(writers.comm->Broadcast(&ok, sizeof(ok), 0));
-    if (!ok && rank != 0) return IoError("rank 0 failed to write the manifest of " + ckpt);
-  }
-  return result;
+  return snap;
 }
 
-Result<std::optional<std::string>> FindNewestCheckpoint(Env& env, const std::string& dir) {
-  if (!env.IsDirectory(dir)) return std::optional<std::string>();
-  ANNEAL_ASSIGN_OR_RETURN(auto names, env.ListDir(dir));
-  std::sort(names.rbegin(), names.rend());  // step-NNNNNNNN sorts by step
-  for (const auto& n : names) {
-    if (n.rfind("step-", 0) != 0 || n.size() != 13 || n.find(".tmp") != std::string::npos) continue;
-    std::string ckpt = JoinPath(dir, n);
-    if (!env.Exists(JoinPath(ckpt, "manifest.json"))) continue;  // incomplete: does not exist
-    return std::optional<std::string>(ckpt);
+namespace {
+
+std::string RecordKey(const CheckpointSnapshot& s, int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "done-%05d.json", rank);
+  return s.name + "/attempt-" + std::to_string(s.attempt) + "/" + buf;
+}
+
+// Retention: keep the newest keep_last complete checkpoints and every keep_every-th step; delete the
+// other complete ones and every incomplete one older than the newest complete.
+Status ApplyRetention(ObjectStore& store, const CheckpointOptions& o) {
+  if (o.keep_last <= 0) return Status::Ok();
+  ANNEAL_ASSIGN_OR_RETURN(auto all, ListCheckpoints(store));
+  std::vector<int> complete;
+  for (const auto& c : all) {
+    if (c.complete) complete.push_back(c.step);
+  }
+  std::sort(complete.rbegin(), complete.rend());
+  if (complete.empty()) return Status::Ok();
+  for (const auto& c : all) {
+    bool keep = c.step >= complete.front();
+    if (c.complete) {
+      const auto pos = std::find(complete.begin(), complete.end(), c.step) - complete.begin();
+      keep = pos < o.keep_last || (o.keep_every > 0 && c.step % o.keep_every == 0);
+    }
+    if (!keep) ANNEAL_RETURN_IF_ERROR(DeleteCheckpoint(store, c.name));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o) {
+  if (snap.skip) return Status::Ok();
+  json record = json::array();
+  for (const auto& [name, image] : snap.files) {
+    ANNEAL_RETURN_IF_ERROR(store.Put(snap.name + "/" + name, image));
+    record.push_back({{"name", name}, {"bytes", image.size()}, {"xxh64", HexU64(Xxh64(image))}});
+  }
+  ANNEAL_RETURN_IF_ERROR(store.Put(RecordKey(snap, snap.rank), record.dump()));
+  if (snap.rank != 0) return Status::Ok();
+  // Rank 0: every rank's record (they arrive through the store, from ranks writing in parallel).
+  json files = json::array();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+  for (int r = 0; r < snap.ranks; ++r) {
+    for (;;) {
+      auto text = store.Get(RecordKey(snap, r));
+      if (text.ok()) {
+        json rec = json::parse(*text, nullptr, false);
+        if (!rec.is_array()) return Internal("checkpoint " + snap.name + ": rank " + std::to_string(r) + "'s record is corrupt");
+        for (auto& f : rec) files.push_back(f);
+        break;
+      }
+      if (text.status().code() != Code::kNotFound) return text.status();
+      if (std::chrono::steady_clock::now() > deadline) {
+        return PeerError("checkpoint " + snap.name + " in " + store.Describe() + ": rank " + std::to_string(r) +
+                         " did not finish writing its files within " + std::to_string(static_cast<int>(o.wait_s)) +
+                         " s; the checkpoint was not committed (the previous one stays the newest)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  // Fault injection for the resume test (tests/e2e/resume_test.sh): die like kill -9 between the
+  // shards and the manifest of step N, the moment a torn checkpoint would be most tempting to trust.
+  if (const char* f = std::getenv("ANNEAL_FAULT_KILL_IN_CHECKPOINT"); f && std::atoi(f) == snap.step) ::raise(SIGKILL);
+  json manifest = json::parse(snap.manifest);
+  manifest["files"] = files;
+  // The manifest last: until it is there, this checkpoint does not exist.
+  ANNEAL_RETURN_IF_ERROR(store.Put(snap.name + "/manifest.json", manifest.dump(1) + "\n"));
+  return ApplyRetention(store, o);
+}
+
+Status SaveCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt, const TrainerState& state,
+                      const CheckpointLineage& lineage, const CheckpointWriters& writers, const CheckpointOptions& o) {
+  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(store, model, opt, state, lineage, writers, o, nullptr));
+  return WriteSnapshot(store, snap, o);
+}
+
+AsyncCheckpointer::~AsyncCheckpointer() { (void)Wait(); }
+
+Status AsyncCheckpointer::Wait() {
+  if (thread_.joinable()) thread_.join();
+  for (auto& f : done_.files) spare_.push_back(std::move(f.second));  // reused by the next snapshot
+  done_.files.clear();
+  Status s = status_;
+  status_ = Status::Ok();
+  return s;
+}
+
+Status AsyncCheckpointer::Start(CheckpointSnapshot snap) {
+  ANNEAL_RETURN_IF_ERROR(Wait());
+  done_ = std::move(snap);
+  thread_ = std::thread([this] {
+    const auto t0 = std::chrono::steady_clock::now();
+    status_ = WriteSnapshot(*store_, done_, o_);
+    write_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  return Status::Ok();
+}
+
+Result<std::vector<CheckpointListing>> ListCheckpoints(ObjectStore& store) {
+  ANNEAL_ASSIGN_OR_RETURN(auto objects, store.ListAll("step-"));
+  std::map<std::string, CheckpointListing> by_name;
+  for (const ObjectInfo& o : objects) {
+    const size_t slash = o.key.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string name = o.key.substr(0, slash);
+    if (StepOf(name) < 0) continue;
+    CheckpointListing& l = by_name[name];
+    l.name = name;
+    l.step = StepOf(name);
+    l.bytes += o.size;
+    ++l.objects;
+    if (o.key == name + "/manifest.json") l.complete = true;
+  }
+  std::vector<CheckpointListing> out;
+  for (auto& [name, l] : by_name) {
+    if (l.complete) {
+      auto m = ReadManifest(store, name);
+      if (m.ok()) l.attempt = m->value("attempt", -1);
+      else l.complete = false;  // an unreadable manifest: not a checkpoint
+    }
+    out.push_back(l);
+  }
+  return out;  // by step (names sort by step)
+}
+
+Result<std::optional<std::string>> FindNewestCheckpoint(ObjectStore& store) {
+  ANNEAL_ASSIGN_OR_RETURN(auto all, ListCheckpoints(store));
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (it->complete) return std::optional<std::string>(it->name);
   }
   return std::optional<std::string>();
 }
 
-Result<GptConfig> ReadCheckpointModelConfig(Env& env, const std::string& ckpt) {
-  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(env, ckpt));
+Status DeleteCheckpoint(ObjectStore& store, const std::string& name) {
+  if (StepOf(name) < 0) return InvalidInput("'" + name + "' is not a checkpoint name (step-NNNNNNNN)");
+  ANNEAL_RETURN_IF_ERROR(store.Delete(name + "/manifest.json"));
+  ANNEAL_ASSIGN_OR_RETURN(auto objects, store.ListAll(name + "/"));
+  for (const ObjectInfo& o : objects) ANNEAL_RETURN_IF_ERROR(store.Delete(o.key));
+  return Status::Ok();
+}
+
+Result<GptConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name) {
+  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, name));
   try {
     const json& j = m.at("model");
     return GptConfig::Make(j.at("vocab_size"), j.at("max_seq_len"), j.at("n_layer"), j.at("n_head"), j.at("n_embd"));
   } catch (const std::exception& e) {
-    return InvalidInput("checkpoint " + ckpt + ": manifest has no valid \"model\" section (" + e.what() + ")");
+    return InvalidInput("checkpoint " + name + ": manifest has no valid \"model\" section (" + e.what() + ")");
   }
 }
 
-Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW* opt, TrainerState* state) {
-  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(env, ckpt));
+Status VerifyCheckpoint(ObjectStore& store, const std::string& name) {
+  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, name));
+  std::vector<std::string> problems;
+  std::map<std::string, std::unique_ptr<SafeTensorsReader>> readers;
+  try {
+    for (const auto& f : m.at("files")) {
+      const std::string file = f.at("name"), key = name + "/" + file;
+      auto bytes = store.Get(key);
+      if (!bytes.ok()) {
+        problems.push_back(file + ": " + bytes.status().message());
+        continue;
+      }
+      if (bytes->size() != f.at("bytes").get<uint64_t>()) {
+        problems.push_back(file + ": " + std::to_string(bytes->size()) + " bytes, the manifest says " + f.at("bytes").dump());
+        continue;
+      }
+      if (HexU64(Xxh64(*bytes)) != f.at("xxh64").get<std::string>()) {
+        problems.push_back(file + ": fails its checksum");
+        continue;
+      }
+      auto r = SafeTensorsReader::FromBytes(std::move(*bytes), key);
+      if (!r.ok()) problems.push_back(r.status().message());
+      else readers[file] = std::move(r).value();
+    }
+    // Every tensor: its parts exist in their files with the right size, and cover it exactly once.
+    for (auto it = m.at("tensors").begin(); it != m.at("tensors").end(); ++it) {
+      const std::vector<int64_t> shape = it.value().at("shape").get<std::vector<int64_t>>();
+      int64_t total = 1;
+      for (int64_t d : shape) total *= d;
+      std::vector<uint8_t> seen(static_cast<size_t>(total), 0);
+      const BoxPart whole = MakeBoxPart(std::vector<int64_t>(shape.size(), 0), shape);
+      for (const auto& part : it.value().at("parts")) {
+        std::vector<int64_t> off(shape.size(), 0), len = shape;
+        if (part.contains("box")) {
+          off = part.at("box").at("offset").get<std::vector<int64_t>>();
+          len = part.at("box").at("length").get<std::vector<int64_t>>();
+        }
+        int64_t start = 0, count = -1;
+        if (part.contains("range")) start = part.at("range")[0], count = part.at("range")[1];
+        const BoxPart b = MakeBoxPart(off, len, start, count);
+        const std::string file = part.at("file");
+        auto r = readers.find(file);
+        if (r == readers.end()) continue;  // reported above
+        auto e = r->second->tensors().find(it.key());
+        if (e == r->second->tensors().end() || static_cast<int64_t>(e->second.numel()) != b.elements()) {
+          problems.push_back(it.key() + ": missing or of the wrong size in " + file);
+          continue;
+        }
+        // Mark the elements this part covers (a copy of ones into the coverage map, as counts).
+        std::vector<float> ones(static_cast<size_t>(b.elements()), 1.0f), cover(static_cast<size_t>(total), 0.0f);
+        CopyOverlap(b, ones.data(), whole, cover.data());
+        for (size_t i = 0; i < cover.size(); ++i) seen[i] += cover[i] > 0;
+      }
+      size_t missing = 0, twice = 0;
+      for (uint8_t v : seen) missing += v == 0, twice += v > 1;
+      if (missing || twice) {
+        problems.push_back(it.key() + ": " + std::to_string(missing) + " elements not covered, " + std::to_string(twice) +
+                           " covered more than once");
+      }
+    }
+  } catch (const std::exception& e) {
+    problems.push_back(std::string("the manifest is malformed: ") + e.what());
+  }
+  if (problems.empty()) return Status::Ok();
+  std::string msg = "checkpoint " + name + " in " + store.Describe() + " is damaged:";
+  for (const auto& p : problems) msg += "\n  " + p;
+  return InvalidInput(msg + "\ndelete it (anneal ckpt rm) to resume from the previous one");
+}
+
+Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, GptModel* model, AdamW* opt, TrainerState* state) {
+  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, ckpt));
   const GptConfig& c = model->config();
   if (m.value("model", json()) != ModelJson(c)) {
     return InvalidInput("checkpoint " + ckpt + " holds a model of shape " + m.value("model", json()).dump() +
@@ -280,8 +484,8 @@ Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW*
                         ": use the checkpoint's model settings, or another checkpoint_dir");
   }
   auto corrupt = [&](const std::string& what) {
-    return InvalidInput("checkpoint " + ckpt + ": " + what + ": the checkpoint is corrupt; delete " + ckpt +
-                        " to resume from the previous one");
+    return InvalidInput("checkpoint " + ckpt + " in " + store.Describe() + ": " + what +
+                        ": the checkpoint is corrupt; delete it (anneal ckpt rm) to resume from the previous one");
   };
   std::map<std::string, json> file_info;
   for (const auto& f : m.at("files")) file_info[f.at("name").get<std::string>()] = f;
@@ -290,17 +494,16 @@ Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW*
   auto reader = [&](const std::string& name) -> Result<SafeTensorsReader*> {
     if (auto it = readers.find(name); it != readers.end()) return it->second.get();
     if (!file_info.count(name)) return corrupt("file " + name + " is not listed in the manifest");
-    const std::string path = JoinPath(ckpt, name);
-    auto size = env.FileSize(path);
-    if (!size.ok() || *size != file_info[name].at("bytes").get<uint64_t>()) {
-      return corrupt("file " + path + " is missing or has the wrong size");
+    const std::string key = ckpt + "/" + name;
+    auto bytes = store.Get(key);
+    if (!bytes.ok() && bytes.status().code() != Code::kNotFound) return bytes.status();
+    if (!bytes.ok() || bytes->size() != file_info[name].at("bytes").get<uint64_t>()) {
+      return corrupt("file " + key + " is missing or has the wrong size");
     }
-    // Checksum the mapped file (no copy: a shard is as large as the model state).
-    ANNEAL_ASSIGN_OR_RETURN(auto map, env.Map(path, Env::MapMode::kLazy));
-    if (HexU64(Xxh64(std::string_view(map->data(), map->size()))) != file_info[name].at("xxh64").get<std::string>()) {
-      return corrupt("file " + path + " fails its checksum");
+    if (HexU64(Xxh64(*bytes)) != file_info[name].at("xxh64").get<std::string>()) {
+      return corrupt("file " + key + " fails its checksum");
     }
-    ANNEAL_ASSIGN_OR_RETURN(auto r, SafeTensorsReader::Open(env, path));
+    ANNEAL_ASSIGN_OR_RETURN(auto r, SafeTensorsReader::FromBytes(std::move(bytes).value(), key));
     return (readers[name] = std::move(r)).get();
   };
   // The parts of a tensor, each a box of it and a range of the box's elements; version 1 kept one

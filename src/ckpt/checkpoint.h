@@ -1,25 +1,29 @@
-// Checkpoints (docs/formats/checkpoint.md): a folder step-NNNNNNNN/ holding shard files and, written
-// LAST, manifest.json. A folder without a readable manifest does not exist as a checkpoint; resume
-// takes the newest complete one found by listing. Tensors are stored under canonical names and
-// shapes (q, k, v separate; vocabulary unpadded); the manifest lists, per tensor, its parts: each a
-// file, the box (offset, length per dimension) it covers and, for ZeRO shards, the range of the
-// box's row-major elements held. Every rank writes its own slices in parallel (CheckpointWriters);
-// rank 0 gathers their sizes and checksums and writes the manifest last. Any layout loads any
-// checkpoint: a rank reads, from whichever parts overlap them, exactly the boxes it holds.
+// Checkpoints (docs/formats/checkpoint.md): a prefix step-NNNNNNNN/ in an ObjectStore (a folder, or
+// s3://) holding attempt-A/ shard files and, written LAST, manifest.json. A prefix without a readable
+// manifest does not exist as a checkpoint; resume takes the newest complete one found by listing.
+// Tensors are stored under canonical names and shapes (q, k, v separate; vocabulary unpadded); the
+// manifest lists, per tensor, its parts: each a file, the box (offset, length per dimension) it
+// covers and, for ZeRO shards, the range of the box's row-major elements held. Every rank writes its
+// own slices in parallel (CheckpointWriters) and a record of them; rank 0 collects the records
+// through the store and writes the manifest last. Any layout loads any checkpoint: a rank reads,
+// from whichever parts overlap them, exactly the boxes it holds.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include <thread>
+#include <utility>
+#include <vector>
+
 #include "core/env.h"
 #include "core/status.h"
 #include "data/sampler.h"
-#include "dist/communicator.h"
-#include "dist/process_groups.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "parallel/plan.h"
+#include "storage/object_store.h"
 
 namespace anneal {
 
@@ -40,42 +44,108 @@ struct CheckpointLineage {
   std::string dataset_hash;  // dataset.json inputs_hash
 };
 
-// The ranks that write one checkpoint together: every rank of the job; comm == nullptr: this
-// process alone. Every member calls SaveCheckpoint with its own model shard and optimizer (whose
-// shard is [opt->begin(), opt->end()) of its flat buffer).
+// The ranks that write one checkpoint together: every rank of the job (rank, ranks: the world).
+// Every member snapshots its own model shard and optimizer (whose shard is [opt->begin(),
+// opt->end()) of its flat buffer).
 //   parameters (and, without ZeRO, the moments): data-parallel rank 0 of each (stage, tensor slice)
 //     writes the boxes it owns (ParamInfo::owner: replicated tensors from tensor rank 0, the tied
 //     wte from the first stage) to model.safetensors (one rank) or model-ppPP-tpTT.safetensors;
 //   with ZeRO every rank writes its optimizer shard, as ranges of boxes, to optim-RRRRR-of-NNNNN.
 // Without a plan the ranks are a plain data-parallel group, each holding the whole model.
 struct CheckpointWriters {
-  Communicator* comm = nullptr;
+  int rank = 0, ranks = 1;
   int zero = 0;  // 0: optimizer state replicated (rank 0 writes it); 1, 2: each rank its shard
   const ParallelPlan* plan = nullptr;
-  const ProcessGroups* groups = nullptr;
+};
+
+struct CheckpointOptions {
+  int attempt = -1;          // -1: ANNEAL_ATTEMPT (0 outside a job); files go under attempt-A/
+  double wait_s = 600;       // rank 0 waits this long for every rank's files before giving up
+  int keep_last = 0;         // retention after each commit: the newest K complete checkpoints (0: all)
+  int keep_every = 0;        // ... and every one whose step is a multiple of M (0: none extra)
 };
 
 // "step-00000042"
 std::string CheckpointName(int step);
 
-// Writes dir/step-NNNNNNNN/ (shard files, then manifest.json). Refuses to touch a complete
-// checkpoint already there (returns Ok without writing: same step, same run). opt may be null
-// (weights only). With writers.comm, a collective: every rank of the group must call it.
-Status SaveCheckpoint(Env& env, const std::string& dir, const GptModel& model, const AdamW* opt,
-                      const TrainerState& state, const CheckpointLineage& lineage,
-                      const CheckpointWriters& writers = {});
+// A checkpoint location: a folder or file:// URI, or s3://bucket/prefix (storage/object_store.h).
+Result<std::unique_ptr<ObjectStore>> OpenCheckpointStore(const std::string& dir_or_uri);
 
-// The newest complete checkpoint folder under dir (by step), or nullopt when there is none.
-Result<std::optional<std::string>> FindNewestCheckpoint(Env& env, const std::string& dir);
+// One rank's part of a checkpoint, copied to host memory: its file images, ready to write. Taking it
+// is what training waits for; writing it can happen on another thread while training goes on.
+struct CheckpointSnapshot {
+  std::string name;  // step-NNNNNNNN
+  int step = 0, rank = 0, ranks = 1, attempt = 0;
+  bool skip = false;  // a complete checkpoint of this step exists already: nothing to write
+  std::vector<std::pair<std::string, std::string>> files;  // name (attempt-A/...), image
+  std::string manifest;  // rank 0: the manifest without "files" (filled in from every rank's record)
+  uint64_t bytes() const;
+};
+// spare: file buffers of an earlier snapshot to reuse (AsyncCheckpointer::spare()); may be null.
+Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt,
+                                              const TrainerState& state, const CheckpointLineage& lineage,
+                                              const CheckpointWriters& writers, const CheckpointOptions& o,
+                                              std::vector<std::string>* spare = nullptr);
+// Writes the snapshot's files, then this rank's record step-N/attempt-A/done-RRRRR.json (names,
+// sizes, XXH64). Rank 0 then waits (at most o.wait_s) for every rank's record, writes manifest.json
+// LAST, and applies retention. Until the manifest is there the checkpoint does not exist, whatever
+// else happened (a killed writer, a dropped connection, a full disk, an earlier attempt's writer).
+// Thread-safe with respect to the training thread (it touches only the snapshot and the store).
+Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o);
+// Both, now (every rank of writers calls it).
+Status SaveCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt, const TrainerState& state,
+                      const CheckpointLineage& lineage, const CheckpointWriters& writers = {},
+                      const CheckpointOptions& o = {});
+
+// Writes snapshots on a background thread, one at a time: Start waits for the previous one (and
+// returns its error), then hands the new one over. The destructor waits too. A written snapshot's
+// buffers are kept (spare()) for the next snapshot, so taking one faults in no fresh memory.
+class AsyncCheckpointer {
+ public:
+  AsyncCheckpointer(ObjectStore* store, CheckpointOptions o) : store_(store), o_(o) {}
+  ~AsyncCheckpointer();
+  Status Start(CheckpointSnapshot snap);
+  Status Wait();
+  double last_write_seconds() const { return write_s_; }
+  // Call after Wait() (no write in flight).
+  std::vector<std::string>* spare() { return &spare_; }
+
+ private:
+  ObjectStore* store_;
+  CheckpointOptions o_;
+  std::thread thread_;
+  CheckpointSnapshot done_;  // the snapshot being written (kept for its buffers)
+  std::vector<std::string> spare_;
+  Status status_;
+  double write_s_ = 0;
+};
+
+// The newest complete checkpoint (by step) found by listing, or nullopt.
+Result<std::optional<std::string>> FindNewestCheckpoint(ObjectStore& store);
+
+struct CheckpointListing {
+  std::string name;
+  int step = 0;
+  bool complete = false;  // has a manifest
+  int attempt = -1;       // the manifest's
+  uint64_t bytes = 0;     // every object under the prefix
+  int objects = 0;
+};
+Result<std::vector<CheckpointListing>> ListCheckpoints(ObjectStore& store);
+// Every file the manifest lists is present with its size and XXH64, and every tensor's parts cover
+// it exactly once. The error lists every problem found (exit 2).
+Status VerifyCheckpoint(ObjectStore& store, const std::string& name);
+// The manifest first (the checkpoint stops existing at once), then everything under its prefix.
+Status DeleteCheckpoint(ObjectStore& store, const std::string& name);
 
 // The model config a checkpoint was saved with (for anneal sample).
-Result<GptConfig> ReadCheckpointModelConfig(Env& env, const std::string& ckpt);
+Result<GptConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name);
 
-// Loads weights (and moments and trainer state when opt/state are given) from a checkpoint folder.
+// Loads weights (and moments and trainer state when opt/state are given) from checkpoint `name`.
 // The optimizer receives the moments of its own shard [opt->begin(), opt->end()), assembled from
-// whatever parts the writers held. Verifies the sizes and checksums of the files it reads, that the
-// model's shape matches and that every needed element is present; errors name the problem and the
-// fix (exit 2).
-Status LoadCheckpoint(Env& env, const std::string& ckpt, GptModel* model, AdamW* opt, TrainerState* state);
+// whatever parts the writers held; only the files holding a needed part are fetched. Verifies the
+// sizes and checksums of the files it reads, that the model's shape matches and that every needed
+// element is present; errors name the problem and the fix (exit 2).
+Status LoadCheckpoint(ObjectStore& store, const std::string& name, GptModel* model, AdamW* opt, TrainerState* state);
 
 }  // namespace anneal

@@ -18,5 +18,6 @@ void AddDatasetCommand(CLI::App& app, RunFn* run);
 void AddTrainCommand(CLI::App& app, RunFn* run);
 void AddSampleCommand(CLI::App& app, RunFn* run);
 void AddLaunchCommand(CLI::App& app, RunFn* run);
+void AddCkptCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

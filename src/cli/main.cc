@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddTrainCommand(app, &run);
   anneal::cli::AddSampleCommand(app, &run);
   anneal::cli::AddLaunchCommand(app, &run);
+  anneal::cli::AddCkptCommand(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

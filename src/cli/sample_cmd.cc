@@ -19,18 +19,27 @@ struct SampleArgs {
 };
 
 Status RunSample(SampleArgs& a) {
-  std::string ckpt = a.checkpoint;
-  if (!Env::Default().Exists(JoinPath(ckpt, "manifest.json"))) {  // a checkpoint_dir: take the newest
-    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(Env::Default(), ckpt));
-    if (!newest) {
-      return InvalidInput("no complete checkpoint at " + ckpt + ": give a step-NNNNNNNN folder with manifest.json, "
-                          "or the train.checkpoint_dir of a run");
-    }
-    ckpt = *newest;
+  // A step-NNNNNNNN folder (or prefix), or a checkpoint_dir whose newest complete checkpoint is used.
+  std::string where = a.checkpoint, name;
+  while (where.size() > 1 && where.back() == '/') where.pop_back();
+  const size_t slash = where.rfind('/');
+  const std::string base = slash == std::string::npos ? where : where.substr(slash + 1);
+  if (base.size() == 13 && base.rfind("step-", 0) == 0) {
+    name = base;
+    where = slash == std::string::npos ? "." : where.substr(0, slash);
   }
-  ANNEAL_ASSIGN_OR_RETURN(GptConfig cfg, ReadCheckpointModelConfig(Env::Default(), ckpt));
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenCheckpointStore(where));
+  if (name.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*store));
+    if (!newest) {
+      return InvalidInput("no complete checkpoint at " + a.checkpoint + ": give a step-NNNNNNNN folder with "
+                          "manifest.json, or the train.checkpoint_dir of a run");
+    }
+    name = *newest;
+  }
+  ANNEAL_ASSIGN_OR_RETURN(GptConfig cfg, ReadCheckpointModelConfig(*store, name));
   GptModel model(cfg, CpuKernels());
-  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(Env::Default(), ckpt, &model, nullptr, nullptr));
+  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, &model, nullptr, nullptr));
   ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(a.tokenizer));
   if (tok->vocab_size() != static_cast<uint32_t>(cfg.vocab_size)) {
     return InvalidInput("tokenizer '" + a.tokenizer + "' has " + std::to_string(tok->vocab_size()) +

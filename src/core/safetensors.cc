@@ -26,13 +26,29 @@ Result<std::unique_ptr<SafeTensorsReader>> SafeTensorsReader::Open(Env& env, con
   auto r = std::unique_ptr<SafeTensorsReader>(new SafeTensorsReader());
   r->path_ = path;
   ANNEAL_ASSIGN_OR_RETURN(r->map_, env.Map(path, Env::MapMode::kLazy));
-  const uint64_t size = r->map_->size();
+  r->data_ = r->map_->data();
+  ANNEAL_RETURN_IF_ERROR(r->Parse(r->map_->size()));
+  return r;
+}
+
+Result<std::unique_ptr<SafeTensorsReader>> SafeTensorsReader::FromBytes(std::string bytes, const std::string& name) {
+  auto r = std::unique_ptr<SafeTensorsReader>(new SafeTensorsReader());
+  r->path_ = name;
+  r->bytes_ = std::move(bytes);
+  r->data_ = r->bytes_.data();
+  ANNEAL_RETURN_IF_ERROR(r->Parse(r->bytes_.size()));
+  return r;
+}
+
+Status SafeTensorsReader::Parse(uint64_t size) {
+  SafeTensorsReader* r = this;
+  const std::string& path = path_;
   auto bad = [&](const std::string& m) { return InvalidInput("safetensors file " + path + ": " + m); };
   if (size < 8) return bad("shorter than its 8-byte header length: truncated");
   uint64_t n;
-  std::memcpy(&n, r->map_->data(), 8);
+  std::memcpy(&n, r->data_, 8);
   if (n > size - 8) return bad("header length " + std::to_string(n) + " exceeds the file: truncated or corrupt");
-  json h = json::parse(std::string_view(r->map_->data() + 8, n), nullptr, false);
+  json h = json::parse(std::string_view(r->data_ + 8, n), nullptr, false);
   if (!h.is_object()) return bad("header is not a JSON object: corrupt");
   r->data_start_ = 8 + n;
   const uint64_t data_size = size - r->data_start_;
@@ -63,13 +79,13 @@ Result<std::unique_ptr<SafeTensorsReader>> SafeTensorsReader::Open(Env& env, con
     }
     r->tensors_[it.key()] = std::move(e);
   }
-  return r;
+  return Status::Ok();
 }
 
 Result<std::string_view> SafeTensorsReader::Bytes(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) return NotFound("safetensors file " + path_ + " has no tensor " + name);
-  return std::string_view(map_->data() + data_start_ + it->second.begin, it->second.end - it->second.begin);
+  return std::string_view(data_ + data_start_ + it->second.begin, it->second.end - it->second.begin);
 }
 
 Result<std::vector<double>> SafeTensorsReader::ReadF64(const std::string& name) const {
@@ -111,28 +127,44 @@ void SafeTensorsWriter::AddF32(const std::string& name, std::vector<int64_t> sha
   AddBytes(name, "F32", std::move(shape), std::string(reinterpret_cast<const char*>(data), n * 4));
 }
 
+void SafeTensorsWriter::AddF32View(const std::string& name, std::vector<int64_t> shape, const float* data) {
+  size_t n = 1;
+  for (auto d : shape) n *= static_cast<size_t>(d);
+  Item it{name, "F32", std::move(shape), std::string(), reinterpret_cast<const char*>(data), n * 4};
+  items_.push_back(std::move(it));
+}
+
 void SafeTensorsWriter::AddBytes(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
                                  std::string bytes) {
   items_.push_back({name, dtype, std::move(shape), std::move(bytes)});
 }
 
 std::string SafeTensorsWriter::Serialize() const {
+  std::string out;
+  SerializeTo(&out);
+  return out;
+}
+
+void SafeTensorsWriter::SerializeTo(std::string* out) const {
   json h = json::object();
   uint64_t off = 0;
   for (const auto& it : items_) {
-    h[it.name] = {{"dtype", it.dtype}, {"shape", it.shape}, {"data_offsets", {off, off + it.bytes.size()}}};
-    off += it.bytes.size();
+    h[it.name] = {{"dtype", it.dtype}, {"shape", it.shape}, {"data_offsets", {off, off + it.size()}}};
+    off += it.size();
   }
   if (!metadata_.empty()) h["__metadata__"] = metadata_;
   std::string header = h.dump();
   while ((8 + header.size()) % 8 != 0) header.push_back(' ');
-  std::string out;
-  out.reserve(8 + header.size() + off);
-  uint64_t n = header.size();
-  out.append(reinterpret_cast<const char*>(&n), 8);
-  out.append(header);
-  for (const auto& it : items_) out.append(it.bytes);
-  return out;
+  const uint64_t n = header.size();
+  out->resize(8 + n + off);
+  char* p = out->data();
+  std::memcpy(p, &n, 8);
+  std::memcpy(p + 8, header.data(), n);
+  p += 8 + n;
+  for (const auto& it : items_) {
+    std::memcpy(p, it.data(), it.size());
+    p += it.size();
+  }
 }
 
 Status SafeTensorsWriter::Write(Env& env, const std::string& path) const { return env.WriteFileAtomic(path, Serialize()); }

@@ -26,6 +26,8 @@ class SafeTensorsReader {
  public:
   // Maps the file and parses its header; errors name the file and what is wrong (exit 2).
   static Result<std::unique_ptr<SafeTensorsReader>> Open(Env& env, const std::string& path);
+  // The same over a file image in memory (an object fetched from a store); name is for messages.
+  static Result<std::unique_ptr<SafeTensorsReader>> FromBytes(std::string bytes, const std::string& name);
   const std::map<std::string, TensorEntry>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   bool Has(const std::string& name) const { return tensors_.count(name) > 0; }
@@ -37,8 +39,11 @@ class SafeTensorsReader {
   Result<std::string_view> Bytes(const std::string& name) const;
 
  private:
+  Status Parse(uint64_t size);
   std::string path_;
   std::unique_ptr<MappedFile> map_;
+  std::string bytes_;
+  const char* data_ = nullptr;  // the file image: map_ or bytes_
   uint64_t data_start_ = 0;
   std::map<std::string, TensorEntry> tensors_;
   std::map<std::string, std::string> metadata_;
@@ -48,9 +53,14 @@ class SafeTensorsWriter {
  public:
   void SetMetadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
   void AddF32(const std::string& name, std::vector<int64_t> shape, const float* data);
+  // The same without copying: data must stay valid and unchanged until the image is serialized.
+  void AddF32View(const std::string& name, std::vector<int64_t> shape, const float* data);
   void AddBytes(const std::string& name, const std::string& dtype, std::vector<int64_t> shape, std::string bytes);
   // Serialized file image.
   std::string Serialize() const;
+  // The same into *out, reusing its memory (a buffer from the previous checkpoint: no fresh pages
+  // to fault in); the data is copied once.
+  void SerializeTo(std::string* out) const;
   // Writes atomically (temporary name, fsync, rename).
   Status Write(Env& env, const std::string& path) const;
 
@@ -59,6 +69,10 @@ class SafeTensorsWriter {
     std::string name, dtype;
     std::vector<int64_t> shape;
     std::string bytes;
+    const char* view = nullptr;  // AddF32View: the data lives elsewhere
+    size_t view_size = 0;
+    size_t size() const { return view ? view_size : bytes.size(); }
+    const char* data() const { return view ? view : bytes.data(); }
   };
   std::vector<Item> items_;
   std::map<std::string, std::string> metadata_;

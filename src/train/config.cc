@@ -46,7 +46,12 @@ const KeySpec kSpecs[] = {
     {"train.eval_every", "0", "steps between validation losses (0 = at the end)"},
     {"train.eval_batches", "8", "validation micro-batches per evaluation"},
     {"train.checkpoint_every", "0", "steps between checkpoints (0 = at the end)"},
-    {"train.checkpoint_dir", "", "where step-NNNNNNNN/ checkpoints go (empty = none)"},
+    {"train.checkpoint_dir", "",
+     "where step-NNNNNNNN/ checkpoints go: a folder, file:///dir or s3://bucket/prefix (empty = none)"},
+    {"train.checkpoint_async", "true",
+     "snapshot to memory and write on a background thread while training goes on (false: wait for each save)"},
+    {"train.checkpoint_keep", "0", "keep the newest K complete checkpoints, deleting older ones (0 = keep all)"},
+    {"train.checkpoint_keep_every", "0", "with checkpoint_keep: also keep every checkpoint whose step is a multiple of M"},
     {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
@@ -218,6 +223,9 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.eval_batches = get_int("train.eval_batches", 1, 1 << 20);
   c.checkpoint_every = get_int("train.checkpoint_every", 0, big);
   c.checkpoint_dir = v["train.checkpoint_dir"];
+  c.checkpoint_async = get_bool("train.checkpoint_async");
+  c.checkpoint_keep = get_int("train.checkpoint_keep", 0, big);
+  c.checkpoint_keep_every = get_int("train.checkpoint_keep_every", 0, big);
   c.resume = v["train.resume"];
   if (c.resume != "auto" && c.resume != "none") errors.push_back("train.resume = '" + c.resume + "' must be auto or none");
   c.max_bad_steps = get_int("train.max_bad_steps", 1, big);

@@ -30,6 +30,9 @@ struct TrainConfig {
   int checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
   std::string checkpoint_dir;
   std::string resume = "auto";  // auto | none
+  bool checkpoint_async = true;   // write checkpoints on a background thread
+  int checkpoint_keep = 0;        // keep the newest K complete checkpoints (0: all)
+  int checkpoint_keep_every = 0;  // ... and those whose step is a multiple of M
   int max_bad_steps = 5;
   uint64_t seed = 1234;
   std::string kernels = "cpu";

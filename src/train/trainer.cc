@@ -259,13 +259,28 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     lineage.dataset_hash = train->info().inputs_hash;
   }
   TrainResult res;
-  if (!c.checkpoint_dir.empty() && c.resume == "auto") {
-    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(Env::Default(), c.checkpoint_dir));
+  // Checkpoints go to a folder or an object store (s3://); written asynchronously by default.
+  std::unique_ptr<ObjectStore> ckpt_store;
+  if (!c.checkpoint_dir.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(ckpt_store, OpenCheckpointStore(c.checkpoint_dir));
+  }
+  CheckpointOptions copts;
+  copts.keep_last = c.checkpoint_keep;
+  copts.keep_every = c.checkpoint_keep_every;
+  copts.wait_s = c.timeout_s;
+  AsyncCheckpointer checkpointer(ckpt_store.get(), copts);
+  auto ckpt_path = [&](const std::string& name) {
+    std::string dir = c.checkpoint_dir;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "/" + name;
+  };
+  if (ckpt_store && c.resume == "auto") {
+    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*ckpt_store));
     if (newest) {
-      ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(Env::Default(), *newest, &model, &opt, &st));
+      ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*ckpt_store, *newest, &model, &opt, &st));
       ANNEAL_RETURN_IF_ERROR(train->Seek(st.loader));
-      log("resumed from " + *newest + " at step " + std::to_string(st.step));
-      res.last_checkpoint = *newest;
+      log("resumed from " + ckpt_path(*newest) + " at step " + std::to_string(st.step));
+      res.last_checkpoint = ckpt_path(*newest);
     }
   }
   const double flops_per_token =
@@ -334,18 +349,52 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     if (re.world > 1 && !world->AllReduceSum(&sum, 1).ok()) return std::nan("");  // the next step reports it
     return sum / n;
   };
-  auto save = [&]() -> Status {
-    if (c.checkpoint_dir.empty()) return Status::Ok();
+  // A save snapshots this rank's part to host memory (training waits for that, and for the previous
+  // save still being written) and writes it on the checkpointer's thread; the last one is waited for.
+  std::string writing;  // the checkpoint being written in the background
+  double blocked_s = 0;
+  int saved_step = -1;
+  auto save = [&](bool last) -> Status {
+    if (!ckpt_store) return Status::Ok();
+    const double t0 = MonotonicSeconds();
+    if (st.step == saved_step) {  // the end of the run right after a periodic save: wait for it only
+      ANNEAL_RETURN_IF_ERROR(checkpointer.Wait());
+      blocked_s += MonotonicSeconds() - t0;
+      log(Fmt("checkpoint %s%s (written in %.2f s)", res.last_checkpoint.c_str(), re.rank == 0 ? " committed" : "",
+              checkpointer.last_write_seconds()));
+      writing.clear();
+      return Status::Ok();
+    }
+    saved_step = st.step;
     st.loader = train->position();
     st.updates = opt.updates();
     CheckpointWriters writers;
-    writers.comm = re.world > 1 ? world : nullptr;
+    writers.rank = re.rank;
+    writers.ranks = re.world;
     writers.zero = par ? c.zero : 0;
     writers.plan = &plan;
-    writers.groups = &pg;
-    ANNEAL_RETURN_IF_ERROR(SaveCheckpoint(Env::Default(), c.checkpoint_dir, model, &opt, st, lineage, writers));
-    res.last_checkpoint = JoinPath(c.checkpoint_dir, CheckpointName(st.step));
-    log("checkpoint " + res.last_checkpoint);
+    ANNEAL_RETURN_IF_ERROR(checkpointer.Wait());  // the previous one first (its buffers are reused)
+    ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*ckpt_store, model, &opt, st, lineage, writers,
+                                                                        copts, checkpointer.spare()));
+    ANNEAL_RETURN_IF_ERROR(checkpointer.Start(std::move(snap)));
+    if (!writing.empty()) {
+      log(Fmt("checkpoint %s committed (written in %.2f s)", ckpt_path(writing).c_str(), checkpointer.last_write_seconds()));
+    }
+    writing = CheckpointName(st.step);
+    res.last_checkpoint = ckpt_path(writing);
+    if (last || !c.checkpoint_async) {
+      ANNEAL_RETURN_IF_ERROR(checkpointer.Wait());
+      const double dt = MonotonicSeconds() - t0;
+      blocked_s += dt;
+      log(Fmt("checkpoint %s%s (training blocked %.0f ms, written in %.2f s)", res.last_checkpoint.c_str(),
+              re.rank == 0 ? " committed" : "", dt * 1e3, checkpointer.last_write_seconds()));
+      writing.clear();
+    } else {
+      const double dt = MonotonicSeconds() - t0;
+      blocked_s += dt;
+      log(Fmt("checkpoint %s: snapshot taken, training blocked %.0f ms; writing in the background",
+              res.last_checkpoint.c_str(), dt * 1e3));
+    }
     return Status::Ok();
   };
   // The squared gradient norm over the parameters this rank accounts for: its boxes of sharded
@@ -476,13 +525,14 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       res.last_val_loss = evaluate();
       log(val_line(res.last_val_loss));
     }
-    if (c.checkpoint_every > 0 && st.step % c.checkpoint_every == 0) ANNEAL_RETURN_IF_ERROR(save());
+    if (c.checkpoint_every > 0 && st.step % c.checkpoint_every == 0) ANNEAL_RETURN_IF_ERROR(save(false));
   }
   if (val && (c.eval_every == 0 || st.step % c.eval_every != 0)) {
     res.last_val_loss = evaluate();
     log(val_line(res.last_val_loss));
   }
-  ANNEAL_RETURN_IF_ERROR(save());
+  ANNEAL_RETURN_IF_ERROR(save(true));
+  if (ckpt_store) log(Fmt("checkpoints blocked training %.0f ms in all", blocked_s * 1e3));
   res.steps_done = st.step;
   if (c.pp > 1 && re.world > 1) {
     // Each stage's measured idle fraction (blocked on receives and sends), averaged over its ranks.

@@ -1,99 +1,214 @@
 #include "ckpt/checkpoint.h"
 
-#include "core/safetensors.h"
-
 #include <gtest/gtest.h>
 
-#include "testing/fault_env.h"
+#include <thread>
+
+#include "core/safetensors.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {
 namespace {
 
 GptConfig Tiny() { return GptConfig::Make(200, 16, 2, 2, 16).value(); }
+const CheckpointLineage kLineage{"{}", "d", "h"};
+
+struct Fixture {
+  testing::TempDir dir;
+  std::unique_ptr<ObjectStore> store = std::move(OpenCheckpointStore(dir.path())).value();
+  GptModel model{Tiny(), CpuKernels()};
+  Fixture() { model.InitWeights(5); }
+  Status Save(int step, ObjectStore* s = nullptr, CheckpointOptions o = {}) {
+    TrainerState st;
+    st.step = step;
+    o.attempt = o.attempt < 0 ? 0 : o.attempt;
+    return SaveCheckpoint(s ? *s : *store, model, nullptr, st, kLineage, {}, o);
+  }
+  std::optional<std::string> Newest() { return FindNewestCheckpoint(*store).value(); }
+};
 
 TEST(CheckpointTest, RoundTripsWeightsMomentsAndState) {
-  testing::TempDir dir;
-  GptModel a(Tiny(), CpuKernels());
-  a.InitWeights(5);
-  AdamW opt(a.layout(), CpuKernels(), AdamWOptions{});
+  Fixture f;
+  AdamW opt(f.model.layout(), CpuKernels(), AdamWOptions{});
   for (size_t i = 0; i < opt.m().size(); ++i) opt.m()[i] = 0.001f * static_cast<float>(i % 97);
-  const ParamInfo* wte = a.layout().Find("wte.weight");  // padded vocabulary rows hold zeros
+  const ParamInfo* wte = f.model.layout().Find("wte.weight");  // padded vocabulary rows hold zeros
   std::fill(opt.m().begin() + wte->offset + wte->size, opt.m().begin() + wte->offset + wte->stored_size, 0.0f);
   opt.set_updates(7);
   TrainerState st;
   st.step = 7;
   st.updates = 7;
   st.loader = {3, 112};
-  ASSERT_TRUE(SaveCheckpoint(Env::Default(), dir.path(), a, &opt, st, {"{}", "d", "h"}).ok());
-  auto newest = FindNewestCheckpoint(Env::Default(), dir.path());
-  ASSERT_TRUE(newest.ok() && newest->has_value());
-  EXPECT_EQ(**newest, dir.File("step-00000007"));
+  CheckpointOptions o;
+  o.attempt = 2;
+  ASSERT_TRUE(SaveCheckpoint(*f.store, f.model, &opt, st, kLineage, {}, o).ok());
+  ASSERT_EQ(f.Newest(), "step-00000007");
   GptModel b(Tiny(), CpuKernels());
   AdamW opt2(b.layout(), CpuKernels(), AdamWOptions{});
   TrainerState st2;
-  ASSERT_TRUE(LoadCheckpoint(Env::Default(), **newest, &b, &opt2, &st2).ok());
-  EXPECT_TRUE(std::equal(a.params(), a.params() + a.num_floats(), b.params()));
+  ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000007", &b, &opt2, &st2).ok());
+  EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
   EXPECT_EQ(opt.m(), opt2.m());
   EXPECT_EQ(st2.step, 7);
   EXPECT_EQ(opt2.updates(), 7);
   EXPECT_EQ(st2.loader.samples, 112u);
-  // The stored wte is canonical: V rows, not the padded Vp.
-  auto r = SafeTensorsReader::Open(Env::Default(), dir.File("step-00000007/model.safetensors"));
-  ASSERT_TRUE(r.ok());
+  // The files live under the attempt's folder; the stored wte is canonical: V rows, not Vp.
+  auto r = SafeTensorsReader::Open(Env::Default(), f.dir.File("step-00000007/attempt-2/model.safetensors"));
+  ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r.value()->tensors().at("param.wte.weight").shape, (std::vector<int64_t>{200, 16}));
   EXPECT_TRUE(r.value()->Has("param.h.1.attn.k.weight"));
+  EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000007").ok());
 }
 
-TEST(CheckpointTest, WithoutManifestItDoesNotExist) {
-  testing::TempDir dir;
-  GptModel a(Tiny(), CpuKernels());
-  TrainerState st;
-  st.step = 3;
-  ASSERT_TRUE(SaveCheckpoint(Env::Default(), dir.path(), a, nullptr, st, {"{}", "d", "h"}).ok());
-  // A later checkpoint whose manifest write fails: only the shard is there.
-  testing::FaultEnv env(Env::Default());
-  st.step = 9;
-  env.FailRenameNumber(2);  // 1st rename: the shard; 2nd: the manifest
-  EXPECT_FALSE(SaveCheckpoint(env, dir.path(), a, nullptr, st, {"{}", "d", "h"}).ok());
-  EXPECT_TRUE(Env::Default().Exists(dir.File("step-00000009/model.safetensors")));
-  auto newest = FindNewestCheckpoint(Env::Default(), dir.path());
-  ASSERT_TRUE(newest.ok() && newest->has_value());
-  EXPECT_EQ(**newest, dir.File("step-00000003"));
+// Interrupted at any point, a checkpoint is never taken for a whole one and the previous stays the
+// newest: the store fails on a shard (a dropped connection), on the record, on the manifest (a full
+// disk), and a writer dies before the manifest (nothing after the shards).
+TEST(CheckpointTest, AnInterruptedCheckpointNeverCountsAndThePreviousStays) {
+  Fixture f;
+  ASSERT_TRUE(f.Save(3).ok());
+  FaultObjectStore faulty(f.store.get());
+  const std::vector<std::pair<int, Status>> faults = {
+      {1, PeerError("connection reset by peer")},       // the shard
+      {2, PeerError("connection reset by peer")},       // this rank's record
+      {3, IoError("No space left on device")},          // the manifest
+  };
+  int step = 10;
+  for (const auto& [nth, error] : faults) {
+    faulty.FailNth(FaultObjectStore::Op::kPut, nth, error);
+    Status s = f.Save(step, &faulty);
+    EXPECT_FALSE(s.ok()) << "fault at put " << nth;
+    EXPECT_EQ(s.code(), error.code());
+    EXPECT_EQ(f.Newest(), "step-00000003") << "fault at put " << nth;
+    ++step;
+  }
+  auto all = ListCheckpoints(*f.store);
+  ASSERT_TRUE(all.ok());
+  int incomplete = 0;
+  for (const auto& c : *all) incomplete += !c.complete;
+  EXPECT_GE(incomplete, 2);  // their shards are there, without manifests
+  // The previous checkpoint still loads.
+  GptModel b(Tiny(), CpuKernels());
+  EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000003", &b, nullptr, nullptr).ok());
 }
 
-TEST(CheckpointTest, RefusesAnotherShapeAndCorruption) {
-  testing::TempDir dir;
-  GptModel a(Tiny(), CpuKernels());
-  a.InitWeights(1);
+// A writer left over from an earlier attempt writes under its own attempt folder: it cannot touch
+// the files a later attempt's manifest lists.
+TEST(CheckpointTest, AWriterOfAnEarlierAttemptCannotSpoilALaterOne) {
+  Fixture f;
+  CheckpointOptions o;
+  o.attempt = 1;
+  ASSERT_TRUE(f.Save(5, nullptr, o).ok());
+  // The stale attempt 0 writes garbage into its own folder for the same step (and no manifest).
+  ASSERT_TRUE(f.store->Put("step-00000005/attempt-0/model.safetensors", "garbage from a stale writer").ok());
+  EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000005").ok());
+  GptModel b(Tiny(), CpuKernels());
+  EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000005", &b, nullptr, nullptr).ok());
+  EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
+}
+
+TEST(CheckpointTest, ARankThatNeverFinishesMeansNoManifest) {
+  Fixture f;
   TrainerState st;
-  st.step = 1;
-  ASSERT_TRUE(SaveCheckpoint(Env::Default(), dir.path(), a, nullptr, st, {"{}", "d", "h"}).ok());
-  const std::string ck = dir.File("step-00000001");
+  st.step = 6;
+  CheckpointWriters w;
+  w.rank = 0;
+  w.ranks = 2;  // rank 1 never writes
+  CheckpointOptions o;
+  o.attempt = 0;
+  o.wait_s = 0.2;
+  Status s = SaveCheckpoint(*f.store, f.model, nullptr, st, kLineage, w, o);
+  EXPECT_EQ(s.code(), Code::kPeer);
+  EXPECT_NE(s.message().find("rank 1 did not finish"), std::string::npos) << s.message();
+  EXPECT_FALSE(f.Newest().has_value());
+}
+
+// Two ranks writing in parallel (threads here): rank 0 commits once both records are there.
+TEST(CheckpointTest, RanksWriteInParallelAndRankZeroCommits) {
+  Fixture f;
+  TrainerState st;
+  st.step = 8;
+  AdamW opt0(f.model.layout(), CpuKernels(), AdamWOptions{}, 0, f.model.num_floats() / 2);
+  AdamW opt1(f.model.layout(), CpuKernels(), AdamWOptions{}, f.model.num_floats() / 2, f.model.num_floats());
+  Status s0, s1;
+  CheckpointOptions o;
+  o.attempt = 0;
+  std::thread t1([&] {
+    CheckpointWriters w{1, 2, 1, nullptr};
+    s1 = SaveCheckpoint(*f.store, f.model, &opt1, st, kLineage, w, o);
+  });
+  CheckpointWriters w0{0, 2, 1, nullptr};
+  s0 = SaveCheckpoint(*f.store, f.model, &opt0, st, kLineage, w0, o);
+  t1.join();
+  ASSERT_TRUE(s0.ok()) << s0.message();
+  ASSERT_TRUE(s1.ok()) << s1.message();
+  EXPECT_EQ(f.Newest(), "step-00000008");
+  EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000008").ok());
+}
+
+TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
+  Fixture f;
+  ASSERT_TRUE(f.Save(1).ok());
   GptModel other(GptConfig::Make(200, 16, 2, 2, 32).value(), CpuKernels());
-  Status s = LoadCheckpoint(Env::Default(), ck, &other, nullptr, nullptr);
+  Status s = LoadCheckpoint(*f.store, "step-00000001", &other, nullptr, nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("holds a model of shape"), std::string::npos);
-  std::string bytes = *Env::Default().ReadFile(ck + "/model.safetensors");
+  const std::string shard = "step-00000001/attempt-0/model.safetensors";
+  std::string bytes = *f.store->Get(shard);
   bytes[bytes.size() / 2] ^= 0x40;
-  ASSERT_TRUE(Env::Default().WriteFileAtomic(ck + "/model.safetensors", bytes).ok());
+  ASSERT_TRUE(f.store->Put(shard, bytes).ok());
   GptModel b(Tiny(), CpuKernels());
-  s = LoadCheckpoint(Env::Default(), ck, &b, nullptr, nullptr);
+  s = LoadCheckpoint(*f.store, "step-00000001", &b, nullptr, nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("checksum"), std::string::npos);
+  s = VerifyCheckpoint(*f.store, "step-00000001");
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
+  ASSERT_TRUE(f.store->Delete(shard).ok());  // a manifest naming a missing shard
+  s = LoadCheckpoint(*f.store, "step-00000001", &b, nullptr, nullptr);
+  EXPECT_EQ(s.ExitCode(), 2);
+  EXPECT_NE(s.message().find("is missing"), std::string::npos) << s.message();
+  EXPECT_NE(VerifyCheckpoint(*f.store, "step-00000001").message().find("no object"), std::string::npos);
 }
 
 TEST(CheckpointTest, NeverOverwritesACompleteCheckpoint) {
-  testing::TempDir dir;
-  GptModel a(Tiny(), CpuKernels());
-  a.InitWeights(1);
+  Fixture f;
+  ASSERT_TRUE(f.Save(4).ok());
+  const std::string before = *f.store->Get("step-00000004/attempt-0/model.safetensors");
+  f.model.InitWeights(2);
+  ASSERT_TRUE(f.Save(4).ok());
+  EXPECT_EQ(*f.store->Get("step-00000004/attempt-0/model.safetensors"), before);
+}
+
+TEST(CheckpointTest, RetentionKeepsTheLastKAndEveryMth) {
+  Fixture f;
+  CheckpointOptions o;
+  o.keep_last = 2;
+  o.keep_every = 4;
+  for (int step = 1; step <= 9; ++step) ASSERT_TRUE(f.Save(step, nullptr, o).ok());
+  auto all = ListCheckpoints(*f.store);
+  ASSERT_TRUE(all.ok());
+  std::vector<int> steps;
+  for (const auto& c : *all) steps.push_back(c.step);
+  EXPECT_EQ(steps, (std::vector<int>{4, 8, 9}));
+  ASSERT_TRUE(DeleteCheckpoint(*f.store, "step-00000009").ok());
+  EXPECT_EQ(f.Newest(), "step-00000008");
+}
+
+TEST(CheckpointTest, AsyncWriterCommitsInTheBackground) {
+  Fixture f;
+  AsyncCheckpointer w(f.store.get(), CheckpointOptions{0});
   TrainerState st;
-  st.step = 4;
-  ASSERT_TRUE(SaveCheckpoint(Env::Default(), dir.path(), a, nullptr, st, {"{}", "d", "h"}).ok());
-  std::string before = *Env::Default().ReadFile(dir.File("step-00000004/model.safetensors"));
-  a.InitWeights(2);
-  ASSERT_TRUE(SaveCheckpoint(Env::Default(), dir.path(), a, nullptr, st, {"{}", "d", "h"}).ok());
-  EXPECT_EQ(*Env::Default().ReadFile(dir.File("step-00000004/model.safetensors")), before);
+  st.step = 12;
+  auto snap = SnapshotCheckpoint(*f.store, f.model, nullptr, st, kLineage, {}, CheckpointOptions{0});
+  ASSERT_TRUE(snap.ok());
+  EXPECT_GT(snap->bytes(), f.model.num_floats());
+  f.model.InitWeights(9);  // training goes on and changes the weights: the snapshot is unaffected
+  ASSERT_TRUE(w.Start(std::move(snap).value()).ok());
+  ASSERT_TRUE(w.Wait().ok());
+  GptModel b(Tiny(), CpuKernels());
+  ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000012", &b, nullptr, nullptr).ok());
+  GptModel a(Tiny(), CpuKernels());
+  a.InitWeights(5);
+  EXPECT_TRUE(std::equal(a.params(), a.params() + a.num_floats(), b.params()));
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ done
 ANNEAL_FAULT_KILL_IN_CHECKPOINT=44 "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" >>"$TMP/all.log" 2>&1
 rc=$?
 check "fault-injected kill inside a checkpoint (exit $rc)" test "$rc" -eq 137
-check "torn checkpoint left without a manifest" test -f "$CK/step-00000044/model.safetensors" -a ! -f "$CK/step-00000044/manifest.json"
+check "torn checkpoint left without a manifest" test -f "$CK/step-00000044/attempt-0/model.safetensors" -a ! -f "$CK/step-00000044/manifest.json"
 "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" >"$TMP/last.log" 2>&1
 cat "$TMP/last.log" >>"$TMP/all.log"
 check "resume skipped the torn step-44 checkpoint" grep -q "resumed from $CK/step-00000040" "$TMP/last.log"
@@ -61,7 +61,7 @@ before=$(cat "$CK"/step-00000060/manifest.json | md5sum)
 expect_exit "checkpoint of another shape" 2 "holds a model of shape" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" --set model.n_embd=64
 check "existing checkpoint unchanged" test "$before" = "$(cat "$CK"/step-00000060/manifest.json | md5sum)"
-printf '\x00' | dd of="$CK/step-00000060/model.safetensors" bs=1 seek=100000 conv=notrunc 2>/dev/null
+printf '\x00' | dd of="$CK/step-00000060/attempt-0/model.safetensors" bs=1 seek=100000 conv=notrunc 2>/dev/null
 expect_exit "corrupt checkpoint" 2 "fails its checksum.*delete" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" --set train.steps=70
 expect_exit "data of another vocabulary" 2 "vocabulary 50257.* 1000" \
