@@ -145,6 +145,52 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 
 }  // namespace
 
+namespace {
+
+// This rank's files, each a writer over views of the model's and optimizer's memory (no copy yet).
+std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptModel& model, const AdamW* opt,
+                                                                   const CheckpointWriters& writers) {
+  std::vector<std::pair<std::string, SafeTensorsWriter>> out;
+  const std::vector<WrittenPart> parts = PartsOf(writers, writers.rank, writers.ranks, model.layout(), opt != nullptr);
+  for (size_t i = 0; i < parts.size();) {
+    const std::string file = parts[i].file;
+    SafeTensorsWriter w;
+    for (; i < parts.size() && parts[i].file == file; ++i) {
+      const WrittenPart& part = parts[i];
+      const ParamInfo& p = *part.p;
+      if (part.count < 0) {
+        const float* src = part.what == 'p' ? model.params() + p.offset
+                                            : (part.what == 'm' ? opt->m() : opt->v()).data() + p.offset;
+        w.AddF32View(part.key, p.box_length, src);
+      } else {
+        const std::vector<float>& mom = part.what == 'm' ? opt->m() : opt->v();
+        w.AddF32View(part.key, {part.count}, mom.data() + (p.offset + part.start - opt->begin()));
+      }
+    }
+    w.SetMetadata("format", kCheckpointFormat);
+    out.emplace_back(file, std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<size_t> CheckpointImageSizes(const GptModel& model, const AdamW* opt, const CheckpointWriters& writers) {
+  std::vector<size_t> out;
+  for (const auto& [file, w] : FileWriters(model, opt, writers)) out.push_back(w.SerializedSize());
+  return out;
+}
+
+void AsyncCheckpointer::Reserve(std::vector<size_t> sizes) {
+  if (!Wait().ok()) return;
+  thread_ = std::thread([this, sizes = std::move(sizes)] {
+    for (size_t n : sizes) {
+      std::string b(n, '\0');  // zero-filled: every page faulted in here, not during a snapshot
+      spare_.push_back(std::move(b));
+    }
+  });
+}
+
 uint64_t CheckpointSnapshot::bytes() const {
   uint64_t n = 0;
   for (const auto& f : files) n += f.second.size();
@@ -176,24 +222,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
     return snap;
   }
   const std::string dir = "attempt-" + std::to_string(snap.attempt) + "/";
-  // This rank's files: its parts grouped by file, in order.
-  const std::vector<WrittenPart> parts = PartsOf(writers, writers.rank, writers.ranks, model.layout(), opt != nullptr);
-  for (size_t i = 0; i < parts.size();) {
-    const std::string file = parts[i].file;
-    SafeTensorsWriter w;
-    for (; i < parts.size() && parts[i].file == file; ++i) {
-      const WrittenPart& part = parts[i];
-      const ParamInfo& p = *part.p;
-      if (part.count < 0) {
-        const float* src = part.what == 'p' ? model.params() + p.offset
-                                            : (part.what == 'm' ? opt->m() : opt->v()).data() + p.offset;
-        w.AddF32View(part.key, p.box_length, src);
-      } else {
-        const std::vector<float>& mom = part.what == 'm' ? opt->m() : opt->v();
-        w.AddF32View(part.key, {part.count}, mom.data() + (p.offset + part.start - opt->begin()));
-      }
-    }
-    w.SetMetadata("format", kCheckpointFormat);
+  for (auto& [file, w] : FileWriters(model, opt, writers)) {
     // One copy of the state into a buffer of the previous snapshot when there is one.
     std::string image;
     if (spare && !spare->empty()) {
@@ -288,9 +317,17 @@ Status ApplyRetention(ObjectStore& store, const CheckpointOptions& o) {
 Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o) {
   if (snap.skip) return Status::Ok();
   json record = json::array();
+  const bool trace = std::getenv("ANNEAL_CKPT_TRACE") != nullptr;
   for (const auto& [name, image] : snap.files) {
+    auto t0 = std::chrono::steady_clock::now();
     ANNEAL_RETURN_IF_ERROR(store.Put(snap.name + "/" + name, image));
+    auto t1 = std::chrono::steady_clock::now();
     record.push_back({{"name", name}, {"bytes", image.size()}, {"xxh64", HexU64(Xxh64(image))}});
+    auto t2 = std::chrono::steady_clock::now();
+    if (trace) {
+      std::fprintf(stderr, "ckpt trace: %s %zu bytes: put %.3f s, xxh64 %.3f s\n", name.c_str(), image.size(),
+                   std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
+    }
   }
   ANNEAL_RETURN_IF_ERROR(store.Put(RecordKey(snap, snap.rank), record.dump()));
   if (snap.rank != 0) return Status::Ok();

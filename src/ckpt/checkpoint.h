@@ -86,6 +86,8 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
                                               const TrainerState& state, const CheckpointLineage& lineage,
                                               const CheckpointWriters& writers, const CheckpointOptions& o,
                                               std::vector<std::string>* spare = nullptr);
+// The sizes of this rank's file images (AsyncCheckpointer::Reserve).
+std::vector<size_t> CheckpointImageSizes(const GptModel& model, const AdamW* opt, const CheckpointWriters& writers);
 // Writes the snapshot's files, then this rank's record step-N/attempt-A/done-RRRRR.json (names,
 // sizes, XXH64). Rank 0 then waits (at most o.wait_s) for every rank's record, writes manifest.json
 // LAST, and applies retention. Until the manifest is there the checkpoint does not exist, whatever
@@ -109,6 +111,9 @@ class AsyncCheckpointer {
   double last_write_seconds() const { return write_s_; }
   // Call after Wait() (no write in flight).
   std::vector<std::string>* spare() { return &spare_; }
+  // Allocates (and faults in) buffers of these sizes on the background thread, for the first
+  // snapshot (CheckpointImageSizes); training goes on meanwhile.
+  void Reserve(std::vector<size_t> sizes);
 
  private:
   ObjectStore* store_;

@@ -145,6 +145,18 @@ std::string SafeTensorsWriter::Serialize() const {
   return out;
 }
 
+size_t SafeTensorsWriter::SerializedSize() const {
+  json h = json::object();
+  uint64_t off = 0;
+  for (const auto& it : items_) {
+    h[it.name] = {{"dtype", it.dtype}, {"shape", it.shape}, {"data_offsets", {off, off + it.size()}}};
+    off += it.size();
+  }
+  if (!metadata_.empty()) h["__metadata__"] = metadata_;
+  const size_t header = (h.dump().size() + 8 + 7) / 8 * 8;
+  return header + off;
+}
+
 void SafeTensorsWriter::SerializeTo(std::string* out) const {
   json h = json::object();
   uint64_t off = 0;

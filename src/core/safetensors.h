@@ -61,6 +61,8 @@ class SafeTensorsWriter {
   // The same into *out, reusing its memory (a buffer from the previous checkpoint: no fresh pages
   // to fault in); the data is copied once.
   void SerializeTo(std::string* out) const;
+  // Bytes Serialize would produce.
+  size_t SerializedSize() const;
   // Writes atomically (temporary name, fsync, rename).
   Status Write(Env& env, const std::string& path) const;
 

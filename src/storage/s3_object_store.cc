@@ -38,11 +38,17 @@ struct Response {
 };
 
 size_t OnBody(char* p, size_t size, size_t n, void* out) {
-  static_cast<std::string*>(out)->append(p, size * n);
+  auto* r = static_cast<Response*>(out);
+  if (r->body.empty()) {  // the whole body in one allocation (no regrowth copies of a large object)
+    auto it = r->headers.find("content-length");
+    if (it != r->headers.end()) r->body.reserve(std::strtoull(it->second.c_str(), nullptr, 10));
+  }
+  r->body.append(p, size * n);
   return size * n;
 }
 
 size_t OnHeader(char* p, size_t size, size_t n, void* out) {
+  out = &static_cast<Response*>(out)->headers;
   std::string line(p, size * n);
   const size_t colon = line.find(':');
   if (colon != std::string::npos) {
@@ -403,9 +409,10 @@ class S3ObjectStore : public ObjectStore {
       curl_easy_setopt(c, CURLOPT_URL, url.c_str());
       curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
       curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-      curl_easy_setopt(c, CURLOPT_WRITEDATA, &r.body);
+      curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
       curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-      curl_easy_setopt(c, CURLOPT_HEADERDATA, &r.headers);
+      curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
+      curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
       curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
       curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
       // A response that stalls (under 1 byte/s for stall_s_) counts as a dropped connection: retried.

@@ -349,6 +349,13 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     if (re.world > 1 && !world->AllReduceSum(&sum, 1).ok()) return std::nan("");  // the next step reports it
     return sum / n;
   };
+  CheckpointWriters writers;
+  writers.rank = re.rank;
+  writers.ranks = re.world;
+  writers.zero = par ? c.zero : 0;
+  writers.plan = &plan;
+  // The snapshot buffers are faulted in on the checkpointer's thread while the first steps run.
+  if (ckpt_store && c.checkpoint_async) checkpointer.Reserve(CheckpointImageSizes(model, &opt, writers));
   // A save snapshots this rank's part to host memory (training waits for that, and for the previous
   // save still being written) and writes it on the checkpointer's thread; the last one is waited for.
   std::string writing;  // the checkpoint being written in the background
@@ -368,14 +375,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     saved_step = st.step;
     st.loader = train->position();
     st.updates = opt.updates();
-    CheckpointWriters writers;
-    writers.rank = re.rank;
-    writers.ranks = re.world;
-    writers.zero = par ? c.zero : 0;
-    writers.plan = &plan;
     ANNEAL_RETURN_IF_ERROR(checkpointer.Wait());  // the previous one first (its buffers are reused)
+    const double t_wait = MonotonicSeconds() - t0;
     ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*ckpt_store, model, &opt, st, lineage, writers,
                                                                         copts, checkpointer.spare()));
+    const double t_snap = MonotonicSeconds() - t0 - t_wait;
     ANNEAL_RETURN_IF_ERROR(checkpointer.Start(std::move(snap)));
     if (!writing.empty()) {
       log(Fmt("checkpoint %s committed (written in %.2f s)", ckpt_path(writing).c_str(), checkpointer.last_write_seconds()));
@@ -392,8 +396,9 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     } else {
       const double dt = MonotonicSeconds() - t0;
       blocked_s += dt;
-      log(Fmt("checkpoint %s: snapshot taken, training blocked %.0f ms; writing in the background",
-              res.last_checkpoint.c_str(), dt * 1e3));
+      log(Fmt("checkpoint %s: snapshot taken, training blocked %.0f ms (%.0f ms waiting for the previous write, "
+              "%.0f ms copying); writing in the background",
+              res.last_checkpoint.c_str(), dt * 1e3, t_wait * 1e3, t_snap * 1e3));
     }
     return Status::Ok();
   };

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Checkpoint cost for a GPT-2 124M-shaped model (12 layers, C=768: 1.49 GB of parameters and Adam
+# moments per checkpoint) on this machine's disk, in one run:
+#   - the time training is blocked per periodic save, asynchronous (snapshot to reused host buffers,
+#     written by a background thread) against synchronous (written before training goes on);
+#     24 steps of B=1, T=32, a save every 8 steps (saves at 8 and 16 counted; the final one, always
+#     waited for, is not); the async figure splits into waiting for the previous write and copying;
+#   - the write rate of the synchronous saves (bytes / time to write and fsync every file and the
+#     manifest) against dd copying 1.5 GB of random bytes from /dev/shm (memory: no disk read, and not
+#     zeros, which this VM's disk writes about 3x faster) with bs=16M conv=fdatasync into a new file in
+#     the same folder, just before and just after the training runs (the mean is used).
+# Targets (the storage issue): blocked <= 10% of synchronous; write rate >= 70% of dd's.
+set -euo pipefail
+source "$(dirname "$0")/train_lib.sh"
+OUT=${CKPT_BENCH_DIR:-$(mktemp -d ./out/ckpt_bench.XXXXXX)}
+trap 'rm -rf "$OUT" "$cfg"' EXIT
+write_config <<YAML
+model: {preset: gpt2, max_seq_len: 32}
+data: {dir: $DATA, seq_len: 32, batch_size: 1, seed: 1}
+train: {steps: 24, checkpoint_every: 8, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, resume: none}
+YAML
+run() {  # $1 = async true|false; prints each periodic save's blocked ms and the write seconds
+  rm -rf "$OUT/ck"
+  OMP_NUM_THREADS=2 "$ANNEAL" train --config "$cfg" --set train.checkpoint_dir="$OUT/ck" \
+    --set train.checkpoint_async=$1 2>&1 | grep "^checkpoint"
+}
+dd_rate() {  # MB/s of dd copying file $1 with fdatasync into a new file $OUT/$2 (kept, as checkpoints
+  # are: on this VM's thin-provisioned disk a write into blocks just freed runs ~3x faster than into
+  # new ones, which is what a checkpoint gets)
+  local out
+  out=$(dd if="$1" of="$OUT/$2" bs=16M conv=fdatasync 2>&1 | tail -1)
+  echo "$(sed -E 's/^([0-9]+) bytes.*/\1/' <<<"$out") / 1000000 / $(sed -E 's/.*, ([0-9.]+) s, .*/\1/' <<<"$out")" | bc -l
+}
+src=$(mktemp /dev/shm/anneal_ckpt_bench.XXXXXX)
+trap 'rm -rf "$OUT" "$cfg" "$src"' EXIT
+head -c 1500000000 /dev/urandom >"$src"
+dd1=$(dd_rate "$src" dd1.bin)
+a=$(run true)
+s=$(run false)
+dd2=$(dd_rate "$src" dd2.bin)
+rm -f "$src"
+dd_mb_s=$(echo "($dd1 + $dd2) / 2" | bc -l)
+bytes=$(du -sb "$OUT/ck/step-00000024" | cut -f1)
+blocked_async=$(grep -E "step-000000(08|16): snapshot taken" <<<"$a" | sed -E 's/.*blocked ([0-9]+) ms.*/\1/' | awk '{s+=$1} END {print s/NR}')
+wait_async=$(grep -E "step-000000(08|16): snapshot taken" <<<"$a" | sed -E 's/.*\(([0-9]+) ms waiting.*/\1/' | awk '{s+=$1} END {print s/NR}')
+blocked_sync=$(grep -E "step-000000(08|16) committed \(training blocked" <<<"$s" | sed -E 's/.*blocked ([0-9]+) ms.*/\1/' | awk '{s+=$1} END {print s/NR}')
+write_s=$(grep -E "committed \(training blocked" <<<"$s" | sed -E 's/.*written in ([0-9.]+) s.*/\1/' | awk '{s+=$1} END {print s/NR}')
+mb_s=$(echo "$bytes / 1000000 / $write_s" | bc -l)
+printf "checkpoint: %.0f MB (parameters and Adam moments of a 124M model)\n" "$(echo "$bytes / 1000000" | bc -l)"
+printf "%-44s %10s\n" "training blocked per periodic save, async" "$(printf %.0f "$blocked_async") ms"
+printf "%-44s %10s\n" "  of which waiting for the previous write" "$(printf %.0f "$wait_async") ms"
+printf "%-44s %10s\n" "training blocked per periodic save, sync" "$(printf %.0f "$blocked_sync") ms"
+printf "%-44s %10.1f%%\n" "async / sync" "$(echo "100 * $blocked_async / $blocked_sync" | bc -l)"
+printf "%-44s %10.0f MB/s\n" "checkpoint write (mean of the sync saves)" "$mb_s"
+printf "%-44s %10.0f MB/s (%.0f, %.0f)\n" "dd from /dev/shm, fdatasync, same disk" "$dd_mb_s" "$dd1" "$dd2"
+printf "%-44s %10.2f\n" "ratio" "$(echo "$mb_s / $dd_mb_s" | bc -l)"
+echo "RESULT ckpt bytes=$bytes blocked_async_ms=$(printf %.0f "$blocked_async") blocked_sync_ms=$(printf %.0f "$blocked_sync") async_over_sync=$(printf %.3f "$(echo "$blocked_async / $blocked_sync" | bc -l)") write_mb_s=$(printf %.0f "$mb_s") dd_mb_s=$(printf %.0f "$dd_mb_s") ratio=$(printf %.2f "$(echo "$mb_s / $dd_mb_s" | bc -l)")" >&2
