@@ -26,7 +26,11 @@ const KeySpec kSpecs[] = {
     {"model.n_layer", "4", "transformer blocks"},
     {"model.n_head", "4", "attention heads (must divide n_embd)"},
     {"model.n_embd", "256", "channels"},
-    {"data.dir", "", "prepared dataset folder (anneal prep --output)"},
+    {"data.dir", "", "prepared dataset (anneal prep --output): a folder, or with data.mode file a URI (s3://, file://)"},
+    {"data.mode", "shared",
+     "shared: read data.dir in place (a local or mounted folder) | file: copy it to local disk first, checksummed"},
+    {"data.local_dir", "", "data.mode file: where the copy goes (empty = /tmp/anneal-channels/<hash of data.dir>)"},
+    {"data.parallel", "4", "data.mode file: objects copied at once"},
     {"data.seq_len", "256", "T: tokens per sample"},
     {"data.batch_size", "8", "B: samples per micro-batch"},
     {"data.seed", "1", "shuffle seed"},
@@ -203,6 +207,12 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
     else c.model = *m;
   }
   c.data_dir = v["data.dir"];
+  c.data_mode = v["data.mode"];
+  if (c.data_mode != "shared" && c.data_mode != "file") {
+    errors.push_back("data.mode = '" + c.data_mode + "' must be shared or file");
+  }
+  c.data_local_dir = v["data.local_dir"];
+  c.data_parallel = get_int("data.parallel", 1, 256);
   c.seq_len = get_int("data.seq_len", 1, 1 << 20);
   c.batch_size = get_int("data.batch_size", 1, 1 << 20);
   c.data_seed = static_cast<uint64_t>(get_int("data.seed", 0, INT32_MAX));

@@ -17,6 +17,9 @@ namespace anneal {
 struct TrainConfig {
   GptConfig model;
   std::string data_dir;
+  std::string data_mode = "shared";  // storage/channel.h
+  std::string data_local_dir;
+  int data_parallel = 4;
   int seq_len = 256;
   int batch_size = 8;
   uint64_t data_seed = 1;

@@ -22,6 +22,7 @@
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "parallel/pipeline.h"
+#include "storage/channel.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
 
@@ -189,7 +190,15 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   const int B = c.batch_size, T = c.seq_len;
 
   LoaderOptions lo;
-  lo.dir = c.data_dir;
+  // The data channel: read in place, or copied to local disk first (local rank 0 copies).
+  ChannelOptions chan;
+  chan.mode = c.data_mode;
+  chan.local_dir = c.data_local_dir;
+  chan.parallel = c.data_parallel;
+  chan.local_rank = re.local_rank;
+  chan.quiet = re.rank != 0;
+  ANNEAL_ASSIGN_OR_RETURN(const std::string data_dir, PrepareDataChannel(c.data_dir, chan));
+  lo.dir = data_dir;
   lo.batch = B;
   lo.seq_len = T;
   lo.seed = c.data_seed;
@@ -321,7 +330,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   // best model that ignores context, printed beside every validation loss.
   double unigram = -1;
   if (val) {
-    auto h = UnigramEntropy(c.data_dir, "train");
+    auto h = UnigramEntropy(data_dir, "train");
     if (h.ok()) unigram = *h;
   }
   auto val_line = [&](double v) {

@@ -42,4 +42,16 @@ echo "ok   a second run resumed from the newest manifest on radosgw"
 "$ANNEAL" ckpt verify "s3://anneal-test/run-$$" --all >/dev/null || { echo "FAIL anneal ckpt verify"; exit 1; }
 $S3CMD ls --recursive "s3://anneal-test/run-$$/step-00000006/" | grep -q "manifest.json" || { echo "FAIL s3cmd does not see the manifest"; exit 1; }
 echo "ok   anneal ckpt ls/verify on s3://, and s3cmd lists the checkpoint"
+
+# The file data channel: the dataset uploaded by s3cmd, copied to local disk (checksummed) by a run
+# with data.mode = file: the same losses as the run that read the folder in place.
+$S3CMD put --recursive "$DIR/ds/" "s3://anneal-test/datasets/kjv/" >/dev/null || { echo "FAIL s3cmd upload of the dataset"; exit 1; }
+"$ANNEAL" train --config "$DIR/cfg.yaml" --set train.checkpoint_dir= >"$DIR/shared.log" 2>&1 || { echo "FAIL shared run"; exit 1; }
+"$ANNEAL" train --config "$DIR/cfg.yaml" --set train.checkpoint_dir= --set data.mode=file \
+  --set data.dir=s3://anneal-test/datasets/kjv --set data.local_dir="$DIR/local" >"$DIR/file.log" 2>&1 \
+  || { echo "FAIL file-channel run: $(tail -3 "$DIR/file.log")"; exit 1; }
+losses() { grep -oE 'loss [0-9.]+ \(0x[^)]*\)' "$1"; }
+[ -n "$(losses "$DIR/file.log")" ] && [ "$(losses "$DIR/shared.log")" = "$(losses "$DIR/file.log")" ] \
+  || { echo "FAIL the file channel's losses differ from the shared run's"; exit 1; }
+echo "ok   data.mode=file from radosgw gives the batches of the folder read in place"
 echo "1 passed, 0 failed"

@@ -1,0 +1,132 @@
+#include "storage/channel.h"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/checksum.h"
+#include "core/env.h"
+#include "core/progress.h"
+#include "data/dataset.h"
+#include "storage/object_store.h"
+
+namespace anneal {
+
+namespace {
+
+constexpr const char* kMarker = ".anneal-channel-complete";
+
+bool IsRemote(const std::string& uri) {
+  const size_t s = uri.find("://");
+  return s != std::string::npos && uri.compare(0, s, "file") != 0;
+}
+
+}  // namespace
+
+Result<std::string> PrepareDataChannel(const std::string& uri, const ChannelOptions& o) {
+  if (o.mode == "shared") {
+    if (IsRemote(uri)) {
+      return InvalidInput("data.dir = '" + uri + "' is not a mounted path, but data.mode is shared: use data.mode = file "
+                          "to copy it to local disk first, or mount it");
+    }
+    return uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
+  }
+  if (o.mode != "file") return InvalidInput("data.mode = '" + o.mode + "' must be shared or file");
+  Env& env = Env::Default();
+  const std::string local =
+      !o.local_dir.empty() ? o.local_dir : "/tmp/anneal-channels/" + HexU64(Xxh64(uri));
+  const std::string marker = JoinPath(local, kMarker);
+  if (o.local_rank != 0) {  // local rank 0 copies; wait for its marker
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+    while (!env.Exists(marker)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return PeerError("local rank 0 did not finish copying " + uri + " to " + local + " within " +
+                         std::to_string(static_cast<int>(o.wait_s)) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return local;
+  }
+  (void)env.Remove(marker);
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri));
+  ANNEAL_ASSIGN_OR_RETURN(auto objects, store->ListAll(""));
+  if (objects.empty()) {
+    return InvalidInput("data.dir = '" + uri + "' holds no objects: check the URI (prepare the data with anneal prep "
+                        "and upload the folder)");
+  }
+  // Checksums from dataset.json, when there is one.
+  std::map<std::string, uint64_t> want;
+  for (const auto& obj : objects) {
+    if (obj.key != "dataset.json") continue;
+    ANNEAL_ASSIGN_OR_RETURN(std::string text, store->Get("dataset.json"));
+    ANNEAL_ASSIGN_OR_RETURN(DatasetInfo info, DatasetInfo::FromJson(text, uri + "/dataset.json"));
+    for (const auto& s : info.shards) {
+      if (s.xxh64) want[s.file] = *s.xxh64;
+    }
+  }
+  ANNEAL_RETURN_IF_ERROR(env.CreateDirs(local));
+  uint64_t total = 0;
+  for (const auto& obj : objects) total += obj.size;
+  Progress progress("copying " + uri + " to " + local, total);
+  progress.set_quiet(o.quiet);
+  progress.Start();
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  Status first;
+  std::atomic<uint64_t> fetched{0}, kept{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < objects.size();) {
+      {
+        std::lock_guard<std::mutex> l(mu);
+        if (!first.ok()) return;
+      }
+      const ObjectInfo& obj = objects[i];
+      const std::string path = JoinPath(local, obj.key);
+      auto fail = [&](Status s) {
+        std::lock_guard<std::mutex> l(mu);
+        if (first.ok()) first = s;
+      };
+      auto it = want.find(obj.key);
+      // Already here from an earlier run, whole and right: keep it.
+      auto size = env.FileSize(path);
+      if (size.ok() && *size == obj.size) {
+        auto have = env.ReadFile(path);
+        if (have.ok() && (it == want.end() || Xxh64(*have) == it->second)) {
+          kept += obj.size;
+          progress.Add(obj.size, 1, 0);
+          continue;
+        }
+      }
+      auto data = store->GetIfMatch(obj.key, obj.etag);
+      if (!data.ok()) return fail(data.status());
+      if (data->size() != obj.size) {
+        return fail(PeerError("object '" + obj.key + "' in " + uri + " changed while it was copied (" +
+                              std::to_string(data->size()) + " bytes, listed as " + std::to_string(obj.size) + ")"));
+      }
+      if (it != want.end() && Xxh64(*data) != it->second) {
+        return fail(InvalidInput("shard '" + obj.key + "' in " + uri + " fails the checksum its dataset.json gives: the "
+                                 "upload is damaged or from another dataset; upload the folder again"));
+      }
+      const size_t slash = path.rfind('/');
+      if (Status s = env.CreateDirs(path.substr(0, slash)); !s.ok()) return fail(s);
+      if (Status s = env.WriteFileAtomic(path, *data); !s.ok()) return fail(s);
+      fetched += obj.size;
+      progress.Add(obj.size, 1, 0);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, std::min<int>(o.parallel, static_cast<int>(objects.size()))); ++t) {
+    threads.emplace_back(worker);
+  }
+  for (auto& t : threads) t.join();
+  progress.Stop();
+  ANNEAL_RETURN_IF_ERROR(first);
+  ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(marker, std::to_string(fetched) + " bytes copied, " +
+                                                         std::to_string(kept) + " kept\n"));
+  return local;
+}
+
+}  // namespace anneal
