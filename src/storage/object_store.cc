@@ -161,6 +161,15 @@ Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env
   } else if (uri.find("://") != std::string::npos) {
     return InvalidInput("object store URI '" + uri + "' has an unsupported scheme: use file:///path or "
                         "s3://bucket/prefix");
+  } else {
+    // "s3:/bucket" or "s3:bucket": a scheme without "//" is a mistyped URI, not a folder named "s3:".
+    const size_t colon = uri.find(':'), slash = uri.find('/');
+    bool scheme = colon != std::string::npos && colon > 0 && (slash == std::string::npos || colon < slash);
+    for (size_t i = 0; scheme && i < colon; ++i) scheme = std::isalnum(static_cast<unsigned char>(uri[i])) != 0;
+    if (scheme) {
+      return InvalidInput("object store URI '" + uri + "' is malformed: write " + uri.substr(0, colon) +
+                          "://bucket/prefix (two slashes), or ./" + uri + " for a folder of that name");
+    }
   }
   if (path.empty()) return InvalidInput("object store URI '" + uri + "' names no folder");
   while (path.size() > 1 && path.back() == '/') path.pop_back();

@@ -50,5 +50,16 @@ TEST(ObjectStoreTest, FaultStoreFailsTheNthOperation) {
   EXPECT_EQ(*f.Get("c", 0, ObjectStore::kToEnd), "3");
 }
 
+TEST(ObjectStoreTest, MalformedUrisAreRefusedWithTheFix) {
+  for (const char* uri : {"s3:/bucket/x", "s3:bucket", "ftp://host/x"}) {
+    auto s = OpenObjectStore(uri);
+    ASSERT_FALSE(s.ok()) << uri;
+    EXPECT_EQ(s.status().ExitCode(), 2) << uri;
+  }
+  EXPECT_NE(OpenObjectStore("s3:/bucket/x").status().message().find("s3://bucket/prefix (two slashes)"),
+            std::string::npos);
+  EXPECT_FALSE(Env::Default().Exists("s3:"));  // no folder named after the mistake
+}
+
 }  // namespace
 }  // namespace anneal
