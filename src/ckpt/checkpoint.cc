@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <set>
 
 #include <algorithm>
 #include <map>
@@ -314,8 +315,66 @@ Status ApplyRetention(ObjectStore& store, const CheckpointOptions& o) {
 
 }  // namespace
 
+namespace {
+
+std::string StagedKey(const CheckpointSnapshot& s, int rank) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "staged-%05d.json", rank);
+  return s.name + "/attempt-" + std::to_string(s.attempt) + "/" + buf;
+}
+
+// The node leader's part of a hierarchical upload: every other local rank's staged files go to the
+// store, then their records (so rank 0 commits only once they are there), and the staging is cleared.
+Status UploadStaged(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+  const std::string prefix = snap.name + "/attempt-" + std::to_string(snap.attempt) + "/staged-";
+  std::set<std::string> done;
+  while (static_cast<int>(done.size()) < o.local_world - 1) {
+    ANNEAL_ASSIGN_OR_RETURN(auto staged, o.staging->ListAll(prefix));
+    bool any = false;
+    for (const ObjectInfo& m : staged) {
+      if (done.count(m.key)) continue;
+      any = true;
+      ANNEAL_ASSIGN_OR_RETURN(std::string text, o.staging->Get(m.key));
+      json staged_record = json::parse(text, nullptr, false);
+      if (!staged_record.is_object()) return Internal("staged record " + m.key + " is corrupt");
+      for (const auto& f : staged_record.at("files")) {
+        const std::string key = snap.name + "/" + f.at("name").get<std::string>();
+        ANNEAL_ASSIGN_OR_RETURN(std::string image, o.staging->Get(key));
+        ANNEAL_RETURN_IF_ERROR(store.Put(key, image));
+        ANNEAL_RETURN_IF_ERROR(o.staging->Delete(key));
+      }
+      ANNEAL_RETURN_IF_ERROR(store.Put(staged_record.at("record_key").get<std::string>(), staged_record.at("files").dump()));
+      ANNEAL_RETURN_IF_ERROR(o.staging->Delete(m.key));
+      done.insert(m.key);
+    }
+    if (!any) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        return PeerError("checkpoint " + snap.name + ": " + std::to_string(o.local_world - 1 - done.size()) +
+                         " local rank(s) did not hand over their files within " +
+                         std::to_string(static_cast<int>(o.wait_s)) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o) {
   if (snap.skip) return Status::Ok();
+  const bool hierarchical = o.staging && o.local_world > 1;
+  if (hierarchical && o.local_rank != 0) {
+    // Hand the files to the node leader: into node-local staging, then the staged record (last).
+    json files = json::array();
+    for (const auto& [name, image] : snap.files) {
+      ANNEAL_RETURN_IF_ERROR(o.staging->Put(snap.name + "/" + name, image));
+      files.push_back({{"name", name}, {"bytes", image.size()}, {"xxh64", HexU64(Xxh64(image))}});
+    }
+    json staged = {{"files", files}, {"record_key", RecordKey(snap, snap.rank)}};
+    return o.staging->Put(StagedKey(snap, snap.rank), staged.dump());
+  }
   json record = json::array();
   const bool trace = std::getenv("ANNEAL_CKPT_TRACE") != nullptr;
   for (const auto& [name, image] : snap.files) {
@@ -330,6 +389,7 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
     }
   }
   ANNEAL_RETURN_IF_ERROR(store.Put(RecordKey(snap, snap.rank), record.dump()));
+  if (hierarchical) ANNEAL_RETURN_IF_ERROR(UploadStaged(store, snap, o));
   if (snap.rank != 0) return Status::Ok();
   // Rank 0: every rank's record (they arrive through the store, from ranks writing in parallel).
   json files = json::array();

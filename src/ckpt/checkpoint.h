@@ -63,6 +63,11 @@ struct CheckpointOptions {
   double wait_s = 600;       // rank 0 waits this long for every rank's files before giving up
   int keep_last = 0;         // retention after each commit: the newest K complete checkpoints (0: all)
   int keep_every = 0;        // ... and every one whose step is a multiple of M (0: none extra)
+  // Hierarchical upload: the ranks of one instance hand their files to local rank 0 (the node
+  // leader) through `staging` (a node-local store, e.g. a folder in /dev/shm), and only the leader
+  // talks to the checkpoint store. Null: every rank uploads its own files.
+  ObjectStore* staging = nullptr;
+  int local_rank = 0, local_world = 1;
 };
 
 // "step-00000042"

@@ -2,7 +2,8 @@
 // (storage/sigv4.h); endpoint, region, credentials and path- or virtual-host addressing as the AWS
 // CLI finds them (storage/aws_config.h). 500, 503 (SlowDown), dropped, reset, truncated and stalled
 // responses are retried with exponential backoff and full jitter, at most ANNEAL_S3_MAX_ATTEMPTS (6)
-// times within ANNEAL_S3_RETRY_BUDGET_S (60 s); 403 is an authentication error at once (exit 2),
+// times within ANNEAL_S3_RETRY_BUDGET_S (300 s: a saturated server can stall a large part past the
+// 30 s stall limit twice); 403 is an authentication error at once (exit 2),
 // never retried. Objects above ANNEAL_S3_MULTIPART_MB (64) go up as multipart uploads of
 // ANNEAL_S3_PART_MB (16) parts on ANNEAL_S3_PART_THREADS (4) threads. At most
 // ANNEAL_S3_MAX_PER_PREFIX (16) requests run at once per key prefix.
@@ -166,7 +167,7 @@ class S3ObjectStore : public ObjectStore {
         prefix_(std::move(prefix)),
         limiter_(EnvInt("ANNEAL_S3_MAX_PER_PREFIX", 16)),
         max_attempts_(EnvInt("ANNEAL_S3_MAX_ATTEMPTS", 6)),
-        retry_budget_s_(EnvDouble("ANNEAL_S3_RETRY_BUDGET_S", 60)),
+        retry_budget_s_(EnvDouble("ANNEAL_S3_RETRY_BUDGET_S", 300)),
         stall_s_(EnvInt("ANNEAL_S3_STALL_S", 30)),
         multipart_bytes_(static_cast<uint64_t>(EnvDouble("ANNEAL_S3_MULTIPART_MB", 64) * (1 << 20))),
         part_bytes_(std::max<uint64_t>(5 << 20, static_cast<uint64_t>(EnvDouble("ANNEAL_S3_PART_MB", 16) * (1 << 20)))),

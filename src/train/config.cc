@@ -54,6 +54,8 @@ const KeySpec kSpecs[] = {
      "where step-NNNNNNNN/ checkpoints go: a folder, file:///dir or s3://bucket/prefix (empty = none)"},
     {"train.checkpoint_async", "true",
      "snapshot to memory and write on a background thread while training goes on (false: wait for each save)"},
+    {"train.checkpoint_hierarchical", "false",
+     "the ranks of one instance hand their checkpoint files to local rank 0, which alone uploads them"},
     {"train.checkpoint_keep", "0", "keep the newest K complete checkpoints, deleting older ones (0 = keep all)"},
     {"train.checkpoint_keep_every", "0", "with checkpoint_keep: also keep every checkpoint whose step is a multiple of M"},
     {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
@@ -234,6 +236,7 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.checkpoint_every = get_int("train.checkpoint_every", 0, big);
   c.checkpoint_dir = v["train.checkpoint_dir"];
   c.checkpoint_async = get_bool("train.checkpoint_async");
+  c.checkpoint_hierarchical = get_bool("train.checkpoint_hierarchical");
   c.checkpoint_keep = get_int("train.checkpoint_keep", 0, big);
   c.checkpoint_keep_every = get_int("train.checkpoint_keep_every", 0, big);
   c.resume = v["train.resume"];

@@ -34,6 +34,7 @@ struct TrainConfig {
   std::string checkpoint_dir;
   std::string resume = "auto";  // auto | none
   bool checkpoint_async = true;   // write checkpoints on a background thread
+  bool checkpoint_hierarchical = false;  // the node leader uploads its local ranks' files
   int checkpoint_keep = 0;        // keep the newest K complete checkpoints (0: all)
   int checkpoint_keep_every = 0;  // ... and those whose step is a multiple of M
   int max_bad_steps = 5;

@@ -277,6 +277,15 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   copts.keep_last = c.checkpoint_keep;
   copts.keep_every = c.checkpoint_keep_every;
   copts.wait_s = c.timeout_s;
+  std::unique_ptr<ObjectStore> staging;  // hierarchical upload: this instance's hand-over folder
+  if (ckpt_store && c.checkpoint_hierarchical && re.local_world > 1) {
+    const char* job = std::getenv("ANNEAL_JOB");
+    ANNEAL_ASSIGN_OR_RETURN(staging, OpenObjectStore("/dev/shm/anneal-staging-" +
+                                                     HexU64(Xxh64(std::string(job ? job : "") + "|" + c.checkpoint_dir))));
+    copts.staging = staging.get();
+    copts.local_rank = re.local_rank;
+    copts.local_world = re.local_world;
+  }
   AsyncCheckpointer checkpointer(ckpt_store.get(), copts);
   auto ckpt_path = [&](const std::string& name) {
     std::string dir = c.checkpoint_dir;

@@ -144,6 +144,41 @@ TEST(CheckpointTest, RanksWriteInParallelAndRankZeroCommits) {
   EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000008").ok());
 }
 
+// Hierarchical upload: rank 1 hands its files to the node leader (local rank 0) through a node-local
+// staging store; only the leader writes to the checkpoint store; the staging ends empty.
+TEST(CheckpointTest, HierarchicalUploadGoesThroughTheNodeLeader) {
+  Fixture f;
+  testing::TempDir staging_dir;
+  auto staging = std::move(OpenObjectStore(staging_dir.path())).value();
+  FaultObjectStore counting(f.store.get());  // counts the leader's puts
+  TrainerState st;
+  st.step = 9;
+  AdamW opt0(f.model.layout(), CpuKernels(), AdamWOptions{}, 0, f.model.num_floats() / 2);
+  AdamW opt1(f.model.layout(), CpuKernels(), AdamWOptions{}, f.model.num_floats() / 2, f.model.num_floats());
+  CheckpointOptions o;
+  o.attempt = 0;
+  o.staging = staging.get();
+  o.local_world = 2;
+  Status s0, s1;
+  std::thread t1([&] {
+    CheckpointOptions o1 = o;
+    o1.local_rank = 1;
+    // Rank 1 is given a store that must never be written: everything goes through the leader.
+    FaultObjectStore untouchable(f.store.get());
+    untouchable.FailNth(FaultObjectStore::Op::kPut, 1, Internal("rank 1 wrote to the checkpoint store"));
+    s1 = SaveCheckpoint(untouchable, f.model, &opt1, st, kLineage, CheckpointWriters{1, 2, 1, nullptr}, o1);
+  });
+  s0 = SaveCheckpoint(counting, f.model, &opt0, st, kLineage, CheckpointWriters{0, 2, 1, nullptr}, o);
+  t1.join();
+  ASSERT_TRUE(s1.ok()) << s1.message();
+  ASSERT_TRUE(s0.ok()) << s0.message();
+  EXPECT_EQ(f.Newest(), "step-00000009");
+  EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000009").ok());
+  EXPECT_TRUE(f.store->Head("step-00000009/attempt-0/optim-00001-of-00002.safetensors")->has_value());
+  EXPECT_EQ(counting.calls(FaultObjectStore::Op::kPut), 6);  // 2 own files + record, rank 1's file + record, manifest
+  EXPECT_TRUE(staging->ListAll("")->empty());
+}
+
 TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   Fixture f;
   ASSERT_TRUE(f.Save(1).ok());
