@@ -13,7 +13,17 @@ Result<std::unique_ptr<DataLoader>> DataLoader::Open(Env& env, const LoaderOptio
                         std::to_string(o.dp_size) + ")");
   }
   if (o.split != "train" && o.split != "val") return InvalidInput("loader: split must be train or val");
-  ANNEAL_ASSIGN_OR_RETURN(DatasetInfo info, LoadDataset(env, o.dir));
+  DatasetInfo info;
+  if (o.remote) {
+    auto text = o.remote->get("dataset.json");
+    if (!text.ok()) {
+      return InvalidInput("data.mode fastfile reads " + o.remote->where + " through its dataset.json, which is not there ("
+                          + text.status().message() + "): upload the folder anneal prep wrote, or use data.mode file");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(info, DatasetInfo::FromJson(*text, o.remote->where + "/dataset.json"));
+  } else {
+    ANNEAL_ASSIGN_OR_RETURN(info, LoadDataset(env, o.dir));
+  }
   if (info.has_manifest && o.vocab_size != 0 && info.vocab_size != o.vocab_size) {
     return InvalidInput("dataset " + o.dir + " was tokenized with '" + info.tokenizer + "' (vocabulary " +
                         std::to_string(info.vocab_size) + ") but the model's vocabulary is " +
@@ -27,7 +37,20 @@ Result<std::unique_ptr<DataLoader>> DataLoader::Open(Env& env, const LoaderOptio
   for (const auto& s : info.shards) {
     if (s.split != o.split) continue;
     std::string path = JoinPath(o.dir, s.file);
-    ANNEAL_ASSIGN_OR_RETURN(auto r, ShardReader::Open(env, path));
+    std::unique_ptr<ShardReader> r;
+    if (o.remote) {
+      ANNEAL_ASSIGN_OR_RETURN(uint64_t size, o.remote->size(s.file));
+      auto remote = o.remote;
+      const std::string key = s.file;
+      ANNEAL_ASSIGN_OR_RETURN(r, ShardReader::OpenRemote(
+                                     path, size,
+                                     [remote, key](uint64_t off, uint64_t n, std::string* out) {
+                                       return remote->range(key, off, n, out);
+                                     },
+                                     o.remote->block_bytes, o.remote->blocks, o.remote->max_fetches));
+    } else {
+      ANNEAL_ASSIGN_OR_RETURN(r, ShardReader::Open(env, path));
+    }
     if (info.has_manifest) {
       if (r->tokens() != s.tokens || r->token_bytes() != info.token_bytes) {
         return InvalidInput("shard " + path + " holds " + std::to_string(r->tokens()) + " tokens of " +
@@ -35,7 +58,7 @@ Result<std::unique_ptr<DataLoader>> DataLoader::Open(Env& env, const LoaderOptio
                             std::to_string(s.tokens) + " of " + std::to_string(info.token_bytes) +
                             ": the folder mixes datasets; re-run anneal prep into an empty folder");
       }
-      if (o.verify_checksums && s.xxh64 && r->Checksum() != *s.xxh64) {
+      if (o.verify_checksums && s.xxh64 && !r->remote() && r->Checksum() != *s.xxh64) {
         return InvalidInput("shard " + path + " is corrupt: its XXH64 is " + HexU64(r->Checksum()) +
                             ", dataset.json says " + HexU64(*s.xxh64) +
                             "; delete it and re-run anneal prep (it rewrites missing shards)");
@@ -88,6 +111,11 @@ void DataLoader::Next(std::vector<uint32_t>* batch) {
   const uint64_t base = consumed_ + static_cast<uint64_t>(opt_.dp_rank) * B;
   for (uint64_t b = 0; b < B; ++b) ReadSample(stream_.At(base + b), batch->data() + b * T1);
   consumed_ += static_cast<uint64_t>(opt_.dp_size) * B;
+}
+
+Status DataLoader::status() const {
+  for (const auto& s : shards_) ANNEAL_RETURN_IF_ERROR(s->status());
+  return Status::Ok();
 }
 
 Status DataLoader::Seek(const LoaderPosition& p) {

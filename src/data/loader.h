@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,18 @@
 
 namespace anneal {
 
+// A dataset read as objects on demand (data.mode fastfile; storage/channel.h makes one from an
+// ObjectStore, pinning each object's ETag so that a rewritten object is an error, not a mix).
+struct RemoteDataset {
+  std::string where;                                                 // for messages
+  std::function<Result<std::string>(const std::string& key)> get;   // a whole (small) object
+  std::function<Result<uint64_t>(const std::string& key)> size;
+  std::function<Status(const std::string& key, uint64_t offset, uint64_t n, std::string* out)> range;
+  size_t block_bytes = 4 << 20;  // read-ahead unit
+  size_t blocks = 16;            // cached per shard
+  int max_fetches = 8;           // in flight at once, across shards
+};
+
 struct LoaderOptions {
   std::string dir;              // prep's output folder, or a plain llm.c shard folder
   std::string split = "train";  // "train" or "val"
@@ -39,7 +52,8 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool shuffle = true;
   uint32_t vocab_size = 0;      // the model's (unpadded) vocabulary; 0 skips the check
-  bool verify_checksums = true;
+  bool verify_checksums = true;  // (remote shards: checked by size and pinned ETag, not read whole)
+  std::shared_ptr<RemoteDataset> remote;  // set: read the dataset through it instead of dir
 };
 
 class DataLoader {
@@ -52,6 +66,8 @@ class DataLoader {
   // Continues from a saved position. Fails if the seed differs or dp*B does not divide it.
   Status Seek(const LoaderPosition& p);
   uint64_t num_samples() const { return stream_.num_samples(); }
+  // The first failed read of a remote shard (its batch held zeros): check after Next.
+  Status status() const;
   uint64_t num_tokens() const { return total_tokens_; }
   const DatasetInfo& info() const { return info_; }
   // The sample id at stream position p (for tests and tools).

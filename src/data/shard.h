@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,15 +46,33 @@ Result<uint64_t> WriteShard(Env& env, const std::string& path, const std::vector
                             uint32_t token_bytes);
 
 // A read-only, memory-mapped shard.
+// Byte ranges of a shard kept elsewhere (an object in a store: storage/channel.h's fastfile mode).
+using RangeFetch = std::function<Status(uint64_t offset, uint64_t n, std::string* out)>;
+struct RemoteCache;
+
 class ShardReader {
  public:
   // Maps path and checks its header and size. Does not read the body.
   static Result<std::unique_ptr<ShardReader>> Open(Env& env, const std::string& path);
+  // A shard read on demand through fetch: blocks of block_bytes, at most max_blocks cached (least
+  // recently used dropped), the block after the one being read fetched ahead in the background,
+  // at most max_fetches fetches in flight across all remote shards. Reads the header now.
+  static Result<std::unique_ptr<ShardReader>> OpenRemote(const std::string& name, uint64_t size, RangeFetch fetch,
+                                                        size_t block_bytes, size_t max_blocks, int max_fetches);
+  ~ShardReader();
+  bool remote() const { return remote_ != nullptr; }
+  // The first failed remote read (the read returned zeros); Ok for a mapped shard.
+  Status status() const;
   const std::string& path() const { return path_; }
   uint64_t tokens() const { return header_.tokens; }
   uint32_t token_bytes() const { return header_.token_bytes; }
   // Token i (i < tokens()).
   uint32_t Token(uint64_t i) const {
+    if (!map_) {
+      uint32_t t = 0;
+      Read(i, 1, &t);
+      return t;
+    }
     const char* p = map_->data() + kShardHeaderBytes;
     return header_.token_bytes == 2 ? reinterpret_cast<const uint16_t*>(p)[i]
                                     : reinterpret_cast<const uint32_t*>(p)[i];
@@ -69,6 +88,7 @@ class ShardReader {
   std::string path_;
   ShardHeader header_;
   std::unique_ptr<MappedFile> map_;
+  std::unique_ptr<RemoteCache> remote_;
 };
 
 }  // namespace anneal

@@ -34,7 +34,8 @@ Result<std::string> PrepareDataChannel(const std::string& uri, const ChannelOpti
     }
     return uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
   }
-  if (o.mode != "file") return InvalidInput("data.mode = '" + o.mode + "' must be shared or file");
+  if (o.mode == "fastfile") return uri;
+  if (o.mode != "file") return InvalidInput("data.mode = '" + o.mode + "' must be shared, file or fastfile");
   Env& env = Env::Default();
   const std::string local =
       !o.local_dir.empty() ? o.local_dir : "/tmp/anneal-channels/" + HexU64(Xxh64(uri));
@@ -127,6 +128,29 @@ Result<std::string> PrepareDataChannel(const std::string& uri, const ChannelOpti
   ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(marker, std::to_string(fetched) + " bytes copied, " +
                                                          std::to_string(kept) + " kept\n"));
   return local;
+}
+
+Result<std::shared_ptr<RemoteDataset>> OpenRemoteDataset(const std::string& uri) {
+  ANNEAL_ASSIGN_OR_RETURN(auto owned, OpenObjectStore(uri));
+  std::shared_ptr<ObjectStore> store(std::move(owned));
+  ANNEAL_ASSIGN_OR_RETURN(auto objects, store->ListAll(""));
+  auto listed = std::make_shared<std::map<std::string, ObjectInfo>>();
+  for (auto& o : objects) (*listed)[o.key] = o;
+  auto r = std::make_shared<RemoteDataset>();
+  r->where = uri;
+  r->get = [store](const std::string& key) { return store->Get(key); };
+  r->size = [listed, uri](const std::string& key) -> Result<uint64_t> {
+    auto it = listed->find(key);
+    if (it == listed->end()) {
+      return InvalidInput("dataset.json in " + uri + " names shard '" + key + "', which is not there: upload it again");
+    }
+    return it->second.size;
+  };
+  r->range = [store, listed](const std::string& key, uint64_t off, uint64_t n, std::string* out) -> Status {
+    ANNEAL_ASSIGN_OR_RETURN(*out, store->GetIfMatch(key, listed->at(key).etag, off, n));
+    return Status::Ok();
+  };
+  return r;
 }
 
 }  // namespace anneal

@@ -7,18 +7,23 @@
 //             against dataset.json's XXH64 (when the dataset has one) and written atomically, with a
 //             progress bar; files already there with the right size and checksum are kept, so a
 //             restarted job copies only what is missing. The loader then reads the local copy.
+//   fastfile  data.dir is a URI read during training, no copy: shards are fetched on demand by range
+//             reads of 4 MB blocks, the next block read ahead, 16 blocks cached per shard, at most 8
+//             fetches in flight (data/shard.h); every read pins the object's ETag from the listing,
+//             so an object rewritten under training is an error (exit 3), never a mix. Shards are
+//             checked by size and ETag, not by reading them whole.
 // On one instance only local rank 0 copies; the others wait for its completion marker.
-// Not built: `fastfile` (streaming shards through range reads during training).
 #pragma once
 
 #include <string>
 
 #include "core/status.h"
+#include "data/loader.h"
 
 namespace anneal {
 
 struct ChannelOptions {
-  std::string mode = "shared";  // shared | file
+  std::string mode = "shared";  // shared | file | fastfile
   std::string local_dir;        // file: where the copy goes ("" = /tmp/anneal-channels/<hash of the URI>)
   int parallel = 4;             // file: objects copied at once
   int local_rank = 0;           // only local rank 0 copies
@@ -26,7 +31,10 @@ struct ChannelOptions {
   bool quiet = false;           // no progress output
 };
 
-// The local folder the loader should read.
+// The local folder the loader should read (fastfile: the URI itself, read through OpenRemoteDataset).
 Result<std::string> PrepareDataChannel(const std::string& uri, const ChannelOptions& o);
+
+// fastfile: the dataset under uri as objects for the loader (data/loader.h RemoteDataset).
+Result<std::shared_ptr<RemoteDataset>> OpenRemoteDataset(const std::string& uri);
 
 }  // namespace anneal

@@ -28,7 +28,8 @@ const KeySpec kSpecs[] = {
     {"model.n_embd", "256", "channels"},
     {"data.dir", "", "prepared dataset (anneal prep --output): a folder, or with data.mode file a URI (s3://, file://)"},
     {"data.mode", "shared",
-     "shared: read data.dir in place (a local or mounted folder) | file: copy it to local disk first, checksummed"},
+     "shared: read data.dir in place (a local or mounted folder) | file: copy it to local disk first, checksummed | "
+     "fastfile: read it during training by range reads with read-ahead, no copy"},
     {"data.local_dir", "", "data.mode file: where the copy goes (empty = /tmp/anneal-channels/<hash of data.dir>)"},
     {"data.parallel", "4", "data.mode file: objects copied at once"},
     {"data.seq_len", "256", "T: tokens per sample"},
@@ -210,8 +211,8 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   }
   c.data_dir = v["data.dir"];
   c.data_mode = v["data.mode"];
-  if (c.data_mode != "shared" && c.data_mode != "file") {
-    errors.push_back("data.mode = '" + c.data_mode + "' must be shared or file");
+  if (c.data_mode != "shared" && c.data_mode != "file" && c.data_mode != "fastfile") {
+    errors.push_back("data.mode = '" + c.data_mode + "' must be shared, file or fastfile");
   }
   c.data_local_dir = v["data.local_dir"];
   c.data_parallel = get_int("data.parallel", 1, 256);

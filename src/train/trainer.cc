@@ -199,6 +199,9 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   chan.quiet = re.rank != 0;
   ANNEAL_ASSIGN_OR_RETURN(const std::string data_dir, PrepareDataChannel(c.data_dir, chan));
   lo.dir = data_dir;
+  if (c.data_mode == "fastfile") {
+    ANNEAL_ASSIGN_OR_RETURN(lo.remote, OpenRemoteDataset(c.data_dir));
+  }
   lo.batch = B;
   lo.seq_len = T;
   lo.seed = c.data_seed;
@@ -338,11 +341,12 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   // The unigram entropy of the training split (over at most its first 100M tokens): the loss of the
   // best model that ignores context, printed beside every validation loss.
   double unigram = -1;
-  if (val) {
+  if (val && !lo.remote) {  // (fastfile: not computed, it would read the whole corpus)
     auto h = UnigramEntropy(data_dir, "train");
     if (h.ok()) unigram = *h;
   }
   auto val_line = [&](double v) {
+    if (unigram < 0) return Fmt("step %5d | val loss %.6f", st.step, v);
     return Fmt("step %5d | val loss %.6f | unigram entropy of the corpus %.4f nats/token%s", st.step, v, unigram,
                unigram > 0 && v < unigram ? " (below it: the model uses context)" : "");
   };
@@ -468,6 +472,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     const double t0 = MonotonicSeconds();
     model.ZeroGrad();
     ANNEAL_ASSIGN_OR_RETURN(double loss, engine.Step(next_batch, before_backward, after_backward));
+    ANNEAL_RETURN_IF_ERROR(train->status());  // a remote shard read that failed (fastfile)
     if (tp_group) ANNEAL_RETURN_IF_ERROR(tp_group->status());
     if (st.step > 0) {
       idle_sum += engine.last_idle_seconds();

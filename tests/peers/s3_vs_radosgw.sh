@@ -54,4 +54,9 @@ losses() { grep -oE 'loss [0-9.]+ \(0x[^)]*\)' "$1"; }
 [ -n "$(losses "$DIR/file.log")" ] && [ "$(losses "$DIR/shared.log")" = "$(losses "$DIR/file.log")" ] \
   || { echo "FAIL the file channel's losses differ from the shared run's"; exit 1; }
 echo "ok   data.mode=file from radosgw gives the batches of the folder read in place"
+"$ANNEAL" train --config "$DIR/cfg.yaml" --set train.checkpoint_dir= --set data.mode=fastfile \
+  --set data.dir=s3://anneal-test/datasets/kjv >"$DIR/fastfile.log" 2>&1 || { echo "FAIL fastfile run: $(tail -3 "$DIR/fastfile.log")"; exit 1; }
+[ "$(losses "$DIR/shared.log")" = "$(losses "$DIR/fastfile.log")" ] \
+  || { echo "FAIL the fastfile channel's losses differ from the shared run's"; exit 1; }
+echo "ok   data.mode=fastfile streams from radosgw and gives the same batches"
 echo "1 passed, 0 failed"
