@@ -201,6 +201,17 @@ TEST_F(S3FaultTest, AnObjectRewrittenUnderAStreamingReadIsAnError) {
   EXPECT_NE(rest.status().message().find("changed while it was being read"), std::string::npos);
 }
 
+TEST_F(S3FaultTest, AMissingBucketIsBadInputNamingTheFix) {
+  auto s = OpenObjectStore("s3://anneal-no-such-bucket-9f3a/p");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  const auto t0 = std::chrono::steady_clock::now();
+  Status st = (*s)->Put("x", "1");
+  EXPECT_EQ(st.ExitCode(), 2) << st.message();
+  EXPECT_NE(st.message().find("NoSuchBucket"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("create the bucket"), std::string::npos) << st.message();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));  // not retried
+}
+
 TEST_F(S3FaultTest, CredentialsFromTheSharedFileAndAProfile) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/credentials";
