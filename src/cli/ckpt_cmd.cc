@@ -22,6 +22,13 @@ struct CkptArgs {
 };
 
 Status RunCkpt(const CkptArgs& a) {
+  // A local folder must exist (opening a store would create it, and a typo would list nothing).
+  if (a.uri.find("://") == std::string::npos || a.uri.rfind("file://", 0) == 0) {
+    const std::string path = a.uri.rfind("file://", 0) == 0 ? a.uri.substr(7) : a.uri;
+    if (!Env::Default().IsDirectory(path)) {
+      return InvalidInput("no checkpoint folder " + path + ": give a run's train.checkpoint_dir");
+    }
+  }
   ANNEAL_ASSIGN_OR_RETURN(auto store, OpenCheckpointStore(a.uri));
   ANNEAL_ASSIGN_OR_RETURN(auto list, ListCheckpoints(*store));
   if (a.action == "ls") {

@@ -30,4 +30,7 @@ check "--json-lines prints one line per string" test "$out" -eq 2
 n1=$("$ANNEAL" tokenize --count data/kjv.txt)
 n2=$("$ANNEAL" tokenize --count --threads 2 data/kjv.txt)
 check "2 threads give the same tokens as 1 ($n1)" test "$n1" = "$n2"
+expect_exit "anneal ckpt on a folder that does not exist" 2 "no checkpoint folder" "$ANNEAL" ckpt ls "$TMP/none"
+check "... and it was not created" test ! -e "$TMP/none"
+expect_exit "anneal ckpt rm needs a step" 2 "needs --step N or --incomplete" "$ANNEAL" ckpt rm "$TMP"
 finish
