@@ -217,8 +217,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
     snap.attempt = std::atoi(a);
   }
   // A complete checkpoint of this step is never touched again.
-  ANNEAL_ASSIGN_OR_RETURN(auto existing, store.Head(snap.name + "/manifest.json"));
-  if (existing && ReadManifest(store, snap.name).ok()) {
+  if (ReadManifest(store, snap.name).ok()) {
     snap.skip = true;
     return snap;
   }
@@ -376,17 +375,9 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
     return o.staging->Put(StagedKey(snap, snap.rank), staged.dump());
   }
   json record = json::array();
-  const bool trace = std::getenv("ANNEAL_CKPT_TRACE") != nullptr;
   for (const auto& [name, image] : snap.files) {
-    auto t0 = std::chrono::steady_clock::now();
     ANNEAL_RETURN_IF_ERROR(store.Put(snap.name + "/" + name, image));
-    auto t1 = std::chrono::steady_clock::now();
     record.push_back({{"name", name}, {"bytes", image.size()}, {"xxh64", HexU64(Xxh64(image))}});
-    auto t2 = std::chrono::steady_clock::now();
-    if (trace) {
-      std::fprintf(stderr, "ckpt trace: %s %zu bytes: put %.3f s, xxh64 %.3f s\n", name.c_str(), image.size(),
-                   std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count());
-    }
   }
   ANNEAL_RETURN_IF_ERROR(store.Put(RecordKey(snap, snap.rank), record.dump()));
   if (hierarchical) ANNEAL_RETURN_IF_ERROR(UploadStaged(store, snap, o));
