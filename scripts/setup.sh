@@ -18,6 +18,9 @@ DEB_PKGS=(
   libgloo-dev                                   # CPU collectives over TCP (src/dist)
   libssl-dev                                    # SHA-256/HMAC for S3 Signature Version 4 (src/storage)
   libcurl4-openssl-dev                          # the S3 client's HTTP (src/storage)
+  libcpp-httplib-dev libsqlite3-dev sqlite3     # the control plane: HTTP API server/client, job store (src/control)
+  wrk                                           # closed-loop HTTP load for bench/api_load
+  curl                                          # tests drive the API as any HTTP client would
   ceph-mon ceph-osd radosgw s3cmd               # a real S3 server (Ceph radosgw) and a peer client, for the peers tier
   libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
   iproute2                                      # network namespaces for the multi-host tests

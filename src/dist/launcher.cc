@@ -87,11 +87,13 @@ class Launcher {
     auto host = LocalAddressToward(o_.master_addr);
     host_ = host.ok() ? *host : "127.0.0.1";
 
-    struct sigaction sa {};
-    sa.sa_handler = OnLauncherSignal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGTERM, &sa, nullptr);
-    sigaction(SIGINT, &sa, nullptr);
+    if (!o_.stop) {
+      struct sigaction sa {};
+      sa.sa_handler = OnLauncherSignal;
+      sigemptyset(&sa.sa_mask);
+      sigaction(SIGTERM, &sa, nullptr);
+      sigaction(SIGINT, &sa, nullptr);
+    }
 
     LaunchResult res;
     for (int attempt = 0;; ++attempt) {
@@ -106,7 +108,7 @@ class Launcher {
       }
       res.exit_code = out.exit_code;
       if (out.interrupted) {
-        log_("anneal launch: stopped by " + SignalName(g_signal.load()) + "; ranks were sent SIGTERM");
+        log_("anneal launch: stopped by " + StopReason() + "; ranks were sent SIGTERM");
         return res;
       }
       if (out.exit_code == 2) {
@@ -129,6 +131,9 @@ class Launcher {
     std::string failure;  // "rank 1 (node 0, pid 123) failed first: killed by SIGKILL after 3.2 s"
   };
 
+  bool StopRequested() const { return o_.stop ? o_.stop->load() : g_signal.load() != 0; }
+  std::string StopReason() const { return o_.stop ? std::string("a stop request") : SignalName(g_signal.load()); }
+
   std::string Key(int attempt, const std::string& k) const {
     return o_.job + "/launch/" + std::to_string(attempt) + "/" + k;
   }
@@ -149,6 +154,7 @@ class Launcher {
       ranks[l].global = o_.node_rank * o_.nproc_per_node + l;
       ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[l], attempt, hosts));
     }
+    if (o_.on_started) o_.on_started(attempt);
     log_("anneal launch: attempt " + std::to_string(attempt) + ": started ranks " + std::to_string(ranks[0].global) +
          ".." + std::to_string(ranks.back().global) + " of " + std::to_string(o_.nnodes * o_.nproc_per_node) +
          " on node " + std::to_string(o_.node_rank) + " (" + host_ + "); store " + store_addr_);
@@ -176,12 +182,13 @@ class Launcher {
     while (running > 0 || AnyOpen(ranks)) {
       Pump(&ranks);
       // Exits and stops.
-      for (;;) {
+      // Each rank's own pid: an embedding process may have other children.
+      for (Rank& r : ranks) {
+        if (!r.running) continue;
         int st = 0;
-        pid_t pid = ::waitpid(-1, &st, WNOHANG | WUNTRACED);
-        if (pid <= 0) break;
-        for (Rank& r : ranks) {
-          if (r.pid != pid || !r.running) continue;
+        const pid_t pid = ::waitpid(r.pid, &st, WNOHANG | WUNTRACED);
+        if (pid <= 0) continue;
+        {
           if (WIFSTOPPED(st)) {
             log_("anneal launch: rank " + std::to_string(r.global) + " (pid " + std::to_string(pid) + ") was stopped by " +
                  SignalName(WSTOPSIG(st)) + "; its peers will time out if it does not continue");
@@ -211,12 +218,12 @@ class Launcher {
           fail("another node's " + **f, 3);
         }
       }
-      if (g_signal.load() && !out.interrupted) {
+      if (StopRequested() && !out.interrupted) {
         out.interrupted = true;
         if (failed_at < 0) {
           failed_at = MonotonicSeconds();
           out.exit_code = 1;
-          out.failure = "interrupted by " + SignalName(g_signal.load());
+          out.failure = "interrupted by " + StopReason();
         }
         stop_all(SIGTERM);
       }
@@ -285,12 +292,28 @@ class Launcher {
       const std::string prefix = "[rank " + std::to_string(r->global) + "] ";
       if (n > 0) {
         b.append(buf, static_cast<size_t>(n));
-        EmitLines(&b, prefix, err ? stderr : stdout, false);
+        Emit(r->global, err, &b, prefix, false);
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        EmitLines(&b, prefix, err ? stderr : stdout, true);
+        Emit(r->global, err, &b, prefix, true);
         ::close(fds[i].fd);
         (err ? r->err_fd : r->out_fd) = -1;
       }
+    }
+  }
+
+  void Emit(int rank, bool err, std::string* buf, const std::string& prefix, bool flush_all) {
+    if (!o_.on_output) {
+      EmitLines(buf, prefix, err ? stderr : stdout, flush_all);
+      return;
+    }
+    size_t start = 0;
+    for (size_t nl; (nl = buf->find('\n', start)) != std::string::npos; start = nl + 1) {
+      o_.on_output(rank, err, buf->substr(start, nl - start));
+    }
+    buf->erase(0, start);
+    if (flush_all && !buf->empty()) {
+      o_.on_output(rank, err, *buf);
+      buf->clear();
     }
   }
 
@@ -315,6 +338,7 @@ class Launcher {
     env["ANNEAL_STORE"] = store_addr_;
     env["ANNEAL_HOSTS"] = hosts;
     env["ANNEAL_CURRENT_HOST"] = host_;
+    for (const auto& [k, v] : o_.extra_env) env[k] = v;
     // This rank's share of the launcher's CPUs.
     cpu_set_t all, mine;
     CPU_ZERO(&all);
@@ -366,6 +390,11 @@ class Launcher {
       if (::getppid() != launcher_pid) ::_exit(1);
       ::dup2(out[1], 1);
       ::dup2(err[1], 2);
+      if (!o_.workdir.empty() && ::chdir(o_.workdir.c_str()) != 0) {
+        std::fprintf(stderr, "anneal launch: cannot enter the working directory %s: %s\n", o_.workdir.c_str(),
+                     std::strerror(errno));
+        ::_exit(127);
+      }
       if (bind) ::sched_setaffinity(0, sizeof(mine), &mine);
       struct sigaction dfl {};
       dfl.sa_handler = SIG_DFL;
@@ -406,7 +435,7 @@ Result<LaunchResult> RunLauncher(const LaunchOptions& o, const std::function<voi
   if (o.cpu_bind != "auto" && o.cpu_bind != "none") {
     return InvalidInput("--cpu-bind '" + o.cpu_bind + "' must be auto or none");
   }
-  if (o.nnodes > 1 && (o.master_addr == "127.0.0.1" || o.master_addr == "localhost")) {
+  if (o.nnodes > 1 && !o.allow_loopback_master && (o.master_addr == "127.0.0.1" || o.master_addr == "localhost")) {
     return InvalidInput("--nnodes " + std::to_string(o.nnodes) + " needs --master-addr: the address of node 0 that "
                         "every node can reach (not " + o.master_addr + ")");
   }

@@ -17,7 +17,9 @@
 // prefixed "[rank R] ". SIGINT/SIGTERM to the launcher are forwarded (as SIGTERM) and end the job.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,21 @@ struct LaunchOptions {
   // to the l-th share (as mpirun binds to cores); "none": leave placement to the kernel.
   std::string cpu_bind = "auto";
   std::vector<std::string> command;  // the rank's program and arguments
+
+  // For a launcher embedded in another process (the agent, src/agent):
+  // each line a rank prints goes to on_output instead of this process's stdout/stderr;
+  std::function<void(int rank, bool is_stderr, const std::string& line)> on_output;
+  // setting *stop from any thread ends the job as SIGTERM to the launcher does (the process's own
+  // SIGTERM/SIGINT handlers are then left alone);
+  const std::atomic<bool>* stop = nullptr;
+  // added to every rank's environment (over the inherited one);
+  std::map<std::string, std::string> extra_env;
+  // the ranks' working directory ("" = the launcher's);
+  std::string workdir;
+  // several nodes on one machine (the local backend): 127.0.0.1 is then a valid --master-addr;
+  bool allow_loopback_master = false;
+  // called once the attempt's ranks are running.
+  std::function<void(int attempt)> on_started;
 };
 
 struct LaunchResult {

@@ -1,0 +1,488 @@
+#include "agent/agent.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <regex>
+#include <thread>
+
+#include "agent/dir_sync.h"
+#include "agent/node_metrics.h"
+#include "agent/shipper.h"
+#include "control/api_client.h"
+#include "control/job_spec.h"
+#include "control/wire.h"
+#include "core/env.h"
+#include "core/progress.h"
+#include "dist/launcher.h"
+#include "dist/store.h"
+#include "storage/channel.h"
+
+extern char** environ;
+
+namespace anneal {
+
+namespace {
+
+using nlohmann::json;
+
+std::atomic<int> g_agent_signal{0};
+extern "C" void OnAgentSignal(int sig) { g_agent_signal.store(sig); }
+
+void Say(const std::string& m) {
+  std::fprintf(stderr, "[%s] anneal agent: %s\n", FormatTime(WallSeconds()).c_str(), m.c_str());
+  std::fflush(stderr);
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "anneal";
+}
+
+// A port free on this host right now (the ranks bind it a moment later).
+Result<int> FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return IoError(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(a);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    ::close(fd);
+    return IoError(std::string("finding a free port: ") + std::strerror(errno));
+  }
+  ::close(fd);
+  return static_cast<int>(ntohs(a.sin_port));
+}
+
+// Runs argv, waiting for it; its output goes to the agent's stderr.
+Status RunTool(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::dup2(2, 1);
+    ::execvp(argv[0], argv.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    return IoError("'" + args[0] + " " + (args.size() > 1 ? args[1] : "") + "' failed (status " + std::to_string(st) + ")");
+  }
+  return Status::Ok();
+}
+
+// "${NAME}" -> env[NAME] (names not in env are left as they are).
+std::string ExpandVars(const std::string& s, const std::map<std::string, std::string>& env) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, 2, "${") == 0) {
+      const size_t end = s.find('}', i + 2);
+      if (end != std::string::npos) {
+        const std::string name = s.substr(i + 2, end - i - 2);
+        auto it = env.find(name);
+        if (it != env.end()) {
+          out += it->second;
+          i = end + 1;
+          continue;
+        }
+        if (const char* e = std::getenv(name.c_str())) {
+          out += e;
+          i = end + 1;
+          continue;
+        }
+      }
+    }
+    out += s[i++];
+  }
+  return out;
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// One job attempt on this instance, on its own thread.
+class JobRunner {
+ public:
+  JobRunner(const AgentOptions& o, std::string address, json assignment)
+      : o_(o), address_(std::move(address)), a_(std::move(assignment)) {
+    job_ = a_["job"].get<std::string>();
+    attempt_ = a_["attempt"].get<int>();
+    node_ = a_["node"].get<int>();
+    nnodes_ = a_["nnodes"].get<int>();
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~JobRunner() {
+    Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  void Stop() { stop_.store(true); }
+  bool done() const { return done_.load(); }
+  const std::string& job() const { return job_; }
+  int attempt() const { return attempt_; }
+
+ private:
+  void Log(const std::string& m) {
+    Say(job_ + " node " + std::to_string(node_) + ": " + m);
+    if (shipper_) shipper_->AddLine(-1, "agent", m);
+  }
+
+  // Posts a node report, retrying while the server is away (up to the orphan timeout).
+  void Report(const std::string& state, int exit_code = -1, const std::string& message = "", int failed_rank = -1) {
+    json body = {{"attempt", attempt_}, {"node", node_}, {"state", state}, {"exit_code", exit_code}, {"message", message}};
+    if (failed_rank >= 0) body["failed_rank"] = failed_rank;
+    const double deadline = MonotonicSeconds() + o_.orphan_timeout_s;
+    double backoff = 0.1;
+    while (MonotonicSeconds() < deadline) {
+      auto c = ApiClient::Make(o_.server_url, 10);
+      if (c.ok() && (*c)->Post("/v1/jobs/" + job_ + "/reports", body).ok()) return;
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      backoff = std::min(2.0, backoff * 2);
+    }
+    Say("could not report '" + state + "' for " + job_ + ": the server stayed unreachable");
+  }
+
+  void Run() {
+    shipper_ = std::make_unique<Shipper>(o_.server_url, job_, attempt_, node_);
+    Report("downloading");
+    LaunchOptions lo;
+    Status st = Prepare(&lo);
+    int exit_code = 0, failed_rank = -1;
+    std::string summary;
+    if (!st.ok()) {
+      Log("preparing the job failed: " + st.ToString());
+      exit_code = st.ExitCode();
+      summary = st.message();
+    } else if (stop_.load()) {
+      exit_code = 1;
+      summary = "stopped before the ranks started";
+    } else {
+      Report("training");
+      std::atomic<bool> metrics_stop{false};
+      std::thread metrics([&] { MetricsLoop(&metrics_stop); });
+      auto r = RunLauncher(lo, [this](const std::string& line) { Log(line); });
+      metrics_stop.store(true);
+      metrics.join();
+      if (!r.ok()) {
+        exit_code = r.status().ExitCode();
+        summary = r.status().message();
+        Log("the launcher failed: " + r.status().ToString());
+      } else {
+        exit_code = r->exit_code;
+        summary = r->summary.empty() ? "ranks finished with exit code " + std::to_string(exit_code) : r->summary;
+        std::smatch m;
+        static const std::regex kRank("rank ([0-9]+) \\(node");
+        if (std::regex_search(r->summary, m, kRank)) failed_rank = std::stoi(m[1].str());
+      }
+      Report("uploading");
+      Upload();
+    }
+    while (!summary.empty() && summary.back() == '\n') summary.pop_back();
+    if (!shipper_->Flush(o_.orphan_timeout_s)) Say("log lines for " + job_ + " could not all be delivered");
+    Report("finished", exit_code, summary, failed_rank);
+    done_.store(true);
+  }
+
+  Status Prepare(LaunchOptions* lo) {
+    Env& env = Env::Default();
+    JobSpec spec;
+    {
+      std::string field;
+      auto s = JobSpecFromJson(a_["spec"], &field);
+      if (!s.ok()) return s.status();
+      spec = *s;
+    }
+    const std::string jobdir = JoinPath(JoinPath(o_.work_dir, "jobs"), job_);
+    const std::string code = JoinPath(jobdir, "code");
+    std::error_code ec;
+    std::filesystem::remove_all(code, ec);
+    ANNEAL_RETURN_IF_ERROR(env.CreateDirs(code));
+    if (!spec.source.empty()) {
+      const std::string sha = spec.source.substr(spec.source.find(':') + 1);
+      ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(o_.server_url, 300));
+      ANNEAL_ASSIGN_OR_RETURN(std::string pkg, c->GetRaw("/v1/packages/" + sha));
+      const std::string tgz = JoinPath(jobdir, "source.tar.gz");
+      ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(tgz, pkg));
+      ANNEAL_RETURN_IF_ERROR(RunTool({"tar", "-xzf", tgz, "-C", code}).Annotate("unpacking the job's source"));
+      Log("unpacked the source package (" + std::to_string(pkg.size()) + " bytes) into " + code);
+    }
+    std::map<std::string, std::string> vars;
+    for (const auto& [k, v] : spec.environment) vars[k] = v;
+    for (const ChannelSpec& c : spec.channels) {
+      if (stop_.load()) return Status::Ok();
+      const std::string var = "ANNEAL_CHANNEL_" + Upper(c.name);
+      vars[var + "_MODE"] = c.mode;
+      vars[var + "_URI"] = c.uri;
+      if (c.mode == "fastfile") {
+        vars[var] = c.uri;  // read in place by the loader (data.mode=fastfile)
+        continue;
+      }
+      ChannelOptions co;
+      co.mode = c.mode;
+      co.local_dir = JoinPath(JoinPath(jobdir, "channels"), c.name);
+      co.quiet = true;
+      ANNEAL_ASSIGN_OR_RETURN(std::string path, PrepareDataChannel(c.uri, co));
+      vars[var] = path;
+      Log("channel " + c.name + " (" + c.mode + ") ready at " + path);
+    }
+    const std::string ckpt_local =
+        spec.checkpoint_local_path.empty() ? JoinPath(jobdir, "checkpoints") : spec.checkpoint_local_path;
+    ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt_local));
+    vars["ANNEAL_CHECKPOINT_DIR"] = ckpt_local;
+    if (!spec.checkpoint_uri.empty()) {
+      vars["ANNEAL_CHECKPOINT_URI"] = spec.checkpoint_uri;
+      ANNEAL_ASSIGN_OR_RETURN(ckpt_sync_, DirSync::Open(ckpt_local, spec.checkpoint_uri));
+      ANNEAL_ASSIGN_OR_RETURN(int restored, ckpt_sync_->Restore());
+      if (restored) Log("restored " + std::to_string(restored) + " checkpoint file(s) from " + spec.checkpoint_uri);
+    }
+    output_dir_ = JoinPath(jobdir, "output");
+    model_dir_ = JoinPath(jobdir, "model");
+    progress_dir_ = JoinPath(jobdir, "progress-" + std::to_string(attempt_));
+    for (const auto& d : {output_dir_, model_dir_, progress_dir_}) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(d));
+    output_uri_ = spec.output_uri;
+    vars["ANNEAL_OUTPUT_DIR"] = output_dir_;
+    vars["ANNEAL_MODEL_DIR"] = model_dir_;
+    vars["ANNEAL_PROGRESS_DIR"] = progress_dir_;
+    vars["ANNEAL_INSTANCE_ID"] = o_.instance_id;
+    const std::string self_dir = std::filesystem::path(SelfExe()).parent_path().string();
+    const char* path = std::getenv("PATH");
+    vars["PATH"] = self_dir + ":" + (path ? path : "/usr/bin:/bin");
+
+    // Meet the other instances: node 0 chooses the ports.
+    std::string master = address_;
+    int master_port = 0, store_port = -1;
+    if (nnodes_ > 1) {
+      ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(o_.server_url, 10));
+      const std::string rdzv = "/v1/jobs/" + job_ + "/rendezvous/" + std::to_string(attempt_);
+      json value;
+      if (node_ == 0) {
+        ANNEAL_ASSIGN_OR_RETURN(int mp, FreePort());
+        ANNEAL_ASSIGN_OR_RETURN(int sp, FreePort());
+        ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address_}, {"master_port", mp}, {"store_port", sp}}));
+      } else {
+        const double deadline = MonotonicSeconds() + 300;
+        for (;;) {
+          auto v = c->Get(rdzv);
+          if (v.ok()) {
+            value = *v;
+            break;
+          }
+          if (stop_.load()) return Status::Ok();
+          if (MonotonicSeconds() > deadline) return PeerError("node 0 of " + job_ + " did not publish its ports within 300 s");
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+      }
+      master = value["master_addr"].get<std::string>();
+      master_port = value["master_port"].get<int>();
+      store_port = value["store_port"].get<int>();
+    } else {
+      ANNEAL_ASSIGN_OR_RETURN(master_port, FreePort());
+    }
+    json rc = {{"job", job_},
+               {"attempt", attempt_},
+               {"current_host", "node-" + std::to_string(node_)},
+               {"current_address", address_},
+               {"hosts", json::array()},
+               {"addresses", a_["addresses"]},
+               {"procs_per_instance", spec.procs_per_instance},
+               {"instance_type", spec.instance_type}};
+    for (int n = 0; n < nnodes_; ++n) rc["hosts"].push_back("node-" + std::to_string(n));
+    const std::string rc_path = JoinPath(jobdir, "resourceconfig.json");
+    ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(rc_path, rc.dump(2) + "\n"));
+    vars["ANNEAL_RESOURCE_CONFIG"] = rc_path;
+
+    lo->nproc_per_node = spec.procs_per_instance;
+    lo->nnodes = nnodes_;
+    lo->node_rank = node_;
+    lo->master_addr = master;
+    lo->master_port = master_port;
+    lo->store_port = store_port;
+    lo->store_bind = nnodes_ > 1 ? master : "127.0.0.1";
+    lo->max_restarts = 0;  // retries are the server's decision (retry.max_attempts)
+    lo->job = job_;
+    lo->grace_s = spec.grace_period_s;
+    lo->stop = &stop_;
+    lo->allow_loopback_master = true;
+    lo->workdir = code;
+    lo->extra_env = vars;
+    for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
+    extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
+    lo->on_output = [this](int rank, bool err, const std::string& line) {
+      shipper_->AddLine(rank, err ? "stderr" : "stdout", line);
+      for (const auto& [name, v] : extractor_->Match(line)) shipper_->AddMetric(name, rank, v);
+    };
+    Log("starting " + std::to_string(spec.procs_per_instance) + " rank(s) as node " + std::to_string(node_) + " of " +
+        std::to_string(nnodes_) + ": " + lo->command[0]);
+    return Status::Ok();
+  }
+
+  void MetricsLoop(const std::atomic<bool>* stop) {
+    SystemSampler sys(o_.work_dir);
+    ProgressReader progress(progress_dir_);
+    double next = MonotonicSeconds();
+    while (!stop->load()) {
+      if (MonotonicSeconds() >= next) {
+        next += o_.metrics_interval_s;
+        for (const auto& [name, v] : sys.Sample()) shipper_->AddMetric(name, -1, v);
+        if (ckpt_sync_) {
+          auto n = ckpt_sync_->Upload();
+          if (!n.ok()) Log("checkpoint upload: " + n.status().ToString() + " (will retry)");
+        }
+      }
+      for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+  }
+
+  void Upload() {
+    if (ckpt_sync_) {
+      auto n = ckpt_sync_->Upload();
+      if (!n.ok()) {
+        Log("final checkpoint upload failed: " + n.status().ToString());
+      } else if (*n) {
+        Log("uploaded " + std::to_string(*n) + " checkpoint file(s)");
+      }
+    }
+    if (output_uri_.empty()) return;
+    for (const auto& [dir, sub] : {std::pair{output_dir_, "output"}, std::pair{model_dir_, "model"}}) {
+      auto s = DirSync::Open(dir, output_uri_ + "/" + job_ + "/" + sub);
+      if (!s.ok()) {
+        Log("output upload: " + s.status().ToString());
+        continue;
+      }
+      auto n = (*s)->Upload();
+      if (!n.ok()) Log("output upload: " + n.status().ToString());
+    }
+  }
+
+  const AgentOptions& o_;
+  std::string address_;
+  json a_;
+  std::string job_;
+  int attempt_ = 0, node_ = 0, nnodes_ = 1;
+  std::atomic<bool> stop_{false}, done_{false};
+  std::unique_ptr<Shipper> shipper_;
+  std::unique_ptr<MetricExtractor> extractor_;
+  std::unique_ptr<DirSync> ckpt_sync_;
+  std::string output_dir_, model_dir_, progress_dir_, output_uri_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+Status RunAgent(const AgentOptions& in) {
+  AgentOptions o = in;
+  if (o.work_dir.empty()) return InvalidInput("anneal agent needs --work-dir DIR (where jobs are unpacked and run)");
+  if (o.slots < 1) return InvalidInput("--slots must be at least 1");
+  ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(o.work_dir));
+  std::string address = o.address;
+  if (address.empty()) {
+    std::string host = o.server_url.substr(o.server_url.find("://") + 3);
+    host = host.substr(0, host.find_first_of(":/"));
+    auto a = LocalAddressToward(host);
+    address = a.ok() ? *a : "127.0.0.1";
+  }
+  struct sigaction sa {};
+  sa.sa_handler = OnAgentSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  ANNEAL_ASSIGN_OR_RETURN(auto client, ApiClient::Make(o.server_url, 10));
+  std::string id = o.instance_id;
+  auto register_once = [&]() -> Status {
+    json body = {{"address", address}, {"slots", o.slots}, {"instance_type", o.instance_type}};
+    if (!id.empty()) body["id"] = id;
+    ANNEAL_ASSIGN_OR_RETURN(json r, client->Post("/v1/agents", body));
+    id = r["id"].get<std::string>();
+    o.instance_id = id;
+    return Status::Ok();
+  };
+  std::unique_ptr<JobRunner> runner;
+  bool registered = false;
+  double unreachable_since = -1;
+  Status result;
+  for (;;) {
+    if (g_agent_signal.load()) {
+      Say("stopping on signal " + std::to_string(g_agent_signal.load()));
+      break;
+    }
+    if (runner && runner->done()) runner.reset();
+    Status st;
+    json action;
+    if (!registered) {
+      st = register_once();
+      if (st.ok()) {
+        registered = true;
+        Say("registered as " + id + " (" + address + ", " + std::to_string(o.slots) + " slot(s), type " + o.instance_type +
+            ") with " + o.server_url);
+      }
+    }
+    if (registered) {
+      json hb = json::object();
+      if (runner) hb = {{"job", runner->job()}, {"attempt", runner->attempt()}};
+      auto r = client->Post("/v1/agents/" + id + "/heartbeat", hb);
+      if (r.ok()) {
+        action = *r;
+      } else {
+        st = r.status();
+        if (st.code() == Code::kNotFound) registered = false;  // a server that lost us: join again
+      }
+    }
+    if (st.ok()) {
+      unreachable_since = -1;
+      const std::string a = action.value("action", std::string("none"));
+      if (a == "run" && !runner) {
+        Say("assigned " + action["assignment"]["job"].get<std::string>() + " (node " +
+            std::to_string(action["assignment"]["node"].get<int>()) + ")");
+        runner = std::make_unique<JobRunner>(o, address, action["assignment"]);
+      } else if (a == "stop" && runner) {
+        runner->Stop();
+      } else if (a == "exit") {
+        Say("released by the server");
+        break;
+      }
+    } else if (st.code() != Code::kNotFound) {
+      if (unreachable_since < 0) {
+        unreachable_since = MonotonicSeconds();
+        Say("the server is unreachable (" + st.message() + "); retrying");
+      }
+      if (!runner && MonotonicSeconds() - unreachable_since > o.orphan_timeout_s) {
+        result = PeerError("the server at " + o.server_url + " was unreachable for " +
+                           std::to_string(static_cast<int>(o.orphan_timeout_s)) + " s; exiting");
+        break;
+      }
+    }
+    const double until = MonotonicSeconds() + o.heartbeat_s;
+    while (MonotonicSeconds() < until && !g_agent_signal.load() && !(runner && runner->done())) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  runner.reset();  // stops and waits: ranks get SIGTERM and the grace period, uploads and reports run
+  if (o.remove_work_dir) {
+    std::error_code ec;
+    std::filesystem::remove_all(o.work_dir, ec);
+  }
+  return result;
+}
+
+}  // namespace anneal

@@ -1,0 +1,79 @@
+#include "agent/dir_sync.h"
+
+#include <sys/stat.h>
+
+#include <vector>
+
+namespace anneal {
+
+namespace {
+
+bool IsCommitMarker(const std::string& rel) {
+  const std::string base = BaseName(rel);
+  return base == "manifest.json" || (base.size() > 9 && base.compare(base.size() - 9, 9, ".complete") == 0);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DirSync>> DirSync::Open(const std::string& local_dir, const std::string& uri) {
+  ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(local_dir));
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri));
+  return std::unique_ptr<DirSync>(new DirSync(local_dir, std::move(store)));
+}
+
+Result<int> DirSync::Restore() {
+  Env& env = Env::Default();
+  ANNEAL_ASSIGN_OR_RETURN(auto objects, store_->ListAll(""));
+  int n = 0;
+  // Commit markers last here too: a crash mid-restore leaves no manifest without its files.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const ObjectInfo& o : objects) {
+      if (IsCommitMarker(o.key) != (pass == 1)) continue;
+      const std::string path = JoinPath(local_, o.key);
+      if (auto sz = env.FileSize(path); sz.ok() && *sz == o.size) continue;
+      ANNEAL_ASSIGN_OR_RETURN(std::string data, store_->Get(o.key));
+      const size_t slash = path.rfind('/');
+      if (slash != std::string::npos) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(path.substr(0, slash)));
+      ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(path, data));
+      ++n;
+    }
+  }
+  // What came from the URI need not go back.
+  ANNEAL_ASSIGN_OR_RETURN(auto files, env.ListFilesRecursive(local_));
+  for (const std::string& f : files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0) {
+      sent_[f.substr(local_.size() + 1)] = {static_cast<uint64_t>(st.st_size), st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+    }
+  }
+  return n;
+}
+
+Result<int> DirSync::Upload() {
+  Env& env = Env::Default();
+  ANNEAL_ASSIGN_OR_RETURN(auto files, env.ListFilesRecursive(local_));
+  std::vector<std::pair<std::string, std::pair<uint64_t, int64_t>>> todo, markers;
+  for (const std::string& f : files) {
+    if (f.find(".tmp.") != std::string::npos) continue;  // a write in progress (Env::WriteFileAtomic)
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) continue;
+    const std::string rel = f.substr(local_.size() + 1);
+    const std::pair<uint64_t, int64_t> sig{static_cast<uint64_t>(st.st_size),
+                                           st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
+    auto it = sent_.find(rel);
+    if (it != sent_.end() && it->second == sig) continue;
+    (IsCommitMarker(rel) ? markers : todo).push_back({rel, sig});
+  }
+  int n = 0;
+  for (auto* list : {&todo, &markers}) {
+    for (const auto& [rel, sig] : *list) {
+      ANNEAL_ASSIGN_OR_RETURN(std::string data, env.ReadFile(JoinPath(local_, rel)));
+      ANNEAL_RETURN_IF_ERROR(store_->Put(rel, data));
+      sent_[rel] = sig;
+      ++n;
+    }
+  }
+  return n;
+}
+
+}  // namespace anneal

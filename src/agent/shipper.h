@@ -1,0 +1,46 @@
+// Shipper: sends a running job's log lines and metric points to the server, in order, without loss.
+//
+// Each record gets the next sequence number of its kind for (job, attempt, node) when it is added;
+// a background thread posts batches oldest first and drops a batch only once the server has stored
+// it. While the server is unreachable (restarting, say) records wait in memory and the post is
+// retried with backoff; the server ignores a (job, attempt, node, seq) it already has, so a batch sent
+// twice is stored once. Flush() waits until everything added so far is acknowledged.
+//
+// Thread-safety: Add* from any thread; Flush from one.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "control/job_store.h"
+
+namespace anneal {
+
+class Shipper {
+ public:
+  Shipper(std::string server_url, std::string job, int attempt, int node);
+  ~Shipper();
+  // rank -1: the agent's own line (stream "agent").
+  void AddLine(int rank, const std::string& stream, const std::string& text);
+  void AddMetric(const std::string& name, int rank, double value);
+  // Waits until every record added so far is stored by the server, or timeout_s passes (false).
+  bool Flush(double timeout_s);
+  size_t pending() const;
+
+ private:
+  void Loop();
+  const std::string url_, job_;
+  const int attempt_, node_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_, drained_;
+  std::deque<LogLine> lines_;
+  std::deque<MetricPoint> points_;
+  int64_t line_seq_ = 0, point_seq_ = 0;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace anneal

@@ -1,0 +1,104 @@
+// The local backend: each instance is an `anneal agent` process on this machine, in its own session
+// (so it outlives a server that is killed and restarted), writing its own output to
+// <work_root>/<id>.log. Release is a request through the API (the agent exits on its next heartbeat);
+// an agent still running release_grace_s later is killed.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "backends/backend.h"
+#include "core/env.h"
+#include "core/progress.h"
+
+namespace anneal {
+
+namespace {
+
+class LocalBackend : public Backend {
+ public:
+  explicit LocalBackend(const LocalBackendOptions& o) : o_(o) {
+    if (o_.agent_binary.empty()) {
+      char buf[4096];
+      const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+      o_.agent_binary = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "anneal";
+    }
+  }
+  ~LocalBackend() override { (void)Poll(); }
+
+  std::string name() const override { return "local"; }
+  int capacity() const override { return o_.max_instances; }
+
+  Status Launch(const InstanceRequest& r) override {
+    ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(o_.work_root));
+    const std::string work = JoinPath(o_.work_root, r.id);
+    const std::string log = work + ".log";
+    std::vector<std::string> args = {o_.agent_binary, "agent", "--server", r.server_url, "--instance-id", r.id,
+                                     "--instance-type", r.instance_type, "--slots", std::to_string(r.slots),
+                                     "--work-dir", work, "--heartbeat-s", std::to_string(o_.heartbeat_s),
+                                     "--remove-work-dir"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) return PeerError(std::string("local backend: fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::setsid();  // its own session: a server killed with its process group leaves the agent running
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, 1);
+        ::dup2(fd, 2);
+      }
+      const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (devnull >= 0) ::dup2(devnull, 0);
+      for (int sig : {SIGTERM, SIGINT, SIGPIPE}) ::signal(sig, SIG_DFL);
+      ::execv(argv[0], argv.data());
+      std::fprintf(stderr, "local backend: cannot run %s: %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    procs_[r.id] = {pid, -1};
+    return Status::Ok();
+  }
+
+  void Release(const std::string& id) override {
+    auto it = procs_.find(id);
+    if (it != procs_.end() && it->second.released_at < 0) it->second.released_at = MonotonicSeconds();
+  }
+
+  std::vector<std::string> Poll() override {
+    std::vector<std::string> gone;
+    for (auto it = procs_.begin(); it != procs_.end();) {
+      int st = 0;
+      const pid_t p = ::waitpid(it->second.pid, &st, WNOHANG);
+      if (p == it->second.pid || (p < 0 && errno == ECHILD)) {
+        gone.push_back(it->first);
+        it = procs_.erase(it);
+        continue;
+      }
+      if (it->second.released_at >= 0 && MonotonicSeconds() - it->second.released_at > o_.release_grace_s) {
+        ::kill(it->second.pid, SIGKILL);
+      }
+      ++it;
+    }
+    return gone;
+  }
+
+ private:
+  struct Proc {
+    pid_t pid;
+    double released_at;
+  };
+  LocalBackendOptions o_;
+  std::map<std::string, Proc> procs_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeLocalBackend(const LocalBackendOptions& o) { return std::make_unique<LocalBackend>(o); }
+
+}  // namespace anneal

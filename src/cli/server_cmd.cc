@@ -1,0 +1,92 @@
+// anneal server / anneal agent: the control plane's two daemons (control/server.h, agent/agent.h).
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "agent/agent.h"
+#include "cli/commands.h"
+#include "control/server.h"
+
+namespace anneal::cli {
+
+namespace {
+
+std::atomic<int> g_server_signal{0};
+extern "C" void OnServerSignal(int sig) { g_server_signal.store(sig); }
+
+Status SplitListen(const std::string& listen, ServerOptions* o) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return InvalidInput("--listen '" + listen + "' must be HOST:PORT, e.g. 127.0.0.1:8470");
+  o->host = listen.substr(0, colon);
+  try {
+    o->port = std::stoi(listen.substr(colon + 1));
+  } catch (...) {
+    return InvalidInput("--listen '" + listen + "': the port is not a number");
+  }
+  if (o->port < 0 || o->port > 65535) return InvalidInput("--listen '" + listen + "': the port must be 0..65535");
+  return Status::Ok();
+}
+
+Status RunServer(ServerOptions o, const std::string& listen) {
+  ANNEAL_RETURN_IF_ERROR(SplitListen(listen, &o));
+  ANNEAL_ASSIGN_OR_RETURN(auto server, ControlServer::Start(o));
+  std::fprintf(stderr, "anneal server: listening on %s (data in %s, backend %s)\n", server->url().c_str(),
+               o.data_dir.c_str(), o.backend.c_str());
+  std::fflush(stderr);
+  struct sigaction sa {};
+  sa.sa_handler = OnServerSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  while (!g_server_signal.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::fprintf(stderr, "anneal server: stopping (agents keep running; a restarted server picks them up)\n");
+  server->Stop();
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddServerCommand(CLI::App& app, RunFn* run) {
+  auto o = std::make_shared<ServerOptions>();
+  auto listen = std::make_shared<std::string>("127.0.0.1:8470");
+  CLI::App* c = app.add_subcommand(
+      "server",
+      "Run the job API server (HTTP/JSON, docs/api/openapi.yaml) with its SQLite job store and scheduler.\n"
+      "Example: anneal server --data-dir /var/lib/anneal --listen 127.0.0.1:8470");
+  c->add_option("--data-dir", o->data_dir, "Where the job store (anneal.db), packages and local agents live")->required();
+  c->add_option("--listen", *listen, "HOST:PORT to serve on (port 0: any free one, written to DATA_DIR/server.json)")
+      ->capture_default_str();
+  c->add_option("--backend", o->backend, "local: start agents on this machine per job; static: use agents that join")
+      ->capture_default_str();
+  c->add_option("--max-instances", o->max_instances, "local backend: agents running at once")->capture_default_str();
+  c->add_option("--heartbeat-s", o->heartbeat_s, "Agents' heartbeat interval")->capture_default_str();
+  c->add_option("--heartbeat-timeout-s", o->heartbeat_timeout_s, "An instance silent this long is lost")
+      ->capture_default_str();
+  c->add_option("--start-timeout-s", o->start_timeout_s, "Instances must register within this after being obtained")
+      ->capture_default_str();
+  c->callback([run, o, listen] { *run = [o, listen] { return RunServer(*o, *listen); }; });
+}
+
+void AddAgentCommand(CLI::App& app, RunFn* run) {
+  auto o = std::make_shared<AgentOptions>();
+  CLI::App* c = app.add_subcommand(
+      "agent",
+      "Run an instance agent: join a server, run the ranks of the jobs it assigns, ship their logs and metrics.\n"
+      "Example: anneal agent --server http://10.0.0.1:8470 --slots 2 --work-dir /scratch/anneal");
+  c->add_option("--server", o->server_url, "The server's URL")->required();
+  c->add_option("--instance-id", o->instance_id, "Join under this id (given by a backend; default: the server names it)");
+  c->add_option("--instance-type", o->instance_type, "Matched against a job's resources.instance_type")
+      ->capture_default_str();
+  c->add_option("--slots", o->slots, "Ranks this instance runs (a job's procs_per_instance must fit)")->capture_default_str();
+  c->add_option("--work-dir", o->work_dir, "Where jobs are unpacked and run")->required();
+  c->add_option("--address", o->address, "Address other instances reach this one at (default: toward the server)");
+  c->add_option("--heartbeat-s", o->heartbeat_s, "Heartbeat interval")->capture_default_str();
+  c->add_option("--metrics-interval-s", o->metrics_interval_s, "System metrics and checkpoint upload interval")
+      ->capture_default_str();
+  c->add_option("--orphan-timeout-s", o->orphan_timeout_s, "Exit after the server is unreachable this long while idle")
+      ->capture_default_str();
+  c->add_flag("--remove-work-dir", o->remove_work_dir, "Delete --work-dir on exit (ephemeral instances)");
+  c->callback([run, o] { *run = [o] { return RunAgent(*o); }; });
+}
+
+}  // namespace anneal::cli

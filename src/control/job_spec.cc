@@ -1,0 +1,366 @@
+#include "control/job_spec.h"
+
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include <yaml-cpp/yaml.h>
+
+namespace anneal {
+
+namespace {
+
+using nlohmann::json;
+
+// YAML -> JSON. Plain (unquoted) scalars that read as numbers, booleans or null become those; quoted
+// ones stay strings.
+Result<json> YamlToJson(const YAML::Node& n, const std::string& path) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined:
+      return json(nullptr);
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (size_t i = 0; i < n.size(); ++i) {
+        ANNEAL_ASSIGN_OR_RETURN(json v, YamlToJson(n[i], path + "[" + std::to_string(i) + "]"));
+        a.push_back(std::move(v));
+      }
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (auto it = n.begin(); it != n.end(); ++it) {
+        if (!it->first.IsScalar()) return InvalidInput(path + ": keys must be plain names");
+        const std::string k = it->first.Scalar();
+        ANNEAL_ASSIGN_OR_RETURN(json v, YamlToJson(it->second, path.empty() ? k : path + "." + k));
+        o[k] = std::move(v);
+      }
+      return o;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() != "?") return json(s);  // quoted: a string
+      if (s == "true" || s == "True") return json(true);
+      if (s == "false" || s == "False") return json(false);
+      if (s == "null" || s == "~") return json(nullptr);
+      static const std::regex kInt("^[-+]?[0-9]+$"), kFloat("^[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?$");
+      if (std::regex_match(s, kInt)) {
+        try {
+          return json(std::stoll(s));
+        } catch (...) {
+        }
+      }
+      if (std::regex_match(s, kFloat)) return json(std::stod(s));
+      return json(s);
+    }
+  }
+  return json(nullptr);
+}
+
+// Reads one document with precise, field-named errors.
+class Reader {
+ public:
+  explicit Reader(std::string* field) : field_(field) {}
+
+  Status Fail(const std::string& path, const std::string& msg) {
+    if (field_) *field_ = path;
+    return InvalidInput(path + ": " + msg);
+  }
+
+  static std::string TypeName(const json& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_array()) return "a list";
+    return "a mapping";
+  }
+
+  // Refuses fields outside `known`, naming the nearest-looking list of allowed ones.
+  Status OnlyKnown(const json& o, const std::string& path, const std::set<std::string>& known) {
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      if (!known.count(it.key())) {
+        std::string list;
+        for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+        return Fail(path.empty() ? it.key() : path + "." + it.key(), "unknown field; the fields here are: " + list);
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status String(const json& o, const std::string& key, const std::string& path, std::string* out, bool required) {
+    if (!o.contains(key) || o[key].is_null()) {
+      return required ? Fail(Join(path, key), "is required") : Status::Ok();
+    }
+    const json& v = o[key];
+    if (v.is_string()) {
+      *out = v.get<std::string>();
+    } else if (v.is_number() || v.is_boolean()) {
+      *out = v.dump();
+    } else {
+      return Fail(Join(path, key), "must be a string, got " + TypeName(v));
+    }
+    if (required && out->empty()) return Fail(Join(path, key), "must not be empty");
+    return Status::Ok();
+  }
+
+  Status Number(const json& o, const std::string& key, const std::string& path, double* out, double lo, double hi) {
+    if (!o.contains(key) || o[key].is_null()) return Status::Ok();
+    const json& v = o[key];
+    if (!v.is_number()) return Fail(Join(path, key), "must be a number, got " + TypeName(v) + " " + v.dump());
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d < lo || d > hi) {
+      return Fail(Join(path, key), "must be between " + Short(lo) + " and " + Short(hi) + ", got " + v.dump());
+    }
+    *out = d;
+    return Status::Ok();
+  }
+
+  Status Int(const json& o, const std::string& key, const std::string& path, int* out, int lo, int hi) {
+    if (!o.contains(key) || o[key].is_null()) return Status::Ok();
+    const json& v = o[key];
+    if (!v.is_number_integer()) return Fail(Join(path, key), "must be a whole number, got " + TypeName(v) + " " + v.dump());
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) {
+      return Fail(Join(path, key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                                       std::to_string(i));
+    }
+    *out = static_cast<int>(i);
+    return Status::Ok();
+  }
+
+  Status Object(const json& o, const std::string& key, const std::string& path, const json** out) {
+    *out = nullptr;
+    if (!o.contains(key) || o[key].is_null()) return Status::Ok();
+    if (!o[key].is_object()) return Fail(Join(path, key), "must be a mapping, got " + TypeName(o[key]));
+    *out = &o[key];
+    return Status::Ok();
+  }
+
+  Status StringMap(const json& o, const std::string& key, const std::string& path, std::map<std::string, std::string>* out) {
+    const json* m = nullptr;
+    ANNEAL_RETURN_IF_ERROR(Object(o, key, path, &m));
+    if (!m) return Status::Ok();
+    for (auto it = m->begin(); it != m->end(); ++it) {
+      std::string v;
+      if (it.value().is_array() || it.value().is_object()) {
+        return Fail(Join(Join(path, key), it.key()), "must be a single value, got " + TypeName(it.value()));
+      }
+      if (!it.value().is_null()) ANNEAL_RETURN_IF_ERROR(String(*m, it.key(), Join(path, key), &v, false));
+      (*out)[it.key()] = v;
+    }
+    return Status::Ok();
+  }
+
+  static std::string Join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+  static std::string Short(double d) {
+    std::string s = std::to_string(d);
+    while (!s.empty() && s.back() == '0') s.pop_back();
+    if (!s.empty() && s.back() == '.') s.pop_back();
+    return s;
+  }
+
+ private:
+  std::string* field_;
+};
+
+bool IsBuiltinTrainer(const std::vector<std::string>& cmd) {
+  if (cmd.size() < 2 || cmd[1] != "train") return false;
+  const std::string& b = cmd[0];
+  return b == "anneal" || (b.size() > 7 && b.compare(b.size() - 7, 7, "/anneal") == 0);
+}
+
+}  // namespace
+
+Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
+  Reader r(error_field);
+  JobSpec s;
+  if (!doc.is_object()) return r.Fail("", "a job spec must be a mapping of fields (name, entrypoint, resources, ...)");
+  ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(doc, "", {"name", "role", "entrypoint", "source", "channels", "output",
+                                               "checkpoint", "resources", "stopping", "retry", "metric_definitions",
+                                               "environment"}));
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "name", "", &s.name, true));
+  static const std::regex kName("^[a-z0-9][a-z0-9-]{0,47}$");
+  if (!std::regex_match(s.name, kName)) {
+    return r.Fail("name", "'" + s.name + "' must be 1-48 characters of a-z, 0-9 and '-', starting with a letter or digit");
+  }
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "role", "", &s.role, false));
+
+  const json* ep = nullptr;
+  ANNEAL_RETURN_IF_ERROR(r.Object(doc, "entrypoint", "", &ep));
+  if (!ep) return r.Fail("entrypoint", "is required: give entrypoint.command, e.g. [anneal, train, --config, x.yaml]");
+  ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ep, "entrypoint", {"command", "hyperparameters"}));
+  if (!ep->contains("command") || (*ep)["command"].is_null()) return r.Fail("entrypoint.command", "is required");
+  const json& cmd = (*ep)["command"];
+  if (cmd.is_string()) {
+    s.command = {cmd.get<std::string>()};
+    s.shell = true;
+    if (s.command[0].empty()) return r.Fail("entrypoint.command", "must not be empty");
+  } else if (cmd.is_array()) {
+    if (cmd.empty()) return r.Fail("entrypoint.command", "must not be an empty list");
+    for (size_t i = 0; i < cmd.size(); ++i) {
+      if (cmd[i].is_string()) {
+        s.command.push_back(cmd[i].get<std::string>());
+      } else if (cmd[i].is_number() || cmd[i].is_boolean()) {
+        s.command.push_back(cmd[i].dump());
+      } else {
+        return r.Fail("entrypoint.command[" + std::to_string(i) + "]", "must be a string, got " + Reader::TypeName(cmd[i]));
+      }
+    }
+  } else {
+    return r.Fail("entrypoint.command", "must be a list of arguments or one shell command string, got " +
+                                            Reader::TypeName(cmd));
+  }
+  ANNEAL_RETURN_IF_ERROR(r.StringMap(*ep, "hyperparameters", "entrypoint", &s.hyperparameters));
+
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "source", "", &s.source, false));
+
+  if (doc.contains("channels") && !doc["channels"].is_null()) {
+    const json& ch = doc["channels"];
+    if (!ch.is_array()) return r.Fail("channels", "must be a list of {name, uri, mode}, got " + Reader::TypeName(ch));
+    std::set<std::string> seen;
+    for (size_t i = 0; i < ch.size(); ++i) {
+      const std::string p = "channels[" + std::to_string(i) + "]";
+      if (!ch[i].is_object()) return r.Fail(p, "must be a mapping {name, uri, mode}");
+      ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(ch[i], p, {"name", "uri", "mode"}));
+      ChannelSpec c;
+      ANNEAL_RETURN_IF_ERROR(r.String(ch[i], "name", p, &c.name, true));
+      ANNEAL_RETURN_IF_ERROR(r.String(ch[i], "uri", p, &c.uri, true));
+      ANNEAL_RETURN_IF_ERROR(r.String(ch[i], "mode", p, &c.mode, false));
+      static const std::regex kChan("^[A-Za-z0-9_]{1,32}$");
+      if (!std::regex_match(c.name, kChan)) return r.Fail(p + ".name", "'" + c.name + "' must be 1-32 of A-Z, a-z, 0-9, _");
+      if (c.mode != "file" && c.mode != "fastfile" && c.mode != "shared") {
+        return r.Fail(p + ".mode", "'" + c.mode + "' must be file, fastfile or shared");
+      }
+      if (!seen.insert(c.name).second) return r.Fail(p + ".name", "channel '" + c.name + "' is given twice");
+      s.channels.push_back(c);
+    }
+  }
+  const json* out = nullptr;
+  ANNEAL_RETURN_IF_ERROR(r.Object(doc, "output", "", &out));
+  if (out) {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*out, "output", {"uri"}));
+    ANNEAL_RETURN_IF_ERROR(r.String(*out, "uri", "output", &s.output_uri, false));
+  }
+  const json* ck = nullptr;
+  ANNEAL_RETURN_IF_ERROR(r.Object(doc, "checkpoint", "", &ck));
+  if (ck) {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ck, "checkpoint", {"uri", "local_path"}));
+    ANNEAL_RETURN_IF_ERROR(r.String(*ck, "uri", "checkpoint", &s.checkpoint_uri, true));
+    ANNEAL_RETURN_IF_ERROR(r.String(*ck, "local_path", "checkpoint", &s.checkpoint_local_path, false));
+  }
+  const json* res = nullptr;
+  ANNEAL_RETURN_IF_ERROR(r.Object(doc, "resources", "", &res));
+  if (res) {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*res, "resources", {"instance_type", "instance_count", "procs_per_instance", "keep_alive_s"}));
+    ANNEAL_RETURN_IF_ERROR(r.String(*res, "instance_type", "resources", &s.instance_type, false));
+    if (s.instance_type.empty()) return r.Fail("resources.instance_type", "must not be empty");
+    ANNEAL_RETURN_IF_ERROR(r.Int(*res, "instance_count", "resources", &s.instance_count, 1, 4096));
+    ANNEAL_RETURN_IF_ERROR(r.Int(*res, "procs_per_instance", "resources", &s.procs_per_instance, 1, 1024));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*res, "keep_alive_s", "resources", &s.keep_alive_s, 0, 86400 * 7));
+  }
+  const json* stop = nullptr;
+  ANNEAL_RETURN_IF_ERROR(r.Object(doc, "stopping", "", &stop));
+  if (stop) {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*stop, "stopping", {"max_runtime_s", "max_pending_s", "grace_period_s"}));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_runtime_s", "stopping", &s.max_runtime_s, 0, 86400.0 * 365));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_pending_s", "stopping", &s.max_pending_s, 0, 86400.0 * 365));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "grace_period_s", "stopping", &s.grace_period_s, 0, 3600));
+  }
+  const json* retry = nullptr;
+  ANNEAL_RETURN_IF_ERROR(r.Object(doc, "retry", "", &retry));
+  if (retry) {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*retry, "retry", {"max_attempts"}));
+    ANNEAL_RETURN_IF_ERROR(r.Int(*retry, "max_attempts", "retry", &s.max_attempts, 1, 100));
+  }
+  if (doc.contains("metric_definitions") && !doc["metric_definitions"].is_null()) {
+    const json& md = doc["metric_definitions"];
+    if (!md.is_array()) return r.Fail("metric_definitions", "must be a list of {name, regex}");
+    for (size_t i = 0; i < md.size(); ++i) {
+      const std::string p = "metric_definitions[" + std::to_string(i) + "]";
+      if (!md[i].is_object()) return r.Fail(p, "must be a mapping {name, regex}");
+      ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(md[i], p, {"name", "regex"}));
+      MetricDefinition m;
+      ANNEAL_RETURN_IF_ERROR(r.String(md[i], "name", p, &m.name, true));
+      ANNEAL_RETURN_IF_ERROR(r.String(md[i], "regex", p, &m.regex, true));
+      try {
+        std::regex re(m.regex);
+        if (re.mark_count() < 1) return r.Fail(p + ".regex", "needs a capture group around the value, e.g. 'loss ([0-9.]+)'");
+      } catch (const std::regex_error& e) {
+        return r.Fail(p + ".regex", std::string("is not a valid regular expression: ") + e.what());
+      }
+      s.metric_definitions.push_back(m);
+    }
+  }
+  ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "environment", "", &s.environment));
+  for (const auto& [k, v] : s.environment) {
+    static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
+    if (!std::regex_match(k, kEnv)) return r.Fail("environment." + k, "is not a valid environment variable name");
+  }
+  return s;
+}
+
+Result<JobSpec> ParseJobSpec(const std::string& text, std::string* error_field) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    if (error_field) *error_field = "";
+    return InvalidInput("the job spec is not valid YAML or JSON: " + std::string(e.what()));
+  }
+  ANNEAL_ASSIGN_OR_RETURN(json doc, YamlToJson(root, ""));
+  return JobSpecFromJson(doc, error_field);
+}
+
+nlohmann::json JobSpec::ToJson() const {
+  json j;
+  j["name"] = name;
+  if (!role.empty()) j["role"] = role;
+  j["entrypoint"]["command"] = shell ? json(command[0]) : json(command);
+  j["entrypoint"]["hyperparameters"] = hyperparameters;
+  if (!source.empty()) j["source"] = source;
+  j["channels"] = json::array();
+  for (const auto& c : channels) j["channels"].push_back({{"name", c.name}, {"uri", c.uri}, {"mode", c.mode}});
+  if (!output_uri.empty()) j["output"]["uri"] = output_uri;
+  if (!checkpoint_uri.empty()) {
+    j["checkpoint"]["uri"] = checkpoint_uri;
+    if (!checkpoint_local_path.empty()) j["checkpoint"]["local_path"] = checkpoint_local_path;
+  }
+  j["resources"] = {{"instance_type", instance_type},
+                    {"instance_count", instance_count},
+                    {"procs_per_instance", procs_per_instance},
+                    {"keep_alive_s", keep_alive_s}};
+  j["stopping"] = {{"max_runtime_s", max_runtime_s}, {"max_pending_s", max_pending_s}, {"grace_period_s", grace_period_s}};
+  j["retry"] = {{"max_attempts", max_attempts}};
+  j["metric_definitions"] = json::array();
+  for (const auto& m : metric_definitions) j["metric_definitions"].push_back({{"name", m.name}, {"regex", m.regex}});
+  j["environment"] = environment;
+  return j;
+}
+
+std::vector<std::string> JobSpec::RankArgv() const {
+  std::vector<std::string> argv;
+  if (shell) {
+    std::string line = command[0];
+    for (const auto& [k, v] : hyperparameters) {
+      std::string q;  // single-quoted for the shell: ' becomes '\''
+      for (char ch : v) q += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+      line += " --" + k + " '" + q + "'";
+    }
+    return {"/bin/sh", "-c", line};
+  }
+  argv = command;
+  const bool builtin = IsBuiltinTrainer(command);
+  for (const auto& [k, v] : hyperparameters) {
+    if (builtin) {
+      argv.push_back("--set");
+      argv.push_back(k + "=" + v);
+    } else {
+      argv.push_back("--" + k);
+      argv.push_back(v);
+    }
+  }
+  return argv;
+}
+
+}  // namespace anneal

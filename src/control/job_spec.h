@@ -1,0 +1,67 @@
+// JobSpec: what a user asks the control plane to run (DESIGN.md "A job spec"; docs/job-spec.md is the
+// reference). Parsed from YAML or JSON, validated completely: an unknown field, a wrong type or a value
+// out of range is InvalidInput whose message starts with the field's dotted path
+// ("resources.instance_count: must be at least 1, got 0") and says what to write instead; the path is
+// also returned separately so the API can put it in its 400 answer.
+//
+// The normalized form (ToJson) has every default filled in; the server stores that, agents receive it.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace anneal {
+
+struct ChannelSpec {
+  std::string name;           // [A-Za-z0-9_]+; the ranks see ANNEAL_CHANNEL_<NAME upper-cased>
+  std::string uri;            // s3://bucket/prefix, file:///dir or a path
+  std::string mode = "file";  // file | fastfile | shared (storage/channel.h)
+};
+
+struct MetricDefinition {
+  std::string name;
+  std::string regex;  // ECMAScript; the first capture group is the value
+};
+
+struct JobSpec {
+  std::string name;  // [a-z0-9][a-z0-9-]*, at most 48 characters
+  std::string role;  // the execution role (the policies issue enforces it); free text for now
+  // entrypoint: the ranks' command (argv; a single string runs under /bin/sh -c) and its
+  // hyperparameters, appended as "--set k=v" for the built-in trainer and "--k v" otherwise.
+  std::vector<std::string> command;
+  bool shell = false;  // command was a string
+  std::map<std::string, std::string> hyperparameters;
+  std::string source;  // a local folder (CLI side) or "package:<sha256>" (server side); "" = none
+  std::vector<ChannelSpec> channels;
+  std::string output_uri;
+  std::string checkpoint_uri;
+  std::string checkpoint_local_path;  // "" = a folder in the job's working area
+  std::string instance_type = "local";
+  int instance_count = 1;
+  int procs_per_instance = 1;
+  double keep_alive_s = 0;
+  double max_runtime_s = 0;    // 0 = no limit
+  double max_pending_s = 0;    // 0 = no limit
+  double grace_period_s = 30;  // SIGTERM .. SIGKILL on stop
+  int max_attempts = 1;
+  std::vector<MetricDefinition> metric_definitions;
+  std::map<std::string, std::string> environment;
+
+  nlohmann::json ToJson() const;
+  // The argv the ranks run: command + hyperparameters (see above).
+  std::vector<std::string> RankArgv() const;
+};
+
+// Parses YAML (a superset of JSON, so JSON texts work too). On failure returns the error and fills
+// *error_field (when given) with the offending field's path.
+Result<JobSpec> ParseJobSpec(const std::string& text, std::string* error_field = nullptr);
+// From an already-parsed JSON document (what the API receives as application/json).
+Result<JobSpec> JobSpecFromJson(const nlohmann::json& doc, std::string* error_field = nullptr);
+
+}  // namespace anneal

@@ -1,0 +1,626 @@
+#include "control/job_store.h"
+
+#include <sqlite3.h>
+
+#include <cstdio>
+
+namespace anneal {
+
+namespace {
+
+// The schema, one step per version (docs/formats/job-store.md). A database at version v runs steps
+// v+1.. in one transaction each; never edit a released step, add one.
+const char* const kMigrations[] = {
+    // 1: jobs, their history, instances, logs, metrics, node reports, rendezvous.
+    R"sql(
+CREATE TABLE jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  owner TEXT NOT NULL DEFAULT '',
+  spec TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  primary_status TEXT NOT NULL,
+  failure_reason TEXT NOT NULL DEFAULT '',
+  exit_code INTEGER NOT NULL DEFAULT -1,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  created_at REAL NOT NULL,
+  updated_at REAL NOT NULL,
+  started_at REAL NOT NULL DEFAULT 0,
+  ended_at REAL NOT NULL DEFAULT 0);
+CREATE INDEX jobs_active ON jobs(primary_status, seq);
+CREATE TABLE transitions (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id TEXT NOT NULL,
+  at REAL NOT NULL,
+  phase TEXT NOT NULL,
+  message TEXT NOT NULL DEFAULT '');
+CREATE INDEX transitions_job ON transitions(job_id, id);
+CREATE TABLE instances (
+  id TEXT PRIMARY KEY,
+  job_id TEXT NOT NULL DEFAULT '',
+  node INTEGER NOT NULL DEFAULT -1,
+  address TEXT NOT NULL DEFAULT '',
+  instance_type TEXT NOT NULL DEFAULT '',
+  slots INTEGER NOT NULL DEFAULT 1,
+  state TEXT NOT NULL,
+  backend TEXT NOT NULL,
+  registered_at REAL NOT NULL DEFAULT 0,
+  last_heartbeat REAL NOT NULL DEFAULT 0);
+CREATE TABLE logs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  node INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  stream TEXT NOT NULL,
+  at REAL NOT NULL,
+  text TEXT NOT NULL,
+  UNIQUE(job_id, attempt, node, seq));
+CREATE INDEX logs_job ON logs(job_id, id);
+CREATE TABLE metrics (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  node INTEGER NOT NULL,
+  seq INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  rank INTEGER NOT NULL,
+  at REAL NOT NULL,
+  value REAL NOT NULL,
+  UNIQUE(job_id, attempt, node, seq));
+CREATE INDEX metrics_job ON metrics(job_id, name, id);
+CREATE TABLE node_reports (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  node INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  exit_code INTEGER NOT NULL DEFAULT -1,
+  message TEXT NOT NULL DEFAULT '',
+  at REAL NOT NULL,
+  PRIMARY KEY(job_id, attempt, node));
+CREATE TABLE rendezvous (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY(job_id, attempt));
+)sql",
+};
+constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
+static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
+
+// A prepared statement, finalized on scope exit.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db), sql_(sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
+  ~Stmt() { sqlite3_finalize(s_); }
+  Status prepared() const { return rc_ == SQLITE_OK ? Status::Ok() : Error(); }
+  Stmt& Bind(int i, const std::string& v) {
+    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Stmt& Bind(int i, int64_t v) {
+    sqlite3_bind_int64(s_, i, v);
+    return *this;
+  }
+  Stmt& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
+  Stmt& Bind(int i, double v) {
+    sqlite3_bind_double(s_, i, v);
+    return *this;
+  }
+  // true: a row is ready; false: done. Errors through *st.
+  bool Step(Status* st) {
+    rc_ = sqlite3_step(s_);
+    if (rc_ == SQLITE_ROW) return true;
+    if (rc_ != SQLITE_DONE) *st = Error();
+    return false;
+  }
+  Status Run() {
+    Status st;
+    while (Step(&st)) {
+    }
+    return st;
+  }
+  void Reset() {
+    sqlite3_reset(s_);
+    sqlite3_clear_bindings(s_);
+  }
+  std::string Text(int c) const {
+    const unsigned char* t = sqlite3_column_text(s_, c);
+    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, c)) : std::string();
+  }
+  int64_t Int(int c) const { return sqlite3_column_int64(s_, c); }
+  double Real(int c) const { return sqlite3_column_double(s_, c); }
+
+ private:
+  Status Error() const { return IoError(std::string("job store: ") + sqlite3_errmsg(db_) + " (in: " + Short() + ")"); }
+  std::string Short() const {
+    std::string s(sql_);
+    return s.size() > 60 ? s.substr(0, 60) + "..." : s;
+  }
+  sqlite3* db_;
+  const char* sql_;
+  sqlite3_stmt* s_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+constexpr const char* kJobColumns =
+    "seq, id, name, owner, spec, phase, failure_reason, exit_code, attempt, created_at, updated_at, started_at, ended_at";
+
+Result<JobRecord> ReadJob(const Stmt& s) {
+  JobRecord r;
+  r.seq = s.Int(0);
+  r.id = s.Text(1);
+  r.name = s.Text(2);
+  r.owner = s.Text(3);
+  r.spec = nlohmann::json::parse(s.Text(4), nullptr, false);
+  ANNEAL_ASSIGN_OR_RETURN(r.phase, ParsePhase(s.Text(5)));
+  r.failure_reason = s.Text(6);
+  r.exit_code = static_cast<int>(s.Int(7));
+  r.attempt = static_cast<int>(s.Int(8));
+  r.created_at = s.Real(9);
+  r.updated_at = s.Real(10);
+  r.started_at = s.Real(11);
+  r.ended_at = s.Real(12);
+  return r;
+}
+
+InstanceRecord ReadInstance(const Stmt& s) {
+  InstanceRecord r;
+  r.id = s.Text(0);
+  r.job_id = s.Text(1);
+  r.node = static_cast<int>(s.Int(2));
+  r.address = s.Text(3);
+  r.instance_type = s.Text(4);
+  r.slots = static_cast<int>(s.Int(5));
+  r.state = s.Text(6);
+  r.backend = s.Text(7);
+  r.registered_at = s.Real(8);
+  r.last_heartbeat = s.Real(9);
+  return r;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string m = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return IoError("cannot open the job store " + path + ": " + m + "; check that --data-dir is writable");
+  }
+  sqlite3_busy_timeout(db, 10000);
+  std::unique_ptr<JobStore> s(new JobStore(db, path));
+  ANNEAL_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
+  ANNEAL_RETURN_IF_ERROR(s->Migrate());
+  return s;
+}
+
+JobStore::~JobStore() { sqlite3_close(db_); }
+
+Status JobStore::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string m = err ? err : "unknown error";
+    sqlite3_free(err);
+    return IoError("job store " + path_ + ": " + m);
+  }
+  return Status::Ok();
+}
+
+Status JobStore::Migrate() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt v(db_, "PRAGMA user_version");
+  Status st;
+  int version = 0;
+  if (v.Step(&st)) version = static_cast<int>(v.Int(0));
+  ANNEAL_RETURN_IF_ERROR(st);
+  if (version > kSchemaVersion) {
+    return InvalidInput("the job store " + path_ + " has schema version " + std::to_string(version) +
+                        ", newer than this anneal's " + std::to_string(kSchemaVersion) + ": run a newer anneal server");
+  }
+  for (int to = version + 1; to <= kSchemaVersion; ++to) {
+    ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    Status s = Exec(kMigrations[to - 1]);
+    if (s.ok()) s = Exec("PRAGMA user_version = " + std::to_string(to));
+    if (!s.ok()) {
+      (void)Exec("ROLLBACK");
+      return s.Annotate("migrating the job store to schema version " + std::to_string(to));
+    }
+    ANNEAL_RETURN_IF_ERROR(Exec("COMMIT"));
+  }
+  return Status::Ok();
+}
+
+Result<JobRecord> JobStore::CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec,
+                                      double now) {
+  std::lock_guard<std::mutex> l(mu_);
+  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto body = [&]() -> Result<JobRecord> {
+    Stmt next(db_, "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs");
+    Status st;
+    int64_t seq = 1;
+    if (next.Step(&st)) seq = next.Int(0);
+    ANNEAL_RETURN_IF_ERROR(st);
+    char num[32];
+    std::snprintf(num, sizeof(num), "%04lld", static_cast<long long>(seq));
+    std::string id = name;
+    id.append("-").append(num);
+    const std::string phase = PhaseName(JobPhase::kPending);
+    Stmt ins(db_,
+             "INSERT INTO jobs(seq, id, name, owner, spec, phase, primary_status, created_at, updated_at) "
+             "VALUES(?,?,?,?,?,?,?,?,?)");
+    ANNEAL_RETURN_IF_ERROR(ins.prepared());
+    ins.Bind(1, seq).Bind(2, id).Bind(3, name).Bind(4, owner).Bind(5, spec.dump()).Bind(6, phase);
+    ins.Bind(7, std::string(PrimaryStatus(JobPhase::kPending))).Bind(8, now).Bind(9, now);
+    ANNEAL_RETURN_IF_ERROR(ins.Run());
+    Stmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
+    tr.Bind(1, id).Bind(2, now).Bind(3, phase).Bind(4, std::string("submitted"));
+    ANNEAL_RETURN_IF_ERROR(tr.Run());
+    JobRecord r;
+    r.seq = seq;
+    r.id = id;
+    r.name = name;
+    r.owner = owner;
+    r.spec = spec;
+    r.created_at = r.updated_at = now;
+    return r;
+  };
+  auto r = body();
+  if (!r.ok()) {
+    (void)Exec("ROLLBACK");
+    return r.status();
+  }
+  ANNEAL_RETURN_IF_ERROR(Exec("COMMIT"));
+  return r;
+}
+
+Result<std::optional<JobRecord>> JobStore::GetJobLocked(const std::string& id) {
+  const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?";
+  Stmt s(db_, sql.c_str());
+  ANNEAL_RETURN_IF_ERROR(s.prepared());
+  s.Bind(1, id);
+  Status st;
+  if (!s.Step(&st)) {
+    ANNEAL_RETURN_IF_ERROR(st);
+    return std::optional<JobRecord>();
+  }
+  ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
+  return std::optional<JobRecord>(std::move(r));
+}
+
+Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return GetJobLocked(id);
+}
+
+Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, int64_t before_seq) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE seq < ?";
+  if (active_only) sql += " AND primary_status IN ('InProgress', 'Stopping')";
+  sql += " ORDER BY seq DESC LIMIT ?";
+  Stmt s(db_, sql.c_str());
+  ANNEAL_RETURN_IF_ERROR(s.prepared());
+  s.Bind(1, before_seq > 0 ? before_seq : INT64_MAX).Bind(2, limit);
+  std::vector<JobRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
+    out.push_back(std::move(r));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::vector<JobRecord>> JobStore::ActiveJobs() {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string sql = std::string("SELECT ") + kJobColumns +
+                          " FROM jobs WHERE primary_status IN ('InProgress', 'Stopping') ORDER BY seq";
+  Stmt s(db_, sql.c_str());
+  ANNEAL_RETURN_IF_ERROR(s.prepared());
+  std::vector<JobRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
+    out.push_back(std::move(r));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<int64_t> JobStore::CountJobs() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT COUNT(*) FROM jobs");
+  Status st;
+  int64_t n = 0;
+  if (s.Step(&st)) n = s.Int(0);
+  ANNEAL_RETURN_IF_ERROR(st);
+  return n;
+}
+
+Status JobStore::Transition(const std::string& id, JobPhase to, const std::string& message, double now,
+                            const std::string& failure_reason, int exit_code) {
+  std::lock_guard<std::mutex> l(mu_);
+  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  auto body = [&]() -> Status {
+    ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> j, GetJobLocked(id));
+    if (!j) return NotFound("no job " + id);
+    ANNEAL_RETURN_IF_ERROR(CheckTransition(j->phase, to).Annotate("job " + id));
+    Stmt u(db_,
+           "UPDATE jobs SET phase = ?, primary_status = ?, updated_at = ?, "
+           "failure_reason = CASE WHEN ? = '' THEN failure_reason ELSE ? END, "
+           "exit_code = CASE WHEN ? < 0 THEN exit_code ELSE ? END, "
+           "started_at = CASE WHEN ? AND started_at = 0 THEN ? ELSE started_at END, "
+           "ended_at = CASE WHEN ? THEN ? ELSE ended_at END WHERE id = ?");
+    ANNEAL_RETURN_IF_ERROR(u.prepared());
+    u.Bind(1, std::string(PhaseName(to))).Bind(2, std::string(PrimaryStatus(to))).Bind(3, now);
+    u.Bind(4, failure_reason).Bind(5, failure_reason).Bind(6, exit_code).Bind(7, exit_code);
+    u.Bind(8, static_cast<int>(to == JobPhase::kStarting)).Bind(9, now);
+    u.Bind(10, static_cast<int>(IsTerminal(to))).Bind(11, now).Bind(12, id);
+    ANNEAL_RETURN_IF_ERROR(u.Run());
+    Stmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
+    tr.Bind(1, id).Bind(2, now).Bind(3, std::string(PhaseName(to))).Bind(4, message);
+    return tr.Run();
+  };
+  Status st = body();
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");
+    return st;
+  }
+  return Exec("COMMIT");
+}
+
+Status JobStore::SetAttempt(const std::string& id, int attempt, double now) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt u(db_, "UPDATE jobs SET attempt = ?, updated_at = ? WHERE id = ?");
+  u.Bind(1, attempt).Bind(2, now).Bind(3, id);
+  return u.Run();
+}
+
+Result<std::vector<TransitionRecord>> JobStore::History(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT at, phase, message FROM transitions WHERE job_id = ? ORDER BY id");
+  s.Bind(1, id);
+  std::vector<TransitionRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    TransitionRecord t;
+    t.at = s.Real(0);
+    ANNEAL_ASSIGN_OR_RETURN(t.phase, ParsePhase(s.Text(1)));
+    t.message = s.Text(2);
+    out.push_back(std::move(t));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::PutInstance(const InstanceRecord& r) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO instances(id, job_id, node, address, instance_type, slots, state, backend, "
+         "registered_at, last_heartbeat) VALUES(?,?,?,?,?,?,?,?,?,?)");
+  s.Bind(1, r.id).Bind(2, r.job_id).Bind(3, r.node).Bind(4, r.address).Bind(5, r.instance_type).Bind(6, r.slots);
+  s.Bind(7, r.state).Bind(8, r.backend).Bind(9, r.registered_at).Bind(10, r.last_heartbeat);
+  return s.Run();
+}
+
+Result<std::optional<InstanceRecord>> JobStore::GetInstance(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat "
+         "FROM instances WHERE id = ?");
+  s.Bind(1, id);
+  Status st;
+  if (s.Step(&st)) return std::optional<InstanceRecord>(ReadInstance(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return std::optional<InstanceRecord>();
+}
+
+Result<std::vector<InstanceRecord>> JobStore::Instances() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat "
+         "FROM instances ORDER BY registered_at, id");
+  std::vector<InstanceRecord> out;
+  Status st;
+  while (s.Step(&st)) out.push_back(ReadInstance(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::Heartbeat(const std::string& id, double now) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "UPDATE instances SET last_heartbeat = ? WHERE id = ?");
+  s.Bind(1, now).Bind(2, id);
+  return s.Run();
+}
+
+Status JobStore::DeleteInstance(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "DELETE FROM instances WHERE id = ?");
+  s.Bind(1, id);
+  return s.Run();
+}
+
+Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& lines) {
+  std::lock_guard<std::mutex> l(mu_);
+  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Stmt s(db_,
+         "INSERT OR IGNORE INTO logs(job_id, attempt, node, seq, rank, stream, at, text) VALUES(?,?,?,?,?,?,?,?)");
+  Status st = s.prepared();
+  for (size_t i = 0; st.ok() && i < lines.size(); ++i) {
+    const LogLine& x = lines[i];
+    s.Bind(1, job).Bind(2, x.attempt).Bind(3, x.node).Bind(4, x.seq).Bind(5, x.rank).Bind(6, x.stream);
+    s.Bind(7, x.at).Bind(8, x.text);
+    st = s.Run();
+    s.Reset();
+  }
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");
+    return st;
+  }
+  return Exec("COMMIT");
+}
+
+Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t after_id, int rank, int limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? "
+         "AND (? = -2 OR rank = ?) ORDER BY id LIMIT ?");
+  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, limit);
+  std::vector<LogLine> out;
+  Status st;
+  while (s.Step(&st)) {
+    LogLine x;
+    x.id = s.Int(0);
+    x.attempt = static_cast<int>(s.Int(1));
+    x.node = static_cast<int>(s.Int(2));
+    x.seq = s.Int(3);
+    x.rank = static_cast<int>(s.Int(4));
+    x.stream = s.Text(5);
+    x.at = s.Real(6);
+    x.text = s.Text(7);
+    out.push_back(std::move(x));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::vector<LogLine>> JobStore::LastLogs(const std::string& job, int rank, int n) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND rank = ? "
+         "ORDER BY id DESC LIMIT ?");
+  s.Bind(1, job).Bind(2, rank).Bind(3, n);
+  std::vector<LogLine> out;
+  Status st;
+  while (s.Step(&st)) {
+    LogLine x;
+    x.id = s.Int(0);
+    x.attempt = static_cast<int>(s.Int(1));
+    x.node = static_cast<int>(s.Int(2));
+    x.seq = s.Int(3);
+    x.rank = static_cast<int>(s.Int(4));
+    x.stream = s.Text(5);
+    x.at = s.Real(6);
+    x.text = s.Text(7);
+    out.insert(out.begin(), std::move(x));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::vector<JobStore::RankMean>> JobStore::RankMeans(const std::string& job, const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT rank, AVG(value), COUNT(*) FROM metrics WHERE job_id = ? AND name = ? GROUP BY rank "
+         "ORDER BY 2 DESC, rank");
+  s.Bind(1, job).Bind(2, name);
+  std::vector<RankMean> out;
+  Status st;
+  while (s.Step(&st)) out.push_back({static_cast<int>(s.Int(0)), s.Real(1), s.Int(2)});
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::AppendMetrics(const std::string& job, const std::vector<MetricPoint>& points) {
+  std::lock_guard<std::mutex> l(mu_);
+  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+  Stmt s(db_,
+         "INSERT OR IGNORE INTO metrics(job_id, attempt, node, seq, name, rank, at, value) VALUES(?,?,?,?,?,?,?,?)");
+  Status st = s.prepared();
+  for (size_t i = 0; st.ok() && i < points.size(); ++i) {
+    const MetricPoint& p = points[i];
+    s.Bind(1, job).Bind(2, p.attempt).Bind(3, p.node).Bind(4, p.seq).Bind(5, p.name).Bind(6, p.rank);
+    s.Bind(7, p.at).Bind(8, p.value);
+    st = s.Run();
+    s.Reset();
+  }
+  if (!st.ok()) {
+    (void)Exec("ROLLBACK");
+    return st;
+  }
+  return Exec("COMMIT");
+}
+
+Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const std::string& name, int64_t after_id,
+                                                   int limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT id, attempt, node, seq, name, rank, at, value FROM metrics WHERE job_id = ? AND id > ? "
+         "AND (? = '' OR name = ?) ORDER BY id LIMIT ?");
+  s.Bind(1, job).Bind(2, after_id).Bind(3, name).Bind(4, name).Bind(5, limit);
+  std::vector<MetricPoint> out;
+  Status st;
+  while (s.Step(&st)) {
+    MetricPoint p;
+    p.id = s.Int(0);
+    p.attempt = static_cast<int>(s.Int(1));
+    p.node = static_cast<int>(s.Int(2));
+    p.seq = s.Int(3);
+    p.name = s.Text(4);
+    p.rank = static_cast<int>(s.Int(5));
+    p.at = s.Real(6);
+    p.value = s.Real(7);
+    out.push_back(std::move(p));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::PutNodeReport(const std::string& job, const NodeReport& r) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO node_reports(job_id, attempt, node, state, exit_code, message, at) "
+         "VALUES(?,?,?,?,?,?,?)");
+  s.Bind(1, job).Bind(2, r.attempt).Bind(3, r.node).Bind(4, r.state).Bind(5, r.exit_code).Bind(6, r.message).Bind(7, r.at);
+  return s.Run();
+}
+
+Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, int attempt) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT attempt, node, state, exit_code, message, at FROM node_reports WHERE job_id = ? AND attempt = ? "
+         "ORDER BY node");
+  s.Bind(1, job).Bind(2, attempt);
+  std::vector<NodeReport> out;
+  Status st;
+  while (s.Step(&st)) {
+    NodeReport r;
+    r.attempt = static_cast<int>(s.Int(0));
+    r.node = static_cast<int>(s.Int(1));
+    r.state = s.Text(2);
+    r.exit_code = static_cast<int>(s.Int(3));
+    r.message = s.Text(4);
+    r.at = s.Real(5);
+    out.push_back(std::move(r));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::string> JobStore::SetRendezvous(const std::string& job, int attempt, const std::string& value) {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    Stmt s(db_, "INSERT OR IGNORE INTO rendezvous(job_id, attempt, value) VALUES(?,?,?)");
+    s.Bind(1, job).Bind(2, attempt).Bind(3, value);
+    ANNEAL_RETURN_IF_ERROR(s.Run());
+  }
+  ANNEAL_ASSIGN_OR_RETURN(std::optional<std::string> v, GetRendezvous(job, attempt));
+  if (!v) return Internal("rendezvous for " + job + " vanished");
+  return *v;
+}
+
+Result<std::optional<std::string>> JobStore::GetRendezvous(const std::string& job, int attempt) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT value FROM rendezvous WHERE job_id = ? AND attempt = ?");
+  s.Bind(1, job).Bind(2, attempt);
+  Status st;
+  if (s.Step(&st)) return std::optional<std::string>(s.Text(0));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return std::optional<std::string>();
+}
+
+}  // namespace anneal

@@ -1,0 +1,148 @@
+// JobStore: the control plane's durable state in one SQLite file (docs/formats/job-store.md has the
+// schema). WAL journal, synchronous=NORMAL for logs and metrics but every status change in its own
+// committed transaction, schema migrations by PRAGMA user_version. Restarting the server re-opens the
+// file and finds every job, instance, log line and metric point as it was.
+//
+// Thread-safety: every method may be called from any thread (one connection behind a mutex).
+// Failure: SQLite errors are IoError naming the statement and the file; a status change the state
+// machine does not allow is Internal (job_state.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "control/job_state.h"
+#include "core/status.h"
+
+struct sqlite3;
+
+namespace anneal {
+
+struct JobRecord {
+  int64_t seq = 0;  // submission order
+  std::string id, name, owner;
+  nlohmann::json spec;  // normalized (JobSpec::ToJson)
+  JobPhase phase = JobPhase::kPending;
+  std::string failure_reason;
+  int exit_code = -1;  // -1 until the job ends
+  int attempt = 0;
+  double created_at = 0, updated_at = 0, started_at = 0, ended_at = 0;
+};
+
+struct TransitionRecord {
+  double at = 0;
+  JobPhase phase = JobPhase::kPending;
+  std::string message;
+};
+
+struct InstanceRecord {
+  std::string id;
+  std::string job_id;  // "" when idle
+  int node = -1;       // the instance's index in its job
+  std::string address;
+  std::string instance_type;
+  int slots = 1;
+  std::string state;    // requested | idle | assigned | released
+  std::string backend;  // local | static
+  double registered_at = 0, last_heartbeat = 0;
+};
+
+struct LogLine {
+  int64_t id = 0;  // the server's order (ascending = the order lines arrived, per rank in print order)
+  int attempt = 0, node = 0;
+  int64_t seq = 0;  // the agent's sequence number (duplicates are dropped)
+  int rank = -1;    // -1: the agent itself
+  std::string stream;  // stdout | stderr | agent
+  double at = 0;
+  std::string text;
+};
+
+struct MetricPoint {
+  int64_t id = 0;
+  int attempt = 0, node = 0;
+  int64_t seq = 0;
+  std::string name;
+  int rank = -1;  // -1: the instance (system metrics)
+  double at = 0, value = 0;
+};
+
+struct NodeReport {
+  int attempt = 0, node = 0;
+  std::string state;  // downloading | training | uploading | finished
+  int exit_code = -1;
+  std::string message;
+  double at = 0;
+};
+
+class JobStore {
+ public:
+  // Opens (creating if missing) the database file and migrates it to the current schema.
+  static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
+  ~JobStore();
+
+  static constexpr int kSchemaVersion = 1;
+
+  // A new job in Pending; its id is "<name>-<submission number, 4+ digits>".
+  Result<JobRecord> CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec, double now);
+  Result<std::optional<JobRecord>> GetJob(const std::string& id);
+  // Newest first; active_only: not terminal. after_seq > 0: only jobs submitted before it (paging).
+  Result<std::vector<JobRecord>> ListJobs(int limit, bool active_only, int64_t before_seq = 0);
+  // Every job not yet terminal, in submission order.
+  Result<std::vector<JobRecord>> ActiveJobs();
+  // Moves the job (checked by the state machine) and records the transition, in one transaction.
+  // failure_reason / exit_code are stored when given (non-empty / >= 0).
+  Status Transition(const std::string& id, JobPhase to, const std::string& message, double now,
+                    const std::string& failure_reason = "", int exit_code = -1);
+  Status SetAttempt(const std::string& id, int attempt, double now);
+  Result<std::vector<TransitionRecord>> History(const std::string& id);
+  Result<int64_t> CountJobs();
+
+  Status PutInstance(const InstanceRecord& r);
+  Result<std::optional<InstanceRecord>> GetInstance(const std::string& id);
+  Result<std::vector<InstanceRecord>> Instances();
+  Status Heartbeat(const std::string& id, double now);
+  Status DeleteInstance(const std::string& id);
+
+  // Inserts lines a node sent; a (job, attempt, node, seq) already stored is skipped.
+  Status AppendLogs(const std::string& job, const std::vector<LogLine>& lines);
+  // Lines with id > after_id, oldest first; rank >= -1 filters by rank (-2: all ranks).
+  Result<std::vector<LogLine>> Logs(const std::string& job, int64_t after_id, int rank, int limit);
+  // The last n lines of one rank (-1: the agent), oldest first.
+  Result<std::vector<LogLine>> LastLogs(const std::string& job, int rank, int n);
+  Status AppendMetrics(const std::string& job, const std::vector<MetricPoint>& points);
+  // name "" = all; oldest first.
+  Result<std::vector<MetricPoint>> Metrics(const std::string& job, const std::string& name, int64_t after_id, int limit);
+
+  // Per rank: the mean and count of a metric's values, slowest (largest mean) first.
+  struct RankMean {
+    int rank = 0;
+    double mean = 0;
+    int64_t count = 0;
+  };
+  Result<std::vector<RankMean>> RankMeans(const std::string& job, const std::string& name);
+
+  Status PutNodeReport(const std::string& job, const NodeReport& r);
+  Result<std::vector<NodeReport>> NodeReports(const std::string& job, int attempt);
+
+  // The first value set for (job, attempt) wins; returns the stored one.
+  Result<std::string> SetRendezvous(const std::string& job, int attempt, const std::string& value);
+  Result<std::optional<std::string>> GetRendezvous(const std::string& job, int attempt);
+
+ private:
+  explicit JobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
+  Status Exec(const std::string& sql);
+  Status Migrate();
+  Result<std::optional<JobRecord>> GetJobLocked(const std::string& id);
+
+  sqlite3* db_;
+  std::string path_;
+  std::mutex mu_;
+};
+
+}  // namespace anneal

@@ -1,0 +1,744 @@
+#include "control/server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "anneal_version.h"
+#include "backends/backend.h"
+#include "control/job_spec.h"
+#include "control/job_store.h"
+#include "control/wire.h"
+#include "core/env.h"
+#include "storage/sigv4.h"
+
+namespace anneal {
+
+namespace {
+
+using nlohmann::json;
+
+void Reply(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void ReplyError(httplib::Response& res, int status, const std::string& message, const std::string& field = "") {
+  json e = {{"message", message}};
+  if (!field.empty()) e["field"] = field;
+  Reply(res, status, {{"error", e}});
+}
+
+// The HTTP status for a Status from the layers below.
+int HttpStatusOf(const Status& st) {
+  switch (st.code()) {
+    case Code::kInvalidInput: return 400;
+    case Code::kNotFound: return 404;
+    default: return 500;
+  }
+}
+
+int IntParam(const httplib::Request& req, const char* name, int dflt) {
+  if (!req.has_param(name)) return dflt;
+  try {
+    return std::stoi(req.get_param_value(name));
+  } catch (...) {
+    return dflt;
+  }
+}
+
+int64_t Int64Param(const httplib::Request& req, const char* name, int64_t dflt) {
+  if (!req.has_param(name)) return dflt;
+  try {
+    return std::stoll(req.get_param_value(name));
+  } catch (...) {
+    return dflt;
+  }
+}
+
+const std::map<std::string, int> kNodeStateOrder = {{"downloading", 0}, {"training", 1}, {"uploading", 2}, {"finished", 3}};
+
+class Server : public ControlServer {
+ public:
+  explicit Server(const ServerOptions& o) : o_(o) {}
+  ~Server() override { Stop(); }
+
+  Status Init() {
+    Env& env = Env::Default();
+    ANNEAL_RETURN_IF_ERROR(env.CreateDirs(o_.data_dir));
+    ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(o_.data_dir, "packages")));
+    ANNEAL_ASSIGN_OR_RETURN(store_, JobStore::Open(JoinPath(o_.data_dir, "anneal.db")));
+    if (o_.backend == "local") {
+      LocalBackendOptions lo;
+      lo.agent_binary = o_.agent_binary;
+      lo.work_root = JoinPath(o_.data_dir, "instances");
+      lo.max_instances = o_.max_instances;
+      lo.heartbeat_s = o_.heartbeat_s;
+      backend_ = MakeLocalBackend(lo);
+    } else if (o_.backend != "static") {
+      return InvalidInput("--backend '" + o_.backend + "' must be local or static");
+    }
+    // Heartbeat deadlines restart now: agents get a full timeout to reach a restarted server.
+    start_wall_ = WallSeconds();
+    Routes();
+    http_.set_payload_max_length(size_t{4} << 30);
+    int port = o_.port;
+    if (port == 0) {
+      port = http_.bind_to_any_port(o_.host);
+      if (port < 0) return InvalidInput("cannot listen on " + o_.host + ": no free port");
+    } else if (!http_.bind_to_port(o_.host, port)) {
+      return InvalidInput("cannot listen on " + o_.host + ":" + std::to_string(port) +
+                          " (in use, or not an address of this machine): choose another --listen");
+    }
+    url_ = "http://" + o_.host + ":" + std::to_string(port);
+    ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(o_.data_dir, "server.json"),
+                                               json({{"url", url_}, {"pid", ::getpid()}}).dump() + "\n"));
+    listener_ = std::thread([this] { http_.listen_after_bind(); });
+    if (o_.schedule) scheduler_ = std::thread([this] { SchedulerLoop(); });
+    return Status::Ok();
+  }
+
+  std::string url() const override { return url_; }
+
+  void Stop() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      if (stopped_) return;
+      stopped_ = true;
+    }
+    cv_.notify_all();
+    if (scheduler_.joinable()) scheduler_.join();
+    http_.stop();
+    if (listener_.joinable()) listener_.join();
+  }
+
+  void Drain(double timeout_s) override {
+    const double deadline = WallSeconds() + timeout_s;
+    auto insts = store_->Instances();
+    if (insts.ok()) {
+      for (InstanceRecord r : *insts) {
+        if (r.state == "released") continue;
+        r.state = "released";
+        (void)store_->PutInstance(r);
+        if (backend_ && r.backend == "local") backend_->Release(r.id);
+      }
+    }
+    while (WallSeconds() < deadline) {
+      auto left = store_->Instances();
+      if (!left.ok() || left->empty()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+ private:
+  // ---- HTTP ----
+  void Routes() {
+    http_.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
+      Reply(res, 200, {{"ok", true}, {"version", ANNEAL_VERSION}, {"backend", o_.backend}});
+    });
+    http_.Post("/v1/packages", [this](const httplib::Request& req, httplib::Response& res) { PostPackage(req, res); });
+    http_.Get(R"(/v1/packages/([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
+      auto data = Env::Default().ReadFile(PackagePath(req.matches[1]));
+      if (!data.ok()) return ReplyError(res, 404, "no package " + std::string(req.matches[1]));
+      res.set_content(std::move(*data), "application/gzip");
+    });
+    http_.Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) { PostJob(req, res); });
+    http_.Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) { ListJobs(req, res); });
+    http_.Get(R"(/v1/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      auto j = store_->GetJob(req.matches[1]);
+      if (!j.ok()) return ReplyError(res, 500, j.status().message());
+      if (!*j) return ReplyError(res, 404, "no job " + std::string(req.matches[1]) + " (list them with anneal jobs)");
+      auto d = Describe(**j);
+      if (!d.ok()) return ReplyError(res, 500, d.status().message());
+      Reply(res, 200, *d);
+    });
+    http_.Post(R"(/v1/jobs/([^/]+)/stop)", [this](const httplib::Request& req, httplib::Response& res) { StopJob(req, res); });
+    http_.Get(R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res) { GetLogs(req, res); });
+    http_.Get(R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) { GetMetrics(req, res); });
+    // Agent-facing.
+    http_.Post("/v1/agents", [this](const httplib::Request& req, httplib::Response& res) { Register(req, res); });
+    http_.Post(R"(/v1/agents/([^/]+)/heartbeat)", [this](const httplib::Request& req, httplib::Response& res) { Heartbeat(req, res); });
+    http_.Post(R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
+      WithJson(req, res, [&](const json& b) -> Status {
+        std::vector<LogLine> lines;
+        for (const json& x : b.value("lines", json::array())) lines.push_back(LogLineFromJson(x));
+        ANNEAL_RETURN_IF_ERROR(store_->AppendLogs(req.matches[1], lines));
+        Reply(res, 200, {{"stored", lines.size()}});
+        return Status::Ok();
+      });
+    });
+    http_.Post(R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
+      WithJson(req, res, [&](const json& b) -> Status {
+        std::vector<MetricPoint> pts;
+        for (const json& x : b.value("points", json::array())) pts.push_back(MetricPointFromJson(x));
+        ANNEAL_RETURN_IF_ERROR(store_->AppendMetrics(req.matches[1], pts));
+        Reply(res, 200, {{"stored", pts.size()}});
+        return Status::Ok();
+      });
+    });
+    http_.Post(R"(/v1/jobs/([^/]+)/reports)", [this](const httplib::Request& req, httplib::Response& res) {
+      WithJson(req, res, [&](const json& b) -> Status {
+        NodeReport r = NodeReportFromJson(b);
+        r.at = WallSeconds();
+        ANNEAL_RETURN_IF_ERROR(store_->PutNodeReport(req.matches[1], r));
+        if (b.contains("failed_rank")) {
+          std::lock_guard<std::mutex> l(mu_);
+          failed_rank_[req.matches[1]] = b["failed_rank"].get<int>();
+        }
+        cv_.notify_all();
+        Reply(res, 200, {{"ok", true}});
+        return Status::Ok();
+      });
+    });
+    http_.Put(R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      WithJson(req, res, [&](const json& b) -> Status {
+        ANNEAL_ASSIGN_OR_RETURN(std::string v, store_->SetRendezvous(req.matches[1], std::stoi(req.matches[2]), b.dump()));
+        Reply(res, 200, json::parse(v));
+        return Status::Ok();
+      });
+    });
+    http_.Get(R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      auto v = store_->GetRendezvous(req.matches[1], std::stoi(req.matches[2]));
+      if (!v.ok()) return ReplyError(res, 500, v.status().message());
+      if (!*v) return ReplyError(res, 404, "not yet");
+      Reply(res, 200, json::parse(**v));
+    });
+    http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "internal error";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      ReplyError(res, 400, "bad request: " + what);
+    });
+  }
+
+  template <typename F>
+  void WithJson(const httplib::Request& req, httplib::Response& res, F&& f) {
+    json b = json::parse(req.body, nullptr, false);
+    if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
+    Status st = f(b);
+    if (!st.ok()) ReplyError(res, HttpStatusOf(st), st.message());
+  }
+
+  std::string PackagePath(const std::string& sha) const {
+    return JoinPath(JoinPath(o_.data_dir, "packages"), sha + ".tar.gz");
+  }
+
+  void PostPackage(const httplib::Request& req, httplib::Response& res) {
+    const std::string sha = Sha256Hex(req.body);
+    if (req.has_header("X-Anneal-Sha256") && req.get_header_value("X-Anneal-Sha256") != sha) {
+      return ReplyError(res, 400, "the package arrived damaged: its SHA-256 is " + sha + ", the client sent " +
+                                      req.get_header_value("X-Anneal-Sha256") + "; submit again");
+    }
+    Env& env = Env::Default();
+    if (!env.Exists(PackagePath(sha))) {
+      Status st = env.WriteFileAtomic(PackagePath(sha), req.body);
+      if (!st.ok()) return ReplyError(res, 500, st.message());
+    }
+    Reply(res, 201, {{"package", "package:" + sha}, {"bytes", req.body.size()}});
+  }
+
+  void PostJob(const httplib::Request& req, httplib::Response& res) {
+    std::string field;
+    auto spec = ParseJobSpec(req.body, &field);
+    if (!spec.ok()) return ReplyError(res, 400, spec.status().message(), field);
+    if (!spec->source.empty()) {
+      if (spec->source.rfind("package:", 0) != 0) {
+        return ReplyError(res, 400,
+                          "source: '" + spec->source + "' is a local folder the server cannot read; submit with "
+                          "'anneal submit', which packs it and uploads the package",
+                          "source");
+      }
+      if (!Env::Default().Exists(PackagePath(spec->source.substr(8)))) {
+        return ReplyError(res, 400, "source: no package " + spec->source + " on this server; upload it first (POST /v1/packages)",
+                          "source");
+      }
+    }
+    if (backend_ && spec->instance_count > backend_->capacity()) {
+      return ReplyError(res, 400,
+                        "resources.instance_count: " + std::to_string(spec->instance_count) +
+                            " instances can never run at once here: the local backend has --max-instances " +
+                            std::to_string(backend_->capacity()) + "; ask for fewer or start the server with more",
+                        "resources.instance_count");
+    }
+    const std::string owner = req.has_header("X-Anneal-User") ? req.get_header_value("X-Anneal-User") : "";
+    auto rec = store_->CreateJob(spec->name, owner, spec->ToJson(), WallSeconds());
+    if (!rec.ok()) return ReplyError(res, 500, rec.status().message());
+    cv_.notify_all();
+    Reply(res, 201, {{"id", rec->id}, {"status", "InProgress"}, {"secondary_status", "Pending"}});
+  }
+
+  static json Summary(const JobRecord& j) {
+    return {{"id", j.id},
+            {"name", j.name},
+            {"status", PrimaryStatus(j.phase)},
+            {"secondary_status", PhaseName(j.phase)},
+            {"created_at", j.created_at},
+            {"started_at", j.started_at},
+            {"ended_at", j.ended_at},
+            {"attempt", j.attempt},
+            {"exit_code", j.exit_code},
+            {"failure_reason", j.failure_reason},
+            {"instance_count", j.spec["resources"].value("instance_count", 1)}};
+  }
+
+  void ListJobs(const httplib::Request& req, httplib::Response& res) {
+    const int limit = std::clamp(IntParam(req, "limit", 100), 1, 10000);
+    const bool active = req.has_param("active") && req.get_param_value("active") != "0";
+    auto jobs = store_->ListJobs(limit, active, Int64Param(req, "before", 0));
+    if (!jobs.ok()) return ReplyError(res, 500, jobs.status().message());
+    json out = json::array();
+    for (const JobRecord& j : *jobs) out.push_back(Summary(j));
+    json body = {{"jobs", out}};
+    if (static_cast<int>(jobs->size()) == limit) body["next_before"] = jobs->back().seq;
+    Reply(res, 200, body);
+  }
+
+  Result<json> Describe(const JobRecord& j) {
+    json d = Summary(j);
+    d["spec"] = j.spec;
+    ANNEAL_ASSIGN_OR_RETURN(auto hist, store_->History(j.id));
+    d["history"] = json::array();
+    for (const auto& t : hist) {
+      d["history"].push_back({{"at", t.at}, {"status", PrimaryStatus(t.phase)}, {"secondary_status", PhaseName(t.phase)},
+                              {"message", t.message}});
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
+    d["instances"] = json::array();
+    for (const auto& i : insts) {
+      if (i.job_id != j.id) continue;
+      d["instances"].push_back({{"id", i.id}, {"node", i.node}, {"address", i.address}, {"state", i.state},
+                                {"instance_type", i.instance_type}, {"slots", i.slots}, {"last_heartbeat", i.last_heartbeat}});
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(j.id, j.attempt));
+    d["nodes"] = json::array();
+    for (const auto& r : reps) d["nodes"].push_back(ToJson(r));
+    ANNEAL_ASSIGN_OR_RETURN(auto means, store_->RankMeans(j.id, "step_time_s"));
+    d["slowest_ranks"] = json::array();
+    for (size_t i = 0; i < means.size() && i < 8; ++i) {
+      d["slowest_ranks"].push_back({{"rank", means[i].rank}, {"mean_step_s", means[i].mean}, {"steps", means[i].count}});
+    }
+    return d;
+  }
+
+  void StopJob(const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    std::lock_guard<std::mutex> sl(sched_mu_);  // one writer of job statuses at a time
+    auto j = store_->GetJob(id);
+    if (!j.ok()) return ReplyError(res, 500, j.status().message());
+    if (!*j) return ReplyError(res, 404, "no job " + id);
+    const JobPhase p = (*j)->phase;
+    Status st;
+    if (p == JobPhase::kPending) {
+      st = store_->Transition(id, JobPhase::kStopped, "stopped by request before it started", WallSeconds(), "", 1);
+    } else if (!IsTerminal(p) && p != JobPhase::kStopping && CanTransition(p, JobPhase::kStopping)) {
+      st = store_->Transition(id, JobPhase::kStopping, "stop requested", WallSeconds());
+    }
+    if (!st.ok()) return ReplyError(res, 500, st.message());
+    cv_.notify_all();
+    auto now = store_->GetJob(id);
+    Reply(res, 202, now.ok() && *now ? Summary(**now) : json::object());
+  }
+
+  void GetLogs(const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    auto j = store_->GetJob(id);
+    if (!j.ok()) return ReplyError(res, 500, j.status().message());
+    if (!*j) return ReplyError(res, 404, "no job " + id);
+    const int rank = req.has_param("rank") ? IntParam(req, "rank", -2) : -2;
+    auto lines = store_->Logs(id, Int64Param(req, "after", 0), rank, std::clamp(IntParam(req, "limit", 1000), 1, 10000));
+    if (!lines.ok()) return ReplyError(res, 500, lines.status().message());
+    json out = json::array();
+    int64_t next = Int64Param(req, "after", 0);
+    for (const LogLine& x : *lines) {
+      out.push_back(ToJson(x));
+      next = x.id;
+    }
+    Reply(res, 200, {{"lines", out}, {"next", next}, {"job_done", IsTerminal((*j)->phase)}});
+  }
+
+  void GetMetrics(const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    auto j = store_->GetJob(id);
+    if (!j.ok()) return ReplyError(res, 500, j.status().message());
+    if (!*j) return ReplyError(res, 404, "no job " + id);
+    const std::string name = req.has_param("name") ? req.get_param_value("name") : "";
+    auto pts = store_->Metrics(id, name, Int64Param(req, "after", 0), std::clamp(IntParam(req, "limit", 10000), 1, 100000));
+    if (!pts.ok()) return ReplyError(res, 500, pts.status().message());
+    json out = json::array();
+    int64_t next = Int64Param(req, "after", 0);
+    for (const MetricPoint& p : *pts) {
+      out.push_back(ToJson(p));
+      next = p.id;
+    }
+    Reply(res, 200, {{"points", out}, {"next", next}});
+  }
+
+  void Register(const httplib::Request& req, httplib::Response& res) {
+    WithJson(req, res, [&](const json& b) -> Status {
+      std::string id = b.value("id", std::string());
+      const double now = WallSeconds();
+      std::lock_guard<std::mutex> sl(sched_mu_);
+      std::optional<InstanceRecord> known;
+      if (!id.empty()) {
+        ANNEAL_ASSIGN_OR_RETURN(known, store_->GetInstance(id));
+      }
+      InstanceRecord r;
+      if (known) {
+        r = *known;
+        if (r.state == "requested") r.state = r.job_id.empty() ? "idle" : "assigned";
+      } else {
+        if (id.empty()) id = "agent-" + Sha256Hex(b.dump() + std::to_string(now)).substr(0, 12);
+        r.id = id;
+        r.backend = "static";
+        r.state = "idle";
+      }
+      r.address = b.value("address", std::string("127.0.0.1"));
+      r.instance_type = b.value("instance_type", r.instance_type.empty() ? std::string("local") : r.instance_type);
+      r.slots = b.value("slots", r.slots);
+      r.registered_at = now;
+      r.last_heartbeat = now;
+      ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+      cv_.notify_all();
+      Reply(res, 200, {{"id", r.id}, {"heartbeat_s", o_.heartbeat_s}});
+      return Status::Ok();
+    });
+  }
+
+  void Heartbeat(const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    WithJson(req, res, [&](const json& b) -> Status {
+      const double now = WallSeconds();
+      ANNEAL_ASSIGN_OR_RETURN(std::optional<InstanceRecord> inst, store_->GetInstance(id));
+      if (!inst) {
+        ReplyError(res, 404, "unknown instance " + id + ": register again");
+        return Status::Ok();
+      }
+      ANNEAL_RETURN_IF_ERROR(store_->Heartbeat(id, now));
+      const std::string busy_job = b.value("job", std::string());
+      const int busy_attempt = b.value("attempt", -1);
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        busy_[id] = {busy_job, busy_attempt, now};
+      }
+      json action = {{"action", "none"}};
+      if (inst->state == "released") {
+        action["action"] = "exit";
+      } else if (!inst->job_id.empty()) {
+        ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> job, store_->GetJob(inst->job_id));
+        if (!job || IsTerminal(job->phase)) {
+          action["action"] = busy_job.empty() ? "none" : "stop";
+        } else if (job->phase == JobPhase::kStopping) {
+          action["action"] = busy_job.empty() ? "none" : "stop";
+        } else if ((job->phase == JobPhase::kDownloading || job->phase == JobPhase::kTraining ||
+                    job->phase == JobPhase::kUploading) &&
+                   !(busy_job == job->id && busy_attempt == job->attempt)) {
+          ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(job->id, job->attempt));
+          bool finished = false;
+          for (const auto& r : reps) finished |= r.node == inst->node && r.state == "finished";
+          if (!finished && busy_job.empty()) {
+            ANNEAL_ASSIGN_OR_RETURN(json a, Assignment(*job, *inst));
+            action = {{"action", "run"}, {"assignment", a}};
+          }
+        }
+      } else if (!busy_job.empty()) {
+        action["action"] = "stop";
+      }
+      Reply(res, 200, action);
+      return Status::Ok();
+    });
+  }
+
+  Result<json> Assignment(const JobRecord& job, const InstanceRecord& inst) {
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
+    std::vector<std::string> addrs(job.spec["resources"].value("instance_count", 1));
+    for (const auto& i : insts) {
+      if (i.job_id == job.id && i.node >= 0 && i.node < static_cast<int>(addrs.size())) addrs[i.node] = i.address;
+    }
+    return json{{"job", job.id},
+                {"attempt", job.attempt},
+                {"node", inst.node},
+                {"nnodes", addrs.size()},
+                {"addresses", addrs},
+                {"spec", job.spec}};
+  }
+
+  // ---- Scheduler ----
+  void SchedulerLoop() {
+    std::unique_lock<std::mutex> l(mu_);
+    while (!stopped_) {
+      l.unlock();
+      {
+        std::lock_guard<std::mutex> sl(sched_mu_);
+        Status st = Tick();
+        if (!st.ok()) std::fprintf(stderr, "anneal server: scheduler: %s\n", st.ToString().c_str());
+      }
+      l.lock();
+      cv_.wait_for(l, std::chrono::milliseconds(static_cast<int64_t>(o_.tick_s * 1000)));
+    }
+  }
+
+  Status Tick() {
+    const double now = WallSeconds();
+    if (backend_) {
+      for (const std::string& gone : backend_->Poll()) {
+        ANNEAL_ASSIGN_OR_RETURN(auto inst, store_->GetInstance(gone));
+        if (inst && inst->state == "released") ANNEAL_RETURN_IF_ERROR(store_->DeleteInstance(gone));
+      }
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
+    // Released instances whose agent went quiet (gone after a server restart, or another backend).
+    for (const auto& i : insts) {
+      if (i.state == "released" && now - std::max(i.last_heartbeat, start_wall_) > 3 * o_.heartbeat_s + 5) {
+        ANNEAL_RETURN_IF_ERROR(store_->DeleteInstance(i.id));
+      }
+    }
+    ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
+    ANNEAL_ASSIGN_OR_RETURN(auto jobs, store_->ActiveJobs());
+    bool queue_blocked = false;
+    for (const JobRecord& j : jobs) {
+      std::vector<InstanceRecord> mine;
+      for (const auto& i : insts) {
+        if (i.job_id == j.id && i.state != "released") mine.push_back(i);
+      }
+      std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+      const int count = j.spec["resources"].value("instance_count", 1);
+      switch (j.phase) {
+        case JobPhase::kPending: {
+          if (queue_blocked) break;
+          ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
+          if (!placed) {
+            queue_blocked = true;
+            break;
+          }
+          ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
+          break;
+        }
+        case JobPhase::kStarting: {
+          int up = 0;
+          for (const auto& i : mine) up += i.registered_at > 0 ? 1 : 0;
+          if (up == count && static_cast<int>(mine.size()) == count) {
+            ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kDownloading,
+                                                      "all " + std::to_string(count) + " instances registered", now));
+          } else if (now - std::max(j.started_at, start_wall_) > o_.start_timeout_s) {
+            ANNEAL_RETURN_IF_ERROR(Finish(j, JobPhase::kFailed,
+                                          "only " + std::to_string(up) + " of " + std::to_string(count) +
+                                              " instances registered within " + std::to_string(static_cast<int>(o_.start_timeout_s)) +
+                                              " s (see the agents' logs under " + JoinPath(o_.data_dir, "instances") + ")",
+                                          3, mine));
+          }
+          break;
+        }
+        case JobPhase::kDownloading:
+        case JobPhase::kTraining:
+        case JobPhase::kUploading:
+        case JobPhase::kStopping:
+          ANNEAL_RETURN_IF_ERROR(Progress(j, mine, count, now));
+          break;
+        default:
+          break;
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Obtains or assigns instances for a Pending job; false when they are not available yet.
+  Result<bool> Place(const JobRecord& j, const std::vector<InstanceRecord>& insts) {
+    const int count = j.spec["resources"].value("instance_count", 1);
+    const int slots = j.spec["resources"].value("procs_per_instance", 1);
+    const std::string type = j.spec["resources"].value("instance_type", std::string("local"));
+    const double now = WallSeconds();
+    if (backend_) {
+      int used = 0;
+      for (const auto& i : insts) used += i.backend == "local" ? 1 : 0;
+      if (used + count > backend_->capacity()) return false;
+      std::string ids;
+      for (int n = 0; n < count; ++n) {
+        InstanceRecord r;
+        r.id = j.id + "-a" + std::to_string(j.attempt) + "-n" + std::to_string(n);
+        r.job_id = j.id;
+        r.node = n;
+        r.instance_type = type;
+        r.slots = slots;
+        r.state = "requested";
+        r.backend = "local";
+        ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+        ANNEAL_RETURN_IF_ERROR(backend_->Launch({r.id, type, slots, url_}));
+        ids += (n ? ", " : "") + r.id;
+      }
+      ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kStarting, "obtaining " + std::to_string(count) +
+                                                                              " instance(s) from the local backend: " + ids,
+                                                now));
+      return true;
+    }
+    std::vector<InstanceRecord> free;
+    for (const auto& i : insts) {
+      if (i.backend == "static" && i.state == "idle" && i.job_id.empty() && i.instance_type == type && i.slots >= slots &&
+          now - i.last_heartbeat < o_.heartbeat_timeout_s) {
+        free.push_back(i);
+      }
+    }
+    if (static_cast<int>(free.size()) < count) return false;
+    std::string ids;
+    for (int n = 0; n < count; ++n) {
+      InstanceRecord r = free[n];
+      r.job_id = j.id;
+      r.node = n;
+      r.state = "assigned";
+      ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+      ids += (n ? ", " : "") + r.id;
+    }
+    ANNEAL_RETURN_IF_ERROR(
+        store_->Transition(j.id, JobPhase::kStarting, "assigned " + std::to_string(count) + " joined instance(s): " + ids, now));
+    return true;
+  }
+
+  // Moves a started job on from its nodes' reports and heartbeats.
+  Status Progress(const JobRecord& j, const std::vector<InstanceRecord>& mine, int count, double now) {
+    ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(j.id, j.attempt));
+    std::map<int, NodeReport> by_node;
+    for (const auto& r : reps) by_node[r.node] = r;
+    // A lost instance fails the job (the policies issue retries it on a replacement).
+    for (const auto& i : mine) {
+      const double last = std::max(i.last_heartbeat, start_wall_);
+      const bool done = by_node.count(i.node) && by_node[i.node].state == "finished";
+      if (!done && now - last > o_.heartbeat_timeout_s) {
+        return Finish(j, JobPhase::kFailed,
+                      "instance " + i.id + " (node " + std::to_string(i.node) + ", " + i.address + ") lost: no heartbeat for " +
+                          std::to_string(static_cast<int>(now - last)) + " s",
+                      3, mine);
+      }
+    }
+    // A failed node ends the job at once (its peers are stopped through their heartbeats).
+    for (const auto& [node, r] : by_node) {
+      if (r.state == "finished" && r.exit_code != 0 && j.phase != JobPhase::kStopping) {
+        int rank = -1;
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (failed_rank_.count(j.id)) rank = failed_rank_[j.id];
+        }
+        std::string reason = "node " + std::to_string(node) + ": " + r.message;
+        if (rank >= 0) {
+          auto last = store_->LastLogs(j.id, rank, 10);
+          if (last.ok() && !last->empty()) {
+            reason += "\nlast lines of rank " + std::to_string(rank) + ":";
+            for (const auto& x : *last) reason += "\n  " + x.text;
+          }
+        }
+        return Finish(j, JobPhase::kFailed, reason, r.exit_code, mine);
+      }
+    }
+    int finished = 0, least = 3;
+    for (int n = 0; n < count; ++n) {
+      auto it = by_node.find(n);
+      const int s = it == by_node.end() ? -1 : kNodeStateOrder.at(it->second.state);
+      least = std::min(least, s);
+      finished += s == 3 ? 1 : 0;
+    }
+    if (j.phase == JobPhase::kStopping) {
+      // Every node either reported its end or is not running this attempt.
+      int quiet = 0;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        for (const auto& i : mine) {
+          const bool reported = by_node.count(i.node) && by_node[i.node].state == "finished";
+          auto b = busy_.find(i.id);
+          const bool idle = b != busy_.end() && b->second.at > j.updated_at &&
+                            !(b->second.job == j.id && b->second.attempt == j.attempt);
+          quiet += reported || idle ? 1 : 0;
+        }
+      }
+      const double grace = j.spec["stopping"].value("grace_period_s", 30.0);
+      if (quiet == static_cast<int>(mine.size()) || now - j.updated_at > grace + 3 * o_.heartbeat_s + 30) {
+        ANNEAL_ASSIGN_OR_RETURN(auto hist, store_->History(j.id));
+        const bool runtime = !hist.empty() && hist.back().message.find("max_runtime_s") != std::string::npos;
+        return Finish(j, runtime ? JobPhase::kMaxRuntimeExceeded : JobPhase::kStopped,
+                      runtime ? "stopped: max_runtime_s reached" : "stopped by request", 1, mine);
+      }
+      return Status::Ok();
+    }
+    const double max_runtime = j.spec["stopping"].value("max_runtime_s", 0.0);
+    if (max_runtime > 0 && j.started_at > 0 && now - j.started_at > max_runtime) {
+      return store_->Transition(j.id, JobPhase::kStopping,
+                                "max_runtime_s " + std::to_string(static_cast<int>(max_runtime)) + " reached", now);
+    }
+    if (finished == count) {
+      return Finish(j, JobPhase::kCompleted, "all " + std::to_string(count) + " instances finished with exit code 0", 0, mine);
+    }
+    // Forward only: the slowest node sets the phase.
+    const JobPhase want = least <= 0 ? JobPhase::kDownloading : least == 1 ? JobPhase::kTraining : JobPhase::kUploading;
+    if (static_cast<int>(want) > static_cast<int>(j.phase) && CanTransition(j.phase, want)) {
+      // Through Training on the way to Uploading, so the history shows every phase.
+      if (want == JobPhase::kUploading && j.phase == JobPhase::kDownloading) {
+        ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kTraining, "every instance started its ranks", now));
+      }
+      ANNEAL_RETURN_IF_ERROR(store_->Transition(
+          j.id, want, want == JobPhase::kTraining ? "every instance started its ranks" : "every instance's ranks finished; uploading",
+          now));
+    }
+    return Status::Ok();
+  }
+
+  Status Finish(const JobRecord& j, JobPhase to, const std::string& reason, int exit_code,
+                const std::vector<InstanceRecord>& mine) {
+    const double now = WallSeconds();
+    JobPhase from = j.phase;
+    if (to == JobPhase::kCompleted && from == JobPhase::kDownloading) {
+      ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kTraining, "every instance started its ranks", now));
+    }
+    ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, to, reason, now, to == JobPhase::kFailed ? reason : "", exit_code));
+    for (InstanceRecord r : mine) {
+      if (r.backend == "local") {
+        r.state = "released";
+        ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+        if (backend_) backend_->Release(r.id);
+      } else {
+        r.state = "idle";
+        r.job_id.clear();
+        r.node = -1;
+        ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+      }
+    }
+    return Status::Ok();
+  }
+
+  struct Busy {
+    std::string job;
+    int attempt = -1;
+    double at = 0;
+  };
+
+  ServerOptions o_;
+  std::unique_ptr<JobStore> store_;
+  std::unique_ptr<Backend> backend_;
+  httplib::Server http_;
+  std::thread listener_, scheduler_;
+  std::string url_;
+  double start_wall_ = 0;
+  std::mutex mu_;        // stopped_, busy_, failed_rank_
+  std::mutex sched_mu_;  // serializes status writers: the scheduler, stop, register
+  std::condition_variable cv_;
+  bool stopped_ = false;
+  std::map<std::string, Busy> busy_;
+  std::map<std::string, int> failed_rank_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ControlServer>> ControlServer::Start(const ServerOptions& o) {
+  if (o.data_dir.empty()) return InvalidInput("anneal server needs --data-dir DIR (where the job store lives)");
+  auto s = std::make_unique<Server>(o);
+  ANNEAL_RETURN_IF_ERROR(s->Init());
+  return std::unique_ptr<ControlServer>(std::move(s));
+}
+
+}  // namespace anneal
