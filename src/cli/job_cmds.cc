@@ -145,6 +145,7 @@ Result<json> WaitJob(ApiClient* c, const std::string& id, bool quiet) {
 
 struct SubmitOptions {
   std::string file;
+  std::vector<std::string> hyperparameters;  // k=v, over the spec's
   bool wait = false, quiet = false;
   Target target;
 };
@@ -168,10 +169,26 @@ Status RunSubmit(const SubmitOptions& o) {
   auto parsed = ParseJobSpec(text, &field);
   if (!parsed.ok()) return InvalidInput(o.file + ": " + parsed.status().message());
   JobSpec spec = *parsed;
+  for (const std::string& kv : o.hyperparameters) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidInput("--hyperparameter '" + kv + "' must be KEY=VALUE, e.g. -H train.steps=100");
+    }
+    spec.hyperparameters[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  // Plain relative paths in the spec are relative to the spec file, like source.
+  const std::filesystem::path spec_dir = std::filesystem::absolute(std::filesystem::path(o.file)).parent_path();
+  auto absolute = [&](std::string* uri) {
+    if (uri->empty() || uri->find("://") != std::string::npos || (*uri)[0] == '/') return;
+    *uri = (spec_dir / *uri).lexically_normal().string();
+  };
+  for (ChannelSpec& c : spec.channels) absolute(&c.uri);
+  absolute(&spec.checkpoint_uri);
+  absolute(&spec.output_uri);
   ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(o.target, true));
   if (!spec.source.empty()) {
     std::filesystem::path src(spec.source);
-    if (src.is_relative()) src = std::filesystem::path(o.file).parent_path() / src;
+    if (src.is_relative()) src = spec_dir / src;
     ANNEAL_ASSIGN_OR_RETURN(std::string pkg, PackSource(src.lexically_normal().string()));
     std::fprintf(stderr, "packed source %s: %.1f KB\n", src.lexically_normal().c_str(), pkg.size() / 1024.0);
     ANNEAL_ASSIGN_OR_RETURN(json up, conn.client->PostRaw("/v1/packages", pkg, "application/gzip",
@@ -351,6 +368,7 @@ void AddJobCommands(CLI::App& app, RunFn* run) {
     c->add_option("spec", o->file, "The job spec file")->required()->check(CLI::ExistingFile);
     c->add_flag("--wait", o->wait, "Wait for the job to end, printing its status changes and logs; exit with its outcome");
     c->add_flag("--quiet", o->quiet, "With --wait: status changes only, no log lines");
+    c->add_option("-H,--hyperparameter", o->hyperparameters, "KEY=VALUE over the spec's entrypoint.hyperparameters (repeatable)");
     AddTargetOptions(c, &o->target, true);
     c->callback([run, o] { *run = [o] { return RunSubmit(*o); }; });
   }

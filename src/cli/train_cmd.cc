@@ -1,6 +1,8 @@
 // anneal train: one rank of training from a YAML config (train/config.h lists every key).
-// SIGTERM or SIGINT: finish the current step, save a checkpoint, exit 0.
+// SIGTERM or SIGINT: finish the current step, save a checkpoint, exit 0. With train.checkpoint_dir
+// unset, $ANNEAL_CHECKPOINT_URI (set by the agent from the job spec's checkpoint.uri) is used.
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -26,6 +28,10 @@ Status RunTrain(const TrainArgs& a) {
   }
   if (a.config.empty()) return InvalidInput("anneal train needs --config FILE.yaml (see --list-keys)");
   ANNEAL_ASSIGN_OR_RETURN(TrainConfig c, TrainConfig::Load(a.config, a.sets));
+  // Under the control plane, a job spec's checkpoint.uri is the default place for checkpoints.
+  if (const char* uri = std::getenv("ANNEAL_CHECKPOINT_URI"); c.checkpoint_dir.empty() && uri && *uri) {
+    c.checkpoint_dir = uri;
+  }
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);

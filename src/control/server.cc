@@ -435,6 +435,11 @@ class Server : public ControlServer {
         action["action"] = "exit";
       } else if (!inst->job_id.empty()) {
         ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> job, store_->GetJob(inst->job_id));
+        if (job && job->phase == JobPhase::kStarting) {
+          std::lock_guard<std::mutex> sl(sched_mu_);
+          ANNEAL_RETURN_IF_ERROR(StartIfReady(job->id));
+          ANNEAL_ASSIGN_OR_RETURN(job, store_->GetJob(inst->job_id));
+        }
         if (!job || IsTerminal(job->phase)) {
           action["action"] = busy_job.empty() ? "none" : "stop";
         } else if (job->phase == JobPhase::kStopping) {
@@ -527,8 +532,7 @@ class Server : public ControlServer {
           int up = 0;
           for (const auto& i : mine) up += i.registered_at > 0 ? 1 : 0;
           if (up == count && static_cast<int>(mine.size()) == count) {
-            ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kDownloading,
-                                                      "all " + std::to_string(count) + " instances registered", now));
+            ANNEAL_RETURN_IF_ERROR(StartIfReady(j.id));
           } else if (now - std::max(j.started_at, start_wall_) > o_.start_timeout_s) {
             ANNEAL_RETURN_IF_ERROR(Finish(j, JobPhase::kFailed,
                                           "only " + std::to_string(up) + " of " + std::to_string(count) +
@@ -549,6 +553,20 @@ class Server : public ControlServer {
       }
     }
     return Status::Ok();
+  }
+
+  // Starting -> Downloading once every instance of the job has registered (from the scheduler, and
+  // inline from a heartbeat so the agent gets its assignment in the same answer). sched_mu_ held.
+  Status StartIfReady(const std::string& id) {
+    ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> j, store_->GetJob(id));
+    if (!j || j->phase != JobPhase::kStarting) return Status::Ok();
+    const int count = j->spec["resources"].value("instance_count", 1);
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
+    int up = 0;
+    for (const auto& i : insts) up += i.job_id == id && i.state != "released" && i.registered_at > 0 ? 1 : 0;
+    if (up != count) return Status::Ok();
+    return store_->Transition(id, JobPhase::kDownloading, "all " + std::to_string(count) + " instances registered",
+                              WallSeconds());
   }
 
   // Obtains or assigns instances for a Pending job; false when they are not available yet.

@@ -376,6 +376,19 @@ class Launcher {
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
     std::vector<std::string> args = o_.command;
+    // A bare program name is looked up in the ranks' PATH (execvpe would search the launcher's own).
+    if (args[0].find('/') == std::string::npos && env.count("PATH")) {
+      const std::string& path = env["PATH"];
+      for (size_t p = 0, q; p <= path.size(); p = q + 1) {
+        q = path.find(':', p);
+        if (q == std::string::npos) q = path.size();
+        const std::string cand = (q > p ? path.substr(p, q - p) : std::string(".")) + "/" + args[0];
+        if (::access(cand.c_str(), X_OK) == 0) {
+          args[0] = cand;
+          break;
+        }
+      }
+    }
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 

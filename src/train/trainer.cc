@@ -2,7 +2,9 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdarg>
@@ -29,6 +31,32 @@
 namespace anneal {
 
 namespace {
+
+// $ANNEAL_PROGRESS_DIR/rank-<RANK>, rewritten in place after every step with "<step> <seconds>": how
+// the agent sees each rank's step time (agent/node_metrics.h). Nothing when the variable is unset.
+class RankProgressFile {
+ public:
+  explicit RankProgressFile(int rank) {
+    const char* dir = std::getenv("ANNEAL_PROGRESS_DIR");
+    if (dir && *dir) fd_ = ::open((std::string(dir) + "/rank-" + std::to_string(rank)).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  }
+  ~RankProgressFile() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  void Record(int64_t step, double seconds) {
+    if (fd_ < 0) return;
+    char buf[64];
+    const int n = std::snprintf(buf, sizeof(buf), "%lld %.6f\n", static_cast<long long>(step), seconds);
+    // Padded to a fixed width so a shorter record never leaves the tail of a longer one behind.
+    std::string rec(buf, static_cast<size_t>(n));
+    rec.resize(40, ' ');
+    rec.back() = '\n';
+    (void)!::pwrite(fd_, rec.data(), rec.size(), 0);
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 std::string Fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
 std::string Fmt(const char* f, ...) {
@@ -440,6 +468,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   };
 
   const double t_start = MonotonicSeconds();
+  RankProgressFile progress(re.rank);
   std::vector<uint32_t> batch;
   // With several ranks they stop together: both reasons are agreed on after each step.
   bool signal_agreed = false, timeout_agreed = false;
@@ -518,6 +547,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     ++st.step;
     res.last_loss = loss;
     const double dt = MonotonicSeconds() - t0;
+    progress.Record(st.step, dt);
     const double tps = static_cast<double>(B) * T * c.grad_accum * dp / dt;  // the whole job's
     if (st.step == 1) {  // after the first step the activations are allocated: every rank's memory
       const Recompute rc = *ParseRecompute(c.recompute);

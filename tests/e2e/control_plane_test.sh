@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# The control plane end to end on this machine: `anneal server` with the local backend, agents as
+# processes, jobs through the CLI and the HTTP API (curl).
+#   1. an invalid spec: HTTP 400 naming the field, exit 2 from the CLI; a job that can never fit;
+#   2. a 2-instance job with the built-in trainer: completes; logs, metrics (a regex-defined one and
+#      per-rank step times) and checkpoints are retrievable;
+#   3. the server killed (SIGKILL) and restarted mid-job: the job completes and no log line is lost
+#      or doubled (every rank prints numbered lines);
+#   4. stop: a long training job ends Stopped within its grace period, with a checkpoint saved;
+#   5. 50 jobs submitted at once with capacity for one complete, in submission order.
+source "$(dirname "$0")/lib.sh"
+export OMP_NUM_THREADS=1
+PY=/usr/bin/python3
+CURL=(curl -s --max-time 30)
+
+"$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+mkdir -p "$TMP/src"
+cat >"$TMP/src/cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
+data: {dir: unset, seq_len: 32, batch_size: 4, seed: 7}
+optim: {lr: 3.0e-3, warmup_steps: 5}
+train: {steps: 30, log_every: 1, eval_every: 0, eval_batches: 2, checkpoint_every: 10, resume: auto, seed: 99}
+YAML
+
+# start_server DIR [ARGS...]: starts a server on a free port; sets SERVER_PID and URL.
+start_server() {
+  local dir=$1; shift
+  "$ANNEAL" server --data-dir "$dir" "$@" >>"$dir.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 100); do
+    [ -s "$dir/server.json" ] && "${CURL[@]}" "$(json_url "$dir")/v1/health" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  URL=$(json_url "$dir")
+}
+json_url() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]+"/server.json"))["url"])' "$1"; }
+# field ID KEY: a top-level field of the job's description.
+field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
+# wait_status ID STATUS SECONDS
+wait_status() {
+  for _ in $(seq 1 $(($3 * 10))); do
+    [ "$(field "$1" status 2>/dev/null)" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
+start_server "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.2 --heartbeat-timeout-s 20
+PORT=${URL##*:}
+echo "server at $URL"
+
+# ---- 1. invalid specs ----
+cat >"$TMP/bad.yaml" <<'YAML'
+name: bad
+entrypoint: {command: [true]}
+resources: {instance_count: 0}
+YAML
+expect_exit "a spec with instance_count 0 exits 2 naming the field" 2 "resources.instance_count: must be between 1" \
+  "$ANNEAL" submit "$TMP/bad.yaml" --server "$URL"
+code=$("${CURL[@]}" -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' \
+  --data '{"name":"bad","entrypoint":{"command":["true"]},"resources":{"instance_count":0}}' "$URL/v1/jobs")
+check "the API answers 400 with the field" \
+  $PY -c 'import json,sys; b=json.load(open(sys.argv[2])); assert sys.argv[1]=="400" and b["error"]["field"]=="resources.instance_count", (sys.argv[1], b)' "$code" "$TMP/body"
+code=$("${CURL[@]}" -o "$TMP/body" -w '%{http_code}' --data '{"name":"bad","entrypoint":{"command":["true"]},"resourcez":{}}' "$URL/v1/jobs")
+check "an unknown field is named" grep -q '"field":"resourcez"' "$TMP/body"
+code=$("${CURL[@]}" -o "$TMP/body" -w '%{http_code}' --data '{"name":"big","entrypoint":{"command":["true"]},"resources":{"instance_count":3}}' "$URL/v1/jobs")
+check "a job larger than the backend can ever hold is refused (400)" test "$code" = 400
+check "... saying why" grep -q 'never run at once' "$TMP/body"
+expect_exit "a missing job is exit 2" 2 "no job nope-0001" "$ANNEAL" describe nope-0001 --server "$URL"
+
+# ---- 2. two instances, the built-in trainer ----
+cat >"$TMP/train2.yaml" <<YAML
+name: train2
+entrypoint:
+  command: [anneal, train, --config, cfg.yaml]
+  hyperparameters: {data.dir: "\${ANNEAL_CHANNEL_TRAIN}", train.checkpoint_dir: "\${ANNEAL_CHECKPOINT_URI}"}
+source: src
+channels: [{name: train, uri: $TMP/ds, mode: file}]
+checkpoint: {uri: "file://$TMP/ck_train2"}
+resources: {instance_count: 2, procs_per_instance: 1}
+metric_definitions: [{name: train_loss, regex: 'step +[0-9]+/[0-9]+ \| loss ([0-9.]+)'}]
+YAML
+"$ANNEAL" submit "$TMP/train2.yaml" --server "$URL" --wait >"$TMP/train2.out" 2>"$TMP/train2.err"
+rc=$?
+check "a 2-instance training job completes (exit 0)" test $rc -eq 0
+id=$(head -1 "$TMP/train2.out")
+check "its history went Pending..Completed" bash -c "grep -q 'Training:' '$TMP/train2.err' && grep -q 'Completed:' '$TMP/train2.err'"
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/train2.logs"
+check "logs hold every step of rank 0" test "$(grep -cE '^\[rank 0\] step +[0-9]+/30 ' "$TMP/train2.logs")" -eq 30
+check "the ranks saw a world of 2" grep -q "parallel: 2 ranks" "$TMP/train2.logs"
+"$ANNEAL" metrics "$id" --server "$URL" --json >"$TMP/train2.metrics"
+check "the regex metric has 30 points" \
+  $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"]; n=sum(1 for x in p if x["name"]=="train_loss"); assert n==30, n' "$TMP/train2.metrics"
+check "step times were reported for both ranks" \
+  $PY -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"]; r={x["rank"] for x in p if x["name"]=="step_time_s"}; assert r=={0,1}, r' "$TMP/train2.metrics"
+check "system metrics were sampled" grep -q memory_used_mb "$TMP/train2.metrics"
+"$ANNEAL" describe "$id" --server "$URL" >"$TMP/train2.describe"
+check "describe lists the slowest ranks" grep -q "Slowest ranks" "$TMP/train2.describe"
+check "checkpoints are under the checkpoint URI" bash -c "'$ANNEAL' ckpt ls 'file://$TMP/ck_train2' | grep -q 'step-00000030'"
+
+# ---- 3. the server killed and restarted mid-job ----
+cat >"$TMP/lines.yaml" <<'YAML'
+name: lines
+entrypoint: {command: 'for i in $(seq 1 300); do echo "line $RANK $i"; sleep 0.02; done'}
+resources: {instance_count: 2, procs_per_instance: 1}
+YAML
+id=$("$ANNEAL" submit "$TMP/lines.yaml" --server "$URL")
+for _ in $(seq 1 100); do
+  [ "$(field "$id" secondary_status)" = Training ] && break
+  sleep 0.1
+done
+sleep 1
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+sleep 2
+start_server "$TMP/srv" --listen "127.0.0.1:$PORT" --max-instances 2 --heartbeat-s 0.2 --heartbeat-timeout-s 20
+check "the job completes after the server's restart" wait_status "$id" Completed 60
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/lines.logs"
+for r in 0 1; do
+  check "rank $r: all 300 lines, once each, in order" \
+    $PY -c 'import sys; r=sys.argv[2]; got=[int(l.split()[-1]) for l in open(sys.argv[1]) if l.startswith("[rank %s] line %s " % (r, r))]; assert got==list(range(1,301)), (len(got), got[:5])' "$TMP/lines.logs" "$r"
+done
+
+# ---- 4. stop with a grace period and a final checkpoint ----
+cat >"$TMP/long.yaml" <<YAML
+name: long
+entrypoint:
+  command: [anneal, train, --config, cfg.yaml]
+  hyperparameters: {data.dir: "\${ANNEAL_CHANNEL_TRAIN}", train.checkpoint_dir: "\${ANNEAL_CHECKPOINT_URI}", train.steps: 100000, train.checkpoint_every: 0}
+source: src
+channels: [{name: train, uri: $TMP/ds, mode: shared}]
+checkpoint: {uri: "$TMP/ck_long"}
+stopping: {grace_period_s: 20}
+YAML
+id=$("$ANNEAL" submit "$TMP/long.yaml" --server "$URL")
+for _ in $(seq 1 300); do
+  "$ANNEAL" logs "$id" --server "$URL" 2>/dev/null | grep -qE 'step +5/' && break
+  sleep 0.1
+done
+t0=$(date +%s.%N)
+"$ANNEAL" stop "$id" --server "$URL" >/dev/null
+check "a stopped job ends Stopped" wait_status "$id" Stopped 40
+t1=$(date +%s.%N)
+check "... within its grace period (20 s)" awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a < 20) }'
+echo "  stop took $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
+check "... after saving a checkpoint" bash -c "'$ANNEAL' ckpt ls '$TMP/ck_long' | grep -q 'step-'"
+check "... which the logs show" bash -c "'$ANNEAL' logs '$id' --server '$URL' | grep -q 'stop requested: saving a checkpoint'"
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+
+# ---- 5. 50 jobs, capacity for one, first come first served ----
+start_server "$TMP/srv50" --listen 127.0.0.1:0 --max-instances 1 --heartbeat-s 0.2
+cat >"$TMP/quick.yaml" <<'YAML'
+name: quick
+entrypoint: {command: 'echo "$ANNEAL_JOB ran"'}
+YAML
+ids=()
+for i in $(seq 1 50); do ids+=("$("$ANNEAL" submit "$TMP/quick.yaml" --server "$URL")"); done
+check "50 jobs accepted" test "${#ids[@]}" -eq 50
+check "all 50 complete" wait_status "${ids[49]}" Completed 180
+"$ANNEAL" jobs --server "$URL" --limit 100 --json >"$TMP/jobs50.json"
+check "every job completed, each started after the previous one ended (submission order)" $PY - "$TMP/jobs50.json" <<'PY'
+import json, sys
+jobs = sorted(json.load(open(sys.argv[1]))["jobs"], key=lambda j: j["id"])
+assert len(jobs) == 50, len(jobs)
+assert all(j["status"] == "Completed" for j in jobs), [j["id"] for j in jobs if j["status"] != "Completed"]
+for a, b in zip(jobs, jobs[1:]):
+    assert a["ended_at"] <= b["started_at"], (a["id"], b["id"])
+print("  50 jobs in %.1f s" % (jobs[-1]["ended_at"] - jobs[0]["created_at"]))
+PY
+kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
+finish
