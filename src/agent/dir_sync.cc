@@ -16,8 +16,12 @@ bool IsCommitMarker(const std::string& rel) {
 }  // namespace
 
 Result<std::unique_ptr<DirSync>> DirSync::Open(const std::string& local_dir, const std::string& uri) {
-  ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(local_dir));
   ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri));
+  return Open(local_dir, std::move(store));
+}
+
+Result<std::unique_ptr<DirSync>> DirSync::Open(const std::string& local_dir, std::unique_ptr<ObjectStore> store) {
+  ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(local_dir));
   return std::unique_ptr<DirSync>(new DirSync(local_dir, std::move(store)));
 }
 

@@ -20,6 +20,8 @@ namespace anneal {
 class DirSync {
  public:
   static Result<std::unique_ptr<DirSync>> Open(const std::string& local_dir, const std::string& uri);
+  // Over a store the caller opened (tests wrap one to watch the order of writes).
+  static Result<std::unique_ptr<DirSync>> Open(const std::string& local_dir, std::unique_ptr<ObjectStore> store);
   // Objects copied in / files copied out, for the agent's log.
   Result<int> Restore();
   Result<int> Upload();

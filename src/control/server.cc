@@ -88,6 +88,8 @@ class Server : public ControlServer {
     start_wall_ = WallSeconds();
     Routes();
     http_.set_payload_max_length(size_t{4} << 30);
+    // Idle keep-alive connections are held this long; Stop() waits for them.
+    http_.set_keep_alive_timeout(2);
     int port = o_.port;
     if (port == 0) {
       port = http_.bind_to_any_port(o_.host);

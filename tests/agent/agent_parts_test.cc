@@ -1,0 +1,151 @@
+// The agent's parts that need no job: metric extraction, per-rank progress files, system sampling,
+// checkpoint folder sync (commit markers last), and the Shipper's lossless delivery across a server
+// restart.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "agent/dir_sync.h"
+#include "agent/node_metrics.h"
+#include "agent/shipper.h"
+#include "control/api_client.h"
+#include "control/server.h"
+#include "core/env.h"
+#include "testing/temp_dir.h"
+
+namespace anneal {
+namespace {
+
+TEST(MetricExtractor, FirstGroupOfEachDefinition) {
+  MetricExtractor m({{"loss", "loss ([0-9.]+)"}, {"tps", "([0-9]+) tok/s"}});
+  auto v = m.Match("step 3/10 | loss 4.25 (0x1p+2) | 1200 tok/s");
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].first, "loss");
+  EXPECT_DOUBLE_EQ(v[0].second, 4.25);
+  EXPECT_DOUBLE_EQ(v[1].second, 1200);
+  EXPECT_TRUE(m.Match("nothing here").empty());
+}
+
+TEST(ProgressReader, ReportsEachNewStepOnce) {
+  testing::TempDir dir;
+  ProgressReader r(dir.path());
+  dir.Write("rank-0", "1 0.5\n");
+  dir.Write("rank-1", "1 0.7\n");
+  auto a = r.Poll();
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_TRUE(r.Poll().empty());  // no new step
+  dir.Write("rank-1", "2 0.9\n");
+  auto b = r.Poll();
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].first, 1);
+  EXPECT_DOUBLE_EQ(b[0].second, 0.9);
+}
+
+TEST(SystemSampler, MeasuresThisMachine) {
+  testing::TempDir dir;
+  SystemSampler s(dir.path());
+  (void)s.Sample();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::map<std::string, double> m;
+  for (const auto& [k, v] : s.Sample()) m[k] = v;
+  ASSERT_TRUE(m.count("memory_used_mb"));
+  EXPECT_GT(m["memory_used_mb"], 0);
+  ASSERT_TRUE(m.count("disk_used_percent"));
+  EXPECT_GE(m["disk_used_percent"], 0);
+  EXPECT_LE(m["disk_used_percent"], 100);
+}
+
+// Records the order of puts.
+class RecordingStore : public FaultObjectStore {
+ public:
+  using FaultObjectStore::FaultObjectStore;
+  Status Put(const std::string& key, std::string_view data) override {
+    puts.push_back(key);
+    return FaultObjectStore::Put(key, data);
+  }
+  std::vector<std::string> puts;
+};
+
+TEST(DirSync, UploadsChangesWithTheManifestLastAndRestores) {
+  testing::TempDir local, remote, restored;
+  auto sync = DirSync::Open(local.path(), remote.path());
+  ASSERT_TRUE(sync.ok());
+  local.Write("step-1/manifest.json", "{}");
+  local.Write("step-1/model.safetensors", "weights");
+  local.Write("step-1/optim.safetensors", "moments");
+  auto n = (*sync)->Upload();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 3);
+  EXPECT_EQ(*(*sync)->Upload(), 0);  // nothing changed
+  local.Write("step-1/optim.safetensors", "moments, longer");
+  EXPECT_EQ(*(*sync)->Upload(), 1);
+  EXPECT_EQ(*Env::Default().ReadFile(remote.File("step-1/optim.safetensors")), "moments, longer");
+  // Restore into a fresh folder: the same files.
+  auto back = DirSync::Open(restored.path(), remote.path());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*(*back)->Restore(), 3);
+  EXPECT_EQ(*Env::Default().ReadFile(restored.File("step-1/model.safetensors")), "weights");
+  EXPECT_EQ(*(*back)->Upload(), 0);  // what was restored is not sent back
+}
+
+TEST(DirSync, CommitMarkersGoLast) {
+  // A reader of the URI must never find a manifest whose files are not there yet.
+  testing::TempDir local, remote;
+  auto base = OpenObjectStore(remote.path());
+  ASSERT_TRUE(base.ok());
+  auto rec = std::make_unique<RecordingStore>(base->get());
+  RecordingStore* seen = rec.get();
+  local.Write("step-2/a.bin", "a");
+  local.Write("step-2/manifest.json", "{}");
+  local.Write("step-2/z.bin", "z");
+  local.Write("step-3/b.bin", "b");
+  local.Write("step-3/upload.complete", "");
+  auto sync = DirSync::Open(local.path(), std::move(rec));
+  ASSERT_TRUE(sync.ok());
+  ASSERT_TRUE((*sync)->Upload().ok());
+  ASSERT_EQ(seen->puts.size(), 5u);
+  EXPECT_EQ(seen->puts[3], "step-2/manifest.json");
+  EXPECT_EQ(seen->puts[4], "step-3/upload.complete");
+}
+
+TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
+  testing::TempDir dir;
+  ServerOptions o;
+  o.data_dir = dir.path();
+  o.port = 0;
+  o.backend = "static";
+  auto server = ControlServer::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::string url = (*server)->url();
+  Shipper ship(url, "job-0001", 0, 0);
+  for (int i = 0; i < 100; ++i) ship.AddLine(0, "stdout", "line " + std::to_string(i));
+  ASSERT_TRUE(ship.Flush(10));
+  (*server)->Stop();
+  server->reset();
+  // The server is away: lines wait.
+  for (int i = 100; i < 200; ++i) ship.AddLine(0, "stdout", "line " + std::to_string(i));
+  ship.AddMetric("loss", 0, 1.5);
+  EXPECT_FALSE(ship.Flush(0.5));
+  EXPECT_GT(ship.pending(), 0u);
+  o.port = std::stoi(url.substr(url.rfind(':') + 1));
+  auto again = ControlServer::Start(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE(ship.Flush(20));
+  auto c = ApiClient::Make(url);
+  auto logs = (*c)->Get("/v1/jobs/job-0001/logs?limit=1000");
+  // The job does not exist in this store (no job was submitted): the logs endpoint is 404 for it,
+  // so read the store's contents through a direct query of the lines instead.
+  EXPECT_EQ(logs.status().code(), Code::kNotFound);
+  auto store = JobStore::Open(dir.File("anneal.db"));
+  ASSERT_TRUE(store.ok());
+  auto lines = (*store)->Logs("job-0001", 0, -2, 1000);
+  ASSERT_TRUE(lines.ok());
+  ASSERT_EQ(lines->size(), 200u);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ((*lines)[i].text, "line " + std::to_string(i));
+  auto pts = (*store)->Metrics("job-0001", "loss", 0, 10);
+  ASSERT_TRUE(pts.ok());
+  EXPECT_EQ(pts->size(), 1u);
+}
+
+}  // namespace
+}  // namespace anneal

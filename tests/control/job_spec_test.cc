@@ -1,0 +1,93 @@
+#include "control/job_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace anneal {
+namespace {
+
+// The error's field and message for a spec that must be refused.
+std::pair<std::string, std::string> Refusal(const std::string& yaml) {
+  std::string field = "(unset)";
+  auto r = ParseJobSpec(yaml, &field);
+  EXPECT_FALSE(r.ok()) << yaml;
+  if (r.ok()) return {"", ""};
+  EXPECT_EQ(r.status().code(), Code::kInvalidInput);
+  return {field, r.status().message()};
+}
+
+TEST(JobSpec, FullSpecParsesWithDefaults) {
+  auto s = ParseJobSpec(R"(
+name: kjv-tiny
+entrypoint:
+  command: [anneal, train, --config, x.yaml]
+  hyperparameters: {train.steps: 100, data.dir: "${ANNEAL_CHANNEL_TRAIN}"}
+source: src
+channels: [{name: train, uri: "s3://b/p", mode: fastfile}, {name: val, uri: /data/val}]
+checkpoint: {uri: "s3://b/ck"}
+resources: {instance_count: 2, procs_per_instance: 4}
+metric_definitions: [{name: loss, regex: 'loss ([0-9.]+)'}]
+environment: {FOO: bar}
+)");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->name, "kjv-tiny");
+  EXPECT_EQ(s->instance_count, 2);
+  EXPECT_EQ(s->procs_per_instance, 4);
+  EXPECT_EQ(s->instance_type, "local");
+  EXPECT_EQ(s->channels[1].mode, "file");  // the default
+  EXPECT_EQ(s->hyperparameters.at("train.steps"), "100");
+  EXPECT_DOUBLE_EQ(s->grace_period_s, 30);
+  EXPECT_EQ(s->max_attempts, 1);
+  // The built-in trainer takes hyperparameters as --set key=value.
+  const auto argv = s->RankArgv();
+  ASSERT_EQ(argv.size(), 8u);
+  EXPECT_EQ(argv[4], "--set");
+  EXPECT_EQ(argv[5], "data.dir=${ANNEAL_CHANNEL_TRAIN}");
+  EXPECT_EQ(argv[7], "train.steps=100");
+}
+
+TEST(JobSpec, NormalizedFormRoundTrips) {
+  auto s = ParseJobSpec("name: a\nentrypoint: {command: 'echo hi', hyperparameters: {lr: 0.1}}\n");
+  ASSERT_TRUE(s.ok());
+  auto again = JobSpecFromJson(s->ToJson());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->ToJson(), s->ToJson());
+  EXPECT_TRUE(again->shell);
+  // A shell command gets its hyperparameters as quoted flags.
+  EXPECT_EQ(again->RankArgv(), (std::vector<std::string>{"/bin/sh", "-c", "echo hi --lr '0.1'"}));
+}
+
+TEST(JobSpec, JsonIsAccepted) {
+  auto s = ParseJobSpec(R"({"name": "j", "entrypoint": {"command": ["python3", "train.py"], "hyperparameters": {"epochs": 3}}})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->RankArgv(), (std::vector<std::string>{"python3", "train.py", "--epochs", "3"}));
+}
+
+TEST(JobSpec, ErrorsNameTheField) {
+  EXPECT_EQ(Refusal("entrypoint: {command: [x]}").first, "name");
+  EXPECT_EQ(Refusal("name: Bad_Name\nentrypoint: {command: [x]}").first, "name");
+  EXPECT_EQ(Refusal("name: a").first, "entrypoint");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: []}").first, "entrypoint.command");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nresources: {instance_count: 0}").first, "resources.instance_count");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nresources: {instance_count: two}").first, "resources.instance_count");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nresources: {procs_per_instance: 1.5}").first,
+            "resources.procs_per_instance");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nchannels: [{name: t, uri: x, mode: copy}]").first, "channels[0].mode");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nchannels: [{name: t, uri: x}, {name: t, uri: y}]").first,
+            "channels[1].name");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nmetric_definitions: [{name: l, regex: 'loss [0-9]+'}]").first,
+            "metric_definitions[0].regex");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nmetric_definitions: [{name: l, regex: 'loss ([0-9]+'}]").first,
+            "metric_definitions[0].regex");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nstopping: {max_runtime_s: -1}").first, "stopping.max_runtime_s");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\nenvironment: {1BAD: x}").first, "environment.1BAD");
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x]}\ncheckpoint: {local_path: /x}").first, "checkpoint.uri");
+  auto [field, msg] = Refusal("name: a\nentrypoint: {command: [x]}\nresourcez: {}");
+  EXPECT_EQ(field, "resourcez");
+  EXPECT_NE(msg.find("the fields here are"), std::string::npos) << msg;
+  EXPECT_EQ(Refusal("name: a\nentrypoint: {command: [x], args: [y]}").first, "entrypoint.args");
+  EXPECT_EQ(Refusal("name: [unclosed").first, "");  // not YAML at all
+  EXPECT_EQ(Refusal("- a\n- b").first, "");          // not a mapping
+}
+
+}  // namespace
+}  // namespace anneal

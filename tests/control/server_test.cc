@@ -1,0 +1,164 @@
+// The server's scheduler and API, in process, with the static backend and a hand-driven "agent"
+// (ApiClient calls): placement, the run/stop/exit answers, node reports driving the statuses, a
+// failure reason with the failing rank's last lines, stopping, and a restart that keeps everything.
+#include "control/server.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "control/api_client.h"
+#include "control/wire.h"
+#include "testing/temp_dir.h"
+
+namespace anneal {
+namespace {
+
+using nlohmann::json;
+
+std::unique_ptr<ControlServer> StartStatic(const std::string& dir, int port = 0) {
+  ServerOptions o;
+  o.data_dir = dir;
+  o.port = port;
+  o.backend = "static";
+  o.tick_s = 0.02;
+  auto s = ControlServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// Polls the job until its secondary status is `want` (or 10 s pass).
+json WaitFor(ApiClient* c, const std::string& id, const std::string& want) {
+  json j;
+  for (int i = 0; i < 500; ++i) {
+    auto r = c->Get("/v1/jobs/" + id);
+    if (r.ok()) {
+      j = *r;
+      if (j["secondary_status"] == want) return j;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ADD_FAILURE() << id << " never reached " << want << ": " << j.dump();
+  return j;
+}
+
+json Heartbeat(ApiClient* c, const std::string& agent, const json& busy = json::object()) {
+  auto r = c->Post("/v1/agents/" + agent + "/heartbeat", busy);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : json::object();
+}
+
+void Report(ApiClient* c, const std::string& job, const std::string& state, int exit_code = -1, int failed_rank = -1) {
+  json b = {{"attempt", 0}, {"node", 0}, {"state", state}, {"exit_code", exit_code}, {"message", state}};
+  if (failed_rank >= 0) b["failed_rank"] = failed_rank;
+  ASSERT_TRUE(c->Post("/v1/jobs/" + job + "/reports", b).ok());
+}
+
+TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
+  testing::TempDir dir;
+  auto server = StartStatic(dir.path());
+  ASSERT_TRUE(server);
+  auto c = ApiClient::Make(server->url());
+  ASSERT_TRUE(c.ok());
+  ApiClient* api = c->get();
+
+  auto reg = api->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 2}, {"instance_type", "cpu"}});
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  const std::string agent = (*reg)["id"];
+
+  auto sub = api->Post("/v1/jobs", {{"name", "ok"},
+                                    {"entrypoint", {{"command", "true"}}},
+                                    {"resources", {{"instance_type", "cpu"}, {"procs_per_instance", 2}}}});
+  ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+  const std::string id = (*sub)["id"];
+  WaitFor(api, id, "Downloading");
+  // The heartbeat that finds every instance registered starts the job and hands out the assignment.
+  json a = Heartbeat(api, agent);
+  ASSERT_EQ(a["action"], "run") << a.dump();
+  EXPECT_EQ(a["assignment"]["job"], id);
+  EXPECT_EQ(a["assignment"]["nnodes"], 1);
+  // While the agent runs it, no second assignment.
+  EXPECT_EQ(Heartbeat(api, agent, {{"job", id}, {"attempt", 0}})["action"], "none");
+  Report(api, id, "downloading");
+  Report(api, id, "training");
+  WaitFor(api, id, "Training");
+  ASSERT_TRUE(api->Post("/v1/jobs/" + id + "/logs",
+                        {{"lines", json::array({ToJson(LogLine{0, 0, 0, 1, 0, "stdout", 1.0, "hello"})})}})
+                  .ok());
+  Report(api, id, "finished", 0);
+  json done = WaitFor(api, id, "Completed");
+  EXPECT_EQ(done["status"], "Completed");
+  EXPECT_EQ(done["exit_code"], 0);
+  std::vector<std::string> phases;
+  for (const auto& h : done["history"]) phases.push_back(h["secondary_status"]);
+  EXPECT_EQ(phases, (std::vector<std::string>{"Pending", "Starting", "Downloading", "Training", "Completed"}));
+
+  // A failing job: the reason names the node's message and the failing rank's last lines.
+  auto fail = api->Post("/v1/jobs", {{"name", "bad"}, {"entrypoint", {{"command", "false"}}}, {"resources", {{"instance_type", "cpu"}}}});
+  ASSERT_TRUE(fail.ok());
+  const std::string fid = (*fail)["id"];
+  WaitFor(api, fid, "Downloading");
+  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
+  ASSERT_TRUE(api->Post("/v1/jobs/" + fid + "/logs",
+                        {{"lines", json::array({ToJson(LogLine{0, 0, 0, 1, 3, "stderr", 1.0, "Traceback: out of cheese"})})}})
+                  .ok());
+  Report(api, fid, "finished", 2, 3);
+  json failed = WaitFor(api, fid, "Failed");
+  EXPECT_EQ(failed["exit_code"], 2);
+  EXPECT_NE(failed["failure_reason"].get<std::string>().find("out of cheese"), std::string::npos) << failed.dump();
+
+  // A job no agent can take stays Pending (and holds the queue), and a stop ends it at once.
+  auto gpu = api->Post("/v1/jobs", {{"name", "gpu"}, {"entrypoint", {{"command", "true"}}}, {"resources", {{"instance_type", "h200"}}}});
+  ASSERT_TRUE(gpu.ok());
+  const std::string gid = (*gpu)["id"];
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ((*api->Get("/v1/jobs/" + gid))["secondary_status"], "Pending");
+  ASSERT_TRUE(api->Post("/v1/jobs/" + gid + "/stop", json::object()).ok());
+  EXPECT_EQ((*api->Get("/v1/jobs/" + gid))["status"], "Stopped");
+
+  // Errors: an unknown agent is told to register again; a missing job is 404.
+  auto hb = api->Post("/v1/agents/nobody/heartbeat", json::object());
+  EXPECT_EQ(hb.status().code(), Code::kNotFound);
+  EXPECT_EQ(api->Get("/v1/jobs/none-0001").status().code(), Code::kNotFound);
+
+  // Restart on the same data dir: every job, its history and its logs are still there.
+  const std::string url = server->url();
+  server->Stop();
+  server.reset();
+  auto again = StartStatic(dir.path(), std::stoi(url.substr(url.rfind(':') + 1)));
+  ASSERT_TRUE(again);
+  auto c2 = ApiClient::Make(again->url());
+  ASSERT_TRUE(c2.ok());
+  auto listed = (*c2)->Get("/v1/jobs");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ((*listed)["jobs"].size(), 3u);
+  auto logs = (*c2)->Get("/v1/jobs/" + id + "/logs");
+  ASSERT_TRUE(logs.ok());
+  ASSERT_EQ((*logs)["lines"].size(), 1u);
+  EXPECT_EQ((*logs)["lines"][0]["text"], "hello");
+  EXPECT_EQ((*c2)->Get("/v1/jobs/" + id)->value("history", json::array()).size(), 5u);
+}
+
+TEST(ControlServer, StopsARunningJobThroughTheHeartbeat) {
+  testing::TempDir dir;
+  auto server = StartStatic(dir.path());
+  ASSERT_TRUE(server);
+  auto c = ApiClient::Make(server->url());
+  ApiClient* api = c->get();
+  const std::string agent = (*api->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}}))["id"];
+  const std::string id = (*api->Post("/v1/jobs", {{"name", "s"}, {"entrypoint", {{"command", "sleep 100"}}}}))["id"];
+  WaitFor(api, id, "Downloading");
+  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
+  Report(api, id, "training");
+  WaitFor(api, id, "Training");
+  ASSERT_TRUE(api->Post("/v1/jobs/" + id + "/stop", json::object()).ok());
+  EXPECT_EQ(Heartbeat(api, agent, {{"job", id}, {"attempt", 0}})["action"], "stop");
+  Report(api, id, "finished", 1);
+  json j = WaitFor(api, id, "Stopped");
+  EXPECT_EQ(j["status"], "Stopped");
+  // The agent is free again (static backend): no action once idle.
+  EXPECT_EQ(Heartbeat(api, agent)["action"], "none");
+}
+
+}  // namespace
+}  // namespace anneal
