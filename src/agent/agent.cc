@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -121,8 +124,9 @@ std::string Upper(std::string s) {
 // One job attempt on this instance, on its own thread.
 class JobRunner {
  public:
-  JobRunner(const AgentOptions& o, std::string address, json assignment)
-      : o_(o), address_(std::move(address)), a_(std::move(assignment)) {
+  // on_done is called from the runner's thread once the job's end is reported.
+  JobRunner(const AgentOptions& o, std::string address, json assignment, std::function<void()> on_done)
+      : o_(o), address_(std::move(address)), a_(std::move(assignment)), on_done_(std::move(on_done)) {
     job_ = a_["job"].get<std::string>();
     attempt_ = a_["attempt"].get<int>();
     node_ = a_["node"].get<int>();
@@ -178,7 +182,11 @@ class JobRunner {
       std::atomic<bool> metrics_stop{false};
       std::thread metrics([&] { MetricsLoop(&metrics_stop); });
       auto r = RunLauncher(lo, [this](const std::string& line) { Log(line); });
-      metrics_stop.store(true);
+      {
+        std::lock_guard<std::mutex> l(metrics_mu_);
+        metrics_stop.store(true);
+      }
+      metrics_cv_.notify_all();
       metrics.join();
       if (!r.ok()) {
         exit_code = r.status().ExitCode();
@@ -198,6 +206,7 @@ class JobRunner {
     if (!shipper_->Flush(o_.orphan_timeout_s)) Say("log lines for " + job_ + " could not all be delivered");
     Report("finished", exit_code, summary, failed_rank);
     done_.store(true);
+    if (on_done_) on_done_();
   }
 
   Status Prepare(LaunchOptions* lo) {
@@ -333,10 +342,13 @@ class JobRunner {
     return Status::Ok();
   }
 
+  // Wakes once a second at most (a woken thread on a busy machine costs the ranks' OpenMP teams a
+  // barrier: bench/job_latency measures it), and at once when training ends.
   void MetricsLoop(const std::atomic<bool>* stop) {
     SystemSampler sys(o_.work_dir);
     ProgressReader progress(progress_dir_);
     double next = MonotonicSeconds();
+    const auto nap = std::chrono::duration<double>(std::min(1.0, o_.metrics_interval_s));
     while (!stop->load()) {
       if (MonotonicSeconds() >= next) {
         next += o_.metrics_interval_s;
@@ -347,7 +359,8 @@ class JobRunner {
         }
       }
       for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::unique_lock<std::mutex> l(metrics_mu_);
+      metrics_cv_.wait_for(l, nap, [stop] { return stop->load(); });
     }
     for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
   }
@@ -376,9 +389,12 @@ class JobRunner {
   const AgentOptions& o_;
   std::string address_;
   json a_;
+  std::function<void()> on_done_;
   std::string job_;
   int attempt_ = 0, node_ = 0, nnodes_ = 1;
   std::atomic<bool> stop_{false}, done_{false};
+  std::mutex metrics_mu_;
+  std::condition_variable metrics_cv_;
   std::unique_ptr<Shipper> shipper_;
   std::unique_ptr<MetricExtractor> extractor_;
   std::unique_ptr<DirSync> ckpt_sync_;
@@ -417,6 +433,8 @@ Status RunAgent(const AgentOptions& in) {
     o.instance_id = id;
     return Status::Ok();
   };
+  std::mutex wake_mu;
+  std::condition_variable wake;
   std::unique_ptr<JobRunner> runner;
   bool registered = false;
   double unreachable_since = -1;
@@ -454,7 +472,10 @@ Status RunAgent(const AgentOptions& in) {
       if (a == "run" && !runner) {
         Say("assigned " + action["assignment"]["job"].get<std::string>() + " (node " +
             std::to_string(action["assignment"]["node"].get<int>()) + ")");
-        runner = std::make_unique<JobRunner>(o, address, action["assignment"]);
+        runner = std::make_unique<JobRunner>(o, address, action["assignment"], [&] {
+          std::lock_guard<std::mutex> l(wake_mu);
+          wake.notify_all();
+        });
       } else if (a == "stop" && runner) {
         runner->Stop();
       } else if (a == "exit") {
@@ -472,9 +493,11 @@ Status RunAgent(const AgentOptions& in) {
         break;
       }
     }
+    // Until the next heartbeat: woken at once when the job ends; a signal is seen within 250 ms.
     const double until = MonotonicSeconds() + o.heartbeat_s;
+    std::unique_lock<std::mutex> l(wake_mu);
     while (MonotonicSeconds() < until && !g_agent_signal.load() && !(runner && runner->done())) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      wake.wait_for(l, std::chrono::duration<double>(std::min(0.25, std::max(0.0, until - MonotonicSeconds()))));
     }
   }
   runner.reset();  // stops and waits: ranks get SIGTERM and the grace period, uploads and reports run

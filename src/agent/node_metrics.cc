@@ -89,12 +89,18 @@ std::vector<std::pair<int, double>> ProgressReader::Poll() {
     const int rank = std::atoi(n.c_str() + 5);
     std::ifstream f(JoinPath(dir_, n));
     long long step = -1;
-    double secs = 0;
+    double secs = 0, total = -1;
     if (!(f >> step >> secs)) continue;
-    auto it = last_step_.find(rank);
-    if (it != last_step_.end() && it->second >= step) continue;
-    last_step_[rank] = step;
-    out.push_back({rank, secs});
+    if (!(f >> total)) total = -1;
+    auto it = last_.find(rank);
+    if (it != last_.end() && it->second.first >= step) continue;
+    // The mean over the steps since the last poll when the file carries the running total.
+    double value = secs;
+    if (it != last_.end() && total >= 0 && it->second.second >= 0) {
+      value = (total - it->second.second) / static_cast<double>(step - it->second.first);
+    }
+    last_[rank] = {step, total};
+    out.push_back({rank, value});
   }
   return out;
 }

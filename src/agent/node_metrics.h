@@ -5,7 +5,9 @@
 //   metric_definitions: each rank line is matched against every (name, regex); the first capture
 //     group, read as a number, is the value for that rank;
 //   step_time_s per rank: ranks that know their step (the built-in trainer does) rewrite
-//     $ANNEAL_PROGRESS_DIR/rank-<RANK> with "<step> <seconds of that step>"; a new step there is a point.
+//     $ANNEAL_PROGRESS_DIR/rank-<RANK> with "<step> <seconds of that step> [<sum of all step seconds>]";
+//     each poll that finds a new step gives one point: the mean step time since the previous poll
+//     (from the running sum), or the latest step's time when the file has no sum.
 // Thread-safety: SystemSampler and ProgressReader are used by one thread; MetricExtractor::Match is
 // const and may be called from any thread.
 #pragma once
@@ -44,12 +46,12 @@ class MetricExtractor {
 class ProgressReader {
  public:
   explicit ProgressReader(std::string dir) : dir_(std::move(dir)) {}
-  // (rank, seconds of its latest step) for every rank whose step advanced since the last call.
+  // (rank, mean seconds per step since the last call) for every rank whose step advanced.
   std::vector<std::pair<int, double>> Poll();
 
  private:
   std::string dir_;
-  std::map<int, long long> last_step_;
+  std::map<int, std::pair<long long, double>> last_;  // rank -> (step, running total of step seconds)
 };
 
 }  // namespace anneal

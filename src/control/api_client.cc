@@ -26,6 +26,7 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Make(const std::string& url, doubl
   c->cli_->set_read_timeout(sec, usec);
   c->cli_->set_write_timeout(sec, usec);
   c->cli_->set_keep_alive(true);
+  c->cli_->set_tcp_nodelay(true);
   return c;
 }
 

@@ -29,6 +29,7 @@ CREATE TABLE jobs (
   started_at REAL NOT NULL DEFAULT 0,
   ended_at REAL NOT NULL DEFAULT 0);
 CREATE INDEX jobs_active ON jobs(primary_status, seq);
+CREATE INDEX jobs_phase ON jobs(phase, seq);
 CREATE TABLE transitions (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   job_id TEXT NOT NULL,
@@ -298,7 +299,12 @@ Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& id) {
 
 Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, int64_t before_seq) {
   std::lock_guard<std::mutex> l(mu_);
-  std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE seq < ?";
+  // A listing needs only resources.instance_count of each spec: SQLite extracts it, so a page of 100
+  // jobs does not parse 100 whole specs.
+  std::string cols = kJobColumns;
+  cols.replace(cols.find(" spec,"), 6,
+               " json_object('resources', json_object('instance_count', json_extract(spec, '$.resources.instance_count'))),");
+  std::string sql = "SELECT " + cols + " FROM jobs WHERE seq < ?";
   if (active_only) sql += " AND primary_status IN ('InProgress', 'Stopping')";
   sql += " ORDER BY seq DESC LIMIT ?";
   Stmt s(db_, sql.c_str());
@@ -317,9 +323,25 @@ Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, i
 Result<std::vector<JobRecord>> JobStore::ActiveJobs() {
   std::lock_guard<std::mutex> l(mu_);
   const std::string sql = std::string("SELECT ") + kJobColumns +
-                          " FROM jobs WHERE primary_status IN ('InProgress', 'Stopping') ORDER BY seq";
+                          " FROM jobs WHERE primary_status IN ('InProgress', 'Stopping') AND phase != 'Pending' ORDER BY seq";
   Stmt s(db_, sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
+  std::vector<JobRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
+    out.push_back(std::move(r));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::vector<JobRecord>> JobStore::PendingJobs(int limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE phase = 'Pending' ORDER BY seq LIMIT ?";
+  Stmt s(db_, sql.c_str());
+  ANNEAL_RETURN_IF_ERROR(s.prepared());
+  s.Bind(1, limit);
   std::vector<JobRecord> out;
   Status st;
   while (s.Step(&st)) {

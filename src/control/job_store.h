@@ -91,10 +91,13 @@ class JobStore {
   // A new job in Pending; its id is "<name>-<submission number, 4+ digits>".
   Result<JobRecord> CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec, double now);
   Result<std::optional<JobRecord>> GetJob(const std::string& id);
-  // Newest first; active_only: not terminal. after_seq > 0: only jobs submitted before it (paging).
+  // Newest first; active_only: not terminal. before_seq > 0: only jobs submitted before it (paging).
+  // The records' spec holds only resources.instance_count (GetJob has the whole spec).
   Result<std::vector<JobRecord>> ListJobs(int limit, bool active_only, int64_t before_seq = 0);
-  // Every job not yet terminal, in submission order.
+  // Every job started and not yet terminal (not Pending), in submission order.
   Result<std::vector<JobRecord>> ActiveJobs();
+  // The oldest Pending jobs, at most limit, in submission order (the scheduler's queue head).
+  Result<std::vector<JobRecord>> PendingJobs(int limit);
   // Moves the job (checked by the state machine) and records the transition, in one transaction.
   // failure_reason / exit_code are stored when given (non-empty / >= 0).
   Status Transition(const std::string& id, JobPhase to, const std::string& message, double now,

@@ -90,6 +90,10 @@ class Server : public ControlServer {
     http_.set_payload_max_length(size_t{4} << 30);
     // Idle keep-alive connections are held this long; Stop() waits for them.
     http_.set_keep_alive_timeout(2);
+    // Small JSON answers: without TCP_NODELAY each waits for the peer's delayed ACK (40 ms).
+    http_.set_tcp_nodelay(true);
+    // A keep-alive connection holds a worker for its life: room for every agent and client at once.
+    http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
     int port = o_.port;
     if (port == 0) {
       port = http_.bind_to_any_port(o_.host);
@@ -511,7 +515,6 @@ class Server : public ControlServer {
     }
     ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
     ANNEAL_ASSIGN_OR_RETURN(auto jobs, store_->ActiveJobs());
-    bool queue_blocked = false;
     for (const JobRecord& j : jobs) {
       std::vector<InstanceRecord> mine;
       for (const auto& i : insts) {
@@ -520,16 +523,6 @@ class Server : public ControlServer {
       std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
       const int count = j.spec["resources"].value("instance_count", 1);
       switch (j.phase) {
-        case JobPhase::kPending: {
-          if (queue_blocked) break;
-          ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
-          if (!placed) {
-            queue_blocked = true;
-            break;
-          }
-          ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
-          break;
-        }
         case JobPhase::kStarting: {
           int up = 0;
           for (const auto& i : mine) up += i.registered_at > 0 ? 1 : 0;
@@ -553,6 +546,16 @@ class Server : public ControlServer {
         default:
           break;
       }
+    }
+    // Then the queue (after the running jobs, so instances a job just released are reused at once).
+    // Strictly first come, first served: the head is placed first and a job that does not fit holds
+    // the rest, so only the oldest few Pending jobs need reading.
+    ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
+    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(16));
+    for (const JobRecord& j : pending) {
+      ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
+      if (!placed) break;
+      ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
     }
     return Status::Ok();
   }
@@ -579,7 +582,8 @@ class Server : public ControlServer {
     const double now = WallSeconds();
     if (backend_) {
       int used = 0;
-      for (const auto& i : insts) used += i.backend == "local" ? 1 : 0;
+      // Released agents are idle and about to exit: they no longer count.
+      for (const auto& i : insts) used += i.backend == "local" && i.state != "released" ? 1 : 0;
       if (used + count > backend_->capacity()) return false;
       std::string ids;
       for (int n = 0; n < count; ++n) {

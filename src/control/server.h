@@ -32,7 +32,9 @@ struct ServerOptions {
   double heartbeat_s = 1;          // agents' heartbeat interval
   double heartbeat_timeout_s = 30; // an instance silent this long is lost
   double start_timeout_s = 120;    // instances must register within this after they are obtained
-  double tick_s = 0.1;             // scheduler period (it also runs on every report)
+  // Scheduler period for timeouts; it also runs at once on every submit, registration, report and
+  // stop. Each tick reads the store: on a small machine its CPU time slows the ranks' steps.
+  double tick_s = 1.0;
   std::string agent_binary;        // local backend: "" = this executable
   bool schedule = true;            // false: serve the API only (read-only tools)
 };

@@ -32,7 +32,8 @@ namespace anneal {
 
 namespace {
 
-// $ANNEAL_PROGRESS_DIR/rank-<RANK>, rewritten in place after every step with "<step> <seconds>": how
+// $ANNEAL_PROGRESS_DIR/rank-<RANK>, rewritten in place after every step with "<step> <seconds> <sum of
+// all step seconds>": how
 // the agent sees each rank's step time (agent/node_metrics.h). Nothing when the variable is unset.
 class RankProgressFile {
  public:
@@ -45,17 +46,19 @@ class RankProgressFile {
   }
   void Record(int64_t step, double seconds) {
     if (fd_ < 0) return;
-    char buf[64];
-    const int n = std::snprintf(buf, sizeof(buf), "%lld %.6f\n", static_cast<long long>(step), seconds);
+    char buf[96];
+    total_ += seconds;
+    const int n = std::snprintf(buf, sizeof(buf), "%lld %.6f %.6f\n", static_cast<long long>(step), seconds, total_);
     // Padded to a fixed width so a shorter record never leaves the tail of a longer one behind.
     std::string rec(buf, static_cast<size_t>(n));
-    rec.resize(40, ' ');
+    rec.resize(64, ' ');
     rec.back() = '\n';
     (void)!::pwrite(fd_, rec.data(), rec.size(), 0);
   }
 
  private:
   int fd_ = -1;
+  double total_ = 0;
 };
 
 std::string Fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));

@@ -41,6 +41,17 @@ TEST(ProgressReader, ReportsEachNewStepOnce) {
   EXPECT_DOUBLE_EQ(b[0].second, 0.9);
 }
 
+TEST(ProgressReader, MeanOverTheStepsSinceTheLastPoll) {
+  testing::TempDir dir;
+  ProgressReader r(dir.path());
+  dir.Write("rank-0", "2 0.5 1.0\n");
+  ASSERT_EQ(r.Poll().size(), 1u);
+  dir.Write("rank-0", "6 0.9 3.8\n");  // 4 steps took 2.8 s
+  auto p = r.Poll();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_DOUBLE_EQ(p[0].second, 0.7);
+}
+
 TEST(SystemSampler, MeasuresThisMachine) {
   testing::TempDir dir;
   SystemSampler s(dir.path());

@@ -62,10 +62,13 @@ TEST(JobStore, JobsTransitionsAndReopen) {
   ASSERT_EQ(h->size(), 3u);
   EXPECT_EQ((*h)[0].phase, JobPhase::kPending);
   EXPECT_EQ((*h)[2].message, "boom");
-  auto active = (*s)->ActiveJobs();
+  auto active = (*s)->ActiveJobs();  // started and not ended: none
   ASSERT_TRUE(active.ok());
-  ASSERT_EQ(active->size(), 1u);
-  EXPECT_EQ((*active)[0].id, "demo-0002");
+  EXPECT_TRUE(active->empty());
+  auto pending = (*s)->PendingJobs(10);
+  ASSERT_TRUE(pending.ok());
+  ASSERT_EQ(pending->size(), 1u);
+  EXPECT_EQ((*pending)[0].id, "demo-0002");
   auto all = (*s)->ListJobs(10, false);
   ASSERT_TRUE(all.ok());
   ASSERT_EQ(all->size(), 2u);

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The job API under closed-loop load from wrk (Debian's wrk, 2 threads, 16 connections, 10 s per
+# endpoint) on loopback, against `anneal server --backend static` (no agents: submitted jobs stay
+# Pending, so the store keeps every one). Measured, one after another in this run:
+#   health    GET /v1/health — the HTTP layer alone (cpp-httplib): the ceiling the others are held to
+#   submit    POST /v1/jobs — parse and validate a spec, one SQLite transaction (WAL), 201
+#   describe  GET /v1/jobs/<id> — job, history, instances, node reports, rank means
+#   list      GET /v1/jobs?limit=100, with at least 10,000 jobs in the store
+# Prints requests/s, p50 and p99 latency, and each endpoint's ratio to health.
+set -euo pipefail
+ANNEAL=$(readlink -f "${1:-build/release/src/anneal}")
+DUR=${API_LOAD_SECONDS:-10}
+command -v wrk >/dev/null || { echo "wrk not installed: run scripts/setup.sh"; exit 1; }
+TMP=$(mktemp -d /tmp/anneal_api_load.XXXXXX)
+"$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --backend static >"$TMP/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP"' EXIT
+for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
+URL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$TMP/srv/server.json")
+cat >"$TMP/submit.lua" <<'LUA'
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"name":"load","entrypoint":{"command":["anneal","train","--config","x.yaml"],"hyperparameters":{"train.steps":"100"}},"resources":{"instance_count":2,"procs_per_instance":2},"metric_definitions":[{"name":"loss","regex":"loss ([0-9.]+)"}]}'
+LUA
+# run NAME PATH [SCRIPT]: prints "rps p50_ms p99_ms"
+run() {
+  local out
+  out=$(wrk -t2 -c16 -d"${DUR}s" --latency ${3:+-s "$3"} "$URL$2" 2>&1)
+  local rps p50 p99
+  rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' <<<"$out")
+  p50=$(awk '$1 == "50%" { print $2 }' <<<"$out")
+  p99=$(awk '$1 == "99%" { print $2 }' <<<"$out")
+  echo "$rps $(ms "$p50") $(ms "$p99")"
+}
+ms() { awk -v v="$1" 'BEGIN { u = v; sub(/[0-9.]+/, "", u); n = v + 0; if (u == "us") n /= 1000; else if (u == "s") n *= 1000; printf "%.2f", n }'; }
+count() { curl -s "$URL/v1/jobs?limit=1" | sed -n 's/.*"id":"load-\([0-9]*\)".*/\1/p' | sed 's/^0*//'; }
+
+printf "%-48s %10s %9s %9s %9s\n" endpoint "req/s" "p50 ms" "p99 ms" "vs health"
+read -r h_rps h50 h99 <<<"$(run health /v1/health)"
+printf "%-48s %10.0f %9s %9s %9s\n" "GET /v1/health (HTTP layer)" "$h_rps" "$h50" "$h99" 1.00
+read -r s_rps s50 s99 <<<"$(run submit /v1/jobs "$TMP/submit.lua")"
+printf "%-48s %10.0f %9s %9s %9.2f\n" "POST /v1/jobs (submit)" "$s_rps" "$s50" "$s99" "$(echo "$s_rps / $h_rps" | bc -l)"
+# Top the store up to 10,000 jobs for the list measurement.
+while [ "$(count)" -lt 10000 ]; do wrk -t2 -c16 -d2s -s "$TMP/submit.lua" "$URL/v1/jobs" >/dev/null 2>&1; done
+jobs=$(count)
+read -r d_rps d50 d99 <<<"$(run describe /v1/jobs/load-0001)"
+printf "%-48s %10.0f %9s %9s %9.2f\n" "GET /v1/jobs/{id} (describe)" "$d_rps" "$d50" "$d99" "$(echo "$d_rps / $h_rps" | bc -l)"
+read -r l_rps l50 l99 <<<"$(run list '/v1/jobs?limit=100')"
+printf "%-48s %10.0f %9s %9s %9.2f\n" "GET /v1/jobs?limit=100 ($jobs jobs stored)" "$l_rps" "$l50" "$l99" "$(echo "$l_rps / $h_rps" | bc -l)"
+echo "RESULT api_health_rps=$h_rps api_health_p99_ms=$h99"
+echo "RESULT api_submit_rps=$s_rps api_submit_p99_ms=$s99"
+echo "RESULT api_describe_rps=$d_rps api_describe_p99_ms=$d99"
+echo "RESULT api_list100_rps=$l_rps api_list100_p99_ms=$l99 jobs_stored=$jobs"
