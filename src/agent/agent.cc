@@ -438,6 +438,7 @@ Status RunAgent(const AgentOptions& in) {
   std::unique_ptr<JobRunner> runner;
   bool registered = false;
   double unreachable_since = -1;
+  double next_s = o.heartbeat_s;  // the server may ask for the next heartbeat sooner
   Status result;
   for (;;) {
     if (g_agent_signal.load()) {
@@ -445,6 +446,7 @@ Status RunAgent(const AgentOptions& in) {
       break;
     }
     if (runner && runner->done()) runner.reset();
+    next_s = o.heartbeat_s;
     Status st;
     json action;
     if (!registered) {
@@ -469,6 +471,7 @@ Status RunAgent(const AgentOptions& in) {
     if (st.ok()) {
       unreachable_since = -1;
       const std::string a = action.value("action", std::string("none"));
+      next_s = std::min(o.heartbeat_s, action.value("next_s", o.heartbeat_s));
       if (a == "run" && !runner) {
         Say("assigned " + action["assignment"]["job"].get<std::string>() + " (node " +
             std::to_string(action["assignment"]["node"].get<int>()) + ")");
@@ -494,7 +497,7 @@ Status RunAgent(const AgentOptions& in) {
       }
     }
     // Until the next heartbeat: woken at once when the job ends; a signal is seen within 250 ms.
-    const double until = MonotonicSeconds() + o.heartbeat_s;
+    const double until = MonotonicSeconds() + next_s;
     std::unique_lock<std::mutex> l(wake_mu);
     while (MonotonicSeconds() < until && !g_agent_signal.load() && !(runner && runner->done())) {
       wake.wait_for(l, std::chrono::duration<double>(std::min(0.25, std::max(0.0, until - MonotonicSeconds()))));

@@ -1,7 +1,7 @@
 // Shipper: sends a running job's log lines and metric points to the server, in order, without loss.
 //
 // Each record gets the next sequence number of its kind for (job, attempt, node) when it is added;
-// a background thread posts batches oldest first and drops a batch only once the server has stored
+// a background thread posts batches (what arrived within a second, at most 2000) oldest first and drops a batch only once the server has stored
 // it. While the server is unreachable (restarting, say) records wait in memory and the post is
 // retried with backoff; the server ignores a (job, attempt, node, seq) it already has, so a batch sent
 // twice is stored once. Flush() waits until everything added so far is acknowledged.
@@ -39,7 +39,7 @@ class Shipper {
   std::deque<LogLine> lines_;
   std::deque<MetricPoint> points_;
   int64_t line_seq_ = 0, point_seq_ = 0;
-  bool stop_ = false;
+  bool stop_ = false, flush_ = false;
   std::thread thread_;
 };
 

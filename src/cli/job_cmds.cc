@@ -136,8 +136,8 @@ Result<json> WaitJob(ApiClient* c, const std::string& id, bool quiet) {
     const std::string s = j.value("status", std::string());
     const bool ended = s == "Completed" || s == "Failed" || s == "Stopped";
     // After the end, lines still in flight from the agents get a moment to arrive.
-    if (ended && (quiet || (got == 0 && ++idle_after_end >= 4))) return j;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (ended && (quiet || (got == 0 && ++idle_after_end >= 3))) return j;
+    std::this_thread::sleep_for(std::chrono::milliseconds(ended ? 500 : 1000));
   }
 }
 
@@ -304,8 +304,8 @@ Status RunLogs(const Target& t, const std::string& id, bool follow, int rank) {
     after = page.value("next", after);
     if (page["lines"].size() == 5000) continue;
     if (!follow) return Status::Ok();
-    if (page.value("job_done", false) && page["lines"].empty() && ++quiet_after_end >= 4) return Status::Ok();
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    if (page.value("job_done", false) && page["lines"].empty() && ++quiet_after_end >= 3) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(page.value("job_done", false) ? 500 : 1000));
   }
 }
 

@@ -25,7 +25,10 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Make(const std::string& url, doubl
   c->cli_->set_connection_timeout(std::min<time_t>(sec, 5), std::min<time_t>(sec, 5) == sec ? usec : 0);
   c->cli_->set_read_timeout(sec, usec);
   c->cli_->set_write_timeout(sec, usec);
-  c->cli_->set_keep_alive(true);
+  // One connection per request: cpp-httplib's server watches an idle keep-alive connection by
+  // polling it every 10 ms, and the agents' and CLI's few requests a second would keep that polling
+  // going beside the ranks (bench/job_latency measured 5x the ranks' involuntary context switches).
+  c->cli_->set_keep_alive(false);
   c->cli_->set_tcp_nodelay(true);
   return c;
 }

@@ -88,8 +88,9 @@ class Server : public ControlServer {
     start_wall_ = WallSeconds();
     Routes();
     http_.set_payload_max_length(size_t{4} << 30);
-    // Idle keep-alive connections are held this long; Stop() waits for them.
-    http_.set_keep_alive_timeout(2);
+    // Idle keep-alive connections are held this long (polled every 10 ms by cpp-httplib meanwhile:
+    // anneal's own clients close theirs); Stop() waits for them.
+    http_.set_keep_alive_timeout(1);
     // Small JSON answers: without TCP_NODELAY each waits for the peer's delayed ACK (40 ms).
     http_.set_tcp_nodelay(true);
     // A keep-alive connection holds a worker for its life: room for every agent and client at once.
@@ -445,6 +446,8 @@ class Server : public ControlServer {
           std::lock_guard<std::mutex> sl(sched_mu_);
           ANNEAL_RETURN_IF_ERROR(StartIfReady(job->id));
           ANNEAL_ASSIGN_OR_RETURN(job, store_->GetJob(inst->job_id));
+          // Still waiting for the job's other instances: ask again soon rather than in heartbeat_s.
+          if (job && job->phase == JobPhase::kStarting) action["next_s"] = 0.1;
         }
         if (!job || IsTerminal(job->phase)) {
           action["action"] = busy_job.empty() ? "none" : "stop";
