@@ -13,13 +13,13 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
-#include <regex>
 #include <thread>
 
 #include "agent/dir_sync.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
 #include "control/api_client.h"
+#include "control/exit_cause.h"
 #include "control/job_spec.h"
 #include "control/wire.h"
 #include "core/env.h"
@@ -149,9 +149,14 @@ class JobRunner {
   }
 
   // Posts a node report, retrying while the server is away (up to the orphan timeout).
-  void Report(const std::string& state, int exit_code = -1, const std::string& message = "", int failed_rank = -1) {
+  void Report(const std::string& state, int exit_code = -1, const std::string& message = "", int failed_rank = -1,
+              ExitCause cause = ExitCause::kNone, bool local = false) {
     json body = {{"attempt", attempt_}, {"node", node_}, {"state", state}, {"exit_code", exit_code}, {"message", message}};
     if (failed_rank >= 0) body["failed_rank"] = failed_rank;
+    if (state == "finished") {
+      body["cause"] = ExitCauseName(cause);
+      body["local"] = local;  // false: this node stopped because another one failed
+    }
     const double deadline = MonotonicSeconds() + o_.orphan_timeout_s;
     double backoff = 0.1;
     while (MonotonicSeconds() < deadline) {
@@ -169,16 +174,25 @@ class JobRunner {
     LaunchOptions lo;
     Status st = Prepare(&lo);
     int exit_code = 0, failed_rank = -1;
+    ExitCause cause = ExitCause::kNone;
+    bool local = false;
     std::string summary;
     if (!st.ok()) {
       Log("preparing the job failed: " + st.ToString());
       exit_code = st.ExitCode();
       summary = st.message();
+      // A spec, source or dataset that cannot be used is the user's; a store or server that failed is not.
+      local = true;
+      cause = st.code() == Code::kInvalidInput || st.code() == Code::kNotFound ? ExitCause::kUserError
+                                                                                : ExitCause::kInfrastructure;
     } else if (stop_.load()) {
       exit_code = 1;
       summary = "stopped before the ranks started";
+      cause = ExitCause::kStopped;
     } else {
       Report("training");
+      const long long oom_before = CgroupOomKills();
+      last_activity_.store(MonotonicSeconds());
       std::atomic<bool> metrics_stop{false};
       std::thread metrics([&] { MetricsLoop(&metrics_stop); });
       auto r = RunLauncher(lo, [this](const std::string& line) { Log(line); });
@@ -192,19 +206,35 @@ class JobRunner {
         exit_code = r.status().ExitCode();
         summary = r.status().message();
         Log("the launcher failed: " + r.status().ToString());
+        local = true;
+        cause = r.status().code() == Code::kInvalidInput ? ExitCause::kUserError : ExitCause::kInfrastructure;
       } else {
         exit_code = r->exit_code;
         summary = r->summary.empty() ? "ranks finished with exit code " + std::to_string(exit_code) : r->summary;
-        std::smatch m;
-        static const std::regex kRank("rank ([0-9]+) \\(node");
-        if (std::regex_search(r->summary, m, kRank)) failed_rank = std::stoi(m[1].str());
+        failed_rank = r->failed_rank;
+        local = r->failure_local;
+        const long long oom_after = CgroupOomKills();
+        if (exit_code == 0) {
+          cause = ExitCause::kNone;
+        } else if (hung_.load()) {
+          cause = ExitCause::kInfrastructure;
+          local = true;
+          summary = hang_message_ + "\n" + summary;
+        } else if (r->failure_local) {
+          cause = ClassifyRankExit(r->failed_status, oom_before >= 0 && oom_after > oom_before);
+          if (cause == ExitCause::kOutOfMemory) summary += "\nthe instance's cgroup counted an OOM kill: the rank ran out of memory";
+        } else if (r->interrupted) {
+          cause = ExitCause::kStopped;
+        } else {
+          cause = ExitCause::kInfrastructure;  // another node failed; the server takes that node's cause
+        }
       }
       Report("uploading");
       Upload();
     }
     while (!summary.empty() && summary.back() == '\n') summary.pop_back();
     if (!shipper_->Flush(o_.orphan_timeout_s)) Say("log lines for " + job_ + " could not all be delivered");
-    Report("finished", exit_code, summary, failed_rank);
+    Report("finished", exit_code, summary, failed_rank, cause, local);
     done_.store(true);
     if (on_done_) on_done_();
   }
@@ -328,12 +358,18 @@ class JobRunner {
     lo->job = job_;
     lo->grace_s = spec.grace_period_s;
     lo->stop = &stop_;
+    lo->kill = &kill_;
+    lo->first_attempt = attempt_;
     lo->allow_loopback_master = true;
+    hang_timeout_s_ = spec.hang_timeout_s;
+    hang_startup_s_ = spec.hang_startup_s;
     lo->workdir = code;
     lo->extra_env = vars;
     for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
     extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
     lo->on_output = [this](int rank, bool err, const std::string& line) {
+      last_activity_.store(MonotonicSeconds());
+      active_seen_.store(true);
       shipper_->AddLine(rank, err ? "stderr" : "stdout", line);
       for (const auto& [name, v] : extractor_->Match(line)) shipper_->AddMetric(name, rank, v);
     };
@@ -358,11 +394,32 @@ class JobRunner {
           if (!n.ok()) Log("checkpoint upload: " + n.status().ToString() + " (will retry)");
         }
       }
-      for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+      const auto steps = progress.Poll();
+      if (!steps.empty()) {
+        last_activity_.store(MonotonicSeconds());
+        active_seen_.store(true);
+      }
+      for (const auto& [rank, secs] : steps) shipper_->AddMetric("step_time_s", rank, secs);
+      CheckHang();
       std::unique_lock<std::mutex> l(metrics_mu_);
       metrics_cv_.wait_for(l, nap, [stop] { return stop->load(); });
     }
     for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+  }
+
+  // No rank printed a line or advanced a step for the allowance: kill the ranks (no grace: a hung
+  // collective cannot save anything) and report an infrastructure failure.
+  void CheckHang() {
+    const double limit = active_seen_.load() ? hang_timeout_s_ : hang_startup_s_;
+    if (limit <= 0 || hung_.load()) return;
+    const double quiet = MonotonicSeconds() - last_activity_.load();
+    if (quiet < limit) return;
+    hang_message_ = "hung: no rank printed a line or advanced a step for " + std::to_string(static_cast<int>(quiet)) +
+                    " s (stopping." + (active_seen_.load() ? "hang_timeout_s " : "hang_startup_s ") +
+                    std::to_string(static_cast<int>(limit)) + ")";
+    Log(hang_message_ + "; killing the ranks");
+    hung_.store(true);
+    kill_.store(true);
   }
 
   void Upload() {
@@ -392,7 +449,10 @@ class JobRunner {
   std::function<void()> on_done_;
   std::string job_;
   int attempt_ = 0, node_ = 0, nnodes_ = 1;
-  std::atomic<bool> stop_{false}, done_{false};
+  std::atomic<bool> stop_{false}, done_{false}, kill_{false}, hung_{false}, active_seen_{false};
+  std::atomic<double> last_activity_{0};
+  double hang_timeout_s_ = 0, hang_startup_s_ = 0;
+  std::string hang_message_;
   std::mutex metrics_mu_;
   std::condition_variable metrics_cv_;
   std::unique_ptr<Shipper> shipper_;

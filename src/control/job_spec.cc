@@ -262,10 +262,13 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
   const json* stop = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "stopping", "", &stop));
   if (stop) {
-    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*stop, "stopping", {"max_runtime_s", "max_pending_s", "grace_period_s"}));
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*stop, "stopping", {"max_runtime_s", "max_pending_s", "grace_period_s",
+                                                           "hang_timeout_s", "hang_startup_s"}));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_runtime_s", "stopping", &s.max_runtime_s, 0, 86400.0 * 365));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_pending_s", "stopping", &s.max_pending_s, 0, 86400.0 * 365));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "grace_period_s", "stopping", &s.grace_period_s, 0, 3600));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_timeout_s", "stopping", &s.hang_timeout_s, 0, 86400.0 * 7));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_startup_s", "stopping", &s.hang_startup_s, 0, 86400.0 * 7));
   }
   const json* retry = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "retry", "", &retry));
@@ -330,7 +333,8 @@ nlohmann::json JobSpec::ToJson() const {
                     {"instance_count", instance_count},
                     {"procs_per_instance", procs_per_instance},
                     {"keep_alive_s", keep_alive_s}};
-  j["stopping"] = {{"max_runtime_s", max_runtime_s}, {"max_pending_s", max_pending_s}, {"grace_period_s", grace_period_s}};
+  j["stopping"] = {{"max_runtime_s", max_runtime_s}, {"max_pending_s", max_pending_s}, {"grace_period_s", grace_period_s},
+                   {"hang_timeout_s", hang_timeout_s}, {"hang_startup_s", hang_startup_s}};
   j["retry"] = {{"max_attempts", max_attempts}};
   j["metric_definitions"] = json::array();
   for (const auto& m : metric_definitions) j["metric_definitions"].push_back({{"name", m.name}, {"regex", m.regex}});

@@ -49,6 +49,11 @@ struct JobSpec {
   double max_runtime_s = 0;    // 0 = no limit
   double max_pending_s = 0;    // 0 = no limit
   double grace_period_s = 30;  // SIGTERM .. SIGKILL on stop
+  // Hang detection: no rank printed a line or advanced its step (ANNEAL_PROGRESS_DIR) for this long
+  // is an infrastructure failure (the ranks are killed; retried while attempts remain). Before the
+  // first line or step the allowance is hang_startup_s (loading, compiling, copying). 0 = off.
+  double hang_timeout_s = 1800;
+  double hang_startup_s = 3600;
   int max_attempts = 1;
   std::vector<MetricDefinition> metric_definitions;
   std::map<std::string, std::string> environment;

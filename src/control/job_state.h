@@ -11,7 +11,7 @@
 //   Starting    -> Downloading | Restarting | Interrupted | Stopping | Failed
 //   Downloading -> Training | Restarting | Interrupted | Stopping | Failed
 //   Training    -> Uploading | Completed | Restarting | Interrupted | Stopping | Failed
-//   Uploading   -> Completed | Stopping | Failed
+//   Uploading   -> Completed | Restarting | Interrupted | Stopping | Failed
 //   Restarting  -> Starting | Stopping | Failed
 //   Interrupted -> Restarting | Failed
 //   Stopping    -> Stopped | MaxRuntimeExceeded | Completed | Failed

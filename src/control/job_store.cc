@@ -80,6 +80,9 @@ CREATE TABLE node_reports (
   exit_code INTEGER NOT NULL DEFAULT -1,
   message TEXT NOT NULL DEFAULT '',
   at REAL NOT NULL,
+  cause TEXT NOT NULL DEFAULT '',
+  local INTEGER NOT NULL DEFAULT 0,
+  failed_rank INTEGER NOT NULL DEFAULT -1,
   PRIMARY KEY(job_id, attempt, node));
 CREATE TABLE rendezvous (
   job_id TEXT NOT NULL,
@@ -595,17 +598,18 @@ Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const
 Status JobStore::PutNodeReport(const std::string& job, const NodeReport& r) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(db_,
-         "INSERT OR REPLACE INTO node_reports(job_id, attempt, node, state, exit_code, message, at) "
-         "VALUES(?,?,?,?,?,?,?)");
+         "INSERT OR REPLACE INTO node_reports(job_id, attempt, node, state, exit_code, message, at, cause, local, "
+         "failed_rank) VALUES(?,?,?,?,?,?,?,?,?,?)");
   s.Bind(1, job).Bind(2, r.attempt).Bind(3, r.node).Bind(4, r.state).Bind(5, r.exit_code).Bind(6, r.message).Bind(7, r.at);
+  s.Bind(8, r.cause).Bind(9, static_cast<int>(r.local)).Bind(10, r.failed_rank);
   return s.Run();
 }
 
 Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, int attempt) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(db_,
-         "SELECT attempt, node, state, exit_code, message, at FROM node_reports WHERE job_id = ? AND attempt = ? "
-         "ORDER BY node");
+         "SELECT attempt, node, state, exit_code, message, at, cause, local, failed_rank FROM node_reports "
+         "WHERE job_id = ? AND attempt = ? ORDER BY node");
   s.Bind(1, job).Bind(2, attempt);
   std::vector<NodeReport> out;
   Status st;
@@ -617,6 +621,9 @@ Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, in
     r.exit_code = static_cast<int>(s.Int(3));
     r.message = s.Text(4);
     r.at = s.Real(5);
+    r.cause = s.Text(6);
+    r.local = s.Int(7) != 0;
+    r.failed_rank = static_cast<int>(s.Int(8));
     out.push_back(std::move(r));
   }
   ANNEAL_RETURN_IF_ERROR(st);

@@ -78,6 +78,11 @@ struct NodeReport {
   int exit_code = -1;
   std::string message;
   double at = 0;
+  // finished only: why (control/exit_cause.h), whether the failure began on this node, and the
+  // rank that failed first there (-1: none or unknown).
+  std::string cause;
+  bool local = false;
+  int failed_rank = -1;
 };
 
 class JobStore {

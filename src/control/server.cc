@@ -12,6 +12,7 @@
 
 #include "anneal_version.h"
 #include "backends/backend.h"
+#include "control/exit_cause.h"
 #include "control/job_spec.h"
 #include "control/job_store.h"
 #include "control/wire.h"
@@ -194,10 +195,6 @@ class Server : public ControlServer {
         NodeReport r = NodeReportFromJson(b);
         r.at = WallSeconds();
         ANNEAL_RETURN_IF_ERROR(store_->PutNodeReport(req.matches[1], r));
-        if (b.contains("failed_rank")) {
-          std::lock_guard<std::mutex> l(mu_);
-          failed_rank_[req.matches[1]] = b["failed_rank"].get<int>();
-        }
         cv_.notify_all();
         Reply(res, 200, {{"ok", true}});
         return Status::Ok();
@@ -532,11 +529,12 @@ class Server : public ControlServer {
           if (up == count && static_cast<int>(mine.size()) == count) {
             ANNEAL_RETURN_IF_ERROR(StartIfReady(j.id));
           } else if (now - std::max(j.started_at, start_wall_) > o_.start_timeout_s) {
-            ANNEAL_RETURN_IF_ERROR(Finish(j, JobPhase::kFailed,
-                                          "only " + std::to_string(up) + " of " + std::to_string(count) +
-                                              " instances registered within " + std::to_string(static_cast<int>(o_.start_timeout_s)) +
-                                              " s (see the agents' logs under " + JoinPath(o_.data_dir, "instances") + ")",
-                                          3, mine));
+            ANNEAL_RETURN_IF_ERROR(FailOrRetry(j, ExitCause::kInfrastructure,
+                                               "only " + std::to_string(up) + " of " + std::to_string(count) +
+                                                   " instances registered within " +
+                                                   std::to_string(static_cast<int>(o_.start_timeout_s)) +
+                                                   " s (see the agents' logs under " + JoinPath(o_.data_dir, "instances") + ")",
+                                               3, mine));
           }
           break;
         }
@@ -553,11 +551,31 @@ class Server : public ControlServer {
     // Then the queue (after the running jobs, so instances a job just released are reused at once).
     // Strictly first come, first served: the head is placed first and a job that does not fit holds
     // the rest, so only the oldest few Pending jobs need reading.
+    // Restarting jobs go first: they held instances a moment ago.
     ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
-    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(16));
-    for (const JobRecord& j : pending) {
+    for (const JobRecord& j : jobs) {
+      if (j.phase != JobPhase::kRestarting) continue;
       ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
-      if (!placed) break;
+      if (!placed) return Status::Ok();
+      ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(16));
+    bool blocked = false;
+    for (const JobRecord& j : pending) {
+      const double max_pending = j.spec["stopping"].value("max_pending_s", 0.0);
+      if (max_pending > 0 && now - j.created_at > max_pending) {
+        ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kStopped,
+                                                  "max_pending_s " + std::to_string(static_cast<int>(max_pending)) +
+                                                      " reached before instances were available",
+                                                  now, "", 1));
+        continue;
+      }
+      if (blocked) continue;
+      ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
+      if (!placed) {
+        blocked = true;
+        continue;
+      }
       ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
     }
     return Status::Ok();
@@ -602,9 +620,11 @@ class Server : public ControlServer {
         ANNEAL_RETURN_IF_ERROR(backend_->Launch({r.id, type, slots, url_}));
         ids += (n ? ", " : "") + r.id;
       }
-      ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kStarting, "obtaining " + std::to_string(count) +
-                                                                              " instance(s) from the local backend: " + ids,
-                                                now));
+      ANNEAL_RETURN_IF_ERROR(store_->Transition(
+          j.id, JobPhase::kStarting,
+          std::string(j.phase == JobPhase::kRestarting ? "attempt " + std::to_string(j.attempt) + ": " : "") + "obtaining " +
+              std::to_string(count) + " instance(s) from the local backend: " + ids,
+          now));
       return true;
     }
     std::vector<InstanceRecord> free;
@@ -624,8 +644,11 @@ class Server : public ControlServer {
       ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
       ids += (n ? ", " : "") + r.id;
     }
-    ANNEAL_RETURN_IF_ERROR(
-        store_->Transition(j.id, JobPhase::kStarting, "assigned " + std::to_string(count) + " joined instance(s): " + ids, now));
+    ANNEAL_RETURN_IF_ERROR(store_->Transition(
+        j.id, JobPhase::kStarting,
+        std::string(j.phase == JobPhase::kRestarting ? "attempt " + std::to_string(j.attempt) + ": " : "") + "assigned " +
+            std::to_string(count) + " joined instance(s): " + ids,
+        now));
     return true;
   }
 
@@ -634,34 +657,41 @@ class Server : public ControlServer {
     ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(j.id, j.attempt));
     std::map<int, NodeReport> by_node;
     for (const auto& r : reps) by_node[r.node] = r;
-    // A lost instance fails the job (the policies issue retries it on a replacement).
+    // A lost instance (agent gone, or its heartbeat) is an infrastructure failure.
     for (const auto& i : mine) {
       const double last = std::max(i.last_heartbeat, start_wall_);
       const bool done = by_node.count(i.node) && by_node[i.node].state == "finished";
-      if (!done && now - last > o_.heartbeat_timeout_s) {
-        return Finish(j, JobPhase::kFailed,
-                      "instance " + i.id + " (node " + std::to_string(i.node) + ", " + i.address + ") lost: no heartbeat for " +
-                          std::to_string(static_cast<int>(now - last)) + " s",
-                      3, mine);
+      if (!done && now - last > o_.heartbeat_timeout_s && j.phase != JobPhase::kStopping) {
+        return FailOrRetry(j, ExitCause::kInfrastructure,
+                           "instance " + i.id + " (node " + std::to_string(i.node) + ", " + i.address +
+                               ") lost: no heartbeat for " + std::to_string(static_cast<int>(now - last)) + " s",
+                           3, mine);
       }
     }
-    // A failed node ends the job at once (its peers are stopped through their heartbeats).
-    for (const auto& [node, r] : by_node) {
-      if (r.state == "finished" && r.exit_code != 0 && j.phase != JobPhase::kStopping) {
-        int rank = -1;
-        {
-          std::lock_guard<std::mutex> l(mu_);
-          if (failed_rank_.count(j.id)) rank = failed_rank_[j.id];
-        }
-        std::string reason = "node " + std::to_string(node) + ": " + r.message;
-        if (rank >= 0) {
-          auto last = store_->LastLogs(j.id, rank, 10);
+    // A failed node ends the attempt: the node where the failure began decides its cause. A node that
+    // only saw another's failure waits for that one's report (or for every node's).
+    if (j.phase != JobPhase::kStopping) {
+      const NodeReport* origin = nullptr;
+      int failed = 0, finished_nodes = 0;
+      for (const auto& [node, r] : by_node) {
+        if (r.state != "finished") continue;
+        ++finished_nodes;
+        if (r.exit_code == 0) continue;
+        ++failed;
+        if (r.local && !origin) origin = &r;
+      }
+      if (failed > 0 && (origin || finished_nodes == count)) {
+        const NodeReport& r = origin ? *origin : by_node.begin()->second;
+        ExitCause cause = origin ? ParseExitCause(r.cause) : ExitCause::kInfrastructure;
+        std::string reason = "node " + std::to_string(r.node) + ": " + r.message;
+        if (r.failed_rank >= 0) {
+          auto last = store_->LastLogs(j.id, r.failed_rank, 10);
           if (last.ok() && !last->empty()) {
-            reason += "\nlast lines of rank " + std::to_string(rank) + ":";
+            reason += "\nlast lines of rank " + std::to_string(r.failed_rank) + ":";
             for (const auto& x : *last) reason += "\n  " + x.text;
           }
         }
-        return Finish(j, JobPhase::kFailed, reason, r.exit_code, mine);
+        return FailOrRetry(j, cause, reason, r.exit_code, mine);
       }
     }
     int finished = 0, least = 3;
@@ -715,14 +745,31 @@ class Server : public ControlServer {
     return Status::Ok();
   }
 
-  Status Finish(const JobRecord& j, JobPhase to, const std::string& reason, int exit_code,
-                const std::vector<InstanceRecord>& mine) {
-    const double now = WallSeconds();
-    JobPhase from = j.phase;
-    if (to == JobPhase::kCompleted && from == JobPhase::kDownloading) {
-      ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kTraining, "every instance started its ranks", now));
+  // An attempt failed: retried on fresh instances when the cause allows and attempts remain
+  // (retry.max_attempts), otherwise the job fails with the cause first in its reason.
+  Status FailOrRetry(const JobRecord& j, ExitCause cause, const std::string& reason, int exit_code,
+                     const std::vector<InstanceRecord>& mine) {
+    const int max_attempts = j.spec["retry"].value("max_attempts", 1);
+    const std::string what = std::string(ExitCauseName(cause)) + ": " + reason;
+    if (IsRetryable(cause) && j.attempt + 1 < max_attempts) {
+      const double now = WallSeconds();
+      ANNEAL_RETURN_IF_ERROR(store_->Transition(
+          j.id, JobPhase::kRestarting,
+          "attempt " + std::to_string(j.attempt) + " failed (" + what + "); restarting on fresh instances as attempt " +
+              std::to_string(j.attempt + 1) + " of " + std::to_string(max_attempts) +
+              ", resuming from the newest complete checkpoint",
+          now));
+      ANNEAL_RETURN_IF_ERROR(store_->SetAttempt(j.id, j.attempt + 1, now));
+      return Release(mine);
     }
-    ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, to, reason, now, to == JobPhase::kFailed ? reason : "", exit_code));
+    std::string final_reason = what;
+    if (IsRetryable(cause) && max_attempts > 1) final_reason += "\n(no attempts left: retry.max_attempts " + std::to_string(max_attempts) + ")";
+    return Finish(j, JobPhase::kFailed, final_reason, exit_code, mine);
+  }
+
+  // The job no longer needs these instances: local agents are told to exit (their ranks get
+  // SIGTERM and the grace period), joined ones go back to the pool.
+  Status Release(const std::vector<InstanceRecord>& mine) {
     for (InstanceRecord r : mine) {
       if (r.backend == "local") {
         r.state = "released";
@@ -738,6 +785,17 @@ class Server : public ControlServer {
     return Status::Ok();
   }
 
+  Status Finish(const JobRecord& j, JobPhase to, const std::string& reason, int exit_code,
+                const std::vector<InstanceRecord>& mine) {
+    const double now = WallSeconds();
+    JobPhase from = j.phase;
+    if (to == JobPhase::kCompleted && from == JobPhase::kDownloading) {
+      ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kTraining, "every instance started its ranks", now));
+    }
+    ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, to, reason, now, to == JobPhase::kFailed ? reason : "", exit_code));
+    return Release(mine);
+  }
+
   struct Busy {
     std::string job;
     int attempt = -1;
@@ -751,12 +809,11 @@ class Server : public ControlServer {
   std::thread listener_, scheduler_;
   std::string url_;
   double start_wall_ = 0;
-  std::mutex mu_;        // stopped_, busy_, failed_rank_
+  std::mutex mu_;        // stopped_, busy_
   std::mutex sched_mu_;  // serializes status writers: the scheduler, stop, register
   std::condition_variable cv_;
   bool stopped_ = false;
   std::map<std::string, Busy> busy_;
-  std::map<std::string, int> failed_rank_;
 };
 
 }  // namespace

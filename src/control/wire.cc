@@ -42,8 +42,14 @@ MetricPoint MetricPointFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json ToJson(const NodeReport& r) {
-  return {{"attempt", r.attempt}, {"node", r.node}, {"state", r.state}, {"exit_code", r.exit_code},
-          {"message", r.message}, {"at", r.at}};
+  nlohmann::json j = {{"attempt", r.attempt}, {"node", r.node}, {"state", r.state}, {"exit_code", r.exit_code},
+                      {"message", r.message}, {"at", r.at}};
+  if (r.state == "finished") {
+    j["cause"] = r.cause;
+    j["local"] = r.local;
+    j["failed_rank"] = r.failed_rank;
+  }
+  return j;
 }
 
 NodeReport NodeReportFromJson(const nlohmann::json& j) {
@@ -54,6 +60,9 @@ NodeReport NodeReportFromJson(const nlohmann::json& j) {
   r.exit_code = j.value("exit_code", -1);
   r.message = j.value("message", std::string());
   r.at = j.value("at", 0.0);
+  r.cause = j.value("cause", std::string());
+  r.local = j.value("local", false);
+  r.failed_rank = j.value("failed_rank", -1);
   return r;
 }
 

@@ -96,9 +96,13 @@ class Launcher {
     }
 
     LaunchResult res;
-    for (int attempt = 0;; ++attempt) {
-      res.attempts = attempt + 1;
+    for (int attempt = o_.first_attempt;; ++attempt) {
+      res.attempts = attempt - o_.first_attempt + 1;
       ANNEAL_ASSIGN_OR_RETURN(AttemptOutcome out, RunAttempt(attempt));
+      res.failed_rank = out.failed_rank;
+      res.failed_status = out.failed_status;
+      res.failure_local = out.failure_local;
+      res.interrupted = out.interrupted;
       if (!out.failure.empty()) res.summary += "attempt " + std::to_string(attempt) + ": " + out.failure + "\n";
       if (out.exit_code == 0) {
         res.exit_code = 0;
@@ -115,7 +119,7 @@ class Launcher {
         log_("anneal launch: a rank reported bad input (exit code 2): not restarting, retrying cannot fix it");
         return res;
       }
-      if (attempt >= o_.max_restarts) {
+      if (attempt - o_.first_attempt >= o_.max_restarts) {
         log_("anneal launch: no restarts left (--max-restarts " + std::to_string(o_.max_restarts) + "); giving up");
         return res;
       }
@@ -128,6 +132,8 @@ class Launcher {
   struct AttemptOutcome {
     int exit_code = 0;
     bool interrupted = false;
+    int failed_rank = -1, failed_status = 0;
+    bool failure_local = false;
     std::string failure;  // "rank 1 (node 0, pid 123) failed first: killed by SIGKILL after 3.2 s"
   };
 
@@ -201,6 +207,11 @@ class Launcher {
             const std::string what = "rank " + std::to_string(r.global) + " (node " + std::to_string(o_.node_rank) +
                                       ", pid " + std::to_string(pid) + ") failed first: " + Describe(st) + " after " +
                                       std::to_string(static_cast<int>((MonotonicSeconds() - t_start) * 10) / 10.0).substr(0, 5) + " s";
+            if (!out.interrupted) {
+              out.failed_rank = r.global;
+              out.failed_status = st;
+              out.failure_local = true;
+            }
             int64_t n = 1;
             if (auto a = store_->Add(Key(attempt, "nfailed"), 1); a.ok()) n = *a;
             if (n == 1) (void)store_->Set(Key(attempt, "failed"), what);
@@ -226,6 +237,16 @@ class Launcher {
           out.failure = "interrupted by " + StopReason();
         }
         stop_all(SIGTERM);
+      }
+      if (o_.kill && o_.kill->load() && !killed) {
+        if (failed_at < 0) {
+          failed_at = MonotonicSeconds();
+          out.exit_code = 3;
+          out.failure = "killed: the job was declared hung";
+          out.interrupted = true;
+        }
+        killed = true;
+        stop_all(SIGKILL);
       }
       if (failed_at >= 0 && !killed && MonotonicSeconds() - failed_at > o_.grace_s) {
         killed = true;

@@ -56,14 +56,26 @@ struct LaunchOptions {
   std::string workdir;
   // several nodes on one machine (the local backend): 127.0.0.1 is then a valid --master-addr;
   bool allow_loopback_master = false;
-  // called once the attempt's ranks are running.
+  // called once the attempt's ranks are running;
   std::function<void(int attempt)> on_started;
+  // setting *kill ends the job at once: SIGCONT then SIGKILL to every rank, no grace (a hung job,
+  // whose ranks cannot save anything);
+  const std::atomic<bool>* kill = nullptr;
+  // the first attempt's number (ANNEAL_ATTEMPT, TORCHELASTIC_RESTART_COUNT): a job restarted by the
+  // control plane counts on from its earlier attempts.
+  int first_attempt = 0;
 };
 
 struct LaunchResult {
   int exit_code = 0;     // 0 success; the first failed rank's code (1, 2, 3), or 3 for a rank lost to a signal
   int attempts = 0;
   std::string summary;   // which rank failed first and how, per attempt
+  // The last attempt's first failure: the rank, its wait status (waitpid's), and whether it happened
+  // on this node (false: another node's failure stopped this one; failed_rank is then -1).
+  int failed_rank = -1;
+  int failed_status = 0;
+  bool failure_local = false;
+  bool interrupted = false;  // ended by a stop request or a signal
 };
 
 // Runs the job on this node. Errors in the options themselves are InvalidInput (exit 2).

@@ -36,6 +36,8 @@ environment: {FOO: bar}
   EXPECT_EQ(s->channels[1].mode, "file");  // the default
   EXPECT_EQ(s->hyperparameters.at("train.steps"), "100");
   EXPECT_DOUBLE_EQ(s->grace_period_s, 30);
+  EXPECT_DOUBLE_EQ(s->hang_timeout_s, 1800);
+  EXPECT_DOUBLE_EQ(s->hang_startup_s, 3600);
   EXPECT_EQ(s->max_attempts, 1);
   // The built-in trainer takes hyperparameters as --set key=value.
   const auto argv = s->RankArgv();

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <csignal>
+
+#include "control/exit_cause.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {
@@ -153,6 +156,33 @@ TEST(JobStore, RefusesANewerSchema) {
   auto s = JobStore::Open(db);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("newer than this anneal"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace anneal
+
+namespace anneal {
+namespace {
+
+TEST(ExitCause, ClassifiesRankEndings) {
+  auto exited = [](int code) { return code << 8; };  // a waitpid status for exit(code)
+  EXPECT_EQ(ClassifyRankExit(exited(0), false), ExitCause::kNone);
+  EXPECT_EQ(ClassifyRankExit(exited(1), false), ExitCause::kUserError);
+  EXPECT_EQ(ClassifyRankExit(exited(2), false), ExitCause::kUserError);
+  EXPECT_EQ(ClassifyRankExit(exited(127), false), ExitCause::kUserError);
+  EXPECT_EQ(ClassifyRankExit(exited(3), false), ExitCause::kInfrastructure);
+  EXPECT_EQ(ClassifyRankExit(SIGSEGV, false), ExitCause::kUserError);
+  EXPECT_EQ(ClassifyRankExit(SIGABRT, false), ExitCause::kUserError);
+  EXPECT_EQ(ClassifyRankExit(SIGKILL, false), ExitCause::kInfrastructure);
+  EXPECT_EQ(ClassifyRankExit(SIGKILL, true), ExitCause::kOutOfMemory);
+  EXPECT_EQ(ClassifyRankExit(SIGTERM, false), ExitCause::kInfrastructure);
+  EXPECT_TRUE(IsRetryable(ExitCause::kInfrastructure));
+  for (ExitCause c : {ExitCause::kUserError, ExitCause::kOutOfMemory, ExitCause::kStopped, ExitCause::kMaxRuntime}) {
+    EXPECT_FALSE(IsRetryable(c));
+    EXPECT_EQ(ParseExitCause(ExitCauseName(c)), c);
+  }
+  EXPECT_EQ(ParseExitCause("something new"), ExitCause::kInfrastructure);
+  EXPECT_GE(CgroupOomKills(), -1);  // readable here or not: never an error
 }
 
 }  // namespace

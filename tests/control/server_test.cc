@@ -48,9 +48,14 @@ json Heartbeat(ApiClient* c, const std::string& agent, const json& busy = json::
   return r.ok() ? *r : json::object();
 }
 
-void Report(ApiClient* c, const std::string& job, const std::string& state, int exit_code = -1, int failed_rank = -1) {
-  json b = {{"attempt", 0}, {"node", 0}, {"state", state}, {"exit_code", exit_code}, {"message", state}};
+void Report(ApiClient* c, const std::string& job, const std::string& state, int exit_code = -1, int failed_rank = -1,
+            const std::string& cause = "", int attempt = 0) {
+  json b = {{"attempt", attempt}, {"node", 0}, {"state", state}, {"exit_code", exit_code}, {"message", state}};
   if (failed_rank >= 0) b["failed_rank"] = failed_rank;
+  if (!cause.empty()) {
+    b["cause"] = cause;
+    b["local"] = true;
+  }
   ASSERT_TRUE(c->Post("/v1/jobs/" + job + "/reports", b).ok());
 }
 
@@ -102,9 +107,10 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   ASSERT_TRUE(api->Post("/v1/jobs/" + fid + "/logs",
                         {{"lines", json::array({ToJson(LogLine{0, 0, 0, 1, 3, "stderr", 1.0, "Traceback: out of cheese"})})}})
                   .ok());
-  Report(api, fid, "finished", 2, 3);
+  Report(api, fid, "finished", 2, 3, "user_error");
   json failed = WaitFor(api, fid, "Failed");
   EXPECT_EQ(failed["exit_code"], 2);
+  EXPECT_EQ(failed["failure_reason"].get<std::string>().rfind("user_error: node 0", 0), 0u) << failed.dump();
   EXPECT_NE(failed["failure_reason"].get<std::string>().find("out of cheese"), std::string::npos) << failed.dump();
 
   // A job no agent can take stays Pending (and holds the queue), and a stop ends it at once.
@@ -158,6 +164,43 @@ TEST(ControlServer, StopsARunningJobThroughTheHeartbeat) {
   EXPECT_EQ(j["status"], "Stopped");
   // The agent is free again (static backend): no action once idle.
   EXPECT_EQ(Heartbeat(api, agent)["action"], "none");
+}
+
+TEST(ControlServer, RetriesAnInfrastructureFailureButNotAUserError) {
+  testing::TempDir dir;
+  auto server = StartStatic(dir.path());
+  ASSERT_TRUE(server);
+  auto c = ApiClient::Make(server->url());
+  ApiClient* api = c->get();
+  const std::string agent = (*api->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}}))["id"];
+  const std::string id =
+      (*api->Post("/v1/jobs", {{"name", "r"}, {"entrypoint", {{"command", "train"}}}, {"retry", {{"max_attempts", 2}}}}))["id"];
+  WaitFor(api, id, "Downloading");
+  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
+  Report(api, id, "training");
+  Report(api, id, "finished", 3, 0, "infrastructure");
+  // Restarting, then placed again (the joined agent is free): attempt 1 is handed out.
+  json j = WaitFor(api, id, "Downloading");
+  EXPECT_EQ(j["attempt"], 1);
+  json a = Heartbeat(api, agent);
+  ASSERT_EQ(a["action"], "run") << a.dump();
+  EXPECT_EQ(a["assignment"]["attempt"], 1);
+  // The second attempt fails too: no attempts left.
+  Report(api, id, "finished", 3, 0, "infrastructure", 1);
+  j = WaitFor(api, id, "Failed");
+  EXPECT_NE(j["failure_reason"].get<std::string>().find("no attempts left"), std::string::npos) << j.dump();
+  std::string phases;
+  for (const auto& h : j["history"]) phases += h["secondary_status"].get<std::string>() + " ";
+  EXPECT_EQ(phases, "Pending Starting Downloading Training Restarting Starting Downloading Failed ");
+
+  // A user error with attempts left is not retried.
+  const std::string uid =
+      (*api->Post("/v1/jobs", {{"name", "u"}, {"entrypoint", {{"command", "train"}}}, {"retry", {{"max_attempts", 3}}}}))["id"];
+  WaitFor(api, uid, "Downloading");
+  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
+  Report(api, uid, "finished", 1, 0, "user_error");
+  j = WaitFor(api, uid, "Failed");
+  EXPECT_EQ(j["attempt"], 0);
 }
 
 }  // namespace

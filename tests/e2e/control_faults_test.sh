@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Job policies against real faults on the local backend (a server, agents and ranks as processes):
+#   1. a rank SIGKILLed mid-run -> Restarting -> Completed on a fresh instance, final state hash equal
+#      to an uninterrupted run's (resume from the newest complete checkpoint);
+#   2. an agent SIGKILLed -> its heartbeat is lost -> the instance is replaced and the job completes;
+#   3. a rank frozen with SIGSTOP -> the hang is detected within stopping.hang_timeout_s -> restarted;
+#   4. max_runtime_s -> MaxRuntimeExceeded, with the checkpoint saved on SIGTERM;
+#   5. a user error -> Failed at once (no retry), the failing rank and its last lines in the reason;
+#   6. max_pending_s -> Stopped while waiting for instances.
+source "$(dirname "$0")/lib.sh"
+export OMP_NUM_THREADS=1
+PY=/usr/bin/python3
+"$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+mkdir -p "$TMP/src"
+cat >"$TMP/src/cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
+data: {dir: $TMP/ds, seq_len: 32, batch_size: 4, seed: 7}
+optim: {lr: 3.0e-3, warmup_steps: 5}
+train: {steps: 40, log_every: 1, eval_every: 0, eval_batches: 2, checkpoint_every: 5, resume: auto, seed: 99,
+        checkpoint_async: false}
+YAML
+"$ANNEAL" train --config "$TMP/src/cfg.yaml" --set train.checkpoint_dir="$TMP/ref_ckpt" >"$TMP/ref.log" 2>&1
+ref_hash=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)/\1/p' "$TMP/ref.log")
+check "the uninterrupted reference run finished" test -n "$ref_hash"
+
+"$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.2 \
+  --heartbeat-timeout-s 3 >"$TMP/server.log" 2>&1 &
+SERVER=$!
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; pkill -f "$TMP/srv/instances" 2>/dev/null; rm -rf "$TMP"' EXIT
+for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
+URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
+field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
+wait_status() {  # ID STATUS SECONDS
+  for _ in $(seq 1 $(($3 * 10))); do
+    [ "$(field "$1" secondary_status 2>/dev/null)" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+wait_step() {  # ID STEP: the job's logs show that step
+  for _ in $(seq 1 600); do
+    "$ANNEAL" logs "$1" --server "$URL" 2>/dev/null | grep -qE "step +$2/" && return 0
+    sleep 0.1
+  done
+  return 1
+}
+history() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c '
+import json, sys
+for h in json.load(sys.stdin)["history"]: print("%.3f %s %s" % (h["at"], h["secondary_status"], h["message"].splitlines()[0]))'; }
+final_hash() { "$ANNEAL" logs "$1" --server "$URL" | sed -nE 's/.*state hash.*: ([0-9a-f]+)/\1/p' | tail -1; }
+# job NAME CKPT EXTRA_YAML [EXTRA_HYPERPARAMETERS]: submits the built-in trainer with 3 attempts
+job() {
+  cat >"$TMP/$1.yaml" <<YAML
+name: $1
+entrypoint:
+  command: [anneal, train, --config, cfg.yaml]
+  hyperparameters: {train.checkpoint_dir: "\${ANNEAL_CHECKPOINT_URI}"${4:+, $4}}
+source: src
+checkpoint: {uri: "$2"}
+retry: {max_attempts: 3}
+environment: {OMP_NUM_THREADS: "1"}
+$3
+YAML
+  "$ANNEAL" submit "$TMP/$1.yaml" --server "$URL"
+}
+
+# ---- 1. a rank SIGKILLed ----
+id=$(job rankkill "$TMP/ck1" "")
+wait_step "$id" 12
+t_kill=$(date +%s.%N)
+pkill -9 -f "checkpoint_dir=$TMP/ck1" && echo "  killed the rank of $id"
+check "rank killed: the job completes" wait_status "$id" Completed 90
+history "$id" >"$TMP/h1"
+check "... through Restarting (infrastructure, attempt 1)" grep -q 'Restarting attempt 0 failed (infrastructure' "$TMP/h1"
+check "... with final parameters equal to the uninterrupted run's" test "$(final_hash "$id")" = "$ref_hash"
+check "... having resumed from a checkpoint" bash -c "'$ANNEAL' logs '$id' --server '$URL' | grep -q 'resumed from'"
+t_restart=$(awk '$2 == "Restarting" { print $1 }' "$TMP/h1"); t_train=$(awk '$2 == "Training" { t = $1 } END { print t }' "$TMP/h1")
+echo "  detection $(awk -v a="$t_kill" -v b="$t_restart" 'BEGIN { printf "%.2f", b - a }') s, back to Training after $(awk -v a="$t_restart" -v b="$t_train" 'BEGIN { printf "%.2f", b - a }') s"
+
+# ---- 2. an agent SIGKILLed ----
+id=$(job agentkill "$TMP/ck2" "")
+wait_step "$id" 12
+t_kill=$(date +%s.%N)
+pkill -9 -f "instance-id $id-a0-n0" && echo "  killed the agent of $id"
+check "agent killed: the job completes" wait_status "$id" Completed 90
+history "$id" >"$TMP/h2"
+check "... after its lost heartbeat" grep -q 'Restarting attempt 0 failed (infrastructure: instance .* lost: no heartbeat' "$TMP/h2"
+check "... on a replacement instance" grep -q "Starting attempt 1: obtaining 1 instance(s) from the local backend: $id-a1-n0" "$TMP/h2"
+check "... with final parameters equal to the uninterrupted run's" test "$(final_hash "$id")" = "$ref_hash"
+echo "  detection $(awk -v a="$t_kill" -v b="$(awk '$2 == "Restarting" { print $1 }' "$TMP/h2")" 'BEGIN { printf "%.2f", b - a }') s (heartbeat timeout 3 s)"
+
+# ---- 3. a rank frozen with SIGSTOP ----
+id=$(job frozen "$TMP/ck3" "stopping: {hang_timeout_s: 4, hang_startup_s: 60}")
+wait_step "$id" 12
+t_stop=$(date +%s.%N)
+pkill -STOP -f "checkpoint_dir=$TMP/ck3" && echo "  froze the rank of $id"
+check "frozen rank: the job completes" wait_status "$id" Completed 90
+history "$id" >"$TMP/h3"
+check "... the hang was detected and restarted" grep -q 'Restarting attempt 0 failed (infrastructure: node 0: hung: no rank printed' "$TMP/h3"
+det=$(awk -v a="$t_stop" -v b="$(awk '$2 == "Restarting" { print $1 }' "$TMP/h3")" 'BEGIN { printf "%.2f", b - a }')
+check "... within the hang timeout plus 3 s ($det s)" awk -v d="$det" 'BEGIN { exit !(d < 7) }'
+check "... with final parameters equal to the uninterrupted run's" test "$(final_hash "$id")" = "$ref_hash"
+
+# ---- 4. max_runtime_s ----
+id=$(job runtime "$TMP/ck4" "stopping: {max_runtime_s: 4, grace_period_s: 20}" "train.steps: 100000, train.checkpoint_every: 0")
+check "max_runtime_s: the job ends MaxRuntimeExceeded" wait_status "$id" MaxRuntimeExceeded 60
+check "... with primary status Stopped" test "$(field "$id" status)" = Stopped
+check "... after saving a checkpoint" bash -c "'$ANNEAL' ckpt ls '$TMP/ck4' | grep -q step-"
+
+# ---- 5. a user error fails fast ----
+cat >"$TMP/usererr.yaml" <<'YAML'
+name: usererr
+entrypoint: {command: 'echo "loading the data"; echo "KeyError: no such column" >&2; exit 1'}
+retry: {max_attempts: 3}
+YAML
+id=$("$ANNEAL" submit "$TMP/usererr.yaml" --server "$URL")
+check "user error: Failed" wait_status "$id" Failed 30
+reason=$(field "$id" failure_reason)
+check "... as a user error" grep -q '^user_error: ' <<<"$reason"
+check "... naming the rank" grep -q 'rank 0' <<<"$reason"
+check "... with its last lines" grep -q 'KeyError: no such column' <<<"$reason"
+history "$id" >"$TMP/h5"
+check "... not retried" bash -c "! grep -q Restarting '$TMP/h5'"
+check "... exactly one attempt" test "$(field "$id" attempt)" = 0
+
+# ---- 6. max_pending_s ----
+cat >"$TMP/hold.yaml" <<'YAML'
+name: hold
+entrypoint: {command: 'sleep 5'}
+resources: {instance_count: 2}
+YAML
+cat >"$TMP/waiter.yaml" <<'YAML'
+name: waiter
+entrypoint: {command: 'true'}
+stopping: {max_pending_s: 2}
+YAML
+hold=$("$ANNEAL" submit "$TMP/hold.yaml" --server "$URL")
+id=$("$ANNEAL" submit "$TMP/waiter.yaml" --server "$URL")
+check "max_pending_s: a job that waits too long is Stopped" wait_status "$id" Stopped 20
+history "$id" >"$TMP/h6"
+check "... saying why" grep -q 'max_pending_s 2 reached' "$TMP/h6"
+wait_status "$hold" Completed 30 >/dev/null
+finish
