@@ -285,8 +285,8 @@ class JobRunner {
         spec.checkpoint_local_path.empty() ? JoinPath(jobdir, "checkpoints") : spec.checkpoint_local_path;
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt_local));
     vars["ANNEAL_CHECKPOINT_DIR"] = ckpt_local;
-    if (!spec.checkpoint_uri.empty()) {
-      vars["ANNEAL_CHECKPOINT_URI"] = spec.checkpoint_uri;
+    if (!spec.checkpoint_uri.empty()) vars["ANNEAL_CHECKPOINT_URI"] = spec.checkpoint_uri;
+    if (!spec.checkpoint_uri.empty() && spec.checkpoint_sync) {
       ANNEAL_ASSIGN_OR_RETURN(ckpt_sync_, DirSync::Open(ckpt_local, spec.checkpoint_uri));
       ANNEAL_ASSIGN_OR_RETURN(int restored, ckpt_sync_->Restore());
       if (restored) Log("restored " + std::to_string(restored) + " checkpoint file(s) from " + spec.checkpoint_uri);

@@ -245,9 +245,13 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
   const json* ck = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "checkpoint", "", &ck));
   if (ck) {
-    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ck, "checkpoint", {"uri", "local_path"}));
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ck, "checkpoint", {"uri", "local_path", "sync"}));
     ANNEAL_RETURN_IF_ERROR(r.String(*ck, "uri", "checkpoint", &s.checkpoint_uri, true));
     ANNEAL_RETURN_IF_ERROR(r.String(*ck, "local_path", "checkpoint", &s.checkpoint_local_path, false));
+    if (ck->contains("sync") && !(*ck)["sync"].is_null()) {
+      if (!(*ck)["sync"].is_boolean()) return r.Fail("checkpoint.sync", "must be true or false");
+      s.checkpoint_sync = (*ck)["sync"].get<bool>();
+    }
   }
   const json* res = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "resources", "", &res));
@@ -328,6 +332,7 @@ nlohmann::json JobSpec::ToJson() const {
   if (!checkpoint_uri.empty()) {
     j["checkpoint"]["uri"] = checkpoint_uri;
     if (!checkpoint_local_path.empty()) j["checkpoint"]["local_path"] = checkpoint_local_path;
+    j["checkpoint"]["sync"] = checkpoint_sync;
   }
   j["resources"] = {{"instance_type", instance_type},
                     {"instance_count", instance_count},

@@ -42,6 +42,10 @@ struct JobSpec {
   std::string output_uri;
   std::string checkpoint_uri;
   std::string checkpoint_local_path;  // "" = a folder in the job's working area
+  // Restore checkpoint_uri into the local folder before the ranks start and upload the folder to it
+  // (for scripts that save to $ANNEAL_CHECKPOINT_DIR). false: the ranks use $ANNEAL_CHECKPOINT_URI
+  // themselves (the built-in trainer can), and the agent copies nothing.
+  bool checkpoint_sync = true;
   std::string instance_type = "local";
   int instance_count = 1;
   int procs_per_instance = 1;

@@ -551,8 +551,9 @@ class Server : public ControlServer {
     // Then the queue (after the running jobs, so instances a job just released are reused at once).
     // Strictly first come, first served: the head is placed first and a job that does not fit holds
     // the rest, so only the oldest few Pending jobs need reading.
-    // Restarting jobs go first: they held instances a moment ago.
+    // Restarting jobs go first: they held instances a moment ago (re-read: some just got there).
     ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
+    ANNEAL_ASSIGN_OR_RETURN(jobs, store_->ActiveJobs());
     for (const JobRecord& j : jobs) {
       if (j.phase != JobPhase::kRestarting) continue;
       ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));

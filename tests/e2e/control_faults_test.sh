@@ -56,7 +56,7 @@ entrypoint:
   command: [anneal, train, --config, cfg.yaml]
   hyperparameters: {train.checkpoint_dir: "\${ANNEAL_CHECKPOINT_URI}"${4:+, $4}}
 source: src
-checkpoint: {uri: "$2"}
+checkpoint: {uri: "$2", sync: false}
 retry: {max_attempts: 3}
 environment: {OMP_NUM_THREADS: "1"}
 $3

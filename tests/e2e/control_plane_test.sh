@@ -76,7 +76,7 @@ entrypoint:
   hyperparameters: {data.dir: "\${ANNEAL_CHANNEL_TRAIN}", train.checkpoint_dir: "\${ANNEAL_CHECKPOINT_URI}"}
 source: src
 channels: [{name: train, uri: $TMP/ds, mode: file}]
-checkpoint: {uri: "file://$TMP/ck_train2"}
+checkpoint: {uri: "file://$TMP/ck_train2", sync: false}
 resources: {instance_count: 2, procs_per_instance: 1}
 metric_definitions: [{name: train_loss, regex: 'step +[0-9]+/[0-9]+ \| loss ([0-9.]+)'}]
 YAML
@@ -129,7 +129,7 @@ entrypoint:
   hyperparameters: {data.dir: "\${ANNEAL_CHANNEL_TRAIN}", train.checkpoint_dir: "\${ANNEAL_CHECKPOINT_URI}", train.steps: 100000, train.checkpoint_every: 0}
 source: src
 channels: [{name: train, uri: $TMP/ds, mode: shared}]
-checkpoint: {uri: "$TMP/ck_long"}
+checkpoint: {uri: "$TMP/ck_long", sync: false}
 stopping: {grace_period_s: 20}
 YAML
 id=$("$ANNEAL" submit "$TMP/long.yaml" --server "$URL")
