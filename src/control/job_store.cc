@@ -29,7 +29,6 @@ CREATE TABLE jobs (
   started_at REAL NOT NULL DEFAULT 0,
   ended_at REAL NOT NULL DEFAULT 0);
 CREATE INDEX jobs_active ON jobs(primary_status, seq);
-CREATE INDEX jobs_phase ON jobs(phase, seq);
 CREATE TABLE transitions (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   job_id TEXT NOT NULL,
@@ -80,15 +79,19 @@ CREATE TABLE node_reports (
   exit_code INTEGER NOT NULL DEFAULT -1,
   message TEXT NOT NULL DEFAULT '',
   at REAL NOT NULL,
-  cause TEXT NOT NULL DEFAULT '',
-  local INTEGER NOT NULL DEFAULT 0,
-  failed_rank INTEGER NOT NULL DEFAULT -1,
   PRIMARY KEY(job_id, attempt, node));
 CREATE TABLE rendezvous (
   job_id TEXT NOT NULL,
   attempt INTEGER NOT NULL,
   value TEXT NOT NULL,
   PRIMARY KEY(job_id, attempt));
+)sql",
+    // 2: the queue's index; why an attempt ended, per node (control/exit_cause.h).
+    R"sql(
+CREATE INDEX IF NOT EXISTS jobs_phase ON jobs(phase, seq);
+ALTER TABLE node_reports ADD COLUMN cause TEXT NOT NULL DEFAULT '';
+ALTER TABLE node_reports ADD COLUMN local INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE node_reports ADD COLUMN failed_rank INTEGER NOT NULL DEFAULT -1;
 )sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);

@@ -91,7 +91,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // A new job in Pending; its id is "<name>-<submission number, 4+ digits>".
   Result<JobRecord> CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec, double now);

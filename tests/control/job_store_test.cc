@@ -187,3 +187,48 @@ TEST(ExitCause, ClassifiesRankEndings) {
 
 }  // namespace
 }  // namespace anneal
+
+namespace anneal {
+namespace {
+
+TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
+  testing::TempDir dir;
+  const std::string db = dir.File("anneal.db");
+  // A store as schema version 1 left it: node_reports without the exit-cause columns.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  const char* v1 =
+      "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, name TEXT NOT NULL,"
+      " owner TEXT NOT NULL DEFAULT '', spec TEXT NOT NULL, phase TEXT NOT NULL, primary_status TEXT NOT NULL,"
+      " failure_reason TEXT NOT NULL DEFAULT '', exit_code INTEGER NOT NULL DEFAULT -1, attempt INTEGER NOT NULL"
+      " DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL, started_at REAL NOT NULL DEFAULT 0,"
+      " ended_at REAL NOT NULL DEFAULT 0);"
+      "CREATE TABLE node_reports (job_id TEXT NOT NULL, attempt INTEGER NOT NULL, node INTEGER NOT NULL,"
+      " state TEXT NOT NULL, exit_code INTEGER NOT NULL DEFAULT -1, message TEXT NOT NULL DEFAULT '',"
+      " at REAL NOT NULL, PRIMARY KEY(job_id, attempt, node));"
+      "INSERT INTO jobs(id, name, spec, phase, primary_status, created_at, updated_at)"
+      " VALUES('old-0001', 'old', '{}', 'Completed', 'Completed', 1, 2);"
+      "INSERT INTO node_reports VALUES('old-0001', 0, 0, 'finished', 0, 'ok', 2);"
+      "PRAGMA user_version = 1;";
+  ASSERT_EQ(sqlite3_exec(raw, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  auto s = JobStore::Open(db);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto j = (*s)->GetJob("old-0001");
+  ASSERT_TRUE(j.ok() && j->has_value());
+  EXPECT_EQ((*j)->phase, JobPhase::kCompleted);
+  auto reps = (*s)->NodeReports("old-0001", 0);
+  ASSERT_TRUE(reps.ok()) << reps.status().ToString();
+  ASSERT_EQ(reps->size(), 1u);
+  EXPECT_EQ((*reps)[0].failed_rank, -1);
+  NodeReport r;
+  r.state = "finished";
+  r.cause = "user_error";
+  r.local = true;
+  r.failed_rank = 3;
+  ASSERT_TRUE((*s)->PutNodeReport("old-0001", r).ok());
+  EXPECT_EQ((*(*s)->NodeReports("old-0001", 0))[0].cause, "user_error");
+}
+
+}  // namespace
+}  // namespace anneal
