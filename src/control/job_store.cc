@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 
 #include <cstdio>
+#include <functional>
 
 namespace anneal {
 
@@ -173,6 +174,32 @@ Result<JobRecord> ReadJob(const Stmt& s) {
   return r;
 }
 
+// Columns: id, attempt, node, seq, rank, stream, at, text.
+LogLine ReadLogLine(const Stmt& s) {
+  LogLine x;
+  x.id = s.Int(0);
+  x.attempt = static_cast<int>(s.Int(1));
+  x.node = static_cast<int>(s.Int(2));
+  x.seq = s.Int(3);
+  x.rank = static_cast<int>(s.Int(4));
+  x.stream = s.Text(5);
+  x.at = s.Real(6);
+  x.text = s.Text(7);
+  return x;
+}
+
+// Every row of a statement selecting kJobColumns.
+Result<std::vector<JobRecord>> ReadJobs(Stmt& s) {
+  std::vector<JobRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
+    out.push_back(std::move(r));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
 InstanceRecord ReadInstance(const Stmt& s) {
   InstanceRecord r;
   r.id = s.Text(0);
@@ -316,14 +343,7 @@ Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, i
   Stmt s(db_, sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
   s.Bind(1, before_seq > 0 ? before_seq : INT64_MAX).Bind(2, limit);
-  std::vector<JobRecord> out;
-  Status st;
-  while (s.Step(&st)) {
-    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
-    out.push_back(std::move(r));
-  }
-  ANNEAL_RETURN_IF_ERROR(st);
-  return out;
+  return ReadJobs(s);
 }
 
 Result<std::vector<JobRecord>> JobStore::ActiveJobs() {
@@ -332,14 +352,7 @@ Result<std::vector<JobRecord>> JobStore::ActiveJobs() {
                           " FROM jobs WHERE primary_status IN ('InProgress', 'Stopping') AND phase != 'Pending' ORDER BY seq";
   Stmt s(db_, sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
-  std::vector<JobRecord> out;
-  Status st;
-  while (s.Step(&st)) {
-    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
-    out.push_back(std::move(r));
-  }
-  ANNEAL_RETURN_IF_ERROR(st);
-  return out;
+  return ReadJobs(s);
 }
 
 Result<std::vector<JobRecord>> JobStore::PendingJobs(int limit) {
@@ -348,14 +361,7 @@ Result<std::vector<JobRecord>> JobStore::PendingJobs(int limit) {
   Stmt s(db_, sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
   s.Bind(1, limit);
-  std::vector<JobRecord> out;
-  Status st;
-  while (s.Step(&st)) {
-    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
-    out.push_back(std::move(r));
-  }
-  ANNEAL_RETURN_IF_ERROR(st);
-  return out;
+  return ReadJobs(s);
 }
 
 Result<int64_t> JobStore::CountJobs() {
@@ -371,8 +377,7 @@ Result<int64_t> JobStore::CountJobs() {
 Status JobStore::Transition(const std::string& id, JobPhase to, const std::string& message, double now,
                             const std::string& failure_reason, int exit_code) {
   std::lock_guard<std::mutex> l(mu_);
-  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  auto body = [&]() -> Status {
+  return InTransaction([&]() -> Status {
     ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> j, GetJobLocked(id));
     if (!j) return NotFound("no job " + id);
     ANNEAL_RETURN_IF_ERROR(CheckTransition(j->phase, to).Annotate("job " + id));
@@ -391,13 +396,7 @@ Status JobStore::Transition(const std::string& id, JobPhase to, const std::strin
     Stmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
     tr.Bind(1, id).Bind(2, now).Bind(3, std::string(PhaseName(to))).Bind(4, message);
     return tr.Run();
-  };
-  Status st = body();
-  if (!st.ok()) {
-    (void)Exec("ROLLBACK");
-    return st;
-  }
-  return Exec("COMMIT");
+  });
 }
 
 Status JobStore::SetAttempt(const std::string& id, int attempt, double now) {
@@ -472,24 +471,30 @@ Status JobStore::DeleteInstance(const std::string& id) {
   return s.Run();
 }
 
-Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& lines) {
-  std::lock_guard<std::mutex> l(mu_);
+Status JobStore::InTransaction(const std::function<Status()>& body) {
   ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Stmt s(db_,
-         "INSERT OR IGNORE INTO logs(job_id, attempt, node, seq, rank, stream, at, text) VALUES(?,?,?,?,?,?,?,?)");
-  Status st = s.prepared();
-  for (size_t i = 0; st.ok() && i < lines.size(); ++i) {
-    const LogLine& x = lines[i];
-    s.Bind(1, job).Bind(2, x.attempt).Bind(3, x.node).Bind(4, x.seq).Bind(5, x.rank).Bind(6, x.stream);
-    s.Bind(7, x.at).Bind(8, x.text);
-    st = s.Run();
-    s.Reset();
-  }
+  Status st = body();
   if (!st.ok()) {
     (void)Exec("ROLLBACK");
     return st;
   }
   return Exec("COMMIT");
+}
+
+Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& lines) {
+  std::lock_guard<std::mutex> l(mu_);
+  return InTransaction([&]() -> Status {
+    Stmt s(db_,
+           "INSERT OR IGNORE INTO logs(job_id, attempt, node, seq, rank, stream, at, text) VALUES(?,?,?,?,?,?,?,?)");
+    ANNEAL_RETURN_IF_ERROR(s.prepared());
+    for (const LogLine& x : lines) {
+      s.Bind(1, job).Bind(2, x.attempt).Bind(3, x.node).Bind(4, x.seq).Bind(5, x.rank).Bind(6, x.stream);
+      s.Bind(7, x.at).Bind(8, x.text);
+      ANNEAL_RETURN_IF_ERROR(s.Run());
+      s.Reset();
+    }
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t after_id, int rank, int limit) {
@@ -501,16 +506,7 @@ Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t afte
   std::vector<LogLine> out;
   Status st;
   while (s.Step(&st)) {
-    LogLine x;
-    x.id = s.Int(0);
-    x.attempt = static_cast<int>(s.Int(1));
-    x.node = static_cast<int>(s.Int(2));
-    x.seq = s.Int(3);
-    x.rank = static_cast<int>(s.Int(4));
-    x.stream = s.Text(5);
-    x.at = s.Real(6);
-    x.text = s.Text(7);
-    out.push_back(std::move(x));
+    out.push_back(ReadLogLine(s));
   }
   ANNEAL_RETURN_IF_ERROR(st);
   return out;
@@ -525,16 +521,7 @@ Result<std::vector<LogLine>> JobStore::LastLogs(const std::string& job, int rank
   std::vector<LogLine> out;
   Status st;
   while (s.Step(&st)) {
-    LogLine x;
-    x.id = s.Int(0);
-    x.attempt = static_cast<int>(s.Int(1));
-    x.node = static_cast<int>(s.Int(2));
-    x.seq = s.Int(3);
-    x.rank = static_cast<int>(s.Int(4));
-    x.stream = s.Text(5);
-    x.at = s.Real(6);
-    x.text = s.Text(7);
-    out.insert(out.begin(), std::move(x));
+    out.insert(out.begin(), ReadLogLine(s));
   }
   ANNEAL_RETURN_IF_ERROR(st);
   return out;
@@ -555,22 +542,18 @@ Result<std::vector<JobStore::RankMean>> JobStore::RankMeans(const std::string& j
 
 Status JobStore::AppendMetrics(const std::string& job, const std::vector<MetricPoint>& points) {
   std::lock_guard<std::mutex> l(mu_);
-  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Stmt s(db_,
-         "INSERT OR IGNORE INTO metrics(job_id, attempt, node, seq, name, rank, at, value) VALUES(?,?,?,?,?,?,?,?)");
-  Status st = s.prepared();
-  for (size_t i = 0; st.ok() && i < points.size(); ++i) {
-    const MetricPoint& p = points[i];
-    s.Bind(1, job).Bind(2, p.attempt).Bind(3, p.node).Bind(4, p.seq).Bind(5, p.name).Bind(6, p.rank);
-    s.Bind(7, p.at).Bind(8, p.value);
-    st = s.Run();
-    s.Reset();
-  }
-  if (!st.ok()) {
-    (void)Exec("ROLLBACK");
-    return st;
-  }
-  return Exec("COMMIT");
+  return InTransaction([&]() -> Status {
+    Stmt s(db_,
+           "INSERT OR IGNORE INTO metrics(job_id, attempt, node, seq, name, rank, at, value) VALUES(?,?,?,?,?,?,?,?)");
+    ANNEAL_RETURN_IF_ERROR(s.prepared());
+    for (const MetricPoint& p : points) {
+      s.Bind(1, job).Bind(2, p.attempt).Bind(3, p.node).Bind(4, p.seq).Bind(5, p.name).Bind(6, p.rank);
+      s.Bind(7, p.at).Bind(8, p.value);
+      ANNEAL_RETURN_IF_ERROR(s.Run());
+      s.Reset();
+    }
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const std::string& name, int64_t after_id,

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -145,6 +146,8 @@ class JobStore {
  private:
   explicit JobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
   Status Exec(const std::string& sql);
+  // BEGIN IMMEDIATE, body, then COMMIT, or ROLLBACK and body's error. mu_ held.
+  Status InTransaction(const std::function<Status()>& body);
   Status Migrate();
   Result<std::optional<JobRecord>> GetJobLocked(const std::string& id);
 
