@@ -17,6 +17,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP"' EXIT
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' "$TMP/srv/server.json")
+export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
 cat >"$TMP/submit.lua" <<'LUA'
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
@@ -25,7 +26,7 @@ LUA
 # run NAME PATH [SCRIPT]: prints "rps p50_ms p99_ms"
 run() {
   local out
-  out=$(wrk -t2 -c16 -d"${DUR}s" --latency ${3:+-s "$3"} "$URL$2" 2>&1)
+  out=$(wrk -t2 -c16 -d"${DUR}s" --latency -H "Authorization: Bearer $(cat "$ANNEAL_TOKEN_FILE")" ${3:+-s "$3"} "$URL$2" 2>&1)
   local rps p50 p99
   rps=$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' <<<"$out")
   p50=$(awk '$1 == "50%" { print $2 }' <<<"$out")
@@ -33,7 +34,7 @@ run() {
   echo "$rps $(ms "$p50") $(ms "$p99")"
 }
 ms() { awk -v v="$1" 'BEGIN { u = v; sub(/[0-9.]+/, "", u); n = v + 0; if (u == "us") n /= 1000; else if (u == "s") n *= 1000; printf "%.2f", n }'; }
-count() { curl -s "$URL/v1/jobs?limit=1" | sed -n 's/.*"id":"load-\([0-9]*\)".*/\1/p' | sed 's/^0*//'; }
+count() { curl -s -H "Authorization: Bearer $(cat "$ANNEAL_TOKEN_FILE")" "$URL/v1/jobs?limit=1" | sed -n 's/.*"id":"load-\([0-9]*\)".*/\1/p' | sed 's/^0*//'; }
 
 printf "%-48s %10s %9s %9s %9s\n" endpoint "req/s" "p50 ms" "p99 ms" "vs health"
 read -r h_rps h50 h99 <<<"$(run health /v1/health)"
@@ -41,7 +42,7 @@ printf "%-48s %10.0f %9s %9s %9s\n" "GET /v1/health (HTTP layer)" "$h_rps" "$h50
 read -r s_rps s50 s99 <<<"$(run submit /v1/jobs "$TMP/submit.lua")"
 printf "%-48s %10.0f %9s %9s %9.2f\n" "POST /v1/jobs (submit)" "$s_rps" "$s50" "$s99" "$(echo "$s_rps / $h_rps" | bc -l)"
 # Top the store up to 10,000 jobs for the list measurement.
-while [ "$(count)" -lt 10000 ]; do wrk -t2 -c16 -d2s -s "$TMP/submit.lua" "$URL/v1/jobs" >/dev/null 2>&1; done
+while [ "$(count)" -lt 10000 ]; do wrk -t2 -c16 -d2s -H "Authorization: Bearer $(cat "$ANNEAL_TOKEN_FILE")" -s "$TMP/submit.lua" "$URL/v1/jobs" >/dev/null 2>&1; done
 jobs=$(count)
 read -r d_rps d50 d99 <<<"$(run describe /v1/jobs/load-0001)"
 printf "%-48s %10.0f %9s %9s %9.2f\n" "GET /v1/jobs/{id} (describe)" "$d_rps" "$d50" "$d99" "$(echo "$d_rps / $h_rps" | bc -l)"

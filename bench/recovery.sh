@@ -20,6 +20,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP" "$cfg"' EXIT
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
+export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
 write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: 128, n_layer: 2, n_head: 4, n_embd: 128}
 data: {dir: $DATA, seq_len: 128, batch_size: 8, seed: 1}
@@ -45,7 +46,7 @@ t_kill=$(date +%s.%N)
 pkill -9 -f "^$ANNEAL train .*checkpoint_dir=$TMP/ck_job"
 until grep -qE 'Status: *(Completed|Failed|Stopped)' <<<"$("$ANNEAL" describe "$id" --server "$URL")"; do sleep 0.5; done
 "$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/job.json"
-curl -s "$URL/v1/jobs/$id/logs?rank=0&limit=10000" >"$TMP/job.logs"
+curl -s -H "Authorization: Bearer $(cat "$ANNEAL_TOKEN_FILE")" "$URL/v1/jobs/$id/logs?rank=0&limit=10000" >"$TMP/job.logs"
 # ---- the peer: anneal launch restarting in place ----
 ( OMP_NUM_THREADS=2 "$ANNEAL" launch --nproc-per-node 1 --max-restarts 1 -- "$ANNEAL" train --config "$TMP/train.yaml" \
     --set train.checkpoint_dir="$TMP/ck_launch" 2>&1 |

@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <csignal>
@@ -16,6 +18,7 @@
 #include <thread>
 
 #include "agent/dir_sync.h"
+#include "agent/health_check.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
 #include "control/api_client.h"
@@ -66,6 +69,50 @@ Result<int> FreePort() {
   }
   ::close(fd);
   return static_cast<int>(ntohs(a.sin_port));
+}
+
+// Where the launchers of a multi-instance launch meet: node 0's address and the two ports it chose
+// (MASTER_PORT for the ranks, the launcher's store).
+struct Meeting {
+  std::string master_addr;
+  int master_port = 0;
+  int store_port = -1;
+};
+
+// Meets the job's other instances through the server's rendezvous endpoint under `key` (a job attempt
+// uses its attempt number; a health-check round 1000000 + attempt * 1000 + round): node 0 picks two
+// free ports and PUTs them with its address (the server keeps the first value and answers with it),
+// the others GET until the value is there, up to timeout_s (PeerError) or until *stop (Cancelled).
+Result<Meeting> MeetThroughServer(const std::string& server_url, const std::string& job, long long key, int node,
+                                  const std::string& address, double timeout_s, const std::atomic<bool>& stop) {
+  ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(server_url, 10));
+  const std::string rdzv = "/v1/jobs/" + job + "/rendezvous/" + std::to_string(key);
+  json value;
+  if (node == 0) {
+    ANNEAL_ASSIGN_OR_RETURN(int mp, FreePort());
+    ANNEAL_ASSIGN_OR_RETURN(int sp, FreePort());
+    ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp}}));
+  } else {
+    const double deadline = MonotonicSeconds() + timeout_s;
+    for (;;) {
+      auto v = c->Get(rdzv);
+      if (v.ok()) {
+        value = *v;
+        break;
+      }
+      if (stop.load()) return Cancelled("stopped while waiting for node 0 of " + job + " to publish its ports");
+      if (MonotonicSeconds() > deadline) {
+        return PeerError("node 0 of " + job + " did not publish its ports within " +
+                         std::to_string(static_cast<long long>(timeout_s)) + " s");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  Meeting m;
+  m.master_addr = value["master_addr"].get<std::string>();
+  m.master_port = value["master_port"].get<int>();
+  m.store_port = value["store_port"].get<int>();
+  return m;
 }
 
 // Runs argv, waiting for it; its output goes to the agent's stderr.
@@ -143,9 +190,18 @@ class JobRunner {
   int attempt() const { return attempt_; }
 
  private:
-  void Log(const std::string& m) {
+  void Log(const std::string& raw) {
+    const std::string m = Mask(raw);
     Say(job_ + " node " + std::to_string(node_) + ": " + m);
     if (shipper_) shipper_->AddLine(-1, "agent", m);
+  }
+
+  // The line with every secret value (spec.secrets, the role's secret key) replaced by "***".
+  std::string Mask(std::string line) const {
+    for (const std::string& v : secret_values_) {
+      for (size_t at = line.find(v); at != std::string::npos; at = line.find(v, at + 3)) line.replace(at, v.size(), "***");
+    }
+    return line;
   }
 
   // Posts a node report, retrying while the server is away (up to the orphan timeout).
@@ -264,6 +320,17 @@ class JobRunner {
     }
     std::map<std::string, std::string> vars;
     for (const auto& [k, v] : spec.environment) vars[k] = v;
+    for (const auto& [k, v] : spec.secrets) {
+      vars[k] = v;
+      secret_values_.push_back(v);
+    }
+    // The execution role's storage credentials: for the ranks, and for this job's own storage calls
+    // here (channels, checkpoint, output), which read them from the environment (storage/aws_config.h).
+    for (const auto& [k, v] : a_.value("credentials", json::object()).items()) {
+      vars[k] = v.get<std::string>();
+      if (k == "AWS_SECRET_ACCESS_KEY") secret_values_.push_back(vars[k]);
+      ::setenv(k.c_str(), vars[k].c_str(), 1);
+    }
     for (const ChannelSpec& c : spec.channels) {
       if (stop_.load()) return Status::Ok();
       const std::string var = "ANNEAL_CHANNEL_" + Upper(c.name);
@@ -308,29 +375,12 @@ class JobRunner {
     std::string master = address_;
     int master_port = 0, store_port = -1;
     if (nnodes_ > 1) {
-      ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(o_.server_url, 10));
-      const std::string rdzv = "/v1/jobs/" + job_ + "/rendezvous/" + std::to_string(attempt_);
-      json value;
-      if (node_ == 0) {
-        ANNEAL_ASSIGN_OR_RETURN(int mp, FreePort());
-        ANNEAL_ASSIGN_OR_RETURN(int sp, FreePort());
-        ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address_}, {"master_port", mp}, {"store_port", sp}}));
-      } else {
-        const double deadline = MonotonicSeconds() + 300;
-        for (;;) {
-          auto v = c->Get(rdzv);
-          if (v.ok()) {
-            value = *v;
-            break;
-          }
-          if (stop_.load()) return Status::Ok();
-          if (MonotonicSeconds() > deadline) return PeerError("node 0 of " + job_ + " did not publish its ports within 300 s");
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-      }
-      master = value["master_addr"].get<std::string>();
-      master_port = value["master_port"].get<int>();
-      store_port = value["store_port"].get<int>();
+      auto m = MeetThroughServer(o_.server_url, job_, attempt_, node_, address_, 300, stop_);
+      if (!m.ok() && stop_.load()) return Status::Ok();  // Run() reports the stop
+      ANNEAL_RETURN_IF_ERROR(m.status());
+      master = m->master_addr;
+      master_port = m->master_port;
+      store_port = m->store_port;
     } else {
       ANNEAL_ASSIGN_OR_RETURN(master_port, FreePort());
     }
@@ -370,8 +420,9 @@ class JobRunner {
     lo->on_output = [this](int rank, bool err, const std::string& line) {
       last_activity_.store(MonotonicSeconds());
       active_seen_.store(true);
-      shipper_->AddLine(rank, err ? "stderr" : "stdout", line);
-      for (const auto& [name, v] : extractor_->Match(line)) shipper_->AddMetric(name, rank, v);
+      const std::string masked = Mask(line);
+      shipper_->AddLine(rank, err ? "stderr" : "stdout", masked);
+      for (const auto& [name, v] : extractor_->Match(masked)) shipper_->AddMetric(name, rank, v);
     };
     Log("starting " + std::to_string(spec.procs_per_instance) + " rank(s) as node " + std::to_string(node_) + " of " +
         std::to_string(nnodes_) + ": " + lo->command[0]);
@@ -457,8 +508,275 @@ class JobRunner {
   std::condition_variable metrics_cv_;
   std::unique_ptr<Shipper> shipper_;
   std::unique_ptr<MetricExtractor> extractor_;
+  std::vector<std::string> secret_values_;  // masked in every line shipped (Mask)
   std::unique_ptr<DirSync> ckpt_sync_;
   std::string output_dir_, model_dir_, progress_dir_, output_uri_;
+  std::thread thread_;
+};
+
+// A pre-start health check of one (job, attempt, round) on this instance, on its own thread
+// (docs/health-checks.md): the local checks (agent/health_check.h), then the collective across the
+// job's instances, then the result POSTed to /v1/jobs/<job>/health, retried with backoff while the
+// server is unreachable (a 4xx answer ends the retries: the server no longer wants it). Stop()
+// abandons the check: a running command and the collective's rank are killed and nothing is posted.
+// While it runs, the heartbeat carries Key() so the server does not ask again.
+class HealthRunner {
+ public:
+  // request: the heartbeat's "health" object. on_done is called from the runner's thread at its end.
+  HealthRunner(const AgentOptions& o, std::string address, const json& request, std::function<void()> on_done)
+      : o_(o),
+        instance_id_(o.instance_id),
+        address_(std::move(address)),
+        on_done_(std::move(on_done)),
+        job_(Text(request, "job")),
+        attempt_(static_cast<int>(Number(request, "attempt", 0))),
+        round_(static_cast<int>(Number(request, "round", 0))),
+        node_(static_cast<int>(Number(request, "node", 0))),
+        nnodes_(static_cast<int>(Number(request, "nnodes", 1))) {
+    const json checks = request.contains("checks") && request["checks"].is_object() ? request["checks"] : json::object();
+    min_free_memory_gb_ = Number(checks, "min_free_memory_gb", 0);
+    min_free_disk_gb_ = Number(checks, "min_free_disk_gb", 0);
+    collective_mb_ = Number(checks, "collective_mb", 0);
+    collective_timeout_s_ = Number(checks, "collective_timeout_s", 120);
+    if (collective_timeout_s_ <= 0) collective_timeout_s_ = 120;
+    command_ = Text(checks, "command");
+    thread_ = std::thread([this] { Run(); });
+  }
+  // Fields of the server's request, read without throwing (absent, null or mistyped: the default).
+  static double Number(const json& j, const char* key, double dflt) {
+    return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : dflt;
+  }
+  static std::string Text(const json& j, const char* key) {
+    return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : std::string();
+  }
+  ~HealthRunner() {
+    Stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  void Stop() {
+    stop_.store(true);
+    kill_.store(true);
+  }
+  bool done() const { return done_.load(); }
+  // {"job", "attempt", "round"}: what the heartbeat reports while this runs.
+  json Key() const { return {{"job", job_}, {"attempt", attempt_}, {"round", round_}}; }
+  bool Is(const json& request) const {
+    return Text(request, "job") == job_ && Number(request, "attempt", -1) == attempt_ &&
+           Number(request, "round", -1) == round_;
+  }
+
+ private:
+  std::string Who() const {
+    std::string w = job_;
+    w += " attempt ";
+    w += std::to_string(attempt_);
+    w += " round ";
+    w += std::to_string(round_);
+    w += " node ";
+    w += std::to_string(node_);
+    return w;
+  }
+
+  void Run() {
+    const double t0 = MonotonicSeconds();
+    Say(Who() + ": running the pre-start health checks");
+    HealthCheckOptions ho;
+    ho.slots = o_.slots;
+    ho.min_free_memory_gb = min_free_memory_gb_;
+    ho.min_free_disk_gb = min_free_disk_gb_;
+    ho.work_dir = o_.work_dir;
+    ho.command = command_;
+    ho.command_env = {{"ANNEAL_INSTANCE_ID", instance_id_},
+                      {"ANNEAL_JOB", job_},
+                      {"ANNEAL_ATTEMPT", std::to_string(attempt_)},
+                      {"ANNEAL_NODE", std::to_string(node_)}};
+    ho.stop = &stop_;
+    json checks = RunLocalHealthChecks(ho);
+    // A node whose local checks failed still joins: its peers would otherwise wait for it until their
+    // timeout, and the server learns of this node's failure from this node's own result.
+    checks.push_back(Collective());
+    if (stop_.load()) {
+      Say(Who() + ": health checks abandoned (the job was stopped)");
+    } else {
+      const bool ok = AllChecksOk(checks);
+      const json result = {{"ok", ok}, {"checks", checks}, {"seconds", MonotonicSeconds() - t0}};
+      Say(Who() + (ok ? ": health checks passed" : ": health checks FAILED: " + DescribeFailedChecks(checks)));
+      Post({{"instance", instance_id_},
+            {"attempt", attempt_},
+            {"round", round_},
+            {"node", node_},
+            {"ok", ok},
+            {"result", result}});
+    }
+    done_.store(true);
+    if (on_done_) on_done_();
+  }
+
+  // An allreduce across the job's instances: they meet through the server as a job attempt does
+  // (MeetThroughServer), then each runs one rank of `anneal healthcheck` under the launcher. The whole
+  // of it, meeting included, is bounded by collective_timeout_s.
+  json Collective() {
+    const double mb = collective_mb_;
+    const double limit = collective_timeout_s_;
+    auto check = [](bool ok, const std::string& detail) {
+      return json{{"name", "collective"}, {"ok", ok}, {"detail", detail}};
+    };
+    auto skipped = [&](const std::string& why) {
+      json c = check(true, "skipped: " + why);
+      c["skipped"] = why;
+      c["seconds"] = 0.0;
+      return c;
+    };
+    if (nnodes_ <= 1) return skipped("one instance: no network between instances to check");
+    if (mb <= 0) return skipped("collective_mb is 0");
+    const double t0 = MonotonicSeconds(), deadline = t0 + limit;
+    const std::string limit_s = std::to_string(static_cast<long long>(limit));
+    const std::string timed_out_msg = "collective timed out after " + limit_s +
+                                      " s: a peer instance or the network between them is unhealthy";
+    std::mutex mu;
+    std::vector<std::string> tail;  // the launcher's and the rank's last lines, for a failure's detail
+    json line;                      // the rank's {"healthcheck": "collective", ...}
+    auto keep = [&](const std::string& l) {
+      std::lock_guard<std::mutex> g(mu);
+      tail.push_back(l);
+      if (tail.size() > 8) tail.erase(tail.begin());
+    };
+    auto last_lines = [&] {
+      std::lock_guard<std::mutex> g(mu);
+      std::string s;
+      for (const std::string& l : tail) {
+        s += s.empty() ? "" : " | ";
+        s += l;
+      }
+      return s.empty() ? s : "; last lines: " + s;
+    };
+    auto finish = [&](json c) {
+      c["seconds"] = MonotonicSeconds() - t0;
+      c["timeout_s"] = limit;
+      return c;
+    };
+
+    auto m = MeetThroughServer(o_.server_url, job_, 1000000LL + attempt_ * 1000LL + round_, node_, address_, limit, stop_);
+    if (stop_.load()) return finish(check(false, "abandoned: the job was stopped"));
+    if (!m.ok()) {
+      if (m.status().code() == Code::kPeer && MonotonicSeconds() >= deadline) {
+        return finish(check(false, timed_out_msg + " (" + m.status().message() + ")"));
+      }
+      return finish(check(false, "the instances could not meet through the server: " + m.status().ToString()));
+    }
+    const double left = std::max(1.0, deadline - MonotonicSeconds());
+    LaunchOptions lo;
+    lo.nproc_per_node = 1;
+    lo.nnodes = nnodes_;
+    lo.node_rank = node_;
+    lo.master_addr = m->master_addr;
+    lo.master_port = m->master_port;
+    lo.store_port = m->store_port;
+    lo.store_bind = m->master_addr;
+    lo.max_restarts = 0;
+    lo.job = job_ + "-health";
+    lo.grace_s = 1;
+    lo.rendezvous_timeout_s = left;
+    lo.stop = &stop_;
+    lo.kill = &kill_;
+    lo.first_attempt = attempt_;
+    lo.allow_loopback_master = true;
+    lo.workdir = o_.work_dir;
+    lo.extra_env = {{"ANNEAL_INSTANCE_ID", instance_id_}};
+    lo.command = {SelfExe(), "healthcheck", "--collective-mb", json(mb).dump(), "--timeout-s",
+                  std::to_string(static_cast<long long>(std::ceil(left)))};
+    lo.on_output = [&](int, bool, const std::string& l) {
+      if (!l.empty() && l[0] == '{') {
+        json j = json::parse(l, nullptr, false);
+        if (!j.is_discarded() && j.value("healthcheck", std::string()) == "collective") {
+          std::lock_guard<std::mutex> g(mu);
+          line = j;
+          return;
+        }
+      }
+      keep(l);
+    };
+    // The watchdog: at the deadline the rank is killed (a hung peer cannot hold this instance).
+    std::atomic<bool> timed_out{false}, finished{false};
+    std::mutex wd_mu;
+    std::condition_variable wd_cv;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> l(wd_mu);
+      while (!finished.load()) {
+        if (MonotonicSeconds() >= deadline) {
+          timed_out.store(true);
+          kill_.store(true);
+          return;
+        }
+        wd_cv.wait_for(l, std::chrono::milliseconds(100));
+      }
+    });
+    auto r = RunLauncher(lo, keep);
+    {
+      std::lock_guard<std::mutex> l(wd_mu);
+      finished.store(true);
+    }
+    wd_cv.notify_all();
+    watchdog.join();
+    if (stop_.load()) return finish(check(false, "abandoned: the job was stopped"));
+    if (timed_out.load()) return finish(check(false, timed_out_msg + last_lines()));
+    if (!r.ok()) {
+      if (MonotonicSeconds() >= deadline - 0.5) return finish(check(false, timed_out_msg + " (" + r.status().message() + ")"));
+      return finish(check(false, "the collective could not start: " + r.status().ToString() + last_lines()));
+    }
+    json got;
+    {
+      std::lock_guard<std::mutex> g(mu);
+      got = line;
+    }
+    if (r->exit_code != 0 || !got.is_object() || !got.value("ok", false)) {
+      std::string why = r->summary;
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      if (why.empty()) why = "the rank printed no result line";
+      return finish(check(false, "the collective failed (exit code " + std::to_string(r->exit_code) + "): " + why + last_lines()));
+    }
+    const double algbw = got.value("algbw_gbps", 0.0), busbw = got.value("busbw_gbps", 0.0);
+    char buf[200];
+    std::snprintf(buf, sizeof(buf), "allreduce of %g MiB across %d instances: algbw %.2f GB/s, busbw %.2f GB/s (%.4f s each)",
+                  mb, got.value("world", nnodes_), algbw, busbw, got.value("seconds", 0.0));
+    json c = check(true, buf);
+    c["world"] = got.value("world", nnodes_);
+    c["mb"] = mb;
+    c["round_seconds"] = got.value("seconds", 0.0);
+    c["algbw_gbps"] = algbw;
+    c["busbw_gbps"] = busbw;
+    return finish(c);
+  }
+
+  void Post(const json& body) {
+    const std::string path = "/v1/jobs/" + job_ + "/health";
+    const double deadline = MonotonicSeconds() + o_.orphan_timeout_s;
+    double backoff = 0.1;
+    while (MonotonicSeconds() < deadline && !stop_.load()) {
+      auto c = ApiClient::Make(o_.server_url, 10);
+      if (c.ok()) {
+        auto r = (*c)->Post(path, body);
+        if (r.ok()) return;
+        if (r.status().code() != Code::kPeer) {
+          Say(Who() + ": the server refused the health result: " + r.status().ToString());
+          return;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      backoff = std::min(2.0, backoff * 2);
+    }
+    if (!stop_.load()) Say(Who() + ": could not post the health result: the server stayed unreachable");
+  }
+
+  const AgentOptions& o_;
+  const std::string instance_id_;  // copied: the main thread may re-register meanwhile
+  std::string address_;
+  std::function<void()> on_done_;
+  std::string job_;
+  int attempt_ = 0, round_ = 0, node_ = 0, nnodes_ = 1;
+  double min_free_memory_gb_ = 0, min_free_disk_gb_ = 0, collective_mb_ = 0, collective_timeout_s_ = 120;
+  std::string command_;
+  std::atomic<bool> stop_{false}, kill_{false}, done_{false};
   std::thread thread_;
 };
 
@@ -483,19 +801,44 @@ Status RunAgent(const AgentOptions& in) {
   sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  std::string join;
+  if (!o.join_token_file.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(join, Env::Default().ReadFile(o.join_token_file));
+    while (!join.empty() && (join.back() == '\n' || join.back() == ' ')) join.pop_back();
+  } else if (const char* e = std::getenv("ANNEAL_JOIN_TOKEN")) {
+    join = e;
+  }
+  // Tokens stay in this process: the ranks inherit its environment.
+  for (const char* v : {"ANNEAL_JOIN_TOKEN", "ANNEAL_TOKEN", "ANNEAL_TOKEN_FILE"}) ::unsetenv(v);
+  if (join.empty()) {
+    return InvalidInput("anneal agent needs the server's join token: --join-token-file FILE or $ANNEAL_JOIN_TOKEN "
+                        "(the server wrote it to <its data dir>/join.token)");
+  }
+  ApiClient::SetProcessToken("");
   ANNEAL_ASSIGN_OR_RETURN(auto client, ApiClient::Make(o.server_url, 10));
   std::string id = o.instance_id;
   auto register_once = [&]() -> Status {
     json body = {{"address", address}, {"slots", o.slots}, {"instance_type", o.instance_type}};
     if (!id.empty()) body["id"] = id;
-    ANNEAL_ASSIGN_OR_RETURN(json r, client->Post("/v1/agents", body));
-    id = r["id"].get<std::string>();
+    client->set_token(join);
+    auto r = client->Post("/v1/agents", body);
+    if (!r.ok() && r.status().code() == Code::kInvalidInput) {
+      return Status(Code::kCancelled, "the server refused to register this agent: " + r.status().message() +
+                                          "; give the server's join token (--join-token-file)");
+    }
+    ANNEAL_RETURN_IF_ERROR(r.status());
+    id = (*r)["id"].get<std::string>();
     o.instance_id = id;
+    // The instance's own token, for every later call of this process (the job runners' too).
+    const std::string token = r->value("token", std::string());
+    ApiClient::SetProcessToken(token);
+    client->set_token(token);
     return Status::Ok();
   };
   std::mutex wake_mu;
   std::condition_variable wake;
   std::unique_ptr<JobRunner> runner;
+  std::unique_ptr<HealthRunner> health;  // a pre-start health check in progress
   bool registered = false;
   double unreachable_since = -1;
   double next_s = o.heartbeat_s;  // the server may ask for the next heartbeat sooner
@@ -506,11 +849,16 @@ Status RunAgent(const AgentOptions& in) {
       break;
     }
     if (runner && runner->done()) runner.reset();
+    if (health && health->done()) health.reset();
     next_s = o.heartbeat_s;
     Status st;
     json action;
     if (!registered) {
       st = register_once();
+      if (st.code() == Code::kCancelled) {
+        result = InvalidInput(st.message());
+        break;
+      }
       if (st.ok()) {
         registered = true;
         Say("registered as " + id + " (" + address + ", " + std::to_string(o.slots) + " slot(s), type " + o.instance_type +
@@ -520,6 +868,7 @@ Status RunAgent(const AgentOptions& in) {
     if (registered) {
       json hb = json::object();
       if (runner) hb = {{"job", runner->job()}, {"attempt", runner->attempt()}};
+      if (health) hb["health"] = health->Key();  // so the server does not ask again meanwhile
       auto r = client->Post("/v1/agents/" + id + "/heartbeat", hb);
       if (r.ok()) {
         action = *r;
@@ -533,14 +882,26 @@ Status RunAgent(const AgentOptions& in) {
       const std::string a = action.value("action", std::string("none"));
       next_s = std::min(o.heartbeat_s, action.value("next_s", o.heartbeat_s));
       if (a == "run" && !runner) {
+        if (health) health->Stop();  // the server has decided without it
         Say("assigned " + action["assignment"]["job"].get<std::string>() + " (node " +
             std::to_string(action["assignment"]["node"].get<int>()) + ")");
         runner = std::make_unique<JobRunner>(o, address, action["assignment"], [&] {
           std::lock_guard<std::mutex> l(wake_mu);
           wake.notify_all();
         });
-      } else if (a == "stop" && runner) {
-        runner->Stop();
+      } else if (a == "health") {
+        const json h = action.contains("health") ? action["health"] : json::object();
+        if (health && !health->Is(h)) {
+          health->Stop();  // a different round: abandon this one; the server asks again once it ended
+        } else if (!health && !runner && h.is_object() && h.contains("job") && h["job"].is_string()) {
+          health = std::make_unique<HealthRunner>(o, address, h, [&] {
+            std::lock_guard<std::mutex> l(wake_mu);
+            wake.notify_all();
+          });
+        }
+      } else if (a == "stop") {
+        if (runner) runner->Stop();
+        if (health) health->Stop();  // kills a running command or collective
       } else if (a == "exit") {
         Say("released by the server");
         break;
@@ -559,10 +920,12 @@ Status RunAgent(const AgentOptions& in) {
     // Until the next heartbeat: woken at once when the job ends; a signal is seen within 250 ms.
     const double until = MonotonicSeconds() + next_s;
     std::unique_lock<std::mutex> l(wake_mu);
-    while (MonotonicSeconds() < until && !g_agent_signal.load() && !(runner && runner->done())) {
+    while (MonotonicSeconds() < until && !g_agent_signal.load() && !(runner && runner->done()) &&
+           !(health && health->done())) {
       wake.wait_for(l, std::chrono::duration<double>(std::min(0.25, std::max(0.0, until - MonotonicSeconds()))));
     }
   }
+  health.reset();  // abandons a health check (kills its command and collective) and waits for it
   runner.reset();  // stops and waits: ranks get SIGTERM and the grace period, uploads and reports run
   if (o.remove_work_dir) {
     std::error_code ec;

@@ -36,6 +36,9 @@ struct AgentOptions {
   double metrics_interval_s = 5;
   double orphan_timeout_s = 600;    // idle and the server unreachable this long: exit (code 3)
   bool remove_work_dir = false;     // delete work_dir when the agent exits (ephemeral instances)
+  // The server's join token: this file, else $ANNEAL_JOIN_TOKEN (removed from the environment the
+  // ranks inherit). Registration answers an instance token used for everything else.
+  std::string join_token_file;
 };
 
 // Runs until the server says exit (Ok), SIGTERM/SIGINT (Ok, after stopping a running job), or the

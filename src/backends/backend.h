@@ -6,6 +6,7 @@
 // Thread-safety: called from the server's scheduler thread only.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,7 @@ struct LocalBackendOptions {
   int max_instances = 4;
   double heartbeat_s = 1;     // passed to the agents
   double release_grace_s = 30;  // after Release, SIGKILL an agent still running this long
+  std::map<std::string, std::string> env;  // added to the agents' environment (ANNEAL_JOIN_TOKEN, ...)
 };
 
 // Agents as processes on this machine (an ephemeral cluster of one host).

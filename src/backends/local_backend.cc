@@ -45,6 +45,19 @@ class LocalBackend : public Backend {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The environment (built before fork): this process's, less any user token, plus the backend's
+    // (the join token: in the environment, not on a command line other users can read).
+    std::vector<std::string> envs;
+    for (char** e = environ; e && *e; ++e) {
+      const std::string kv = *e;
+      const std::string key = kv.substr(0, kv.find('='));
+      if (key == "ANNEAL_TOKEN" || key == "ANNEAL_TOKEN_FILE" || o_.env.count(key)) continue;
+      envs.push_back(kv);
+    }
+    for (const auto& [k, v] : o_.env) envs.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const pid_t pid = ::fork();
     if (pid < 0) return PeerError(std::string("local backend: fork: ") + std::strerror(errno));
     if (pid == 0) {
@@ -57,7 +70,7 @@ class LocalBackend : public Backend {
       const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       if (devnull >= 0) ::dup2(devnull, 0);
       for (int sig : {SIGTERM, SIGINT, SIGPIPE}) ::signal(sig, SIG_DFL);
-      ::execv(argv[0], argv.data());
+      ::execve(argv[0], argv.data(), envp.data());
       std::fprintf(stderr, "local backend: cannot run %s: %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
     }

@@ -18,9 +18,11 @@ void AddDatasetCommand(CLI::App& app, RunFn* run);
 void AddTrainCommand(CLI::App& app, RunFn* run);
 void AddSampleCommand(CLI::App& app, RunFn* run);
 void AddLaunchCommand(CLI::App& app, RunFn* run);
+void AddHealthcheckCommand(CLI::App& app, RunFn* run);
 void AddCkptCommand(CLI::App& app, RunFn* run);
 void AddServerCommand(CLI::App& app, RunFn* run);
 void AddAgentCommand(CLI::App& app, RunFn* run);
 void AddJobCommands(CLI::App& app, RunFn* run);
+void AddUserCommands(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

@@ -17,10 +17,12 @@ int main(int argc, char** argv) {
   anneal::cli::AddTrainCommand(app, &run);
   anneal::cli::AddSampleCommand(app, &run);
   anneal::cli::AddLaunchCommand(app, &run);
+  anneal::cli::AddHealthcheckCommand(app, &run);
   anneal::cli::AddCkptCommand(app, &run);
   anneal::cli::AddServerCommand(app, &run);
   anneal::cli::AddAgentCommand(app, &run);
   anneal::cli::AddJobCommands(app, &run);
+  anneal::cli::AddUserCommands(app, &run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

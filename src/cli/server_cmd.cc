@@ -64,7 +64,41 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   c->add_option("--start-timeout-s", o->start_timeout_s, "Instances must register within this after being obtained")
       ->capture_default_str();
-  c->callback([run, o, listen] { *run = [o, listen] { return RunServer(*o, *listen); }; });
+  // Security (docs/security.md).
+  c->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve https (with --tls-key)");
+  c->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
+  c->add_option("--tls-ca", o->tls_ca, "PEM CA the local backend's agents trust (default: --tls-cert, self-signed)");
+  c->add_option("--join-token-file", o->join_token_file, "The agents' join token (default: DATA_DIR/join.token, created)");
+  c->add_option("--execution-roles", o->execution_roles_file,
+                "YAML file of execution roles: the storage prefixes (and credentials) each job role may use");
+  // Quotas (docs/quotas.md); 0 = no limit.
+  c->add_option("--quota-instances-per-job", o->quota.max_instances_per_job, "Most instances one job may ask for");
+  c->add_option("--quota-running-instances", o->quota.max_running_instances, "Most instances across all running jobs");
+  c->add_option("--quota-user-instances", o->quota.user_max_instances,
+                "Default most instances across one user's running jobs (anneal users set NAME --max-instances)");
+  auto types = std::make_shared<std::vector<std::string>>();
+  c->add_option("--quota-instance-type", *types, "TYPE=N: most running instances of that type (repeatable)");
+  // Pre-start health checks (docs/health-checks.md).
+  c->add_flag("!--no-health-checks", o->health.enabled, "Skip the pre-start health checks");
+  c->add_option("--health-min-free-memory-gb", o->health.min_free_memory_gb, "Memory an instance must have free")
+      ->capture_default_str();
+  c->add_option("--health-min-free-disk-gb", o->health.min_free_disk_gb, "Disk its work dir must have free")
+      ->capture_default_str();
+  c->add_option("--health-collective-mb", o->health.collective_mb, "Allreduce size across a job's instances (0: none)")
+      ->capture_default_str();
+  c->add_option("--health-check-command", o->health.command,
+                "An operator's own check, run by /bin/sh on every instance before each job (non-zero: unhealthy)");
+  c->add_option("--health-max-replacements", o->health.max_replacements, "Rounds of replacing unhealthy instances")
+      ->capture_default_str();
+  // Events (docs/events.md).
+  c->add_option("--webhook", o->webhook_urls, "POST every job status change to this URL (repeatable)");
+  c->add_option("--webhook-secret-file", o->webhook_secret_file, "Sign webhooks with HMAC-SHA256 of this file's secret");
+  c->callback([run, o, listen, types] {
+    *run = [o, listen, types]() -> Status {
+      for (const auto& t : *types) ANNEAL_RETURN_IF_ERROR(ParseTypeQuota(t, &o->quota.instance_type_max));
+      return RunServer(*o, *listen);
+    };
+  });
 }
 
 void AddAgentCommand(CLI::App& app, RunFn* run) {
@@ -86,6 +120,8 @@ void AddAgentCommand(CLI::App& app, RunFn* run) {
   c->add_option("--orphan-timeout-s", o->orphan_timeout_s, "Exit after the server is unreachable this long while idle")
       ->capture_default_str();
   c->add_flag("--remove-work-dir", o->remove_work_dir, "Delete --work-dir on exit (ephemeral instances)");
+  c->add_option("--join-token-file", o->join_token_file,
+                "The server's join token (default: $ANNEAL_JOIN_TOKEN); the server wrote it to its DATA_DIR/join.token");
   c->callback([run, o] { *run = [o] { return RunAgent(*o); }; });
 }
 

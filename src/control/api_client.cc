@@ -3,23 +3,67 @@
 #include <httplib.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <mutex>
 
 namespace anneal {
 
 namespace {
 
-std::string ErrorText(httplib::Error e) { return httplib::to_string(e); }
+std::string ErrorText(httplib::Error e) {
+  std::string t = httplib::to_string(e);
+  if (e == httplib::Error::SSLServerVerification) {
+    t += "; the server's certificate is not trusted here: set ANNEAL_CA_CERT to the PEM file of the CA that signed it";
+  }
+  return t;
+}
+
+std::mutex g_token_mu;
+bool g_token_set = false;
+std::string g_token;
+
+std::string TokenFromEnvironment() {
+  if (const char* t = std::getenv("ANNEAL_TOKEN"); t && *t) return t;
+  if (const char* f = std::getenv("ANNEAL_TOKEN_FILE"); f && *f) {
+    std::ifstream in(f);
+    std::string t;
+    std::getline(in, t);
+    return t;
+  }
+  return "";
+}
 
 }  // namespace
 
+void ApiClient::SetProcessToken(const std::string& token) {
+  std::lock_guard<std::mutex> l(g_token_mu);
+  g_token = token;
+  g_token_set = true;
+}
+
+std::string ApiClient::ProcessToken() {
+  std::lock_guard<std::mutex> l(g_token_mu);
+  if (!g_token_set) {
+    g_token = TokenFromEnvironment();
+    g_token_set = true;
+  }
+  return g_token;
+}
+
 Result<std::unique_ptr<ApiClient>> ApiClient::Make(const std::string& url, double timeout_s) {
-  if (url.rfind("http://", 0) != 0) {
-    return InvalidInput("server URL '" + url + "' must start with http:// (e.g. http://127.0.0.1:8470)");
+  const bool tls = url.rfind("https://", 0) == 0;
+  if (url.rfind("http://", 0) != 0 && !tls) {
+    return InvalidInput("server URL '" + url + "' must start with http:// or https:// (e.g. http://127.0.0.1:8470)");
   }
   std::unique_ptr<ApiClient> c(new ApiClient());
   c->url_ = url;
   while (!c->url_.empty() && c->url_.back() == '/') c->url_.pop_back();
   c->cli_ = std::make_unique<httplib::Client>(c->url_);
+  if (tls) {
+    c->cli_->enable_server_certificate_verification(true);
+    if (const char* ca = std::getenv("ANNEAL_CA_CERT"); ca && *ca) c->cli_->set_ca_cert_path(ca);
+  }
+  if (const std::string token = ProcessToken(); !token.empty()) c->cli_->set_bearer_token_auth(token);
   const time_t sec = static_cast<time_t>(timeout_s);
   const time_t usec = static_cast<time_t>((timeout_s - static_cast<double>(sec)) * 1e6);
   c->cli_->set_connection_timeout(std::min<time_t>(sec, 5), std::min<time_t>(sec, 5) == sec ? usec : 0);
@@ -35,6 +79,8 @@ Result<std::unique_ptr<ApiClient>> ApiClient::Make(const std::string& url, doubl
 
 ApiClient::~ApiClient() = default;
 
+void ApiClient::set_token(const std::string& token) { cli_->set_bearer_token_auth(token); }
+
 Result<nlohmann::json> ApiClient::Decode(const std::string& what, int status, const std::string& body) {
   nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
   if (status >= 200 && status < 300) {
@@ -45,6 +91,9 @@ Result<nlohmann::json> ApiClient::Decode(const std::string& what, int status, co
   if (!j.is_discarded() && j.contains("error") && j["error"].is_object()) msg = j["error"].value("message", body);
   const std::string m = what + " (HTTP " + std::to_string(status) + "): " + msg;
   if (status == 404) return NotFound(m);
+  if (status == 401) {
+    return InvalidInput(m + (ProcessToken().empty() ? " (no token: set ANNEAL_TOKEN or ANNEAL_TOKEN_FILE)" : ""));
+  }
   if (status >= 400 && status < 500) return InvalidInput(m);
   return PeerError(m);
 }
@@ -74,6 +123,12 @@ Result<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::j
   auto r = cli_->Put(path, body.dump(), "application/json");
   if (!r) return PeerError("cannot reach the anneal server at " + url_ + " (PUT " + path + ": " + ErrorText(r.error()) + ")");
   return Decode("PUT " + path, r->status, r->body);
+}
+
+Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
+  auto r = cli_->Delete(path);
+  if (!r) return PeerError("cannot reach the anneal server at " + url_ + " (DELETE " + path + ": " + ErrorText(r.error()) + ")");
+  return Decode("DELETE " + path, r->status, r->body);
 }
 
 Result<nlohmann::json> ApiClient::PostRaw(const std::string& path, const std::string& body,

@@ -178,7 +178,7 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
   if (!doc.is_object()) return r.Fail("", "a job spec must be a mapping of fields (name, entrypoint, resources, ...)");
   ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(doc, "", {"name", "role", "entrypoint", "source", "channels", "output",
                                                "checkpoint", "resources", "stopping", "retry", "metric_definitions",
-                                               "environment"}));
+                                               "environment", "secrets"}));
   ANNEAL_RETURN_IF_ERROR(r.String(doc, "name", "", &s.name, true));
   static const std::regex kName("^[a-z0-9][a-z0-9-]{0,47}$");
   if (!std::regex_match(s.name, kName)) {
@@ -304,6 +304,13 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
     static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
     if (!std::regex_match(k, kEnv)) return r.Fail("environment." + k, "is not a valid environment variable name");
   }
+  ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "secrets", "", &s.secrets));
+  for (const auto& [k, v] : s.secrets) {
+    static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
+    if (!std::regex_match(k, kEnv)) return r.Fail("secrets." + k, "is not a valid environment variable name");
+    if (v.size() < 4) return r.Fail("secrets." + k, "is shorter than 4 characters: too short to hide in logs");
+    if (s.environment.count(k)) return r.Fail("secrets." + k, "is also in environment: give it in one place");
+  }
   return s;
 }
 
@@ -344,6 +351,7 @@ nlohmann::json JobSpec::ToJson() const {
   j["metric_definitions"] = json::array();
   for (const auto& m : metric_definitions) j["metric_definitions"].push_back({{"name", m.name}, {"regex", m.regex}});
   j["environment"] = environment;
+  if (!secrets.empty()) j["secrets"] = secrets;
   return j;
 }
 

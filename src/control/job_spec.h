@@ -31,7 +31,9 @@ struct MetricDefinition {
 
 struct JobSpec {
   std::string name;  // [a-z0-9][a-z0-9-]*, at most 48 characters
-  std::string role;  // the execution role (the policies issue enforces it); free text for now
+  // The execution role (control/execution_roles.h): which storage prefixes the job may use and the
+  // credentials its ranks get. Required when the server defines roles.
+  std::string role;
   // entrypoint: the ranks' command (argv; a single string runs under /bin/sh -c) and its
   // hyperparameters, appended as "--set k=v" for the built-in trainer and "--k v" otherwise.
   std::vector<std::string> command;
@@ -61,6 +63,9 @@ struct JobSpec {
   int max_attempts = 1;
   std::vector<MetricDefinition> metric_definitions;
   std::map<std::string, std::string> environment;
+  // Like environment, but the values never appear in describe, events or logs: the server shows
+  // them as "***" and the agent replaces each value by "***" in every line a rank prints.
+  std::map<std::string, std::string> secrets;
 
   nlohmann::json ToJson() const;
   // The argv the ranks run: command + hyperparameters (see above).

@@ -54,7 +54,8 @@ bool CanTransition(JobPhase from, JobPhase to) {
   using P = JobPhase;
   switch (from) {
     case P::kPending: return In(to, {P::kStarting, P::kStopped, P::kFailed});
-    case P::kStarting: return In(to, {P::kDownloading, P::kRestarting, P::kInterrupted, P::kStopping, P::kFailed});
+    // Starting -> Starting: an instance that failed its health check was replaced.
+    case P::kStarting: return In(to, {P::kStarting, P::kDownloading, P::kRestarting, P::kInterrupted, P::kStopping, P::kFailed});
     case P::kDownloading: return In(to, {P::kTraining, P::kRestarting, P::kInterrupted, P::kStopping, P::kFailed});
     case P::kTraining:
       return In(to, {P::kUploading, P::kCompleted, P::kRestarting, P::kInterrupted, P::kStopping, P::kFailed});

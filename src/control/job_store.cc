@@ -94,6 +94,38 @@ ALTER TABLE node_reports ADD COLUMN cause TEXT NOT NULL DEFAULT '';
 ALTER TABLE node_reports ADD COLUMN local INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE node_reports ADD COLUMN failed_rank INTEGER NOT NULL DEFAULT -1;
 )sql",
+    // 3: users and their tokens (SHA-256 of the secret only), warm pools, pre-start health checks,
+    // and small named values (the webhook sender's cursor).
+    R"sql(
+CREATE TABLE users (
+  name TEXT PRIMARY KEY,
+  role TEXT NOT NULL,
+  max_instances INTEGER NOT NULL DEFAULT -1,
+  created_at REAL NOT NULL);
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  sha256 TEXT NOT NULL UNIQUE,
+  description TEXT NOT NULL DEFAULT '',
+  created_at REAL NOT NULL);
+CREATE INDEX tokens_principal ON tokens(principal);
+ALTER TABLE instances ADD COLUMN pool_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE instances ADD COLUMN keep_until REAL NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN warm_pool TEXT NOT NULL DEFAULT '';
+CREATE TABLE health_checks (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  instance_id TEXT NOT NULL,
+  node INTEGER NOT NULL,
+  ok INTEGER NOT NULL,
+  result TEXT NOT NULL,
+  at REAL NOT NULL,
+  PRIMARY KEY(job_id, attempt, instance_id));
+CREATE TABLE kv (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL);
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
@@ -154,7 +186,8 @@ class Stmt {
 };
 
 constexpr const char* kJobColumns =
-    "seq, id, name, owner, spec, phase, failure_reason, exit_code, attempt, created_at, updated_at, started_at, ended_at";
+    "seq, id, name, owner, spec, phase, failure_reason, exit_code, attempt, created_at, updated_at, started_at, ended_at, "
+    "warm_pool";
 
 Result<JobRecord> ReadJob(const Stmt& s) {
   JobRecord r;
@@ -171,6 +204,8 @@ Result<JobRecord> ReadJob(const Stmt& s) {
   r.updated_at = s.Real(10);
   r.started_at = s.Real(11);
   r.ended_at = s.Real(12);
+  const std::string pool = s.Text(13);
+  if (!pool.empty()) r.warm_pool = nlohmann::json::parse(pool, nullptr, false);
   return r;
 }
 
@@ -212,6 +247,8 @@ InstanceRecord ReadInstance(const Stmt& s) {
   r.backend = s.Text(7);
   r.registered_at = s.Real(8);
   r.last_heartbeat = s.Real(9);
+  r.pool_key = s.Text(10);
+  r.keep_until = s.Real(11);
   return r;
 }
 
@@ -330,7 +367,8 @@ Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& id) {
   return GetJobLocked(id);
 }
 
-Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, int64_t before_seq) {
+Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, int64_t before_seq,
+                                                  const std::string& owner) {
   std::lock_guard<std::mutex> l(mu_);
   // A listing needs only resources.instance_count of each spec: SQLite extracts it, so a page of 100
   // jobs does not parse 100 whole specs.
@@ -339,10 +377,16 @@ Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, i
                " json_object('resources', json_object('instance_count', json_extract(spec, '$.resources.instance_count'))),");
   std::string sql = "SELECT " + cols + " FROM jobs WHERE seq < ?";
   if (active_only) sql += " AND primary_status IN ('InProgress', 'Stopping')";
+  if (!owner.empty()) sql += " AND owner = ?";
   sql += " ORDER BY seq DESC LIMIT ?";
   Stmt s(db_, sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
-  s.Bind(1, before_seq > 0 ? before_seq : INT64_MAX).Bind(2, limit);
+  s.Bind(1, before_seq > 0 ? before_seq : INT64_MAX);
+  if (!owner.empty()) {
+    s.Bind(2, owner).Bind(3, limit);
+  } else {
+    s.Bind(2, limit);
+  }
   return ReadJobs(s);
 }
 
@@ -427,16 +471,18 @@ Status JobStore::PutInstance(const InstanceRecord& r) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(db_,
          "INSERT OR REPLACE INTO instances(id, job_id, node, address, instance_type, slots, state, backend, "
-         "registered_at, last_heartbeat) VALUES(?,?,?,?,?,?,?,?,?,?)");
+         "registered_at, last_heartbeat, pool_key, keep_until) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
   s.Bind(1, r.id).Bind(2, r.job_id).Bind(3, r.node).Bind(4, r.address).Bind(5, r.instance_type).Bind(6, r.slots);
   s.Bind(7, r.state).Bind(8, r.backend).Bind(9, r.registered_at).Bind(10, r.last_heartbeat);
+  s.Bind(11, r.pool_key).Bind(12, r.keep_until);
   return s.Run();
 }
 
 Result<std::optional<InstanceRecord>> JobStore::GetInstance(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(db_,
-         "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat "
+         "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat, "
+         "pool_key, keep_until "
          "FROM instances WHERE id = ?");
   s.Bind(1, id);
   Status st;
@@ -448,7 +494,8 @@ Result<std::optional<InstanceRecord>> JobStore::GetInstance(const std::string& i
 Result<std::vector<InstanceRecord>> JobStore::Instances() {
   std::lock_guard<std::mutex> l(mu_);
   Stmt s(db_,
-         "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat "
+         "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat, "
+         "pool_key, keep_until "
          "FROM instances ORDER BY registered_at, id");
   std::vector<InstanceRecord> out;
   Status st;
@@ -636,6 +683,193 @@ Result<std::optional<std::string>> JobStore::GetRendezvous(const std::string& jo
   if (s.Step(&st)) return std::optional<std::string>(s.Text(0));
   ANNEAL_RETURN_IF_ERROR(st);
   return std::optional<std::string>();
+}
+
+Result<std::vector<EventRecord>> JobStore::EventsAfter(int64_t after_id, int limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT t.id, t.job_id, j.owner, j.attempt, t.at, t.phase, t.message FROM transitions t "
+         "JOIN jobs j ON j.id = t.job_id WHERE t.id > ? ORDER BY t.id LIMIT ?");
+  s.Bind(1, after_id).Bind(2, limit);
+  std::vector<EventRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    EventRecord e;
+    e.id = s.Int(0);
+    e.job_id = s.Text(1);
+    e.owner = s.Text(2);
+    e.attempt = static_cast<int>(s.Int(3));
+    e.at = s.Real(4);
+    ANNEAL_ASSIGN_OR_RETURN(e.phase, ParsePhase(s.Text(5)));
+    e.message = s.Text(6);
+    out.push_back(std::move(e));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::SetWarmPool(const std::string& id, const nlohmann::json& pool) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "UPDATE jobs SET warm_pool = ? WHERE id = ?");
+  s.Bind(1, pool.is_null() ? std::string() : pool.dump()).Bind(2, id);
+  return s.Run();
+}
+
+Status JobStore::PutHealth(const std::string& job, int attempt, const HealthRecord& r) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "INSERT OR REPLACE INTO health_checks(job_id, attempt, instance_id, node, ok, result, at) VALUES(?,?,?,?,?,?,?)");
+  s.Bind(1, job).Bind(2, attempt).Bind(3, r.instance_id).Bind(4, r.node).Bind(5, r.ok ? 1 : 0);
+  s.Bind(6, r.result.dump()).Bind(7, r.at);
+  return s.Run();
+}
+
+Result<std::vector<HealthRecord>> JobStore::Health(const std::string& job, int attempt) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_,
+         "SELECT instance_id, node, ok, result, at FROM health_checks WHERE job_id = ? AND attempt = ? ORDER BY at, node");
+  s.Bind(1, job).Bind(2, attempt);
+  std::vector<HealthRecord> out;
+  Status st;
+  while (s.Step(&st)) {
+    HealthRecord r;
+    r.instance_id = s.Text(0);
+    r.node = static_cast<int>(s.Int(1));
+    r.ok = s.Int(2) != 0;
+    r.result = nlohmann::json::parse(s.Text(3), nullptr, false);
+    r.at = s.Real(4);
+    out.push_back(std::move(r));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+namespace {
+
+UserRecord ReadUser(const Stmt& s) {
+  UserRecord u;
+  u.name = s.Text(0);
+  u.role = s.Text(1);
+  u.max_instances = static_cast<int>(s.Int(2));
+  u.created_at = s.Real(3);
+  return u;
+}
+
+TokenRecord ReadToken(const Stmt& s) {
+  TokenRecord t;
+  t.id = s.Text(0);
+  t.principal = s.Text(1);
+  t.kind = s.Text(2);
+  t.sha256 = s.Text(3);
+  t.description = s.Text(4);
+  t.created_at = s.Real(5);
+  return t;
+}
+
+constexpr const char* kTokenColumns = "SELECT id, principal, kind, sha256, description, created_at FROM tokens";
+
+}  // namespace
+
+Status JobStore::PutUser(const UserRecord& u) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO users(name, role, max_instances, created_at) VALUES(?,?,?,?)");
+  s.Bind(1, u.name).Bind(2, u.role).Bind(3, u.max_instances).Bind(4, u.created_at);
+  return s.Run();
+}
+
+Result<std::optional<UserRecord>> JobStore::GetUser(const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT name, role, max_instances, created_at FROM users WHERE name = ?");
+  s.Bind(1, name);
+  Status st;
+  if (s.Step(&st)) return std::optional<UserRecord>(ReadUser(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return std::optional<UserRecord>();
+}
+
+Result<std::vector<UserRecord>> JobStore::Users() {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT name, role, max_instances, created_at FROM users ORDER BY name");
+  std::vector<UserRecord> out;
+  Status st;
+  while (s.Step(&st)) out.push_back(ReadUser(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::DeleteUser(const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  return InTransaction([&]() -> Status {
+    Stmt t(db_, "DELETE FROM tokens WHERE principal = ? AND kind = 'user'");
+    t.Bind(1, name);
+    ANNEAL_RETURN_IF_ERROR(t.Run());
+    Stmt u(db_, "DELETE FROM users WHERE name = ?");
+    u.Bind(1, name);
+    return u.Run();
+  });
+}
+
+Status JobStore::PutToken(const TokenRecord& t) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO tokens(id, principal, kind, sha256, description, created_at) VALUES(?,?,?,?,?,?)");
+  s.Bind(1, t.id).Bind(2, t.principal).Bind(3, t.kind).Bind(4, t.sha256).Bind(5, t.description).Bind(6, t.created_at);
+  return s.Run();
+}
+
+Result<std::optional<TokenRecord>> JobStore::FindToken(const std::string& sha256) {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string sql = std::string(kTokenColumns) + " WHERE sha256 = ?";
+  Stmt s(db_, sql.c_str());
+  s.Bind(1, sha256);
+  Status st;
+  if (s.Step(&st)) return std::optional<TokenRecord>(ReadToken(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return std::optional<TokenRecord>();
+}
+
+Result<std::vector<TokenRecord>> JobStore::Tokens(const std::string& principal) {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string sql = std::string(kTokenColumns) + (principal.empty() ? "" : " WHERE principal = ?") + " ORDER BY created_at, id";
+  Stmt s(db_, sql.c_str());
+  if (!principal.empty()) s.Bind(1, principal);
+  std::vector<TokenRecord> out;
+  Status st;
+  while (s.Step(&st)) out.push_back(ReadToken(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status JobStore::DeleteToken(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "DELETE FROM tokens WHERE id = ?");
+  s.Bind(1, id);
+  ANNEAL_RETURN_IF_ERROR(s.Run());
+  if (sqlite3_changes(db_) == 0) return NotFound("no token " + id + " (list them with anneal tokens list)");
+  return Status::Ok();
+}
+
+Status JobStore::DeleteTokensOf(const std::string& principal) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "DELETE FROM tokens WHERE principal = ?");
+  s.Bind(1, principal);
+  return s.Run();
+}
+
+Result<std::optional<std::string>> JobStore::GetValue(const std::string& key) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "SELECT value FROM kv WHERE key = ?");
+  s.Bind(1, key);
+  Status st;
+  if (s.Step(&st)) return std::optional<std::string>(s.Text(0));
+  ANNEAL_RETURN_IF_ERROR(st);
+  return std::optional<std::string>();
+}
+
+Status JobStore::SetValue(const std::string& key, const std::string& value) {
+  std::lock_guard<std::mutex> l(mu_);
+  Stmt s(db_, "INSERT OR REPLACE INTO kv(key, value) VALUES(?,?)");
+  s.Bind(1, key).Bind(2, value);
+  return s.Run();
 }
 
 }  // namespace anneal

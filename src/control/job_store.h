@@ -34,6 +34,9 @@ struct JobRecord {
   int exit_code = -1;  // -1 until the job ends
   int attempt = 0;
   double created_at = 0, updated_at = 0, started_at = 0, ended_at = 0;
+  // The warm pool this job's instances formed when it ended (resources.keep_alive_s), null if none:
+  // {"status": Available|InUse|Reused|Terminated, "expires_at", "instances", "reused_by"}.
+  nlohmann::json warm_pool;
 };
 
 struct TransitionRecord {
@@ -49,9 +52,47 @@ struct InstanceRecord {
   std::string address;
   std::string instance_type;
   int slots = 1;
-  std::string state;    // requested | idle | assigned | released
+  std::string state;    // requested | idle | assigned | available (warm pool) | released
   std::string backend;  // local | static
   double registered_at = 0, last_heartbeat = 0;
+  // Warm pool (state available): what a job must match to reuse it, and until when it is kept.
+  std::string pool_key;
+  double keep_until = 0;
+};
+
+// A status change with its job, for event delivery (webhooks) in the order they happened.
+struct EventRecord {
+  int64_t id = 0;  // ascending
+  std::string job_id, owner;
+  int attempt = 0;
+  double at = 0;
+  JobPhase phase = JobPhase::kPending;
+  std::string message;
+};
+
+struct UserRecord {
+  std::string name;
+  std::string role;        // admin | user | viewer
+  int max_instances = -1;  // instances across the user's running jobs; -1: the server's default
+  double created_at = 0;
+};
+
+// A bearer token: only the SHA-256 of its secret is stored.
+struct TokenRecord {
+  std::string id;         // public, for listing and revoking ("tok-..." / "agt-...")
+  std::string principal;  // the user, or the instance id of an agent token
+  std::string kind;       // user | agent | join
+  std::string sha256;
+  std::string description;
+  double created_at = 0;
+};
+
+struct HealthRecord {
+  std::string instance_id;
+  int node = 0;
+  bool ok = false;
+  nlohmann::json result;  // agent/health_check.h
+  double at = 0;
 };
 
 struct LogLine {
@@ -92,14 +133,16 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // A new job in Pending; its id is "<name>-<submission number, 4+ digits>".
   Result<JobRecord> CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec, double now);
   Result<std::optional<JobRecord>> GetJob(const std::string& id);
   // Newest first; active_only: not terminal. before_seq > 0: only jobs submitted before it (paging).
   // The records' spec holds only resources.instance_count (GetJob has the whole spec).
-  Result<std::vector<JobRecord>> ListJobs(int limit, bool active_only, int64_t before_seq = 0);
+  // owner non-empty: only that user's jobs.
+  Result<std::vector<JobRecord>> ListJobs(int limit, bool active_only, int64_t before_seq = 0,
+                                          const std::string& owner = "");
   // Every job started and not yet terminal (not Pending), in submission order.
   Result<std::vector<JobRecord>> ActiveJobs();
   // The oldest Pending jobs, at most limit, in submission order (the scheduler's queue head).
@@ -110,6 +153,9 @@ class JobStore {
                     const std::string& failure_reason = "", int exit_code = -1);
   Status SetAttempt(const std::string& id, int attempt, double now);
   Result<std::vector<TransitionRecord>> History(const std::string& id);
+  // Every status change (of every job) with id > after_id, oldest first.
+  Result<std::vector<EventRecord>> EventsAfter(int64_t after_id, int limit);
+  Status SetWarmPool(const std::string& id, const nlohmann::json& pool);
   Result<int64_t> CountJobs();
 
   Status PutInstance(const InstanceRecord& r);
@@ -138,6 +184,26 @@ class JobStore {
 
   Status PutNodeReport(const std::string& job, const NodeReport& r);
   Result<std::vector<NodeReport>> NodeReports(const std::string& job, int attempt);
+
+  Status PutHealth(const std::string& job, int attempt, const HealthRecord& r);
+  Result<std::vector<HealthRecord>> Health(const std::string& job, int attempt);
+
+  Status PutUser(const UserRecord& u);
+  Result<std::optional<UserRecord>> GetUser(const std::string& name);
+  Result<std::vector<UserRecord>> Users();
+  // Removes the user and every token of theirs.
+  Status DeleteUser(const std::string& name);
+  Status PutToken(const TokenRecord& t);
+  Result<std::optional<TokenRecord>> FindToken(const std::string& sha256);
+  // principal "" = all.
+  Result<std::vector<TokenRecord>> Tokens(const std::string& principal);
+  // Removes one token by id (NotFound if none), or every token of a principal.
+  Status DeleteToken(const std::string& id);
+  Status DeleteTokensOf(const std::string& principal);
+
+  // Small named values (the webhook sender's cursor).
+  Result<std::optional<std::string>> GetValue(const std::string& key);
+  Status SetValue(const std::string& key, const std::string& value);
 
   // The first value set for (job, attempt) wins; returns the stored one.
   Result<std::string> SetRendezvous(const std::string& job, int attempt, const std::string& value);

@@ -12,9 +12,14 @@
 
 #include "anneal_version.h"
 #include "backends/backend.h"
+#include "control/auth.h"
 #include "control/exit_cause.h"
+#include "control/execution_roles.h"
+#include "control/http_util.h"
 #include "control/job_spec.h"
 #include "control/job_store.h"
+#include "control/user_routes.h"
+#include "control/webhooks.h"
 #include "control/wire.h"
 #include "core/env.h"
 #include "storage/sigv4.h"
@@ -24,44 +29,6 @@ namespace anneal {
 namespace {
 
 using nlohmann::json;
-
-void Reply(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-void ReplyError(httplib::Response& res, int status, const std::string& message, const std::string& field = "") {
-  json e = {{"message", message}};
-  if (!field.empty()) e["field"] = field;
-  Reply(res, status, {{"error", e}});
-}
-
-// The HTTP status for a Status from the layers below.
-int HttpStatusOf(const Status& st) {
-  switch (st.code()) {
-    case Code::kInvalidInput: return 400;
-    case Code::kNotFound: return 404;
-    default: return 500;
-  }
-}
-
-int IntParam(const httplib::Request& req, const char* name, int dflt) {
-  if (!req.has_param(name)) return dflt;
-  try {
-    return std::stoi(req.get_param_value(name));
-  } catch (...) {
-    return dflt;
-  }
-}
-
-int64_t Int64Param(const httplib::Request& req, const char* name, int64_t dflt) {
-  if (!req.has_param(name)) return dflt;
-  try {
-    return std::stoll(req.get_param_value(name));
-  } catch (...) {
-    return dflt;
-  }
-}
 
 const std::map<std::string, int> kNodeStateOrder = {{"downloading", 0}, {"training", 1}, {"uploading", 2}, {"finished", 3}};
 
@@ -75,8 +42,28 @@ class Server : public ControlServer {
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(o_.data_dir));
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(o_.data_dir, "packages")));
     ANNEAL_ASSIGN_OR_RETURN(store_, JobStore::Open(JoinPath(o_.data_dir, "anneal.db")));
+    ANNEAL_RETURN_IF_ERROR(BootstrapAuth(store_.get(), o_.data_dir, o_.join_token_file, WallSeconds()));
+    if (!o_.execution_roles_file.empty()) {
+      ANNEAL_ASSIGN_OR_RETURN(roles_, LoadExecutionRoles(o_.execution_roles_file));
+    }
+    const bool tls = !o_.tls_cert.empty() || !o_.tls_key.empty();
+    if (tls) {
+      if (o_.tls_cert.empty() || o_.tls_key.empty()) return InvalidInput("TLS needs both --tls-cert and --tls-key");
+      http_ = std::make_unique<httplib::SSLServer>(o_.tls_cert.c_str(), o_.tls_key.c_str());
+      if (!http_->is_valid()) {
+        return InvalidInput("cannot load the TLS certificate " + o_.tls_cert + " or key " + o_.tls_key +
+                            ": check they are PEM files that belong together");
+      }
+    } else {
+      http_ = std::make_unique<httplib::Server>();
+    }
     if (o_.backend == "local") {
       LocalBackendOptions lo;
+      ANNEAL_ASSIGN_OR_RETURN(std::string join, Env::Default().ReadFile(
+          o_.join_token_file.empty() ? JoinPath(o_.data_dir, "join.token") : o_.join_token_file));
+      while (!join.empty() && (join.back() == '\n' || join.back() == ' ')) join.pop_back();
+      lo.env["ANNEAL_JOIN_TOKEN"] = join;
+      if (tls) lo.env["ANNEAL_CA_CERT"] = o_.tls_ca.empty() ? o_.tls_cert : o_.tls_ca;
       lo.agent_binary = o_.agent_binary;
       lo.work_root = JoinPath(o_.data_dir, "instances");
       lo.max_instances = o_.max_instances;
@@ -85,29 +72,38 @@ class Server : public ControlServer {
     } else if (o_.backend != "static") {
       return InvalidInput("--backend '" + o_.backend + "' must be local or static");
     }
+    if (!o_.webhook_urls.empty()) {
+      WebhookOptions wo;
+      wo.urls = o_.webhook_urls;
+      if (!o_.webhook_secret_file.empty()) {
+        ANNEAL_ASSIGN_OR_RETURN(wo.secret, env.ReadFile(o_.webhook_secret_file));
+        while (!wo.secret.empty() && (wo.secret.back() == '\n' || wo.secret.back() == ' ')) wo.secret.pop_back();
+      }
+      ANNEAL_ASSIGN_OR_RETURN(webhooks_, WebhookSender::Start(store_.get(), wo));
+    }
     // Heartbeat deadlines restart now: agents get a full timeout to reach a restarted server.
     start_wall_ = WallSeconds();
     Routes();
-    http_.set_payload_max_length(size_t{4} << 30);
+    http_->set_payload_max_length(size_t{4} << 30);
     // Idle keep-alive connections are held this long (polled every 10 ms by cpp-httplib meanwhile:
     // anneal's own clients close theirs); Stop() waits for them.
-    http_.set_keep_alive_timeout(1);
+    http_->set_keep_alive_timeout(1);
     // Small JSON answers: without TCP_NODELAY each waits for the peer's delayed ACK (40 ms).
-    http_.set_tcp_nodelay(true);
+    http_->set_tcp_nodelay(true);
     // A keep-alive connection holds a worker for its life: room for every agent and client at once.
-    http_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    http_->new_task_queue = [] { return new httplib::ThreadPool(64); };
     int port = o_.port;
     if (port == 0) {
-      port = http_.bind_to_any_port(o_.host);
+      port = http_->bind_to_any_port(o_.host);
       if (port < 0) return InvalidInput("cannot listen on " + o_.host + ": no free port");
-    } else if (!http_.bind_to_port(o_.host, port)) {
+    } else if (!http_->bind_to_port(o_.host, port)) {
       return InvalidInput("cannot listen on " + o_.host + ":" + std::to_string(port) +
                           " (in use, or not an address of this machine): choose another --listen");
     }
-    url_ = "http://" + o_.host + ":" + std::to_string(port);
+    url_ = std::string(tls ? "https://" : "http://") + o_.host + ":" + std::to_string(port);
     ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(o_.data_dir, "server.json"),
                                                json({{"url", url_}, {"pid", ::getpid()}}).dump() + "\n"));
-    listener_ = std::thread([this] { http_.listen_after_bind(); });
+    listener_ = std::thread([this] { http_->listen_after_bind(); });
     if (o_.schedule) scheduler_ = std::thread([this] { SchedulerLoop(); });
     return Status::Ok();
   }
@@ -122,8 +118,9 @@ class Server : public ControlServer {
     }
     cv_.notify_all();
     if (scheduler_.joinable()) scheduler_.join();
-    http_.stop();
+    http_->stop();
     if (listener_.joinable()) listener_.join();
+    if (webhooks_) webhooks_->Stop();
   }
 
   void Drain(double timeout_s) override {
@@ -147,73 +144,91 @@ class Server : public ControlServer {
  private:
   // ---- HTTP ----
   void Routes() {
-    http_.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
+    httplib::Server& h = *http_;
+    JobStore* st = store_.get();
+    h.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
       Reply(res, 200, {{"ok", true}, {"version", ANNEAL_VERSION}, {"backend", o_.backend}});
     });
-    http_.Post("/v1/packages", [this](const httplib::Request& req, httplib::Response& res) { PostPackage(req, res); });
-    http_.Get(R"(/v1/packages/([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
+    h.Post("/v1/packages", Guarded(st, Access::kSubmit, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
+      PostPackage(req, res);
+    }));
+    h.Get(R"(/v1/packages/([0-9a-f]{64}))", Guarded(st, Access::kAny, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
       auto data = Env::Default().ReadFile(PackagePath(req.matches[1]));
       if (!data.ok()) return ReplyError(res, 404, "no package " + std::string(req.matches[1]));
       res.set_content(std::move(*data), "application/gzip");
-    });
-    http_.Post("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) { PostJob(req, res); });
-    http_.Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) { ListJobs(req, res); });
-    http_.Get(R"(/v1/jobs/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      auto j = store_->GetJob(req.matches[1]);
-      if (!j.ok()) return ReplyError(res, 500, j.status().message());
-      if (!*j) return ReplyError(res, 404, "no job " + std::string(req.matches[1]) + " (list them with anneal jobs)");
-      auto d = Describe(**j);
+    }));
+    h.Post("/v1/jobs", Guarded(st, Access::kSubmit, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      PostJob(req, res, p);
+    }));
+    h.Get("/v1/jobs", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      ListJobs(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+))", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      auto j = VisibleJob(p, req.matches[1], res);
+      if (!j) return;
+      auto d = Describe(*j);
       if (!d.ok()) return ReplyError(res, 500, d.status().message());
       Reply(res, 200, *d);
+    }));
+    h.Post(R"(/v1/jobs/([^/]+)/stop)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      StopJob(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+)/logs)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      GetLogs(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+)/metrics)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      GetMetrics(req, res, p);
+    }));
+    AddUserRoutes(h, st);
+    // Agent-facing: registration with the join token, everything else with the agent's own token and
+    // only for the jobs its instance serves.
+    h.Post("/v1/agents", Guarded(st, Access::kJoin, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
+      Register(req, res);
+    }));
+    h.Post(R"(/v1/agents/([^/]+)/heartbeat)", Guarded(st, Access::kAgent, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      if (p.name != req.matches[1]) return ReplyError(res, 403, "an agent's token is valid for its own instance only");
+      Heartbeat(req, res);
+    }));
+    AgentRoute("Post", R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      std::vector<LogLine> lines;
+      for (const json& x : b.value("lines", json::array())) lines.push_back(LogLineFromJson(x));
+      ANNEAL_RETURN_IF_ERROR(store_->AppendLogs(req.matches[1], lines));
+      Reply(res, 200, {{"stored", lines.size()}});
+      return Status::Ok();
     });
-    http_.Post(R"(/v1/jobs/([^/]+)/stop)", [this](const httplib::Request& req, httplib::Response& res) { StopJob(req, res); });
-    http_.Get(R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res) { GetLogs(req, res); });
-    http_.Get(R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) { GetMetrics(req, res); });
-    // Agent-facing.
-    http_.Post("/v1/agents", [this](const httplib::Request& req, httplib::Response& res) { Register(req, res); });
-    http_.Post(R"(/v1/agents/([^/]+)/heartbeat)", [this](const httplib::Request& req, httplib::Response& res) { Heartbeat(req, res); });
-    http_.Post(R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res) {
-      WithJson(req, res, [&](const json& b) -> Status {
-        std::vector<LogLine> lines;
-        for (const json& x : b.value("lines", json::array())) lines.push_back(LogLineFromJson(x));
-        ANNEAL_RETURN_IF_ERROR(store_->AppendLogs(req.matches[1], lines));
-        Reply(res, 200, {{"stored", lines.size()}});
+    AgentRoute("Post", R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      std::vector<MetricPoint> pts;
+      for (const json& x : b.value("points", json::array())) pts.push_back(MetricPointFromJson(x));
+      ANNEAL_RETURN_IF_ERROR(store_->AppendMetrics(req.matches[1], pts));
+      Reply(res, 200, {{"stored", pts.size()}});
+      return Status::Ok();
+    });
+    AgentRoute("Post", R"(/v1/jobs/([^/]+)/reports)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      NodeReport r = NodeReportFromJson(b);
+      r.at = WallSeconds();
+      ANNEAL_RETURN_IF_ERROR(store_->PutNodeReport(req.matches[1], r));
+      cv_.notify_all();
+      Reply(res, 200, {{"ok", true}});
+      return Status::Ok();
+    });
+    AgentRoute("Post", R"(/v1/jobs/([^/]+)/health)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal& p) -> Status {
+      return PostHealth(req.matches[1], b, p, res);
+    });
+    AgentRoute("Put", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      ANNEAL_ASSIGN_OR_RETURN(std::string v, store_->SetRendezvous(req.matches[1], std::stoi(req.matches[2]), b.dump()));
+      Reply(res, 200, json::parse(v));
+      return Status::Ok();
+    });
+    AgentRoute("Get", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json&, const Principal&) -> Status {
+      ANNEAL_ASSIGN_OR_RETURN(auto v, store_->GetRendezvous(req.matches[1], std::stoi(req.matches[2])));
+      if (!v) {
+        ReplyError(res, 404, "not yet");
         return Status::Ok();
-      });
+      }
+      Reply(res, 200, json::parse(*v));
+      return Status::Ok();
     });
-    http_.Post(R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res) {
-      WithJson(req, res, [&](const json& b) -> Status {
-        std::vector<MetricPoint> pts;
-        for (const json& x : b.value("points", json::array())) pts.push_back(MetricPointFromJson(x));
-        ANNEAL_RETURN_IF_ERROR(store_->AppendMetrics(req.matches[1], pts));
-        Reply(res, 200, {{"stored", pts.size()}});
-        return Status::Ok();
-      });
-    });
-    http_.Post(R"(/v1/jobs/([^/]+)/reports)", [this](const httplib::Request& req, httplib::Response& res) {
-      WithJson(req, res, [&](const json& b) -> Status {
-        NodeReport r = NodeReportFromJson(b);
-        r.at = WallSeconds();
-        ANNEAL_RETURN_IF_ERROR(store_->PutNodeReport(req.matches[1], r));
-        cv_.notify_all();
-        Reply(res, 200, {{"ok", true}});
-        return Status::Ok();
-      });
-    });
-    http_.Put(R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      WithJson(req, res, [&](const json& b) -> Status {
-        ANNEAL_ASSIGN_OR_RETURN(std::string v, store_->SetRendezvous(req.matches[1], std::stoi(req.matches[2]), b.dump()));
-        Reply(res, 200, json::parse(v));
-        return Status::Ok();
-      });
-    });
-    http_.Get(R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res) {
-      auto v = store_->GetRendezvous(req.matches[1], std::stoi(req.matches[2]));
-      if (!v.ok()) return ReplyError(res, 500, v.status().message());
-      if (!*v) return ReplyError(res, 404, "not yet");
-      Reply(res, 200, json::parse(**v));
-    });
-    http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
       try {
         if (ep) std::rethrow_exception(ep);
@@ -225,12 +240,52 @@ class Server : public ControlServer {
     });
   }
 
-  template <typename F>
-  void WithJson(const httplib::Request& req, httplib::Response& res, F&& f) {
-    json b = json::parse(req.body, nullptr, false);
-    if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
-    Status st = f(b);
-    if (!st.ok()) ReplyError(res, HttpStatusOf(st), st.message());
+  // An agent route on a job: the agent's token, its instance serving that job (assigned to it now,
+  // or still running it by its last heartbeat), and a JSON body (GET: none).
+  void AgentRoute(const std::string& method, const std::string& pattern,
+                  std::function<Status(const httplib::Request&, httplib::Response&, const json&, const Principal&)> f) {
+    auto handler = Guarded(store_.get(), Access::kAgent,
+                           [this, method, f](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+                             const std::string job = req.matches[1];
+                             auto inst = store_->GetInstance(p.name);
+                             if (!inst.ok()) return ReplyError(res, 500, inst.status().message());
+                             bool serves = *inst && (*inst)->job_id == job;
+                             if (!serves) {
+                               std::lock_guard<std::mutex> l(mu_);
+                               auto b = busy_.find(p.name);
+                               serves = b != busy_.end() && (b->second.job == job || b->second.health_job == job);
+                             }
+                             if (!serves) return ReplyError(res, 403, "instance " + p.name + " does not serve job " + job);
+                             json b = json::object();
+                             if (method != "Get") {
+                               b = json::parse(req.body, nullptr, false);
+                               if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
+                             }
+                             Status s = f(req, res, b, p);
+                             if (!s.ok()) ReplyError(res, HttpStatusOf(s), s.message());
+                           });
+    if (method == "Post") {
+      http_->Post(pattern, handler);
+    } else if (method == "Put") {
+      http_->Put(pattern, handler);
+    } else {
+      http_->Get(pattern, handler);
+    }
+  }
+
+  // The job if the caller may see it (its owner, an admin or a viewer); otherwise replies 404, the
+  // same answer as for a job that does not exist, and returns nothing.
+  std::optional<JobRecord> VisibleJob(const Principal& p, const std::string& id, httplib::Response& res) {
+    auto j = store_->GetJob(id);
+    if (!j.ok()) {
+      ReplyError(res, 500, j.status().message());
+      return std::nullopt;
+    }
+    if (!*j || (!p.reads_all() && (*j)->owner != p.name)) {
+      ReplyError(res, 404, "no job " + id + " (list yours with anneal jobs)");
+      return std::nullopt;
+    }
+    return **j;
   }
 
   std::string PackagePath(const std::string& sha) const {
@@ -251,7 +306,13 @@ class Server : public ControlServer {
     Reply(res, 201, {{"package", "package:" + sha}, {"bytes", req.body.size()}});
   }
 
-  void PostJob(const httplib::Request& req, httplib::Response& res) {
+  // The user's own instance limit (-1: the server's default).
+  int UserLimit(const std::string& user) {
+    auto u = store_->GetUser(user);
+    return u.ok() && *u ? (*u)->max_instances : -1;
+  }
+
+  void PostJob(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     std::string field;
     auto spec = ParseJobSpec(req.body, &field);
     if (!spec.ok()) return ReplyError(res, 400, spec.status().message(), field);
@@ -267,6 +328,9 @@ class Server : public ControlServer {
                           "source");
       }
     }
+    if (Status st = CheckExecutionRole(roles_, *spec, p.name, p.admin(), &field); !st.ok()) {
+      return ReplyError(res, 403, st.message(), field);
+    }
     if (backend_ && spec->instance_count > backend_->capacity()) {
       return ReplyError(res, 400,
                         "resources.instance_count: " + std::to_string(spec->instance_count) +
@@ -274,31 +338,41 @@ class Server : public ControlServer {
                             std::to_string(backend_->capacity()) + "; ask for fewer or start the server with more",
                         "resources.instance_count");
     }
-    const std::string owner = req.has_header("X-Anneal-User") ? req.get_header_value("X-Anneal-User") : "";
-    auto rec = store_->CreateJob(spec->name, owner, spec->ToJson(), WallSeconds());
+    if (Status st = CheckQuotaCanFit(o_.quota, {p.name, spec->instance_type, spec->instance_count, UserLimit(p.name)}); !st.ok()) {
+      return ReplyError(res, 400, st.message(), "resources.instance_count");
+    }
+    auto rec = store_->CreateJob(spec->name, p.name, spec->ToJson(), WallSeconds());
     if (!rec.ok()) return ReplyError(res, 500, rec.status().message());
     cv_.notify_all();
     Reply(res, 201, {{"id", rec->id}, {"status", "InProgress"}, {"secondary_status", "Pending"}});
   }
 
-  static json Summary(const JobRecord& j) {
-    return {{"id", j.id},
-            {"name", j.name},
-            {"status", PrimaryStatus(j.phase)},
-            {"secondary_status", PhaseName(j.phase)},
-            {"created_at", j.created_at},
-            {"started_at", j.started_at},
-            {"ended_at", j.ended_at},
-            {"attempt", j.attempt},
-            {"exit_code", j.exit_code},
-            {"failure_reason", j.failure_reason},
-            {"instance_count", j.spec["resources"].value("instance_count", 1)}};
+  json Summary(const JobRecord& j) {
+    json s = {{"id", j.id},
+              {"name", j.name},
+              {"owner", j.owner},
+              {"status", PrimaryStatus(j.phase)},
+              {"secondary_status", PhaseName(j.phase)},
+              {"created_at", j.created_at},
+              {"started_at", j.started_at},
+              {"ended_at", j.ended_at},
+              {"attempt", j.attempt},
+              {"exit_code", j.exit_code},
+              {"failure_reason", j.failure_reason},
+              {"instance_count", j.spec["resources"].value("instance_count", 1)}};
+    if (j.phase == JobPhase::kPending) {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = pending_reason_.find(j.id);
+      if (it != pending_reason_.end()) s["pending_reason"] = it->second;
+    }
+    if (!j.warm_pool.is_null() && !j.warm_pool.empty()) s["warm_pool"] = j.warm_pool;
+    return s;
   }
 
-  void ListJobs(const httplib::Request& req, httplib::Response& res) {
+  void ListJobs(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     const int limit = std::clamp(IntParam(req, "limit", 100), 1, 10000);
     const bool active = req.has_param("active") && req.get_param_value("active") != "0";
-    auto jobs = store_->ListJobs(limit, active, Int64Param(req, "before", 0));
+    auto jobs = store_->ListJobs(limit, active, Int64Param(req, "before", 0), p.reads_all() ? "" : p.name);
     if (!jobs.ok()) return ReplyError(res, 500, jobs.status().message());
     json out = json::array();
     for (const JobRecord& j : *jobs) out.push_back(Summary(j));
@@ -310,6 +384,10 @@ class Server : public ControlServer {
   Result<json> Describe(const JobRecord& j) {
     json d = Summary(j);
     d["spec"] = j.spec;
+    // Secrets are never shown: their names only.
+    if (d["spec"].contains("secrets")) {
+      for (auto& [k, v] : d["spec"]["secrets"].items()) v = "***";
+    }
     ANNEAL_ASSIGN_OR_RETURN(auto hist, store_->History(j.id));
     d["history"] = json::array();
     for (const auto& t : hist) {
@@ -323,6 +401,11 @@ class Server : public ControlServer {
       d["instances"].push_back({{"id", i.id}, {"node", i.node}, {"address", i.address}, {"state", i.state},
                                 {"instance_type", i.instance_type}, {"slots", i.slots}, {"last_heartbeat", i.last_heartbeat}});
     }
+    ANNEAL_ASSIGN_OR_RETURN(auto health, store_->Health(j.id, j.attempt));
+    d["health_checks"] = json::array();
+    for (const auto& h : health) {
+      d["health_checks"].push_back({{"instance", h.instance_id}, {"node", h.node}, {"ok", h.ok}, {"at", h.at}, {"result", h.result}});
+    }
     ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(j.id, j.attempt));
     d["nodes"] = json::array();
     for (const auto& r : reps) d["nodes"].push_back(ToJson(r));
@@ -334,18 +417,18 @@ class Server : public ControlServer {
     return d;
   }
 
-  void StopJob(const httplib::Request& req, httplib::Response& res) {
+  void StopJob(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     const std::string id = req.matches[1];
     std::lock_guard<std::mutex> sl(sched_mu_);  // one writer of job statuses at a time
-    auto j = store_->GetJob(id);
-    if (!j.ok()) return ReplyError(res, 500, j.status().message());
-    if (!*j) return ReplyError(res, 404, "no job " + id);
-    const JobPhase p = (*j)->phase;
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
+    if (!p.admin() && j->owner != p.name) return ReplyError(res, 403, "the " + p.role + " role cannot stop another user's job");
+    const JobPhase ph = j->phase;
     Status st;
-    if (p == JobPhase::kPending) {
+    if (ph == JobPhase::kPending) {
       st = store_->Transition(id, JobPhase::kStopped, "stopped by request before it started", WallSeconds(), "", 1);
-    } else if (!IsTerminal(p) && p != JobPhase::kStopping && CanTransition(p, JobPhase::kStopping)) {
-      st = store_->Transition(id, JobPhase::kStopping, "stop requested", WallSeconds());
+    } else if (!IsTerminal(ph) && ph != JobPhase::kStopping && CanTransition(ph, JobPhase::kStopping)) {
+      st = store_->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, WallSeconds());
     }
     if (!st.ok()) return ReplyError(res, 500, st.message());
     cv_.notify_all();
@@ -353,11 +436,10 @@ class Server : public ControlServer {
     Reply(res, 202, now.ok() && *now ? Summary(**now) : json::object());
   }
 
-  void GetLogs(const httplib::Request& req, httplib::Response& res) {
+  void GetLogs(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     const std::string id = req.matches[1];
-    auto j = store_->GetJob(id);
-    if (!j.ok()) return ReplyError(res, 500, j.status().message());
-    if (!*j) return ReplyError(res, 404, "no job " + id);
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
     const int rank = req.has_param("rank") ? IntParam(req, "rank", -2) : -2;
     auto lines = store_->Logs(id, Int64Param(req, "after", 0), rank, std::clamp(IntParam(req, "limit", 1000), 1, 10000));
     if (!lines.ok()) return ReplyError(res, 500, lines.status().message());
@@ -367,24 +449,31 @@ class Server : public ControlServer {
       out.push_back(ToJson(x));
       next = x.id;
     }
-    Reply(res, 200, {{"lines", out}, {"next", next}, {"job_done", IsTerminal((*j)->phase)}});
+    Reply(res, 200, {{"lines", out}, {"next", next}, {"job_done", IsTerminal(j->phase)}});
   }
 
-  void GetMetrics(const httplib::Request& req, httplib::Response& res) {
+  void GetMetrics(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     const std::string id = req.matches[1];
-    auto j = store_->GetJob(id);
-    if (!j.ok()) return ReplyError(res, 500, j.status().message());
-    if (!*j) return ReplyError(res, 404, "no job " + id);
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
     const std::string name = req.has_param("name") ? req.get_param_value("name") : "";
     auto pts = store_->Metrics(id, name, Int64Param(req, "after", 0), std::clamp(IntParam(req, "limit", 10000), 1, 100000));
     if (!pts.ok()) return ReplyError(res, 500, pts.status().message());
     json out = json::array();
     int64_t next = Int64Param(req, "after", 0);
-    for (const MetricPoint& p : *pts) {
-      out.push_back(ToJson(p));
-      next = p.id;
+    for (const MetricPoint& pt : *pts) {
+      out.push_back(ToJson(pt));
+      next = pt.id;
     }
     Reply(res, 200, {{"points", out}, {"next", next}});
+  }
+
+  template <typename F>
+  void WithJson(const httplib::Request& req, httplib::Response& res, F&& f) {
+    json b = json::parse(req.body, nullptr, false);
+    if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
+    Status st = f(b);
+    if (!st.ok()) ReplyError(res, HttpStatusOf(st), st.message());
   }
 
   void Register(const httplib::Request& req, httplib::Response& res) {
@@ -412,8 +501,11 @@ class Server : public ControlServer {
       r.registered_at = now;
       r.last_heartbeat = now;
       ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+      // A fresh token for the instance; one it held before (an agent re-joining) stops working.
+      ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(r.id));
+      ANNEAL_ASSIGN_OR_RETURN(std::string token, IssueToken(store_.get(), r.id, "agent", "instance token", now));
       cv_.notify_all();
-      Reply(res, 200, {{"id", r.id}, {"heartbeat_s", o_.heartbeat_s}});
+      Reply(res, 200, {{"id", r.id}, {"heartbeat_s", o_.heartbeat_s}, {"token", token}});
       return Status::Ok();
     });
   }
@@ -430,26 +522,36 @@ class Server : public ControlServer {
       ANNEAL_RETURN_IF_ERROR(store_->Heartbeat(id, now));
       const std::string busy_job = b.value("job", std::string());
       const int busy_attempt = b.value("attempt", -1);
+      const json hc = b.value("health", json::object());
       {
         std::lock_guard<std::mutex> l(mu_);
-        busy_[id] = {busy_job, busy_attempt, now};
+        Busy& bz = busy_[id];
+        bz = {busy_job, busy_attempt, now, hc.value("job", std::string()), hc.value("attempt", -1), hc.value("round", -1)};
       }
       json action = {{"action", "none"}};
       if (inst->state == "released") {
         action["action"] = "exit";
+      } else if (inst->state == "available") {
+        action["action"] = busy_job.empty() ? "none" : "stop";  // a warm pool: idle until reused
       } else if (!inst->job_id.empty()) {
         ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> job, store_->GetJob(inst->job_id));
         if (job && job->phase == JobPhase::kStarting) {
           std::lock_guard<std::mutex> sl(sched_mu_);
           ANNEAL_RETURN_IF_ERROR(StartIfReady(job->id));
           ANNEAL_ASSIGN_OR_RETURN(job, store_->GetJob(inst->job_id));
-          // Still waiting for the job's other instances: ask again soon rather than in heartbeat_s.
-          if (job && job->phase == JobPhase::kStarting) action["next_s"] = 0.1;
+          if (job && job->phase == JobPhase::kStarting) {
+            // Still waiting for the job's other instances or health checks: ask again soon.
+            action["next_s"] = 0.1;
+            ANNEAL_ASSIGN_OR_RETURN(std::optional<json> check, HealthAssignment(*job, *inst, hc));
+            if (check) action = {{"action", "health"}, {"health", *check}, {"next_s", 0.1}};
+          }
         }
-        if (!job || IsTerminal(job->phase)) {
+        if (action["action"] == "health") {
+          // answered above
+        } else if (!job || IsTerminal(job->phase)) {
           action["action"] = busy_job.empty() ? "none" : "stop";
         } else if (job->phase == JobPhase::kStopping) {
-          action["action"] = busy_job.empty() ? "none" : "stop";
+          action["action"] = busy_job.empty() && hc.empty() ? "none" : "stop";
         } else if ((job->phase == JobPhase::kDownloading || job->phase == JobPhase::kTraining ||
                     job->phase == JobPhase::kUploading) &&
                    !(busy_job == job->id && busy_attempt == job->attempt)) {
@@ -461,7 +563,7 @@ class Server : public ControlServer {
             action = {{"action", "run"}, {"assignment", a}};
           }
         }
-      } else if (!busy_job.empty()) {
+      } else if (!busy_job.empty() || !hc.empty()) {
         action["action"] = "stop";
       }
       Reply(res, 200, action);
@@ -469,18 +571,174 @@ class Server : public ControlServer {
     });
   }
 
+  // ---- Pre-start health checks (agent/health_check.h, docs/health-checks.md) ----
+  // The round of a job attempt's checks: each round that replaced unhealthy instances starts the
+  // next, in which every instance checks again (the collective included).
+  std::string RoundKey(const JobRecord& j) { return "health_round:" + j.id + ":" + std::to_string(j.attempt); }
+  Result<int> HealthRound(const JobRecord& j) {
+    ANNEAL_ASSIGN_OR_RETURN(auto v, store_->GetValue(RoundKey(j)));
+    return v ? std::stoi(*v) : 0;
+  }
+
+  // The job's instances that hold it now (not released), by node.
+  Result<std::vector<InstanceRecord>> InstancesOf(const std::string& job) {
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
+    std::vector<InstanceRecord> mine;
+    for (const auto& i : insts) {
+      if (i.job_id == job && i.state != "released" && i.state != "available") mine.push_back(i);
+    }
+    std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+    return mine;
+  }
+
+  // The check an instance of a Starting job runs now, if any: once every instance registered, each
+  // runs the round's checks once (hc: what the agent says it is running).
+  Result<std::optional<json>> HealthAssignment(const JobRecord& j, const InstanceRecord& inst, const json& hc) {
+    if (!o_.health.enabled) return std::optional<json>();
+    const int count = j.spec["resources"].value("instance_count", 1);
+    ANNEAL_ASSIGN_OR_RETURN(auto mine, InstancesOf(j.id));
+    if (static_cast<int>(mine.size()) != count) return std::optional<json>();
+    for (const auto& i : mine) {
+      if (i.registered_at <= 0) return std::optional<json>();
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto recs, store_->Health(j.id, j.attempt));
+    ANNEAL_ASSIGN_OR_RETURN(const int round, HealthRound(j));
+    for (const auto& r : recs) {
+      if (r.instance_id == inst.id && r.result.value("round", -1) == round) return std::optional<json>();
+    }
+    if (hc.value("job", std::string()) == j.id && hc.value("attempt", -1) == j.attempt && hc.value("round", -1) == round) {
+      return std::optional<json>();  // running it
+    }
+    json addrs = json::array();
+    for (const auto& i : mine) addrs.push_back(i.address);
+    return std::optional<json>(json{{"job", j.id},
+                                    {"attempt", j.attempt},
+                                    {"round", round},
+                                    {"node", inst.node},
+                                    {"nnodes", count},
+                                    {"addresses", addrs},
+                                    {"checks",
+                                     {{"min_free_memory_gb", o_.health.min_free_memory_gb},
+                                      {"min_free_disk_gb", o_.health.min_free_disk_gb},
+                                      {"collective_mb", o_.health.collective_mb},
+                                      {"collective_timeout_s", o_.health.collective_timeout_s},
+                                      {"command", o_.health.command}}}});
+  }
+
+  Status PostHealth(const std::string& job, const json& b, const Principal& p, httplib::Response& res) {
+    HealthRecord r;
+    r.instance_id = p.name;
+    r.node = b.value("node", 0);
+    r.ok = b.value("ok", false);
+    r.result = b.value("result", json::object());
+    r.result["round"] = b.value("round", 0);
+    r.at = WallSeconds();
+    ANNEAL_RETURN_IF_ERROR(store_->PutHealth(job, b.value("attempt", 0), r));
+    cv_.notify_all();
+    Reply(res, 200, {{"ok", true}});
+    return Status::Ok();
+  }
+
+  // What failed in a health result, in a line.
+  static std::string HealthFailures(const json& result) {
+    std::string out;
+    for (const auto& c : result.value("checks", json::array())) {
+      if (c.value("ok", true)) continue;
+      if (!out.empty()) out += "; ";
+      out += c.value("name", std::string("?")) + ": " + c.value("detail", std::string());
+    }
+    return out.empty() ? "unhealthy" : out;
+  }
+
+  // Once every instance passed the round's checks: Downloading. An unhealthy instance is replaced
+  // (local backend) or the attempt fails as an infrastructure failure (joined instances; the bad one
+  // is kept out of the pool). sched_mu_ held.
+  Status DecideHealth(const JobRecord& j, const std::vector<InstanceRecord>& mine) {
+    const int count = j.spec["resources"].value("instance_count", 1);
+    ANNEAL_ASSIGN_OR_RETURN(auto recs, store_->Health(j.id, j.attempt));
+    ANNEAL_ASSIGN_OR_RETURN(const int round, HealthRound(j));
+    std::vector<std::pair<InstanceRecord, HealthRecord>> bad;
+    double busbw = -1;
+    for (const auto& i : mine) {
+      const HealthRecord* got = nullptr;
+      for (const auto& r : recs) {
+        if (r.instance_id == i.id && r.result.value("round", -1) == round) got = &r;
+      }
+      if (!got) return Status::Ok();  // still checking
+      if (!got->ok) bad.push_back({i, *got});
+      for (const auto& c : got->result.value("checks", json::array())) {
+        if (c.value("name", std::string()) == "collective" && c.contains("busbw_gbps")) busbw = c["busbw_gbps"].get<double>();
+      }
+    }
+    const double now = WallSeconds();
+    if (bad.empty()) {
+      std::string m = "all " + std::to_string(count) + " instances registered and passed their health checks";
+      if (busbw >= 0) {
+        char buf[64];
+        std::snprintf(buf, sizeof(buf), " (allreduce bus bandwidth %.2f GB/s)", busbw);
+        m += buf;
+      }
+      return store_->Transition(j.id, JobPhase::kDownloading, m, now);
+    }
+    std::string what;
+    for (const auto& [i, r] : bad) {
+      what += (what.empty() ? "" : "; ") + std::string("instance ") + i.id + " (node " + std::to_string(i.node) + ") failed its health check: " +
+              HealthFailures(r.result);
+    }
+    if (!backend_ || round + 1 > o_.health.max_replacements) {
+      ANNEAL_RETURN_IF_ERROR(FailOrRetry(j, ExitCause::kInfrastructure,
+                                         what + (backend_ ? " (no replacements left: " + std::to_string(o_.health.max_replacements) + ")" : ""),
+                                         3, mine));
+      for (auto [i, r] : bad) {
+        if (i.backend != "static") continue;
+        i.state = "unhealthy";  // out of the pool until its agent joins again
+        i.job_id.clear();
+        i.node = -1;
+        ANNEAL_RETURN_IF_ERROR(store_->PutInstance(i));
+      }
+      return Status::Ok();
+    }
+    std::string ids;
+    for (const auto& [i, r] : bad) {
+      ANNEAL_RETURN_IF_ERROR(Release({i}));
+      InstanceRecord n;
+      n.id = j.id + "-a" + std::to_string(j.attempt) + "-n" + std::to_string(i.node) + "-h" + std::to_string(round + 1);
+      n.job_id = j.id;
+      n.node = i.node;
+      n.instance_type = i.instance_type;
+      n.slots = i.slots;
+      n.state = "requested";
+      n.backend = "local";
+      ANNEAL_RETURN_IF_ERROR(store_->PutInstance(n));
+      ANNEAL_RETURN_IF_ERROR(backend_->Launch({n.id, n.instance_type, n.slots, url_}));
+      ids += (ids.empty() ? "" : ", ") + n.id;
+    }
+    ANNEAL_RETURN_IF_ERROR(store_->SetValue(RoundKey(j), std::to_string(round + 1)));
+    return store_->Transition(j.id, JobPhase::kStarting, what + "; replaced by " + ids + " before the start", now);
+  }
+
   Result<json> Assignment(const JobRecord& job, const InstanceRecord& inst) {
     ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
     std::vector<std::string> addrs(job.spec["resources"].value("instance_count", 1));
     for (const auto& i : insts) {
-      if (i.job_id == job.id && i.node >= 0 && i.node < static_cast<int>(addrs.size())) addrs[i.node] = i.address;
+      if (i.job_id == job.id && i.state != "released" && i.state != "available" && i.node >= 0 &&
+          i.node < static_cast<int>(addrs.size())) {
+        addrs[i.node] = i.address;
+      }
     }
-    return json{{"job", job.id},
-                {"attempt", job.attempt},
-                {"node", inst.node},
-                {"nnodes", addrs.size()},
-                {"addresses", addrs},
-                {"spec", job.spec}};
+    json a = {{"job", job.id},
+              {"attempt", job.attempt},
+              {"node", inst.node},
+              {"nnodes", addrs.size()},
+              {"addresses", addrs},
+              {"spec", job.spec}};
+    // The execution role's storage credentials: the agent's own storage calls and the ranks use them.
+    auto role = roles_.roles.find(job.spec.value("role", std::string()));
+    if (role != roles_.roles.end() && !role->second.access_key_id.empty()) {
+      a["credentials"] = {{"AWS_ACCESS_KEY_ID", role->second.access_key_id},
+                          {"AWS_SECRET_ACCESS_KEY", role->second.secret_access_key}};
+    }
+    return a;
   }
 
   // ---- Scheduler ----
@@ -492,10 +750,17 @@ class Server : public ControlServer {
         std::lock_guard<std::mutex> sl(sched_mu_);
         Status st = Tick();
         if (!st.ok()) std::fprintf(stderr, "anneal server: scheduler: %s\n", st.ToString().c_str());
+        if (webhooks_) webhooks_->Notify();
       }
       l.lock();
       cv_.wait_for(l, std::chrono::milliseconds(static_cast<int64_t>(o_.tick_s * 1000)));
     }
+  }
+
+  // The instance is gone for good: its record and its token.
+  Status Forget(const std::string& id) {
+    ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(id));
+    return store_->DeleteInstance(id);
   }
 
   Status Tick() {
@@ -503,22 +768,23 @@ class Server : public ControlServer {
     if (backend_) {
       for (const std::string& gone : backend_->Poll()) {
         ANNEAL_ASSIGN_OR_RETURN(auto inst, store_->GetInstance(gone));
-        if (inst && inst->state == "released") ANNEAL_RETURN_IF_ERROR(store_->DeleteInstance(gone));
+        if (inst && inst->state == "released") ANNEAL_RETURN_IF_ERROR(Forget(gone));
       }
     }
     ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
     // Released instances whose agent went quiet (gone after a server restart, or another backend).
     for (const auto& i : insts) {
       if (i.state == "released" && now - std::max(i.last_heartbeat, start_wall_) > 3 * o_.heartbeat_s + 5) {
-        ANNEAL_RETURN_IF_ERROR(store_->DeleteInstance(i.id));
+        ANNEAL_RETURN_IF_ERROR(Forget(i.id));
       }
     }
+    ANNEAL_RETURN_IF_ERROR(ExpireWarmPools(insts, now));
     ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
     ANNEAL_ASSIGN_OR_RETURN(auto jobs, store_->ActiveJobs());
     for (const JobRecord& j : jobs) {
       std::vector<InstanceRecord> mine;
       for (const auto& i : insts) {
-        if (i.job_id == j.id && i.state != "released") mine.push_back(i);
+        if (i.job_id == j.id && i.state != "released" && i.state != "available") mine.push_back(i);
       }
       std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
       const int count = j.spec["resources"].value("instance_count", 1);
@@ -528,13 +794,19 @@ class Server : public ControlServer {
           for (const auto& i : mine) up += i.registered_at > 0 ? 1 : 0;
           if (up == count && static_cast<int>(mine.size()) == count) {
             ANNEAL_RETURN_IF_ERROR(StartIfReady(j.id));
-          } else if (now - std::max(j.started_at, start_wall_) > o_.start_timeout_s) {
-            ANNEAL_RETURN_IF_ERROR(FailOrRetry(j, ExitCause::kInfrastructure,
-                                               "only " + std::to_string(up) + " of " + std::to_string(count) +
-                                                   " instances registered within " +
-                                                   std::to_string(static_cast<int>(o_.start_timeout_s)) +
-                                                   " s (see the agents' logs under " + JoinPath(o_.data_dir, "instances") + ")",
-                                               3, mine));
+            ANNEAL_ASSIGN_OR_RETURN(auto again, store_->GetJob(j.id));
+            if (!again || again->phase != JobPhase::kStarting) break;
+          }
+          // From entering Starting (or the last replacement of an unhealthy instance).
+          const double limit =
+              o_.start_timeout_s + (o_.health.enabled && up == count ? o_.health.collective_timeout_s + 60 : 0);
+          if (now - std::max(j.updated_at, start_wall_) > limit) {
+            const std::string why =
+                up < count ? "only " + std::to_string(up) + " of " + std::to_string(count) + " instances registered within " +
+                                 std::to_string(static_cast<int>(limit)) + " s (see the agents' logs under " +
+                                 JoinPath(o_.data_dir, "instances") + ")"
+                           : "the instances' health checks did not all report within " + std::to_string(static_cast<int>(limit)) + " s";
+            ANNEAL_RETURN_IF_ERROR(FailOrRetry(j, ExitCause::kInfrastructure, why, 3, mine));
           }
           break;
         }
@@ -560,8 +832,16 @@ class Server : public ControlServer {
       if (!placed) return Status::Ok();
       ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
     }
-    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(16));
-    bool blocked = false;
+    // Quotas (control/quota.h) count what the running jobs hold.
+    QuotaUsage usage;
+    ANNEAL_ASSIGN_OR_RETURN(jobs, store_->ActiveJobs());
+    for (const JobRecord& j : jobs) {
+      usage.Add(j.owner, j.spec["resources"].value("instance_type", std::string("local")),
+                j.spec["resources"].value("instance_count", 1));
+    }
+    std::map<std::string, std::string> reasons;
+    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(64));
+    std::string blocker;
     for (const JobRecord& j : pending) {
       const double max_pending = j.spec["stopping"].value("max_pending_s", 0.0);
       if (max_pending > 0 && now - j.created_at > max_pending) {
@@ -571,13 +851,35 @@ class Server : public ControlServer {
                                                   now, "", 1));
         continue;
       }
-      if (blocked) continue;
-      ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
-      if (!placed) {
-        blocked = true;
+      if (!blocker.empty()) {
+        reasons[j.id] = "queued behind " + blocker + " (first come, first served)";
         continue;
       }
+      const QuotaDemand d{j.owner, j.spec["resources"].value("instance_type", std::string("local")),
+                          j.spec["resources"].value("instance_count", 1), UserLimit(j.owner)};
+      bool holds = false;
+      const std::string over = QuotaBlock(o_.quota, usage, d, &holds);
+      if (!over.empty()) {
+        reasons[j.id] = "waiting for the " + over;
+        if (holds) blocker = j.id;
+        continue;
+      }
+      ANNEAL_ASSIGN_OR_RETURN(bool placed, Place(j, insts));
+      if (!placed) {
+        reasons[j.id] = backend_ ? "waiting for instances: the local backend runs at most " +
+                                       std::to_string(backend_->capacity()) + " at once"
+                                 : "waiting for " + std::to_string(d.count) + " idle joined instance(s) of type " + d.type +
+                                       " with " + std::to_string(j.spec["resources"].value("procs_per_instance", 1)) +
+                                       " slot(s)";
+        blocker = j.id;
+        continue;
+      }
+      usage.Add(d.user, d.type, d.count);
       ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
+    }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      pending_reason_.swap(reasons);
     }
     return Status::Ok();
   }
@@ -590,8 +892,12 @@ class Server : public ControlServer {
     const int count = j->spec["resources"].value("instance_count", 1);
     ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
     int up = 0;
-    for (const auto& i : insts) up += i.job_id == id && i.state != "released" && i.registered_at > 0 ? 1 : 0;
+    for (const auto& i : insts) up += i.job_id == id && i.state != "released" && i.state != "available" && i.registered_at > 0 ? 1 : 0;
     if (up != count) return Status::Ok();
+    if (o_.health.enabled) {
+      ANNEAL_ASSIGN_OR_RETURN(auto mine, InstancesOf(id));
+      return DecideHealth(*j, mine);
+    }
     return store_->Transition(id, JobPhase::kDownloading, "all " + std::to_string(count) + " instances registered",
                               WallSeconds());
   }
@@ -603,10 +909,35 @@ class Server : public ControlServer {
     const std::string type = j.spec["resources"].value("instance_type", std::string("local"));
     const double now = WallSeconds();
     if (backend_) {
+      // A warm pool of an ended job with the same instance type, count, slots and execution role.
+      const std::string key = PoolKey(j.spec);
+      std::map<std::string, std::vector<InstanceRecord>> pools;  // by the job that left it
+      for (const auto& i : insts) {
+        if (i.state == "available") pools[i.job_id].push_back(i);
+      }
+      for (const auto& [from, pool] : pools) {
+        if (static_cast<int>(pool.size()) == count && pool[0].pool_key == key) {
+          ANNEAL_RETURN_IF_ERROR(ReusePool(j, from, pool));
+          return true;
+        }
+      }
       int used = 0;
       // Released agents are idle and about to exit: they no longer count.
       for (const auto& i : insts) used += i.backend == "local" && i.state != "released" ? 1 : 0;
-      if (used + count > backend_->capacity()) return false;
+      if (used + count > backend_->capacity()) {
+        // Idle warm pools give way to a waiting job, the soonest to expire first.
+        int idle = 0;
+        for (const auto& [from, pool] : pools) idle += static_cast<int>(pool.size());
+        if (used - idle + count > backend_->capacity()) return false;
+        std::vector<std::pair<double, std::string>> order;
+        for (const auto& [from, pool] : pools) order.push_back({pool[0].keep_until, from});
+        std::sort(order.begin(), order.end());
+        for (const auto& [until, from] : order) {
+          if (used + count <= backend_->capacity()) break;
+          ANNEAL_RETURN_IF_ERROR(EndWarmPool(from, pools[from], "Terminated", "made room for " + j.id));
+          used -= static_cast<int>(pools[from].size());
+        }
+      }
       std::string ids;
       for (int n = 0; n < count; ++n) {
         InstanceRecord r;
@@ -765,7 +1096,7 @@ class Server : public ControlServer {
     }
     std::string final_reason = what;
     if (IsRetryable(cause) && max_attempts > 1) final_reason += "\n(no attempts left: retry.max_attempts " + std::to_string(max_attempts) + ")";
-    return Finish(j, JobPhase::kFailed, final_reason, exit_code, mine);
+    return Finish(j, JobPhase::kFailed, final_reason, exit_code, mine, cause != ExitCause::kInfrastructure);
   }
 
   // The job no longer needs these instances: local agents are told to exit (their ranks get
@@ -786,27 +1117,120 @@ class Server : public ControlServer {
     return Status::Ok();
   }
 
+  // The job ended: its instances are released, or kept as a warm pool (resources.keep_alive_s)
+  // when keep_warm (not after an infrastructure failure) and they are local and all alive.
   Status Finish(const JobRecord& j, JobPhase to, const std::string& reason, int exit_code,
-                const std::vector<InstanceRecord>& mine) {
+                const std::vector<InstanceRecord>& mine, bool keep_warm = true) {
     const double now = WallSeconds();
     JobPhase from = j.phase;
     if (to == JobPhase::kCompleted && from == JobPhase::kDownloading) {
       ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, JobPhase::kTraining, "every instance started its ranks", now));
     }
     ANNEAL_RETURN_IF_ERROR(store_->Transition(j.id, to, reason, now, to == JobPhase::kFailed ? reason : "", exit_code));
-    return Release(mine);
+    // A pool this job reused has now been handed on.
+    ANNEAL_ASSIGN_OR_RETURN(auto from_pool, store_->GetValue("pool_from:" + j.id));
+    if (from_pool) {
+      ANNEAL_ASSIGN_OR_RETURN(auto old, store_->GetJob(*from_pool));
+      if (old && old->warm_pool.is_object() && old->warm_pool.value("status", std::string()) == "InUse") {
+        json wp = old->warm_pool;
+        wp["status"] = "Reused";
+        ANNEAL_RETURN_IF_ERROR(store_->SetWarmPool(old->id, wp));
+      }
+    }
+    const double keep = j.spec["resources"].value("keep_alive_s", 0.0);
+    bool warm = keep_warm && keep > 0 && backend_ && !mine.empty();
+    for (const auto& i : mine) warm = warm && i.backend == "local" && now - i.last_heartbeat < o_.heartbeat_timeout_s;
+    if (!warm) return Release(mine);
+    json ids = json::array();
+    for (InstanceRecord r : mine) {
+      r.state = "available";
+      r.pool_key = PoolKey(j.spec);
+      r.keep_until = now + keep;
+      ids.push_back(r.id);
+      ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+    }
+    return store_->SetWarmPool(j.id, {{"status", "Available"}, {"keep_alive_s", keep}, {"expires_at", now + keep}, {"instances", ids}});
+  }
+
+  // What a job must share with a warm pool to reuse it.
+  static std::string PoolKey(const json& spec) {
+    const json& r = spec["resources"];
+    return r.value("instance_type", std::string("local")) + "|" + std::to_string(r.value("instance_count", 1)) + "|" +
+           std::to_string(r.value("procs_per_instance", 1)) + "|" + spec.value("role", std::string());
+  }
+
+  // A Pending job takes over the warm pool `from` left (its agents are registered and idle).
+  Status ReusePool(const JobRecord& j, const std::string& from, std::vector<InstanceRecord> pool) {
+    std::sort(pool.begin(), pool.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+    std::string ids;
+    for (size_t n = 0; n < pool.size(); ++n) {
+      InstanceRecord r = pool[n];
+      r.job_id = j.id;
+      r.node = static_cast<int>(n);
+      r.state = "assigned";
+      r.pool_key.clear();
+      r.keep_until = 0;
+      ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
+      ids += (n ? ", " : "") + r.id;
+    }
+    ANNEAL_RETURN_IF_ERROR(store_->SetValue("pool_from:" + j.id, from));
+    ANNEAL_ASSIGN_OR_RETURN(auto old, store_->GetJob(from));
+    if (old) {
+      json wp = old->warm_pool.is_object() ? old->warm_pool : json::object();
+      wp["status"] = "InUse";
+      wp["reused_by"] = j.id;
+      ANNEAL_RETURN_IF_ERROR(store_->SetWarmPool(from, wp));
+    }
+    return store_->Transition(j.id, JobPhase::kStarting,
+                              std::string(j.phase == JobPhase::kRestarting ? "attempt " + std::to_string(j.attempt) + ": " : "") +
+                                  "reusing the warm pool of " + from + ": " + ids,
+                              WallSeconds());
+  }
+
+  // Releases a warm pool's instances and records how it ended.
+  Status EndWarmPool(const std::string& from, const std::vector<InstanceRecord>& pool, const std::string& status,
+                     const std::string& why) {
+    ANNEAL_RETURN_IF_ERROR(Release(pool));
+    ANNEAL_ASSIGN_OR_RETURN(auto old, store_->GetJob(from));
+    if (!old) return Status::Ok();
+    json wp = old->warm_pool.is_object() ? old->warm_pool : json::object();
+    wp["status"] = status;
+    wp["ended_because"] = why;
+    wp["ended_at"] = WallSeconds();
+    return store_->SetWarmPool(from, wp);
+  }
+
+  Status ExpireWarmPools(const std::vector<InstanceRecord>& insts, double now) {
+    std::map<std::string, std::vector<InstanceRecord>> expired;
+    for (const auto& i : insts) {
+      if (i.state == "available" && (i.keep_until < now || now - std::max(i.last_heartbeat, start_wall_) > o_.heartbeat_timeout_s)) {
+        expired[i.job_id].push_back(i);
+      }
+    }
+    for (const auto& [from, pool] : expired) {
+      // Every instance of the pool goes: a pool is reused whole.
+      std::vector<InstanceRecord> all;
+      for (const auto& i : insts) {
+        if (i.state == "available" && i.job_id == from) all.push_back(i);
+      }
+      const bool lost = pool[0].keep_until >= now;
+      ANNEAL_RETURN_IF_ERROR(EndWarmPool(from, all, "Terminated", lost ? "an instance of the pool was lost" : "keep_alive_s expired"));
+    }
+    return Status::Ok();
   }
 
   struct Busy {
     std::string job;
     int attempt = -1;
     double at = 0;
+    std::string health_job;  // the health checks it is running, if any
+    int health_attempt = -1, health_round = -1;
   };
 
   ServerOptions o_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Backend> backend_;
-  httplib::Server http_;
+  std::unique_ptr<httplib::Server> http_;
   std::thread listener_, scheduler_;
   std::string url_;
   double start_wall_ = 0;
@@ -815,6 +1239,9 @@ class Server : public ControlServer {
   std::condition_variable cv_;
   bool stopped_ = false;
   std::map<std::string, Busy> busy_;
+  std::map<std::string, std::string> pending_reason_;  // why a Pending job waits (mu_)
+  ExecutionRoles roles_;
+  std::unique_ptr<WebhookSender> webhooks_;  // null without --webhook
 };
 
 }  // namespace

@@ -18,10 +18,23 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "control/quota.h"
 #include "core/status.h"
 
 namespace anneal {
+
+// Pre-start health checks (docs/health-checks.md): every instance of a job, once all registered.
+struct HealthPolicy {
+  bool enabled = true;
+  double min_free_memory_gb = 0.25;
+  double min_free_disk_gb = 0.5;
+  int collective_mb = 16;             // allreduce across the job's instances (0: none)
+  double collective_timeout_s = 60;
+  std::string command;                // an operator's own check, run by /bin/sh on each instance
+  int max_replacements = 3;           // rounds of replacing unhealthy instances before failing
+};
 
 struct ServerOptions {
   std::string data_dir;            // the store (anneal.db), packages, agents' working areas
@@ -37,6 +50,17 @@ struct ServerOptions {
   double tick_s = 1.0;
   std::string agent_binary;        // local backend: "" = this executable
   bool schedule = true;            // false: serve the API only (read-only tools)
+  // Security (control/auth.h, docs/security.md).
+  std::string tls_cert, tls_key;   // PEM files: serve https
+  std::string tls_ca;              // the CA local agents trust ("" = tls_cert, a self-signed one)
+  std::string join_token_file;     // "" = <data_dir>/join.token (created)
+  std::string execution_roles_file;  // control/execution_roles.h; "" = no roles
+  QuotaOptions quota;
+  HealthPolicy health;
+  // Webhooks (control/webhooks.h): every status change is POSTed to each URL, signed with the
+  // secret in webhook_secret_file (HMAC-SHA256).
+  std::vector<std::string> webhook_urls;
+  std::string webhook_secret_file;
 };
 
 class ControlServer {

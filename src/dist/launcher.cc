@@ -145,13 +145,33 @@ class Launcher {
   }
 
   Result<AttemptOutcome> RunAttempt(int attempt) {
-    const auto rdzv = milliseconds(static_cast<int64_t>(o_.rendezvous_timeout_s * 1000));
     // Meet the other launchers: every node's address, in node order.
     ANNEAL_RETURN_IF_ERROR(store_->Set(Key(attempt, "host/" + std::to_string(o_.node_rank)), host_));
     std::string hosts;
+    // Polled rather than a blocking Get, so a stop or kill request ends the wait at once.
+    const double meet_deadline = MonotonicSeconds() + o_.rendezvous_timeout_s;
     for (int n = 0; n < o_.nnodes; ++n) {
-      ANNEAL_ASSIGN_OR_RETURN(std::string h, store_->Get(Key(attempt, "host/" + std::to_string(n)), rdzv));
-      hosts += (n ? "," : "") + h;
+      const std::string key = Key(attempt, "host/" + std::to_string(n));
+      for (;;) {
+        ANNEAL_ASSIGN_OR_RETURN(std::optional<std::string> h, store_->TryGet(key));
+        if (h) {
+          hosts += (n ? "," : "") + *h;
+          break;
+        }
+        if (StopRequested() || (o_.kill && o_.kill->load())) {
+          AttemptOutcome out;
+          out.exit_code = 1;
+          out.interrupted = true;
+          out.failure = "interrupted by " + StopReason() + " while waiting for node " + std::to_string(n);
+          return out;
+        }
+        if (MonotonicSeconds() > meet_deadline) {
+          return PeerError("node " + std::to_string(n) + " of " + std::to_string(o_.nnodes) + " did not join within " +
+                           std::to_string(static_cast<int>(o_.rendezvous_timeout_s)) + " s (no key " + key + " in " +
+                           store_->Describe() + "): start its launcher, or check that it reaches --master-addr");
+        }
+        std::this_thread::sleep_for(milliseconds(20));
+      }
     }
     std::vector<Rank> ranks(o_.nproc_per_node);
     const double t_start = MonotonicSeconds();

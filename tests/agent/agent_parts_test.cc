@@ -119,15 +119,37 @@ TEST(DirSync, CommitMarkersGoLast) {
   EXPECT_EQ(seen->puts[4], "step-3/upload.complete");
 }
 
+std::string ReadAll(const std::string& path) {
+  auto t = Env::Default().ReadFile(path);
+  std::string v = t.ok() ? *t : "";
+  while (!v.empty() && v.back() == '\n') v.pop_back();
+  return v;
+}
+
 TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   testing::TempDir dir;
   ServerOptions o;
   o.data_dir = dir.path();
   o.port = 0;
   o.backend = "static";
+  o.health.enabled = false;
   auto server = ControlServer::Start(o);
   ASSERT_TRUE(server.ok()) << server.status().ToString();
   const std::string url = (*server)->url();
+  // An agent (join token -> its own token) assigned the job job-0001: the shipper's identity.
+  auto admin = ApiClient::Make(url);
+  (*admin)->set_token(ReadAll(dir.File("admin.token")));
+  auto joiner = ApiClient::Make(url);
+  (*joiner)->set_token(ReadAll(dir.File("join.token")));
+  auto reg = (*joiner)->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}});
+  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
+  ApiClient::SetProcessToken((*reg)["token"].get<std::string>());
+  ASSERT_TRUE((*admin)->Post("/v1/jobs", {{"name", "job"}, {"entrypoint", {{"command", "true"}}}}).ok());
+  for (int i = 0; i < 200; ++i) {
+    auto inst = (*admin)->Get("/v1/jobs/job-0001");
+    if (inst.ok() && !(*inst)["instances"].empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   Shipper ship(url, "job-0001", 0, 0);
   for (int i = 0; i < 100; ++i) ship.AddLine(0, "stdout", "line " + std::to_string(i));
   ASSERT_TRUE(ship.Flush(10));
@@ -142,11 +164,11 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   auto again = ControlServer::Start(o);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   ASSERT_TRUE(ship.Flush(20));
-  auto c = ApiClient::Make(url);
-  auto logs = (*c)->Get("/v1/jobs/job-0001/logs?limit=1000");
-  // The job does not exist in this store (no job was submitted): the logs endpoint is 404 for it,
-  // so read the store's contents through a direct query of the lines instead.
-  EXPECT_EQ(logs.status().code(), Code::kNotFound);
+  ApiClient::SetProcessToken("");
+  auto logs = (*admin)->Get("/v1/jobs/job-0001/logs?limit=1000");
+  ASSERT_TRUE(logs.ok()) << logs.status().ToString();
+  EXPECT_EQ((*logs)["lines"].size(), 200u);
+  again->reset();
   auto store = JobStore::Open(dir.File("anneal.db"));
   ASSERT_TRUE(store.ok());
   auto lines = (*store)->Logs("job-0001", 0, -2, 1000);

@@ -206,6 +206,11 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
       "CREATE TABLE node_reports (job_id TEXT NOT NULL, attempt INTEGER NOT NULL, node INTEGER NOT NULL,"
       " state TEXT NOT NULL, exit_code INTEGER NOT NULL DEFAULT -1, message TEXT NOT NULL DEFAULT '',"
       " at REAL NOT NULL, PRIMARY KEY(job_id, attempt, node));"
+      "CREATE TABLE instances (id TEXT PRIMARY KEY, job_id TEXT NOT NULL DEFAULT '', node INTEGER NOT NULL"
+      " DEFAULT -1, address TEXT NOT NULL DEFAULT '', instance_type TEXT NOT NULL DEFAULT '', slots INTEGER NOT"
+      " NULL DEFAULT 1, state TEXT NOT NULL, backend TEXT NOT NULL, registered_at REAL NOT NULL DEFAULT 0,"
+      " last_heartbeat REAL NOT NULL DEFAULT 0);"
+      "INSERT INTO instances(id, state, backend) VALUES('agent-1', 'idle', 'static');"
       "INSERT INTO jobs(id, name, spec, phase, primary_status, created_at, updated_at)"
       " VALUES('old-0001', 'old', '{}', 'Completed', 'Completed', 1, 2);"
       "INSERT INTO node_reports VALUES('old-0001', 0, 0, 'finished', 0, 'ok', 2);"
@@ -228,6 +233,12 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
   r.failed_rank = 3;
   ASSERT_TRUE((*s)->PutNodeReport("old-0001", r).ok());
   EXPECT_EQ((*(*s)->NodeReports("old-0001", 0))[0].cause, "user_error");
+  // Version 3's additions: the old instance has no warm pool; users can be stored.
+  auto insts = (*s)->Instances();
+  ASSERT_TRUE(insts.ok() && insts->size() == 1u);
+  EXPECT_EQ((*insts)[0].pool_key, "");
+  ASSERT_TRUE((*s)->PutUser({"alice", "user", -1, 1.0}).ok());
+  EXPECT_EQ((*(*s)->GetUser("alice"))->role, "user");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "control/api_client.h"
 #include "control/wire.h"
+#include "core/env.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {
@@ -16,12 +17,13 @@ namespace {
 
 using nlohmann::json;
 
-std::unique_ptr<ControlServer> StartStatic(const std::string& dir, int port = 0) {
+std::unique_ptr<ControlServer> StartStatic(const std::string& dir, int port = 0, bool health = false) {
   ServerOptions o;
   o.data_dir = dir;
   o.port = port;
   o.backend = "static";
   o.tick_s = 0.02;
+  o.health.enabled = health;
   auto s = ControlServer::Start(o);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return s.ok() ? std::move(*s) : nullptr;
@@ -40,6 +42,35 @@ json WaitFor(ApiClient* c, const std::string& id, const std::string& want) {
   }
   ADD_FAILURE() << id << " never reached " << want << ": " << j.dump();
   return j;
+}
+
+std::string ReadToken(const std::string& path) {
+  auto t = Env::Default().ReadFile(path);
+  EXPECT_TRUE(t.ok()) << path;
+  std::string s = t.ok() ? *t : "";
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+// A client with the admin token the server created.
+std::unique_ptr<ApiClient> Admin(const ControlServer& s, const std::string& dir) {
+  auto c = ApiClient::Make(s.url());
+  EXPECT_TRUE(c.ok());
+  (*c)->set_token(ReadToken(JoinPath(dir, "admin.token")));
+  return std::move(*c);
+}
+
+// Registers a hand-driven agent with the join token; returns its id and a client with its token.
+std::string Join(const ControlServer& s, const std::string& dir, const json& body, std::unique_ptr<ApiClient>* agent) {
+  auto c = ApiClient::Make(s.url());
+  EXPECT_TRUE(c.ok());
+  (*c)->set_token(ReadToken(JoinPath(dir, "join.token")));
+  auto r = (*c)->Post("/v1/agents", body);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return "";
+  (*c)->set_token((*r)["token"].get<std::string>());
+  *agent = std::move(*c);
+  return (*r)["id"];
 }
 
 json Heartbeat(ApiClient* c, const std::string& agent, const json& busy = json::object()) {
@@ -63,13 +94,11 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   testing::TempDir dir;
   auto server = StartStatic(dir.path());
   ASSERT_TRUE(server);
-  auto c = ApiClient::Make(server->url());
-  ASSERT_TRUE(c.ok());
-  ApiClient* api = c->get();
-
-  auto reg = api->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 2}, {"instance_type", "cpu"}});
-  ASSERT_TRUE(reg.ok()) << reg.status().ToString();
-  const std::string agent = (*reg)["id"];
+  auto admin = Admin(*server, dir.path());
+  ApiClient* api = admin.get();
+  std::unique_ptr<ApiClient> agent_client;
+  const std::string agent = Join(*server, dir.path(), {{"address", "127.0.0.1"}, {"slots", 2}, {"instance_type", "cpu"}}, &agent_client);
+  ApiClient* ag = agent_client.get();
 
   auto sub = api->Post("/v1/jobs", {{"name", "ok"},
                                     {"entrypoint", {{"command", "true"}}},
@@ -78,19 +107,19 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   const std::string id = (*sub)["id"];
   WaitFor(api, id, "Downloading");
   // The heartbeat that finds every instance registered starts the job and hands out the assignment.
-  json a = Heartbeat(api, agent);
+  json a = Heartbeat(ag, agent);
   ASSERT_EQ(a["action"], "run") << a.dump();
   EXPECT_EQ(a["assignment"]["job"], id);
   EXPECT_EQ(a["assignment"]["nnodes"], 1);
   // While the agent runs it, no second assignment.
-  EXPECT_EQ(Heartbeat(api, agent, {{"job", id}, {"attempt", 0}})["action"], "none");
-  Report(api, id, "downloading");
-  Report(api, id, "training");
+  EXPECT_EQ(Heartbeat(ag, agent, {{"job", id}, {"attempt", 0}})["action"], "none");
+  Report(ag, id, "downloading");
+  Report(ag, id, "training");
   WaitFor(api, id, "Training");
-  ASSERT_TRUE(api->Post("/v1/jobs/" + id + "/logs",
+  ASSERT_TRUE(ag->Post("/v1/jobs/" + id + "/logs",
                         {{"lines", json::array({ToJson(LogLine{0, 0, 0, 1, 0, "stdout", 1.0, "hello"})})}})
                   .ok());
-  Report(api, id, "finished", 0);
+  Report(ag, id, "finished", 0);
   json done = WaitFor(api, id, "Completed");
   EXPECT_EQ(done["status"], "Completed");
   EXPECT_EQ(done["exit_code"], 0);
@@ -103,11 +132,11 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   ASSERT_TRUE(fail.ok());
   const std::string fid = (*fail)["id"];
   WaitFor(api, fid, "Downloading");
-  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
-  ASSERT_TRUE(api->Post("/v1/jobs/" + fid + "/logs",
+  ASSERT_EQ(Heartbeat(ag, agent)["action"], "run");
+  ASSERT_TRUE(ag->Post("/v1/jobs/" + fid + "/logs",
                         {{"lines", json::array({ToJson(LogLine{0, 0, 0, 1, 3, "stderr", 1.0, "Traceback: out of cheese"})})}})
                   .ok());
-  Report(api, fid, "finished", 2, 3, "user_error");
+  Report(ag, fid, "finished", 2, 3, "user_error");
   json failed = WaitFor(api, fid, "Failed");
   EXPECT_EQ(failed["exit_code"], 2);
   EXPECT_EQ(failed["failure_reason"].get<std::string>().rfind("user_error: node 0", 0), 0u) << failed.dump();
@@ -123,8 +152,8 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   EXPECT_EQ((*api->Get("/v1/jobs/" + gid))["status"], "Stopped");
 
   // Errors: an unknown agent is told to register again; a missing job is 404.
-  auto hb = api->Post("/v1/agents/nobody/heartbeat", json::object());
-  EXPECT_EQ(hb.status().code(), Code::kNotFound);
+  auto hb = ag->Post("/v1/agents/nobody/heartbeat", json::object());
+  EXPECT_EQ(hb.status().code(), Code::kInvalidInput);  // 403: not its own instance
   EXPECT_EQ(api->Get("/v1/jobs/none-0001").status().code(), Code::kNotFound);
 
   // Restart on the same data dir: every job, its history and its logs are still there.
@@ -133,60 +162,63 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   server.reset();
   auto again = StartStatic(dir.path(), std::stoi(url.substr(url.rfind(':') + 1)));
   ASSERT_TRUE(again);
-  auto c2 = ApiClient::Make(again->url());
-  ASSERT_TRUE(c2.ok());
-  auto listed = (*c2)->Get("/v1/jobs");
+  auto c2 = Admin(*again, dir.path());
+  auto listed = c2->Get("/v1/jobs");
   ASSERT_TRUE(listed.ok());
   EXPECT_EQ((*listed)["jobs"].size(), 3u);
-  auto logs = (*c2)->Get("/v1/jobs/" + id + "/logs");
+  auto logs = c2->Get("/v1/jobs/" + id + "/logs");
   ASSERT_TRUE(logs.ok());
   ASSERT_EQ((*logs)["lines"].size(), 1u);
   EXPECT_EQ((*logs)["lines"][0]["text"], "hello");
-  EXPECT_EQ((*c2)->Get("/v1/jobs/" + id)->value("history", json::array()).size(), 5u);
+  EXPECT_EQ(c2->Get("/v1/jobs/" + id)->value("history", json::array()).size(), 5u);
 }
 
 TEST(ControlServer, StopsARunningJobThroughTheHeartbeat) {
   testing::TempDir dir;
   auto server = StartStatic(dir.path());
   ASSERT_TRUE(server);
-  auto c = ApiClient::Make(server->url());
-  ApiClient* api = c->get();
-  const std::string agent = (*api->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}}))["id"];
+  auto admin = Admin(*server, dir.path());
+  ApiClient* api = admin.get();
+  std::unique_ptr<ApiClient> agent_client;
+  const std::string agent = Join(*server, dir.path(), {{"address", "127.0.0.1"}, {"slots", 1}}, &agent_client);
+  ApiClient* ag = agent_client.get();
   const std::string id = (*api->Post("/v1/jobs", {{"name", "s"}, {"entrypoint", {{"command", "sleep 100"}}}}))["id"];
   WaitFor(api, id, "Downloading");
-  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
-  Report(api, id, "training");
+  ASSERT_EQ(Heartbeat(ag, agent)["action"], "run");
+  Report(ag, id, "training");
   WaitFor(api, id, "Training");
   ASSERT_TRUE(api->Post("/v1/jobs/" + id + "/stop", json::object()).ok());
-  EXPECT_EQ(Heartbeat(api, agent, {{"job", id}, {"attempt", 0}})["action"], "stop");
-  Report(api, id, "finished", 1);
+  EXPECT_EQ(Heartbeat(ag, agent, {{"job", id}, {"attempt", 0}})["action"], "stop");
+  Report(ag, id, "finished", 1);
   json j = WaitFor(api, id, "Stopped");
   EXPECT_EQ(j["status"], "Stopped");
   // The agent is free again (static backend): no action once idle.
-  EXPECT_EQ(Heartbeat(api, agent)["action"], "none");
+  EXPECT_EQ(Heartbeat(ag, agent)["action"], "none");
 }
 
 TEST(ControlServer, RetriesAnInfrastructureFailureButNotAUserError) {
   testing::TempDir dir;
   auto server = StartStatic(dir.path());
   ASSERT_TRUE(server);
-  auto c = ApiClient::Make(server->url());
-  ApiClient* api = c->get();
-  const std::string agent = (*api->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}}))["id"];
+  auto admin = Admin(*server, dir.path());
+  ApiClient* api = admin.get();
+  std::unique_ptr<ApiClient> agent_client;
+  const std::string agent = Join(*server, dir.path(), {{"address", "127.0.0.1"}, {"slots", 1}}, &agent_client);
+  ApiClient* ag = agent_client.get();
   const std::string id =
       (*api->Post("/v1/jobs", {{"name", "r"}, {"entrypoint", {{"command", "train"}}}, {"retry", {{"max_attempts", 2}}}}))["id"];
   WaitFor(api, id, "Downloading");
-  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
-  Report(api, id, "training");
-  Report(api, id, "finished", 3, 0, "infrastructure");
+  ASSERT_EQ(Heartbeat(ag, agent)["action"], "run");
+  Report(ag, id, "training");
+  Report(ag, id, "finished", 3, 0, "infrastructure");
   // Restarting, then placed again (the joined agent is free): attempt 1 is handed out.
   json j = WaitFor(api, id, "Downloading");
   EXPECT_EQ(j["attempt"], 1);
-  json a = Heartbeat(api, agent);
+  json a = Heartbeat(ag, agent);
   ASSERT_EQ(a["action"], "run") << a.dump();
   EXPECT_EQ(a["assignment"]["attempt"], 1);
   // The second attempt fails too: no attempts left.
-  Report(api, id, "finished", 3, 0, "infrastructure", 1);
+  Report(ag, id, "finished", 3, 0, "infrastructure", 1);
   j = WaitFor(api, id, "Failed");
   EXPECT_NE(j["failure_reason"].get<std::string>().find("no attempts left"), std::string::npos) << j.dump();
   std::string phases;
@@ -197,8 +229,8 @@ TEST(ControlServer, RetriesAnInfrastructureFailureButNotAUserError) {
   const std::string uid =
       (*api->Post("/v1/jobs", {{"name", "u"}, {"entrypoint", {{"command", "train"}}}, {"retry", {{"max_attempts", 3}}}}))["id"];
   WaitFor(api, uid, "Downloading");
-  ASSERT_EQ(Heartbeat(api, agent)["action"], "run");
-  Report(api, uid, "finished", 1, 0, "user_error");
+  ASSERT_EQ(Heartbeat(ag, agent)["action"], "run");
+  Report(ag, uid, "finished", 1, 0, "user_error");
   j = WaitFor(api, uid, "Failed");
   EXPECT_EQ(j["attempt"], 0);
 }

@@ -29,6 +29,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; pkill -f "$TMP/srv/instances" 2>/dev/null; rm -rf "$TMP"' EXIT
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
+export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
 field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
 wait_status() {  # ID STATUS SECONDS
   for _ in $(seq 1 $(($3 * 10))); do

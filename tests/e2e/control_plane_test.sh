@@ -32,6 +32,9 @@ start_server() {
     sleep 0.1
   done
   URL=$(json_url "$dir")
+  # The admin token the server created: the CLI reads ANNEAL_TOKEN_FILE, curl gets the header.
+  export ANNEAL_TOKEN_FILE="$dir/admin.token"
+  CURL=(curl -s --max-time 30 -H "Authorization: Bearer $(cat "$dir/admin.token")")
 }
 json_url() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]+"/server.json"))["url"])' "$1"; }
 # field ID KEY: a top-level field of the job's description.

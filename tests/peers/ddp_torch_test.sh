@@ -12,6 +12,7 @@ SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP"' EXIT
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
+export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
 cp -r examples/jobs/ddp_torch "$TMP/job"
 
 digests() { grep -oE 'final parameters sha256 [0-9a-f]+' "$1" | awk '{print $4}' | sort -u; }

@@ -1,0 +1,49 @@
+#include "cli/target.h"
+
+#include <cstdlib>
+
+#include "core/env.h"
+
+namespace anneal::cli {
+
+void AddTargetOptions(CLI::App* c, Target* t, bool with_capacity) {
+  c->add_option("--server", t->server, "The server's URL (default: $ANNEAL_SERVER, else http://127.0.0.1:8470)");
+  c->add_flag("--local", t->local, "Use an embedded server with the local backend (no server process needed)");
+  c->add_option("--data-dir", t->data_dir, "With --local: the store's folder (default: $ANNEAL_HOME/local, ~/.anneal/local)");
+  if (with_capacity) {
+    c->add_option("--max-instances", t->max_instances, "With --local: agents running at once")->capture_default_str();
+  }
+}
+
+std::string LocalDataDir(const Target& t) {
+  if (!t.data_dir.empty()) return t.data_dir;
+  if (const char* h = std::getenv("ANNEAL_HOME"); h && *h) return std::string(h) + "/local";
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : "/tmp") + "/.anneal/local";
+}
+
+Result<Connection> Connect(const Target& t, bool schedule) {
+  Connection c;
+  std::string url = DefaultServerUrl(t.server);
+  if (t.local) {
+    ServerOptions o;
+    o.data_dir = LocalDataDir(t);
+    o.port = 0;
+    o.backend = "local";
+    o.max_instances = t.max_instances;
+    o.schedule = schedule;
+    ANNEAL_ASSIGN_OR_RETURN(c.embedded, ControlServer::Start(o));
+    url = c.embedded->url();
+  }
+  ANNEAL_ASSIGN_OR_RETURN(c.client, ApiClient::Make(url, 60));
+  if (t.local) {
+    // The embedded server is this user's own: its admin token.
+    ANNEAL_ASSIGN_OR_RETURN(std::string token, Env::Default().ReadFile(JoinPath(LocalDataDir(t), "admin.token")));
+    while (!token.empty() && token.back() == '\n') token.pop_back();
+    ApiClient::SetProcessToken(token);
+    c.client->set_token(token);
+  }
+  return c;
+}
+
+}  // namespace anneal::cli

@@ -1,0 +1,42 @@
+// Small helpers shared by the server's route files: JSON answers, error bodies, query parameters,
+// and the guard that authenticates a request and checks its principal's access (control/auth.h).
+#pragma once
+
+#include <httplib.h>
+
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "control/auth.h"
+#include "control/job_store.h"
+#include "core/status.h"
+
+namespace anneal {
+
+void Reply(httplib::Response& res, int status, const nlohmann::json& body);
+// {"error": {"message": ..., "field": ...}}
+void ReplyError(httplib::Response& res, int status, const std::string& message, const std::string& field = "");
+// The HTTP status for a Status from the layers below (400, 404, 500).
+int HttpStatusOf(const Status& st);
+int IntParam(const httplib::Request& req, const char* name, int dflt);
+int64_t Int64Param(const httplib::Request& req, const char* name, int64_t dflt);
+
+// Who may call a route.
+enum class Access {
+  kUser,    // any user (admin, user, viewer)
+  kSubmit,  // admin or user (creates or changes jobs)
+  kAdmin,
+  kAgent,   // an agent's own token
+  kJoin,    // the join token (agent registration)
+  kAny,     // any user or agent
+};
+
+using AuthedHandler = std::function<void(const httplib::Request&, httplib::Response&, const Principal&)>;
+
+// A handler that answers 401 (no or unknown token, with WWW-Authenticate: Bearer) or 403 (a
+// principal without access), and otherwise calls h with the principal.
+httplib::Server::Handler Guarded(JobStore* store, Access access, AuthedHandler h);
+
+}  // namespace anneal
