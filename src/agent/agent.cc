@@ -207,7 +207,7 @@ class JobRunner {
   // Posts a node report, retrying while the server is away (up to the orphan timeout).
   void Report(const std::string& state, int exit_code = -1, const std::string& message = "", int failed_rank = -1,
               ExitCause cause = ExitCause::kNone, bool local = false) {
-    json body = {{"attempt", attempt_}, {"node", node_}, {"state", state}, {"exit_code", exit_code}, {"message", message}};
+    json body = {{"attempt", attempt_}, {"node", node_}, {"state", state}, {"exit_code", exit_code}, {"message", Mask(message)}};
     if (failed_rank >= 0) body["failed_rank"] = failed_rank;
     if (state == "finished") {
       body["cause"] = ExitCauseName(cause);
@@ -291,6 +291,19 @@ class JobRunner {
     while (!summary.empty() && summary.back() == '\n') summary.pop_back();
     if (!shipper_->Flush(o_.orphan_timeout_s)) Say("log lines for " + job_ + " could not all be delivered");
     Report("finished", exit_code, summary, failed_rank, cause, local);
+    // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent):
+    // the role's credentials leave this process's environment, the job's folder is removed.
+    for (const auto& [k, v] : saved_env_) {
+      if (v) {
+        ::setenv(k.c_str(), v->c_str(), 1);
+      } else {
+        ::unsetenv(k.c_str());
+      }
+    }
+    if (o_.keep_job_dirs == false) {
+      std::error_code ec;
+      std::filesystem::remove_all(JoinPath(JoinPath(o_.work_dir, "jobs"), job_), ec);
+    }
     done_.store(true);
     if (on_done_) on_done_();
   }
@@ -329,6 +342,8 @@ class JobRunner {
     for (const auto& [k, v] : a_.value("credentials", json::object()).items()) {
       vars[k] = v.get<std::string>();
       if (k == "AWS_SECRET_ACCESS_KEY") secret_values_.push_back(vars[k]);
+      const char* before = std::getenv(k.c_str());
+      saved_env_.push_back({k, before ? std::optional<std::string>(before) : std::nullopt});
       ::setenv(k.c_str(), vars[k].c_str(), 1);
     }
     for (const ChannelSpec& c : spec.channels) {
@@ -509,6 +524,7 @@ class JobRunner {
   std::unique_ptr<Shipper> shipper_;
   std::unique_ptr<MetricExtractor> extractor_;
   std::vector<std::string> secret_values_;  // masked in every line shipped (Mask)
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_env_;  // restored at the end
   std::unique_ptr<DirSync> ckpt_sync_;
   std::string output_dir_, model_dir_, progress_dir_, output_uri_;
   std::thread thread_;
@@ -874,7 +890,11 @@ Status RunAgent(const AgentOptions& in) {
         action = *r;
       } else {
         st = r.status();
-        if (st.code() == Code::kNotFound) registered = false;  // a server that lost us: join again
+        // A server that lost us (404), or dropped our token with the instance (401): join again.
+        if (st.code() == Code::kNotFound || st.message().find("HTTP 401") != std::string::npos) {
+          registered = false;
+          st = NotFound(st.message());
+        }
       }
     }
     if (st.ok()) {

@@ -39,6 +39,7 @@ struct AgentOptions {
   // The server's join token: this file, else $ANNEAL_JOIN_TOKEN (removed from the environment the
   // ranks inherit). Registration answers an instance token used for everything else.
   std::string join_token_file;
+  bool keep_job_dirs = false;       // keep <work_dir>/jobs/<job> after the job (default: removed)
 };
 
 // Runs until the server says exit (Ok), SIGTERM/SIGINT (Ok, after stopping a running job), or the

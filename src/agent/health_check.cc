@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "core/env.h"
@@ -97,6 +98,13 @@ ShellRun RunShell(const std::string& command, const std::map<std::string, std::s
   }
   if (pid == 0) {
     ::setpgid(0, 0);
+    // The agent ignores SIGPIPE and its thread may block signals: the command gets the defaults.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigaction(SIGPIPE, &dfl, nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     const int null = ::open("/dev/null", O_RDONLY);
     if (null >= 0) ::dup2(null, 0);
     ::dup2(fds[1], 1);
@@ -107,11 +115,13 @@ ShellRun RunShell(const std::string& command, const std::map<std::string, std::s
   ::setpgid(pid, pid);  // also here: the group exists before any kill below, whichever runs first
   ::close(fds[1]);
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  bool eof = false;
   auto drain = [&] {  // what is in the pipe now (bounded: a writer that never pauses cannot hold us)
     char buf[4096];
-    for (int i = 0; i < 1024; ++i) {
+    for (int i = 0; i < 1024 && !eof; ++i) {
       const ssize_t n = ::read(fds[0], buf, sizeof(buf));
       if (n < 0 && errno == EINTR) continue;
+      eof = n == 0;
       if (n <= 0) return;  // EOF, or nothing more for now
       r.output.append(buf, static_cast<size_t>(n));
       if (r.output.size() > 2 * kOutputKeep) r.output.erase(0, r.output.size() - kOutputKeep);
@@ -119,9 +129,13 @@ ShellRun RunShell(const std::string& command, const std::map<std::string, std::s
   };
   const double deadline = MonotonicSeconds() + timeout_s;
   for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    ::poll(&p, 1, 100);
-    drain();
+    if (eof) {  // the command closed its output but runs on: poll would return at once
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } else {
+      pollfd p{fds[0], POLLIN, 0};
+      ::poll(&p, 1, 100);
+      drain();
+    }
     int st = 0;
     if (::waitpid(pid, &st, WNOHANG) == pid) {
       drain();  // what it wrote last; a background child still holding the pipe is not waited for
@@ -390,7 +404,7 @@ json CheckDisk(const HealthCheckOptions& o) {
 
 json CheckGpu(const HealthCheckOptions& o) {
   if (FindOnPath("nvidia-smi").empty()) return Skipped("gpu", "no GPU on this instance (nvidia-smi is not on the PATH)");
-  const ShellRun r = RunShell("nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader,nounits", {},
+  const ShellRun r = RunShell("nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader", {},
                               30, o.stop);
   if (!r.error.empty()) return Check("gpu", false, "could not run nvidia-smi: " + r.error);
   if (r.timed_out || r.abandoned || !WIFEXITED(r.status) || WEXITSTATUS(r.status) != 0) {
@@ -409,6 +423,7 @@ json CheckGpu(const HealthCheckOptions& o) {
       f.push_back(a == std::string::npos ? "" : x.substr(a, b - a + 1));
     }
     if (f.size() < 3 || f[0].empty()) continue;
+    // "81559 MiB": the number first.
     gpus.push_back({{"name", f[0]}, {"memory_total_mb", std::atof(f[1].c_str())}, {"memory_used_mb", std::atof(f[2].c_str())}});
     if (!names.empty()) names += ", ";
     names += f[0];

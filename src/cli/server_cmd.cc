@@ -120,6 +120,7 @@ void AddAgentCommand(CLI::App& app, RunFn* run) {
   c->add_option("--orphan-timeout-s", o->orphan_timeout_s, "Exit after the server is unreachable this long while idle")
       ->capture_default_str();
   c->add_flag("--remove-work-dir", o->remove_work_dir, "Delete --work-dir on exit (ephemeral instances)");
+  c->add_flag("--keep-job-dirs", o->keep_job_dirs, "Keep each job's folder under --work-dir after it ends (debugging)");
   c->add_option("--join-token-file", o->join_token_file,
                 "The server's join token (default: $ANNEAL_JOIN_TOKEN); the server wrote it to its DATA_DIR/join.token");
   c->callback([run, o] { *run = [o] { return RunAgent(*o); }; });

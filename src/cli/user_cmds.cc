@@ -25,7 +25,7 @@ void PrintUsers(const json& r) {
   for (const auto& u : r["users"]) {
     const int m = u.value("max_instances", -1);
     std::printf("%-20s %-8s %-14s %s\n", u.value("name", std::string()).c_str(), u.value("role", std::string()).c_str(),
-                m < 0 ? "default" : m == 0 ? "none" : std::to_string(m).c_str(), FormatTime(u.value("created_at", 0.0)).c_str());
+                m < 0 ? "default" : m == 0 ? "unlimited" : std::to_string(m).c_str(), FormatTime(u.value("created_at", 0.0)).c_str());
   }
 }
 
@@ -91,7 +91,7 @@ void AddUserCommands(CLI::App& app, RunFn* run) {
   CLI::App* ua = users->add_subcommand("add", "Add a user and print their first token");
   ua->add_option("name", a->name, "The user's name (a-z 0-9 _ . -)")->required();
   ua->add_option("--role", a->role, "admin, user or viewer")->capture_default_str();
-  ua->add_option("--max-instances", a->max_instances, "Instances across their running jobs (-1: the server's default, 0: none)");
+  ua->add_option("--max-instances", a->max_instances, "Instances across their running jobs (-1: the server's default, 0: no limit)");
   AddTargetOptions(ua, &a->target, false);
   ua->callback([run, a] { *run = [a] { return RunUsers("add", *a); }; });
   CLI::App* us = users->add_subcommand("set", "Change a user's role or instance limit");

@@ -117,7 +117,7 @@ Status BootstrapAuth(JobStore* store, const std::string& data_dir, const std::st
     ANNEAL_ASSIGN_OR_RETURN(auto known, store->FindToken(TokenHash(secret)));
     if (known && known->kind == "join") return Status::Ok();
     if (!join_token_file.empty()) {
-      ANNEAL_RETURN_IF_ERROR(store->DeleteTokensOf("@join"));
+      ANNEAL_RETURN_IF_ERROR(store->DeleteTokensOf("@join", "join"));
       TokenRecord t;
       t.id = NewTokenId("join");
       t.principal = "@join";
@@ -128,7 +128,7 @@ Status BootstrapAuth(JobStore* store, const std::string& data_dir, const std::st
       return store->PutToken(t);
     }
   }
-  ANNEAL_RETURN_IF_ERROR(store->DeleteTokensOf("@join"));
+  ANNEAL_RETURN_IF_ERROR(store->DeleteTokensOf("@join", "join"));
   ANNEAL_ASSIGN_OR_RETURN(std::string secret, IssueToken(store, "@join", "join", "agents' join token", now));
   return WriteSecretFile(path, secret);
 }

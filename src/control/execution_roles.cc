@@ -118,6 +118,7 @@ Status CheckExecutionRole(const ExecutionRoles& roles, const JobSpec& spec, cons
   }
   ANNEAL_RETURN_IF_ERROR(check("output.uri", spec.output_uri));
   ANNEAL_RETURN_IF_ERROR(check("checkpoint.uri", spec.checkpoint_uri));
+  ANNEAL_RETURN_IF_ERROR(check("checkpoint.local_path", spec.checkpoint_local_path));
   return Status::Ok();
 }
 

@@ -8,7 +8,7 @@
 //   Stopped     Stopped, MaxRuntimeExceeded (terminal)
 // Allowed moves (anything else is a bug in the caller, reported as Internal):
 //   Pending     -> Starting | Stopped | Failed
-//   Starting    -> Downloading | Restarting | Interrupted | Stopping | Failed
+//   Starting    -> Starting (an unhealthy instance replaced) | Downloading | Restarting | Interrupted | Stopping | Failed
 //   Downloading -> Training | Restarting | Interrupted | Stopping | Failed
 //   Training    -> Uploading | Completed | Restarting | Interrupted | Stopping | Failed
 //   Uploading   -> Completed | Restarting | Interrupted | Stopping | Failed

@@ -848,10 +848,10 @@ Status JobStore::DeleteToken(const std::string& id) {
   return Status::Ok();
 }
 
-Status JobStore::DeleteTokensOf(const std::string& principal) {
+Status JobStore::DeleteTokensOf(const std::string& principal, const std::string& kind) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "DELETE FROM tokens WHERE principal = ?");
-  s.Bind(1, principal);
+  Stmt s(db_, "DELETE FROM tokens WHERE principal = ? AND kind = ?");
+  s.Bind(1, principal).Bind(2, kind);
   return s.Run();
 }
 

@@ -199,7 +199,7 @@ class JobStore {
   Result<std::vector<TokenRecord>> Tokens(const std::string& principal);
   // Removes one token by id (NotFound if none), or every token of a principal.
   Status DeleteToken(const std::string& id);
-  Status DeleteTokensOf(const std::string& principal);
+  Status DeleteTokensOf(const std::string& principal, const std::string& kind);
 
   // Small named values (the webhook sender's cursor).
   Result<std::optional<std::string>> GetValue(const std::string& key);

@@ -1,6 +1,7 @@
 #include "control/server.h"
 
 #include <httplib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
@@ -40,6 +41,8 @@ class Server : public ControlServer {
   Status Init() {
     Env& env = Env::Default();
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(o_.data_dir));
+    // The store holds secrets and token hashes, the folder the token files: this OS user's only.
+    if (::chmod(o_.data_dir.c_str(), 0700) != 0) return IoError("cannot make " + o_.data_dir + " private (chmod 700)");
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(o_.data_dir, "packages")));
     ANNEAL_ASSIGN_OR_RETURN(store_, JobStore::Open(JoinPath(o_.data_dir, "anneal.db")));
     ANNEAL_RETURN_IF_ERROR(BootstrapAuth(store_.get(), o_.data_dir, o_.join_token_file, WallSeconds()));
@@ -250,10 +253,10 @@ class Server : public ControlServer {
                              auto inst = store_->GetInstance(p.name);
                              if (!inst.ok()) return ReplyError(res, 500, inst.status().message());
                              bool serves = *inst && (*inst)->job_id == job;
-                             if (!serves) {
+                             if (!serves) {  // a job it was given and may still be finishing
                                std::lock_guard<std::mutex> l(mu_);
-                               auto b = busy_.find(p.name);
-                               serves = b != busy_.end() && (b->second.job == job || b->second.health_job == job);
+                               auto g = granted_.find(p.name);
+                               serves = g != granted_.end() && g->second.count(job);
                              }
                              if (!serves) return ReplyError(res, 403, "instance " + p.name + " does not serve job " + job);
                              json b = json::object();
@@ -487,8 +490,16 @@ class Server : public ControlServer {
       }
       InstanceRecord r;
       if (known) {
+        // An instance that is alive (heartbeating) cannot be taken over by another registration: only
+        // one the backend requested, or one whose agent went quiet (restarted), may join under its id.
+        if (known->state != "requested" && known->state != "unhealthy" &&
+            now - std::max(known->last_heartbeat, start_wall_) < o_.heartbeat_timeout_s) {
+          ReplyError(res, 409, "instance " + id + " is registered and alive: join under another --instance-id");
+          return Status::Ok();
+        }
         r = *known;
         if (r.state == "requested") r.state = r.job_id.empty() ? "idle" : "assigned";
+        if (r.state == "unhealthy") r.state = "idle";  // its agent joined again: back in the pool
       } else {
         if (id.empty()) id = "agent-" + Sha256Hex(b.dump() + std::to_string(now)).substr(0, 12);
         r.id = id;
@@ -502,7 +513,7 @@ class Server : public ControlServer {
       r.last_heartbeat = now;
       ANNEAL_RETURN_IF_ERROR(store_->PutInstance(r));
       // A fresh token for the instance; one it held before (an agent re-joining) stops working.
-      ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(r.id));
+      ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(r.id, "agent"));
       ANNEAL_ASSIGN_OR_RETURN(std::string token, IssueToken(store_.get(), r.id, "agent", "instance token", now));
       cv_.notify_all();
       Reply(res, 200, {{"id", r.id}, {"heartbeat_s", o_.heartbeat_s}, {"token", token}});
@@ -611,6 +622,10 @@ class Server : public ControlServer {
     }
     json addrs = json::array();
     for (const auto& i : mine) addrs.push_back(i.address);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      granted_[inst.id].insert(j.id);
+    }
     return std::optional<json>(json{{"job", j.id},
                                     {"attempt", j.attempt},
                                     {"round", round},
@@ -691,7 +706,7 @@ class Server : public ControlServer {
                                          3, mine));
       for (auto [i, r] : bad) {
         if (i.backend != "static") continue;
-        i.state = "unhealthy";  // out of the pool until its agent joins again
+        i.state = "unhealthy";  // out of the pool until its agent registers again
         i.job_id.clear();
         i.node = -1;
         ANNEAL_RETURN_IF_ERROR(store_->PutInstance(i));
@@ -718,6 +733,10 @@ class Server : public ControlServer {
   }
 
   Result<json> Assignment(const JobRecord& job, const InstanceRecord& inst) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      granted_[inst.id].insert(job.id);
+    }
     ANNEAL_ASSIGN_OR_RETURN(auto insts, store_->Instances());
     std::vector<std::string> addrs(job.spec["resources"].value("instance_count", 1));
     for (const auto& i : insts) {
@@ -759,7 +778,7 @@ class Server : public ControlServer {
 
   // The instance is gone for good: its record and its token.
   Status Forget(const std::string& id) {
-    ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(id));
+    ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(id, "agent"));
     return store_->DeleteInstance(id);
   }
 
@@ -1240,6 +1259,9 @@ class Server : public ControlServer {
   bool stopped_ = false;
   std::map<std::string, Busy> busy_;
   std::map<std::string, std::string> pending_reason_;  // why a Pending job waits (mu_)
+  // The jobs the server handed each instance (run or health assignments), so an agent may finish
+  // shipping a job's lines after the instance moved on (mu_). Not what agents claim: what they got.
+  std::map<std::string, std::set<std::string>> granted_;
   ExecutionRoles roles_;
   std::unique_ptr<WebhookSender> webhooks_;  // null without --webhook
 };

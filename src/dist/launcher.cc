@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
@@ -82,8 +83,30 @@ class Launcher {
     }
     store_addr_ = (o_.node_rank == 0 ? bind : o_.master_addr) + ":" + std::to_string(port);
     if (o_.node_rank == 0 && bind == "0.0.0.0") store_addr_ = o_.master_addr + ":" + std::to_string(port);
-    const auto rdzv = milliseconds(static_cast<int64_t>(o_.rendezvous_timeout_s * 1000));
-    ANNEAL_ASSIGN_OR_RETURN(store_, OpenStore(store_addr_, rdzv));
+    // Embedded (a stop or kill flag given), the store is reached in one-second tries, so a stop or
+    // kill request ends the wait for node 0 at once.
+    const bool embedded = o_.stop || o_.kill;
+    const double connect_deadline = MonotonicSeconds() + o_.rendezvous_timeout_s;
+    for (;;) {
+      const double left = std::max(0.0, connect_deadline - MonotonicSeconds());
+      auto s = OpenStore(store_addr_, milliseconds(static_cast<int64_t>(1000 * (embedded ? std::min(1.0, left) : left))));
+      if (s.ok()) {
+        store_ = std::move(s).value();
+        break;
+      }
+      if (!embedded) return s.status();
+      if (MonotonicSeconds() >= connect_deadline) {
+        return PeerError(s.status().message() + " (tried for " + std::to_string(static_cast<int>(o_.rendezvous_timeout_s)) +
+                         " s)");
+      }
+      if ((o_.stop && o_.stop->load()) || (o_.kill && o_.kill->load())) {
+        LaunchResult res;
+        res.exit_code = 1;
+        res.interrupted = true;
+        res.summary = "interrupted by a stop request while reaching the rendezvous store at " + store_addr_ + "\n";
+        return res;
+      }
+    }
     auto host = LocalAddressToward(o_.master_addr);
     host_ = host.ok() ? *host : "127.0.0.1";
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <thread>
 
@@ -138,6 +139,19 @@ TEST(HealthCheck, CommandSeesItsEnvironment) {
   EXPECT_NE(c["detail"].get<std::string>().find("saw job-3 on node 1"), std::string::npos) << c.dump();
 }
 
+TEST(HealthCheck, CommandGetsDefaultSignalsAndNoInput) {
+  testing::TempDir dir;
+  HealthCheckOptions o = Small(dir);
+  // The agent ignores SIGPIPE; the command must not inherit that: `yes` then ends silently when head
+  // closes the pipe (ignored, it would complain "Broken pipe"). cat reads stdin: /dev/null, at once.
+  o.command = "yes | head -1; cat";
+  void (*old)(int) = ::signal(SIGPIPE, SIG_IGN);
+  const json c = CheckCommand(o);
+  ::signal(SIGPIPE, old);
+  EXPECT_TRUE(c["ok"].get<bool>()) << c.dump();
+  EXPECT_EQ(c["detail"].get<std::string>().find("Broken pipe"), std::string::npos) << c.dump();
+}
+
 TEST(HealthCheck, CommandTimeoutKillsIt) {
   testing::TempDir dir;
   HealthCheckOptions o = Small(dir);
@@ -149,6 +163,17 @@ TEST(HealthCheck, CommandTimeoutKillsIt) {
   EXPECT_FALSE(c["ok"].get<bool>());
   EXPECT_TRUE(c["timed_out"].get<bool>());
   EXPECT_NE(c["detail"].get<std::string>().find("did not finish within"), std::string::npos) << c.dump();
+}
+
+TEST(HealthCheck, CommandThatClosesItsOutputIsStillTimed) {
+  testing::TempDir dir;
+  HealthCheckOptions o = Small(dir);
+  o.command = "echo closing; exec >&- 2>&-; sleep 30";
+  o.command_timeout_s = 0.5;
+  const json c = CheckCommand(o);
+  EXPECT_FALSE(c["ok"].get<bool>());
+  EXPECT_TRUE(c["timed_out"].get<bool>());
+  EXPECT_NE(c["detail"].get<std::string>().find("closing"), std::string::npos) << c.dump();
 }
 
 TEST(HealthCheck, StopAbandonsTheCommand) {
@@ -194,7 +219,7 @@ TEST(HealthCheck, GpuFailsWhenNvidiaSmiFails) {
 
 TEST(HealthCheck, GpuListsWhatNvidiaSmiReports) {
   testing::TempDir bin;
-  const std::string smi = bin.Write("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559, 0'\necho 'NVIDIA H100 80GB HBM3, 81559, 12'\n");
+  const std::string smi = bin.Write("nvidia-smi", "#!/bin/sh\necho 'NVIDIA H100 80GB HBM3, 81559 MiB, 0 MiB'\necho 'NVIDIA H100 80GB HBM3, 81559 MiB, 12 MiB'\n");
   ASSERT_EQ(::chmod(smi.c_str(), 0755), 0);
   const char* old = std::getenv("PATH");
   const std::string saved = old ? old : "";

@@ -9,7 +9,8 @@ every posted result is appended to OUT_DIR/heartbeats.jsonl and OUT_DIR/results.
 usage: health_stub_server.py SCENARIO.json OUT_DIR   (prints the port it listens on, then serves)
 SCENARIO.json: {"<instance id>": <the heartbeat's "health" object for it>, ...,
                 "stop_after_s": {"<instance id>": seconds}}   (optional: "stop" that long after
-                the first "health" answer to the instance, then "exit")
+                the first "health" answer to the instance, then "exit"),
+                "rendezvous": {"<job>/<key>": value}}   (optional: values already published)
 """
 import json
 import sys
@@ -23,7 +24,7 @@ asked_at = {}      # instance -> when it was first sent its request
 out_dir = sys.argv[2]
 lock = threading.Lock()
 results = {}       # instance -> posted body
-rendezvous = {}    # (job, key) -> value
+rendezvous = {tuple(k.split("/")): v for k, v in scenario.pop("rendezvous", {}).items()}  # (job, key) -> value
 next_id = [0]
 
 
