@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ANNEAL=${1:-build/release/src/anneal}
-for b in tokenize_vs_tiktoken prep train_cpu_vs_torch zero_memory recompute dp_scaling parallel_memory pipeline_bubble tp_overhead ckpt job_latency api_load recovery; do
+for b in tokenize_vs_tiktoken prep train_cpu_vs_torch zero_memory recompute dp_scaling parallel_memory pipeline_bubble tp_overhead ckpt job_latency api_load recovery warm_pool; do
   echo "=== bench/$b"
   bash "bench/$b.sh" "$ANNEAL"
 done

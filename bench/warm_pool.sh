@@ -34,12 +34,15 @@ run_one() {
   t0=$(date +%s.%N)
   id=$("$ANNEAL" submit "$TMP/job.yaml" --server "$URL")
   for _ in $(seq 1 1000); do
-    line=$("$ANNEAL" logs "$id" --server "$URL" --rank 0 | head -1)
+    line=$("$ANNEAL" logs "$id" --server "$URL" --rank 0)
+    line=${line%%$'\n'*}
     [ -n "$line" ] && break
     sleep 0.01
   done
+  local d
   for _ in $(seq 1 300); do
-    "$ANNEAL" describe "$id" --server "$URL" --json | grep -q '"status":"Completed"' && break
+    d=$("$ANNEAL" describe "$id" --server "$URL" --json)  # (not piped into grep -q: SIGPIPE under pipefail)
+    [[ "$d" == *'"status": "Completed"'* ]] && break
     sleep 0.05
   done
   "$ANNEAL" describe "$id" --server "$URL" --json | $PY -c '

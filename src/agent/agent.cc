@@ -339,7 +339,9 @@ class JobRunner {
     }
     // The execution role's storage credentials: for the ranks, and for this job's own storage calls
     // here (channels, checkpoint, output), which read them from the environment (storage/aws_config.h).
-    for (const auto& [k, v] : a_.value("credentials", json::object()).items()) {
+    // (A named copy: items() of the temporary that value() returns would dangle in the range-for.)
+    const json credentials = a_.value("credentials", json::object());
+    for (const auto& [k, v] : credentials.items()) {
       vars[k] = v.get<std::string>();
       if (k == "AWS_SECRET_ACCESS_KEY") secret_values_.push_back(vars[k]);
       const char* before = std::getenv(k.c_str());

@@ -120,6 +120,7 @@ class Server : public ControlServer {
       stopped_ = true;
     }
     cv_.notify_all();
+    cv_pool_.notify_all();
     if (scheduler_.joinable()) scheduler_.join();
     http_->stop();
     if (listener_.joinable()) listener_.join();
@@ -539,11 +540,27 @@ class Server : public ControlServer {
         Busy& bz = busy_[id];
         bz = {busy_job, busy_attempt, now, hc.value("job", std::string()), hc.value("attempt", -1), hc.value("round", -1)};
       }
+      if (inst->state == "available" && busy_job.empty() && hc.empty()) {
+        // A warm pool's agent: its heartbeat waits (long poll, up to heartbeat_s) for a job to take
+        // the pool, so the reuse starts at once instead of at the agent's next heartbeat.
+        {
+          std::unique_lock<std::mutex> l(mu_);
+          cv_pool_.wait_for(l, std::chrono::duration<double>(o_.heartbeat_s), [&] { return stopped_ || pool_taken_.count(id); });
+          pool_taken_.erase(id);
+        }
+        ANNEAL_ASSIGN_OR_RETURN(inst, store_->GetInstance(id));
+        if (!inst) {
+          ReplyError(res, 404, "unknown instance " + id + ": register again");
+          return Status::Ok();
+        }
+        ANNEAL_RETURN_IF_ERROR(store_->Heartbeat(id, WallSeconds()));
+      }
       json action = {{"action", "none"}};
       if (inst->state == "released") {
         action["action"] = "exit";
       } else if (inst->state == "available") {
         action["action"] = busy_job.empty() ? "none" : "stop";  // a warm pool: idle until reused
+        action["next_s"] = 0;                                   // and polling again at once (above)
       } else if (!inst->job_id.empty()) {
         ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> job, store_->GetJob(inst->job_id));
         if (job && job->phase == JobPhase::kStarting) {
@@ -572,6 +589,8 @@ class Server : public ControlServer {
           if (!finished && busy_job.empty()) {
             ANNEAL_ASSIGN_OR_RETURN(json a, Assignment(*job, *inst));
             action = {{"action", "run"}, {"assignment", a}};
+          } else if (finished) {
+            action["next_s"] = 0.1;  // the job ends in a moment: the instance is released or pooled
           }
         }
       } else if (!busy_job.empty() || !hc.empty()) {
@@ -914,6 +933,17 @@ class Server : public ControlServer {
     for (const auto& i : insts) up += i.job_id == id && i.state != "released" && i.state != "available" && i.registered_at > 0 ? 1 : 0;
     if (up != count) return Status::Ok();
     if (o_.health.enabled) {
+      // A warm pool whose job just completed on it proved these instances together: no new checks.
+      ANNEAL_ASSIGN_OR_RETURN(auto from, store_->GetValue("pool_from:" + id));
+      if (from && j->attempt == 0) {
+        ANNEAL_ASSIGN_OR_RETURN(auto prev, store_->GetJob(*from));
+        if (prev && prev->phase == JobPhase::kCompleted) {
+          return store_->Transition(id, JobPhase::kDownloading,
+                                    "all " + std::to_string(count) + " instances of the warm pool of " + *from +
+                                        " ready; health checks skipped (" + *from + " completed on them)",
+                                    WallSeconds());
+        }
+      }
       ANNEAL_ASSIGN_OR_RETURN(auto mine, InstancesOf(id));
       return DecideHealth(*j, mine);
     }
@@ -1193,6 +1223,11 @@ class Server : public ControlServer {
       ids += (n ? ", " : "") + r.id;
     }
     ANNEAL_RETURN_IF_ERROR(store_->SetValue("pool_from:" + j.id, from));
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (const auto& r : pool) pool_taken_.insert(r.id);
+    }
+    cv_pool_.notify_all();
     ANNEAL_ASSIGN_OR_RETURN(auto old, store_->GetJob(from));
     if (old) {
       json wp = old->warm_pool.is_object() ? old->warm_pool : json::object();
@@ -1256,6 +1291,8 @@ class Server : public ControlServer {
   std::mutex mu_;        // stopped_, busy_
   std::mutex sched_mu_;  // serializes status writers: the scheduler, stop, register
   std::condition_variable cv_;
+  std::condition_variable cv_pool_;         // a warm pool was taken (pool_taken_, mu_)
+  std::set<std::string> pool_taken_;
   bool stopped_ = false;
   std::map<std::string, Busy> busy_;
   std::map<std::string, std::string> pending_reason_;  // why a Pending job waits (mu_)
