@@ -878,7 +878,16 @@ class Server : public ControlServer {
                 j.spec["resources"].value("instance_count", 1));
     }
     std::map<std::string, std::string> reasons;
-    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(64));
+    // Users' own limits, read once a pass. Only user and type limits let a job be passed by later
+    // ones; without them the head of the queue decides, and 16 jobs are plenty to read.
+    std::map<std::string, int> user_limits;
+    ANNEAL_ASSIGN_OR_RETURN(auto users, store_->Users());
+    bool skips = o_.quota.user_max_instances > 0 || !o_.quota.instance_type_max.empty();
+    for (const auto& u : users) {
+      user_limits[u.name] = u.max_instances;
+      skips = skips || u.max_instances > 0;
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto pending, store_->PendingJobs(skips ? 64 : 16));
     std::string blocker;
     for (const JobRecord& j : pending) {
       const double max_pending = j.spec["stopping"].value("max_pending_s", 0.0);
@@ -894,7 +903,8 @@ class Server : public ControlServer {
         continue;
       }
       const QuotaDemand d{j.owner, j.spec["resources"].value("instance_type", std::string("local")),
-                          j.spec["resources"].value("instance_count", 1), UserLimit(j.owner)};
+                          j.spec["resources"].value("instance_count", 1),
+                          user_limits.count(j.owner) ? user_limits[j.owner] : -1};
       bool holds = false;
       const std::string over = QuotaBlock(o_.quota, usage, d, &holds);
       if (!over.empty()) {
