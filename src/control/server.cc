@@ -131,11 +131,22 @@ class Server : public ControlServer {
     const double deadline = WallSeconds() + timeout_s;
     auto insts = store_->Instances();
     if (insts.ok()) {
+      std::set<std::string> pools;  // jobs whose warm pool ends with this server
       for (InstanceRecord r : *insts) {
         if (r.state == "released") continue;
+        if (r.state == "available") pools.insert(r.job_id);
         r.state = "released";
         (void)store_->PutInstance(r);
         if (backend_ && r.backend == "local") backend_->Release(r.id);
+      }
+      for (const std::string& from : pools) {
+        auto old = store_->GetJob(from);
+        if (!old.ok() || !*old || !(*old)->warm_pool.is_object()) continue;
+        json wp = (*old)->warm_pool;
+        wp["status"] = "Terminated";
+        wp["ended_because"] = "the server ended (anneal submit --local releases every instance)";
+        wp["ended_at"] = WallSeconds();
+        (void)store_->SetWarmPool(from, wp);
       }
     }
     while (WallSeconds() < deadline) {
