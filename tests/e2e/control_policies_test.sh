@@ -6,8 +6,10 @@
 #   2. a failing pre-start health check (the operator's command) -> the instance is replaced before
 #      the job starts, and the job completes; the results are in describe;
 #   3. warm pools: a finished job's instances are reused by the next matching job and not by a
-#      non-matching one; statuses Available -> InUse -> Reused, and Terminated on expiry;
-#   4. quotas hold under 20 concurrent submissions by two users; a job that can never fit is refused;
+#      non-matching one; statuses Available -> InUse -> Reused, and Terminated on expiry or when an
+#      idle pool is evicted to make room for a waiting job;
+#   4. quotas hold under 20 concurrent submissions by two users; jobs over the per-job or the user
+#      quota, which can never fit, are refused at submit;
 #   5. webhooks: every status change POSTed in order, HMAC-signed, retried through a receiver's errors;
 #   6. TLS: the server serves https with a certificate made here; clients verify it.
 source "$(dirname "$0")/lib.sh"
@@ -154,10 +156,16 @@ d=$(pool warm-d 1 1)
 check "job D completes" wait_status "$d" Completed 60
 sleep 2.5
 check "D's pool expires: Terminated" test "$(wp "$d")" = Terminated
+g=$(pool warm-g 1 60)
+check "job G completes, its pool Available" bash -c "for _ in \$(seq 1 600); do [ \"\$('$ANNEAL' describe '$g' --server '$URL' --json | grep -c '\"status\": \"Available\"')\" = 1 ] && exit 0; sleep 0.1; done; exit 1"
+h=$(pool warm-h 3 0)
+check "a 3-instance job needing the room completes" wait_status "$h" Completed 60
+check "... after G's idle pool was evicted for it (Terminated)" bash -c "'$ANNEAL' describe '$g' --server '$URL' --json | grep -q 'made room for $h'"
 stop_server
 
 # ---- 4. quotas under 20 concurrent submissions ----
-start_server "$TMP/q" --max-instances 4 --quota-running-instances 3 --quota-user-instances 2 --no-health-checks
+start_server "$TMP/q" --max-instances 4 --quota-running-instances 3 --quota-user-instances 2 --quota-instances-per-job 3 \
+  --no-health-checks
 "$ANNEAL" users add alice --server "$URL" >"$TMP/qa.token" 2>/dev/null
 "$ANNEAL" users add bob --server "$URL" >"$TMP/qb.token" 2>/dev/null
 cat >"$TMP/q.yaml" <<'YAML'
@@ -165,7 +173,10 @@ name: q
 entrypoint: {command: 'sleep 0.3'}
 YAML
 sed 's/^name: q$/name: q2/; $a resources: {instance_count: 2}' "$TMP/q.yaml" >"$TMP/q2.yaml"
-sed -i 's/instance_count: 2/instance_count: 3/' "$TMP/q2.yaml"
+sed -i 's/instance_count: 2/instance_count: 4/' "$TMP/q2.yaml"
+expect_exit "a job over the per-job quota is refused at submit" 2 "resources.instance_count.*per-job quota is 3" \
+  env ANNEAL_TOKEN_FILE="$TMP/qa.token" "$ANNEAL" submit "$TMP/q2.yaml" --server "$URL"
+sed -i 's/instance_count: 4/instance_count: 3/' "$TMP/q2.yaml"
 expect_exit "a job over the user quota can never fit: refused at submit" 2 "resources.instance_count.*quota of user alice" \
   env ANNEAL_TOKEN_FILE="$TMP/qa.token" "$ANNEAL" submit "$TMP/q2.yaml" --server "$URL"
 sed -i 's/instance_count: 3/instance_count: 2/' "$TMP/q2.yaml"
