@@ -772,6 +772,7 @@ constexpr const char* kTokenColumns = "SELECT id, principal, kind, sha256, descr
 
 Status JobStore::PutUser(const UserRecord& u) {
   std::lock_guard<std::mutex> l(mu_);
+  ClearAuthCache();
   Stmt s(db_, "INSERT OR REPLACE INTO users(name, role, max_instances, created_at) VALUES(?,?,?,?)");
   s.Bind(1, u.name).Bind(2, u.role).Bind(3, u.max_instances).Bind(4, u.created_at);
   return s.Run();
@@ -779,10 +780,15 @@ Status JobStore::PutUser(const UserRecord& u) {
 
 Result<std::optional<UserRecord>> JobStore::GetUser(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
+  if (auto it = user_cache_.find(name); it != user_cache_.end()) return std::optional<UserRecord>(it->second);
   Stmt s(db_, "SELECT name, role, max_instances, created_at FROM users WHERE name = ?");
   s.Bind(1, name);
   Status st;
-  if (s.Step(&st)) return std::optional<UserRecord>(ReadUser(s));
+  if (s.Step(&st)) {
+    UserRecord u = ReadUser(s);
+    user_cache_[name] = u;
+    return std::optional<UserRecord>(u);
+  }
   ANNEAL_RETURN_IF_ERROR(st);
   return std::optional<UserRecord>();
 }
@@ -799,6 +805,7 @@ Result<std::vector<UserRecord>> JobStore::Users() {
 
 Status JobStore::DeleteUser(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
+  ClearAuthCache();
   return InTransaction([&]() -> Status {
     Stmt t(db_, "DELETE FROM tokens WHERE principal = ? AND kind = 'user'");
     t.Bind(1, name);
@@ -811,6 +818,7 @@ Status JobStore::DeleteUser(const std::string& name) {
 
 Status JobStore::PutToken(const TokenRecord& t) {
   std::lock_guard<std::mutex> l(mu_);
+  ClearAuthCache();
   Stmt s(db_, "INSERT OR REPLACE INTO tokens(id, principal, kind, sha256, description, created_at) VALUES(?,?,?,?,?,?)");
   s.Bind(1, t.id).Bind(2, t.principal).Bind(3, t.kind).Bind(4, t.sha256).Bind(5, t.description).Bind(6, t.created_at);
   return s.Run();
@@ -818,11 +826,16 @@ Status JobStore::PutToken(const TokenRecord& t) {
 
 Result<std::optional<TokenRecord>> JobStore::FindToken(const std::string& sha256) {
   std::lock_guard<std::mutex> l(mu_);
+  if (auto it = token_cache_.find(sha256); it != token_cache_.end()) return std::optional<TokenRecord>(it->second);
   const std::string sql = std::string(kTokenColumns) + " WHERE sha256 = ?";
   Stmt s(db_, sql.c_str());
   s.Bind(1, sha256);
   Status st;
-  if (s.Step(&st)) return std::optional<TokenRecord>(ReadToken(s));
+  if (s.Step(&st)) {
+    TokenRecord t = ReadToken(s);
+    token_cache_[sha256] = t;  // only known tokens: unknown ones cannot grow the cache
+    return std::optional<TokenRecord>(t);
+  }
   ANNEAL_RETURN_IF_ERROR(st);
   return std::optional<TokenRecord>();
 }
@@ -841,6 +854,7 @@ Result<std::vector<TokenRecord>> JobStore::Tokens(const std::string& principal) 
 
 Status JobStore::DeleteToken(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
+  ClearAuthCache();
   Stmt s(db_, "DELETE FROM tokens WHERE id = ?");
   s.Bind(1, id);
   ANNEAL_RETURN_IF_ERROR(s.Run());
@@ -850,6 +864,7 @@ Status JobStore::DeleteToken(const std::string& id) {
 
 Status JobStore::DeleteTokensOf(const std::string& principal, const std::string& kind) {
   std::lock_guard<std::mutex> l(mu_);
+  ClearAuthCache();
   Stmt s(db_, "DELETE FROM tokens WHERE principal = ? AND kind = ?");
   s.Bind(1, principal).Bind(2, kind);
   return s.Run();

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -217,9 +218,18 @@ class JobStore {
   Status Migrate();
   Result<std::optional<JobRecord>> GetJobLocked(const std::string& id);
 
+  // Tokens and users as last read, for the lookup every API request makes; cleared by every change
+  // to either table (this process is the store's only writer), so a revocation counts at once.
+  void ClearAuthCache() {
+    token_cache_.clear();
+    user_cache_.clear();
+  }
+
   sqlite3* db_;
   std::string path_;
   std::mutex mu_;
+  std::map<std::string, TokenRecord> token_cache_;  // by sha256; mu_
+  std::map<std::string, UserRecord> user_cache_;    // by name; mu_
 };
 
 }  // namespace anneal
