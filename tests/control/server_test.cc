@@ -210,10 +210,16 @@ TEST(ControlServer, RetriesAnInfrastructureFailureButNotAUserError) {
   WaitFor(api, id, "Downloading");
   ASSERT_EQ(Heartbeat(ag, agent)["action"], "run");
   Report(ag, id, "training");
+  WaitFor(api, id, "Training");  // (the scheduler moves it; a report alone does not)
   Report(ag, id, "finished", 3, 0, "infrastructure");
   // Restarting, then placed again (the joined agent is free): attempt 1 is handed out.
-  json j = WaitFor(api, id, "Downloading");
-  EXPECT_EQ(j["attempt"], 1);
+  json j;
+  for (int i = 0; i < 500; ++i) {
+    j = WaitFor(api, id, "Downloading");
+    if (j["attempt"] == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(j["attempt"], 1) << j.dump();
   json a = Heartbeat(ag, agent);
   ASSERT_EQ(a["action"], "run") << a.dump();
   EXPECT_EQ(a["assignment"]["attempt"], 1);
