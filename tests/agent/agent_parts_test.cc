@@ -12,6 +12,7 @@
 #include "control/server.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
+#include "testing/token_file.h"
 
 namespace anneal {
 namespace {
@@ -119,13 +120,6 @@ TEST(DirSync, CommitMarkersGoLast) {
   EXPECT_EQ(seen->puts[4], "step-3/upload.complete");
 }
 
-std::string ReadAll(const std::string& path) {
-  auto t = Env::Default().ReadFile(path);
-  std::string v = t.ok() ? *t : "";
-  while (!v.empty() && v.back() == '\n') v.pop_back();
-  return v;
-}
-
 TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   testing::TempDir dir;
   ServerOptions o;
@@ -138,9 +132,9 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   const std::string url = (*server)->url();
   // An agent (join token -> its own token) assigned the job job-0001: the shipper's identity.
   auto admin = ApiClient::Make(url);
-  (*admin)->set_token(ReadAll(dir.File("admin.token")));
+  (*admin)->set_token(testing::ReadTokenFile(dir.File("admin.token")));
   auto joiner = ApiClient::Make(url);
-  (*joiner)->set_token(ReadAll(dir.File("join.token")));
+  (*joiner)->set_token(testing::ReadTokenFile(dir.File("join.token")));
   auto reg = (*joiner)->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}});
   ASSERT_TRUE(reg.ok()) << reg.status().ToString();
   ApiClient::SetProcessToken((*reg)["token"].get<std::string>());

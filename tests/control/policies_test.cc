@@ -12,19 +12,12 @@
 #include "control/server.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
+#include "testing/token_file.h"
 
 namespace anneal {
 namespace {
 
 using nlohmann::json;
-
-std::string ReadToken(const std::string& path) {
-  auto t = Env::Default().ReadFile(path);
-  EXPECT_TRUE(t.ok()) << path;
-  std::string s = t.ok() ? *t : "";
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
 
 std::unique_ptr<ApiClient> Client(const ControlServer& s, const std::string& token) {
   auto c = ApiClient::Make(s.url());
@@ -55,7 +48,7 @@ TEST(Auth, TokensRolesAndOwnership) {
   testing::TempDir dir;
   auto server = Start(dir.path());
   ASSERT_TRUE(server);
-  const std::string admin_token = ReadToken(JoinPath(dir.path(), "admin.token"));
+  const std::string admin_token = testing::ReadTokenFile(JoinPath(dir.path(), "admin.token"));
   auto admin = Client(*server, admin_token);
 
   // No token, a wrong one: 401. The health check needs none.
@@ -121,11 +114,11 @@ TEST(Auth, AgentsNeedTheJoinTokenAndReachOnlyTheirOwnEndpoints) {
   testing::TempDir dir;
   auto server = Start(dir.path());
   ASSERT_TRUE(server);
-  auto admin = Client(*server, ReadToken(JoinPath(dir.path(), "admin.token")));
+  auto admin = Client(*server, testing::ReadTokenFile(JoinPath(dir.path(), "admin.token")));
   // Without the join token (or with a user's token) an agent cannot register.
   EXPECT_TRUE(Has(Client(*server, "")->Post("/v1/agents", {{"slots", 1}}).status(), "HTTP 401"));
   EXPECT_TRUE(Has(admin->Post("/v1/agents", {{"slots", 1}}).status(), "HTTP 403"));
-  auto joiner = Client(*server, ReadToken(JoinPath(dir.path(), "join.token")));
+  auto joiner = Client(*server, testing::ReadTokenFile(JoinPath(dir.path(), "join.token")));
   auto reg = joiner->Post("/v1/agents", {{"address", "127.0.0.1"}, {"slots", 1}});
   ASSERT_TRUE(reg.ok()) << reg.status().ToString();
   // The join token registers agents and does nothing else.
@@ -148,7 +141,7 @@ TEST(Policies, SecretsAreHiddenAndRolesLimitStoragePrefixes) {
                   .ok());
   auto server = Start(JoinPath(dir.path(), "srv"), roles);
   ASSERT_TRUE(server);
-  auto admin = Client(*server, ReadToken(JoinPath(JoinPath(dir.path(), "srv"), "admin.token")));
+  auto admin = Client(*server, testing::ReadTokenFile(JoinPath(JoinPath(dir.path(), "srv"), "admin.token")));
   auto u = admin->Post("/v1/users", {{"name", "alice"}});
   auto b = admin->Post("/v1/users", {{"name", "bob"}});
   ASSERT_TRUE(u.ok() && b.ok());
@@ -236,8 +229,8 @@ TEST(HealthChecks, AllPassThenStartOneFailsThenItLeavesThePool) {
   testing::TempDir dir;
   auto server = Start(dir.path(), "", /*health=*/true);
   ASSERT_TRUE(server);
-  auto admin = Client(*server, ReadToken(JoinPath(dir.path(), "admin.token")));
-  auto joiner = Client(*server, ReadToken(JoinPath(dir.path(), "join.token")));
+  auto admin = Client(*server, testing::ReadTokenFile(JoinPath(dir.path(), "admin.token")));
+  auto joiner = Client(*server, testing::ReadTokenFile(JoinPath(dir.path(), "join.token")));
   std::vector<std::unique_ptr<ApiClient>> agents;
   std::vector<std::string> ids;
   for (int i = 0; i < 3; ++i) {

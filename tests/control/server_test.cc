@@ -11,6 +11,7 @@
 #include "control/wire.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
+#include "testing/token_file.h"
 
 namespace anneal {
 namespace {
@@ -44,19 +45,11 @@ json WaitFor(ApiClient* c, const std::string& id, const std::string& want) {
   return j;
 }
 
-std::string ReadToken(const std::string& path) {
-  auto t = Env::Default().ReadFile(path);
-  EXPECT_TRUE(t.ok()) << path;
-  std::string s = t.ok() ? *t : "";
-  while (!s.empty() && s.back() == '\n') s.pop_back();
-  return s;
-}
-
 // A client with the admin token the server created.
 std::unique_ptr<ApiClient> Admin(const ControlServer& s, const std::string& dir) {
   auto c = ApiClient::Make(s.url());
   EXPECT_TRUE(c.ok());
-  (*c)->set_token(ReadToken(JoinPath(dir, "admin.token")));
+  (*c)->set_token(testing::ReadTokenFile(JoinPath(dir, "admin.token")));
   return std::move(*c);
 }
 
@@ -64,7 +57,7 @@ std::unique_ptr<ApiClient> Admin(const ControlServer& s, const std::string& dir)
 std::string Join(const ControlServer& s, const std::string& dir, const json& body, std::unique_ptr<ApiClient>* agent) {
   auto c = ApiClient::Make(s.url());
   EXPECT_TRUE(c.ok());
-  (*c)->set_token(ReadToken(JoinPath(dir, "join.token")));
+  (*c)->set_token(testing::ReadTokenFile(JoinPath(dir, "join.token")));
   auto r = (*c)->Post("/v1/agents", body);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (!r.ok()) return "";
