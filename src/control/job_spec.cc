@@ -300,13 +300,12 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
     }
   }
   ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "environment", "", &s.environment));
+  static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
   for (const auto& [k, v] : s.environment) {
-    static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
     if (!std::regex_match(k, kEnv)) return r.Fail("environment." + k, "is not a valid environment variable name");
   }
   ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "secrets", "", &s.secrets));
   for (const auto& [k, v] : s.secrets) {
-    static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
     if (!std::regex_match(k, kEnv)) return r.Fail("secrets." + k, "is not a valid environment variable name");
     if (v.size() < 4) return r.Fail("secrets." + k, "is shorter than 4 characters: too short to hide in logs");
     if (s.environment.count(k)) return r.Fail("secrets." + k, "is also in environment: give it in one place");

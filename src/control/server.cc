@@ -548,8 +548,7 @@ class Server : public ControlServer {
       const json hc = b.value("health", json::object());
       {
         std::lock_guard<std::mutex> l(mu_);
-        Busy& bz = busy_[id];
-        bz = {busy_job, busy_attempt, now, hc.value("job", std::string()), hc.value("attempt", -1), hc.value("round", -1)};
+        busy_[id] = {busy_job, busy_attempt, now};
       }
       if (inst->state == "available" && busy_job.empty() && hc.empty()) {
         // A warm pool's agent: its heartbeat waits (long poll, up to heartbeat_s) for a job to take
@@ -881,9 +880,9 @@ class Server : public ControlServer {
       if (!placed) return Status::Ok();
       ANNEAL_ASSIGN_OR_RETURN(insts, store_->Instances());
     }
-    // Quotas (control/quota.h) count what the running jobs hold.
+    // Quotas (control/quota.h) count what the running jobs hold: the jobs just read (placing a
+    // Restarting job changes its phase, not what it holds).
     QuotaUsage usage;
-    ANNEAL_ASSIGN_OR_RETURN(jobs, store_->ActiveJobs());
     for (const JobRecord& j : jobs) {
       usage.Add(j.owner, j.spec["resources"].value("instance_type", std::string("local")),
                 j.spec["resources"].value("instance_count", 1));
@@ -1298,8 +1297,6 @@ class Server : public ControlServer {
     std::string job;
     int attempt = -1;
     double at = 0;
-    std::string health_job;  // the health checks it is running, if any
-    int health_attempt = -1, health_round = -1;
   };
 
   ServerOptions o_;
