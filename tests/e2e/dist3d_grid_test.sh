@@ -6,6 +6,7 @@
 # within 1e-5 relative, and its final parameters within 1e-5*|p| + 1e-7*sqrt(n)
 # (tests/e2e/dist_compare.py assembles each tensor from the boxes every rank wrote). optim.eps is
 # 1e-6 for the reason given in dist_grid_test.sh.
+# Every run's losses (hex) and rank 0's final state hash also equal tests/e2e/golden/runs.txt's.
 # Resharding: saved at (dp, tp, pp) = (2, 2, 1), resumed at (1, 2, 2), (1, 1, 1) and (1, 4, 1) with
 # the same global batch: step 5's loss equals the (2, 2, 1) continuation's within 1e-6 relative.
 # Bad combinations fail before anything is allocated (exit 2, the reason in the message).
@@ -36,6 +37,7 @@ for dp in 1 2; do for tp in 1 2; do for pp in 1 2; do
       --set train.recompute=$rc --set train.checkpoint_dir="$run" >"$run.log" 2>&1
     rc_=$?
     runs=$((runs + 1))
+    golden_check "grid_${dp}${tp}${pp}_z${zero}_a${accum}_$rc" "$run.log"
     if [ $rc_ -ne 0 ]; then bad "$name: exit $rc_: $(grep -i error "$run.log" | head -3)"; continue; fi
     ref=$((dp * accum))
     if l=$($CMP losses "$TMP/ref$ref.log" "$run.log" 5 1e-5) && p=$($CMP params "$TMP/ref$ref/step-00000005" "$run/step-00000005"); then
@@ -66,6 +68,7 @@ check "sequence parallelism with full recomputation (tp=2)" bash -c "
   timeout 300 '$ANNEAL' launch --nproc-per-node 2 -- '$ANNEAL' train --config '$TMP/cfg.yaml' --set dist.tp=2 \
     --set dist.sequence_parallel=true --set train.recompute=full --set train.checkpoint_dir='$TMP/sp2' >'$TMP/sp2.log' 2>&1 &&
   $CMP losses '$TMP/ref1.log' '$TMP/sp2.log' 5 1e-5 && $CMP params '$TMP/ref1/step-00000005' '$TMP/sp2/step-00000005'"
+for g in gpipe sel sp8 sp2; do golden_check "grid_$g" "$TMP/$g.log"; done
 # Stage 0 of (2,2,2) holds no logits: there the residual stream's rows dominate, and sp keeps half.
 check "sequence parallelism keeps fewer activations on a stage than plain tp=2" bash -c "
   a=\$(sed -n 's/.*memory of rank 0 .*activations \([0-9.]*\) MB allocated.*/\1/p' '$TMP/sp8.log')

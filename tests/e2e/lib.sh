@@ -20,3 +20,28 @@ expect_exit() {
   else bad "$name (exit $rc, want $code; stderr: $(head -c 400 "$TMP/err"))"; fi
 }
 finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; }
+
+# Golden runs (tests/e2e/golden/runs.txt): a run's per-step losses (hex floats, as logged) and its
+# final state hash, recorded once at a known commit and compared by every later commit bit for bit.
+# OpenBLAS picks its sgemm kernel by CPU; the golden runs pin it (and every thread count) so the
+# file holds on AVX2 and AVX-512 machines alike. GOLDEN_RECORD=1 appends instead of comparing.
+GOLDEN=$(readlink -f "$(dirname "${BASH_SOURCE[0]}")")/golden/runs.txt
+export OPENBLAS_CORETYPE=Haswell
+golden_line() {  # NAME LOG -> "NAME losses=l1,l2,... hash=H"
+  local l h
+  l=$(grep -E '^(\[[^]]*\] )?step +[0-9]+/' "$2" | sed -E 's/.*step +([0-9]+)\/.*\((0x[^)]*)\).*/\1:\2/' | sort -n -u | paste -sd, -)
+  h=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)$/\1/p' "$2" | tail -1)
+  echo "$1 losses=${l:-none} hash=${h:-none}"
+}
+golden_check() {  # NAME LOG
+  local got want
+  got=$(golden_line "$1" "$2")
+  if [ "${GOLDEN_RECORD:-0}" = 1 ]; then
+    { [ -f "$GOLDEN" ] && awk -v n="$1" '$1 != n' "$GOLDEN"; } >"$GOLDEN.tmp"; echo "$got" >>"$GOLDEN.tmp"; mv "$GOLDEN.tmp" "$GOLDEN"
+    ok "golden $1 recorded"; return
+  fi
+  want=$(awk -v n="$1" '$1 == n' "$GOLDEN" | head -1)
+  if [ -z "$want" ]; then bad "golden $1: no recorded line in $GOLDEN"
+  elif [ "$got" = "$want" ]; then ok "golden $1 identical (${got##* })"
+  else bad "golden $1 differs: got '$got', want '$want'"; fi
+}
