@@ -4,6 +4,7 @@
 #include "ckpt/checkpoint.h"
 #include "cli/commands.h"
 #include "data/tokenizer.h"
+#include "kernels/registry.h"
 #include "model/generate.h"
 
 namespace anneal::cli {
@@ -38,7 +39,7 @@ Status RunSample(SampleArgs& a) {
     name = *newest;
   }
   ANNEAL_ASSIGN_OR_RETURN(GptConfig cfg, ReadCheckpointModelConfig(*store, name));
-  GptModel model(cfg, CpuKernels());
+  GptModel model(cfg, CpuBackend());
   ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, &model, nullptr, nullptr));
   ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(a.tokenizer));
   if (tok->vocab_size() != static_cast<uint32_t>(cfg.vocab_size)) {

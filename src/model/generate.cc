@@ -6,7 +6,12 @@
 
 namespace anneal {
 
-KvGenerator::KvGenerator(GptModel& model) : m_(model), k_(model.kernels()) {
+namespace {
+TV M(const float* p, int64_t r, int64_t c) { return TV::F32(p, {r, c}); }
+TV M(const float* p, int64_t n) { return TV::F32(p, {n}); }
+}  // namespace
+
+KvGenerator::KvGenerator(GptModel& model) : m_(model), be_(model.backend()), st_(model.stream()) {
   const GptConfig& c = m_.config();
   const size_t C = c.n_embd;
   kcache_.assign(static_cast<size_t>(c.n_layer) * c.max_seq_len * C, 0.0f);
@@ -20,48 +25,40 @@ KvGenerator::KvGenerator(GptModel& model) : m_(model), k_(model.kernels()) {
 
 const float* KvGenerator::Step(uint32_t token) {
   const GptConfig& c = m_.config();
-  const int C = c.n_embd, H = c.n_head, hs = C / H, t = pos_;
-  const float* wte = m_.Param("wte.weight");
-  const float* wpe = m_.Param("wpe.weight");
-  // x (C) = wte[token] + wpe[t]
-  for (int i = 0; i < C; ++i) x_[i] = wte[static_cast<size_t>(token) * C + i] + wpe[static_cast<size_t>(t) * C + i];
+  const int C = c.n_embd, H = c.n_head, t = pos_, maxT = c.max_seq_len;
+  const TV wte = M(m_.Param("wte.weight"), c.padded_vocab, C);
+  const TV x = M(x_.data(), 1, C), ln = M(ln_.data(), 1, C), tmp = M(tmp_.data(), 1, C);
+  const TV mean = M(&mean_, 1), rstd = M(&rstd_, 1);
+  auto P = [&](const std::string& name, int64_t r, int64_t cols = 0) {
+    return cols ? M(m_.Param(name), r, cols) : M(m_.Param(name), r);
+  };
+  // x (1,C) = wte[token] + wpe[t]
+  token_ = static_cast<int32_t>(token);
+  be_.EmbeddingForward(st_, TV::F32(x_.data(), {1, 1, C}), TV::I32(&token_, {1, 1}), wte,
+                       M(m_.Param("wpe.weight"), maxT, C).Rows(t, 1));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    float* kc = kcache_.data() + static_cast<size_t>(l) * c.max_seq_len * C;
-    float* vc = vcache_.data() + static_cast<size_t>(l) * c.max_seq_len * C;
-    k_.layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), m_.Param(p + "ln_1.weight"), m_.Param(p + "ln_1.bias"), 1, C);
-    k_.matmul_forward(q_.data(), ln_.data(), m_.Param(p + "attn.q.weight"), m_.Param(p + "attn.q.bias"), 1, C, C);
+    const TV kc = M(kcache_.data() + static_cast<size_t>(l) * maxT * C, maxT, C);
+    const TV vc = M(vcache_.data() + static_cast<size_t>(l) * maxT * C, maxT, C);
+    be_.LayerNormForward(st_, ln, mean, rstd, x, P(p + "ln_1.weight", C), P(p + "ln_1.bias", C));
+    be_.LinearForward(st_, M(q_.data(), 1, C), ln, P(p + "attn.q.weight", C, C), P(p + "attn.q.bias", C));
     // This position's key and value go into the cache (row t).
-    k_.matmul_forward(kc + static_cast<size_t>(t) * C, ln_.data(), m_.Param(p + "attn.k.weight"), m_.Param(p + "attn.k.bias"), 1, C, C);
-    k_.matmul_forward(vc + static_cast<size_t>(t) * C, ln_.data(), m_.Param(p + "attn.v.weight"), m_.Param(p + "attn.v.bias"), 1, C, C);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    for (int h = 0; h < H; ++h) {
-      // scores over cached positions 0..t, softmax, weighted sum of cached values
-      float mx = -INFINITY;
-      for (int u = 0; u <= t; ++u) {
-        float s = 0;
-        for (int i = 0; i < hs; ++i) s += q_[h * hs + i] * kc[static_cast<size_t>(u) * C + h * hs + i];
-        scores_[u] = s * scale;
-        mx = std::max(mx, scores_[u]);
-      }
-      float sum = 0;
-      for (int u = 0; u <= t; ++u) sum += (scores_[u] = std::exp(scores_[u] - mx));
-      for (int i = 0; i < hs; ++i) {
-        float acc = 0;
-        for (int u = 0; u <= t; ++u) acc += scores_[u] * vc[static_cast<size_t>(u) * C + h * hs + i];
-        att_[h * hs + i] = acc / sum;
-      }
-    }
-    k_.matmul_forward(tmp_.data(), att_.data(), m_.Param(p + "attn.proj.weight"), m_.Param(p + "attn.proj.bias"), 1, C, C);
-    for (int i = 0; i < C; ++i) x_[i] += tmp_[i];
-    k_.layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), m_.Param(p + "ln_2.weight"), m_.Param(p + "ln_2.bias"), 1, C);
-    k_.matmul_forward(fc_.data(), ln_.data(), m_.Param(p + "mlp.fc.weight"), m_.Param(p + "mlp.fc.bias"), 1, C, 4 * C);
-    k_.gelu_forward(fcg_.data(), fc_.data(), fc_.size());
-    k_.matmul_forward(tmp_.data(), fcg_.data(), m_.Param(p + "mlp.proj.weight"), m_.Param(p + "mlp.proj.bias"), 1, 4 * C, C);
-    for (int i = 0; i < C; ++i) x_[i] += tmp_[i];
+    be_.LinearForward(st_, kc.Rows(t, 1), ln, P(p + "attn.k.weight", C, C), P(p + "attn.k.bias", C));
+    be_.LinearForward(st_, vc.Rows(t, 1), ln, P(p + "attn.v.weight", C, C), P(p + "attn.v.bias", C));
+    // att (C): the query against the cached positions 0..t, head by head
+    be_.AttentionDecode(st_, M(att_.data(), C), M(q_.data(), C), kc.Rows(0, t + 1), vc.Rows(0, t + 1),
+                        M(scores_.data(), maxT), H);
+    be_.LinearForward(st_, tmp, M(att_.data(), 1, C), P(p + "attn.proj.weight", C, C), P(p + "attn.proj.bias", C));
+    be_.Accumulate(st_, x, tmp);
+    be_.LayerNormForward(st_, ln, mean, rstd, x, P(p + "ln_2.weight", C), P(p + "ln_2.bias", C));
+    be_.LinearForward(st_, M(fc_.data(), 1, 4 * C), ln, P(p + "mlp.fc.weight", 4 * C, C), P(p + "mlp.fc.bias", 4 * C),
+                      M(fcg_.data(), 1, 4 * C));
+    be_.LinearForward(st_, tmp, M(fcg_.data(), 1, 4 * C), P(p + "mlp.proj.weight", C, 4 * C),
+                      P(p + "mlp.proj.bias", C));
+    be_.Accumulate(st_, x, tmp);
   }
-  k_.layernorm_forward(ln_.data(), &mean_, &rstd_, x_.data(), m_.Param("ln_f.weight"), m_.Param("ln_f.bias"), 1, C);
-  k_.matmul_forward(logits_.data(), ln_.data(), wte, nullptr, 1, C, c.padded_vocab);
+  be_.LayerNormForward(st_, ln, mean, rstd, x, P("ln_f.weight", C), P("ln_f.bias", C));
+  be_.LinearForward(st_, M(logits_.data(), 1, c.padded_vocab), ln, wte, TV());
   ++pos_;
   return logits_.data();
 }

@@ -32,11 +32,13 @@ class KvGenerator {
 
  private:
   GptModel& m_;
-  const KernelTable& k_;
+  Backend& be_;
+  Stream st_;
   int pos_ = 0;
   std::vector<float> kcache_, vcache_;  // (L, maxT, C)
   std::vector<float> x_, ln_, q_, att_, tmp_, fc_, fcg_, logits_, scores_;
   float mean_ = 0, rstd_ = 0;
+  int32_t token_ = 0;
 };
 
 }  // namespace anneal

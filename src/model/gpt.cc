@@ -11,12 +11,25 @@
 
 namespace anneal {
 
-GptModel::GptModel(const GptConfig& config, const KernelTable& kernels)
-    : GptModel(config, kernels, ModelShard::Whole(), nullptr) {}
+namespace {
+// Views of the model's host buffers: a matrix (r, c), a vector (n), a (B, T, C) tensor, token ids.
+TV M(const float* p, int64_t r, int64_t c) { return TV::F32(p, {r, c}); }
+TV M(const float* p, int64_t n) { return TV::F32(p, {n}); }
+TV M3(const float* p, int64_t B, int64_t T, int64_t C) { return TV::F32(p, {B, T, C}); }
+TV Ids(const int32_t* p, int64_t n) { return TV::I32(p, {n}); }
+TV Ids(const int32_t* p, int64_t B, int64_t T) { return TV::I32(p, {B, T}); }
+}  // namespace
 
-GptModel::GptModel(const GptConfig& config, const KernelTable& kernels, const ModelShard& shard,
-                   TensorParallelGroup* tp)
-    : config_(config), shard_(shard), tp_(shard.tp > 1 ? tp : nullptr), layout_(config, shard), k_(kernels) {
+GptModel::GptModel(const GptConfig& config, Backend& backend)
+    : GptModel(config, backend, ModelShard::Whole(), nullptr) {}
+
+GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, TensorParallelGroup* tp)
+    : config_(config),
+      shard_(shard),
+      tp_(shard.tp > 1 ? tp : nullptr),
+      layout_(config, shard),
+      be_(backend),
+      st_(backend.DefaultStream()) {
   if (shard.tp > 1 && (!tp || config.n_head % shard.tp != 0 || config.padded_vocab % shard.tp != 0)) std::abort();
   nl_ = shard.end(config) - shard.layer_begin;
   Cl_ = config.n_embd / shard.tp;
@@ -137,16 +150,6 @@ void GptModel::EnsureSlot(int slot, int B, int T) {
   }
 }
 
-namespace {
-// out (N, OC) += bias (OC) row by row.
-void AddBias(float* out, const float* bias, int N, int OC) {
-#pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; ++n) {
-    float* o = out + static_cast<size_t>(n) * OC;
-    for (int j = 0; j < OC; ++j) o[j] += bias[j];
-  }
-}
-}  // namespace
 
 void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
   const int B = sl.B, T = sl.T, C = config_.n_embd;
@@ -169,40 +172,43 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
   float* fcproj = L(a.fcproj, li, NC);
   float* resid3 = L(sl.resid3, i, NC);
   // ln1 (B,T,C) = LayerNorm(residual)
-  k_.layernorm_forward(ln1, L(a.ln1_mean, li, R), L(a.ln1_rstd, li, R), residual, Param(p + "ln_1.weight"),
-                       Param(p + "ln_1.bias"), R, C);
+  be_.LayerNormForward(st_, M(ln1, R, C), M(L(a.ln1_mean, li, R), R), M(L(a.ln1_rstd, li, R), R), M(residual, R, C),
+                       M(Param(p + "ln_1.weight"), C), M(Param(p + "ln_1.bias"), C));
   // q, k, v (B,T,Cl) = ln1 @ W^T + b: this rank's heads (column-parallel; every row, gathered)
   const float* ln1_all = sp ? GatherRows(ln1, N) : ln1;
-  k_.matmul_forward(q, ln1_all, Param(p + "attn.q.weight"), Param(p + "attn.q.bias"), N, C, Cl_);
-  k_.matmul_forward(kk, ln1_all, Param(p + "attn.k.weight"), Param(p + "attn.k.bias"), N, C, Cl_);
-  k_.matmul_forward(v, ln1_all, Param(p + "attn.v.weight"), Param(p + "attn.v.bias"), N, C, Cl_);
+  for (const auto& [out, w] : {std::pair<float*, const char*>{q, "attn.q."}, {kk, "attn.k."}, {v, "attn.v."}}) {
+    be_.LinearForward(st_, M(out, N, Cl_), M(ln1_all, N, C), M(Param(p + w + "weight"), Cl_, C),
+                      M(Param(p + w + "bias"), Cl_));
+  }
   // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
-  k_.attention_forward(atty, L(a.lse, li, static_cast<size_t>(N) * Hl_), q, kk, v, B, T, Cl_, Hl_);
+  be_.AttentionForward(st_, M3(atty, B, T, Cl_), M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_),
+                       M3(q, B, T, Cl_), M3(kk, B, T, Cl_), M3(v, B, T, Cl_), Hl_);
   // attproj (B,T,C) = atty @ Wproj^T + b (row-parallel: partial sums added across the group, then b)
-  if (!tp_) {
-    k_.matmul_forward(attproj, atty, Param(p + "attn.proj.weight"), Param(p + "attn.proj.bias"), N, C, C);
-  } else {
-    float* part = sp ? scratch_.dln.data() : attproj;  // (N,C) partial sums
-    k_.matmul_forward(part, atty, Param(p + "attn.proj.weight"), nullptr, N, Cl_, C);
-    ReduceRows(part, attproj, N);
-    AddBias(attproj, Param(p + "attn.proj.bias"), R, C);
-  }
-  k_.residual_forward(resid2, residual, attproj, NC);
-  // ln2 (B,T,C); fch (B,T,Fl) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
-  k_.layernorm_forward(ln2, L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), resid2, Param(p + "ln_2.weight"),
-                       Param(p + "ln_2.bias"), R, C);
-  k_.matmul_forward(fch, sp ? GatherRows(ln2, N) : ln2, Param(p + "mlp.fc.weight"), Param(p + "mlp.fc.bias"), N, C, Fl_);
-  k_.gelu_forward(fch_gelu, fch, NFl);
+  RowParallelLinear(attproj, atty, p + "attn.proj.", N, Cl_);
+  // resid2 = residual + attproj; ln2 (B,T,C) = LayerNorm(resid2)
+  be_.ResidualLayerNormForward(st_, M(resid2, R, C), M(ln2, R, C), M(L(a.ln2_mean, li, R), R), M(L(a.ln2_rstd, li, R), R),
+                               M(residual, R, C), M(attproj, R, C), M(Param(p + "ln_2.weight"), C),
+                               M(Param(p + "ln_2.bias"), C));
+  // fch (B,T,Fl) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
+  be_.LinearForward(st_, M(fch, N, Fl_), M(sp ? GatherRows(ln2, N) : ln2, N, C), M(Param(p + "mlp.fc.weight"), Fl_, C),
+                    M(Param(p + "mlp.fc.bias"), Fl_), M(fch_gelu, N, Fl_));
   // fcproj (B,T,C) = fch_gelu @ Wproj^T + b (row-parallel); resid3 = resid2 + fcproj
+  RowParallelLinear(fcproj, fch_gelu, p + "mlp.proj.", N, Fl_);
+  be_.ResidualForward(st_, M(resid3, NC), M(resid2, NC), M(fcproj, NC));
+}
+
+void GptModel::RowParallelLinear(float* out, const float* inp, const std::string& prefix, int N, int K) {
+  const int C = config_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N;
+  const float* w = Param(prefix + "weight");
+  const float* b = Param(prefix + "bias");
   if (!tp_) {
-    k_.matmul_forward(fcproj, fch_gelu, Param(p + "mlp.proj.weight"), Param(p + "mlp.proj.bias"), N, Fl_, C);
-  } else {
-    float* part = sp ? scratch_.dln.data() : fcproj;
-    k_.matmul_forward(part, fch_gelu, Param(p + "mlp.proj.weight"), nullptr, N, Fl_, C);
-    ReduceRows(part, fcproj, N);
-    AddBias(fcproj, Param(p + "mlp.proj.bias"), R, C);
+    be_.LinearForward(st_, M(out, N, C), M(inp, N, K), M(w, C, K), M(b, C));
+    return;
   }
-  k_.residual_forward(resid3, resid2, fcproj, NC);
+  float* part = shard_.seq_parallel() ? scratch_.dln.data() : out;  // (N,C) partial sums
+  be_.LinearForward(st_, M(part, N, C), M(inp, N, K), M(w, C, K), TV());
+  ReduceRows(part, out, N);
+  be_.BiasAdd(st_, M(out, R, C), M(b, C));
 }
 
 float* GptModel::StageInput(int slot, int B, int T) {
@@ -230,42 +236,30 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
   const int R = sp ? N / shard_.tp : N, row0 = sp ? shard_.tp_rank * R : 0;
   if (shard_.first()) {
     s.tokens.assign(tokens, tokens + N);
+    const TV wte = M(Param("wte.weight"), Vl_, C), wpe = M(Param("wpe.weight"), config_.max_seq_len, C);
     if (!tp_) {
-      k_.encoder_forward(s.input.data(), tokens, Param("wte.weight"), Param("wpe.weight"), B, T, C);  // (B,T,C)
+      be_.EmbeddingForward(st_, M3(s.input.data(), B, T, C), Ids(tokens, B, T), wte, wpe);  // (B,T,C)
     } else {
       // Vocabulary-parallel embedding: the rank holding a token's row contributes it, the others 0.
-      const float* wte = Param("wte.weight");
-      const float* wpe = Param("wpe.weight");
       float* rows = sp ? scratch_.dln.data() : s.input.data();  // (N,C): this slice's rows, 0 elsewhere
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < N; ++n) {
-        float* o = rows + static_cast<size_t>(n) * C;
-        const int t = tokens[n];
-        if (t >= v0_ && t < v0_ + Vl_) std::memcpy(o, wte + static_cast<size_t>(t - v0_) * C, C * sizeof(float));
-        else std::memset(o, 0, C * sizeof(float));
-      }
+      be_.VocabEmbeddingForward(st_, M(rows, N, C), Ids(tokens, N), wte, v0_);
       ReduceRows(rows, s.input.data(), N);
-#pragma omp parallel for schedule(static)
-      for (int n = 0; n < R; ++n) {
-        float* o = s.input.data() + static_cast<size_t>(n) * C;
-        const float* pe = wpe + static_cast<size_t>((row0 + n) % T) * C;
-        for (int c = 0; c < C; ++c) o[c] += pe[c];
-      }
+      be_.AddPositions(st_, M(s.input.data(), R, C), wpe, row0, T);
     }
   }
   for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
   if (!shard_.last(config_)) return 0;
   s.targets.assign(targets, targets + N);
   const float* last = StageOutput(slot);
-  k_.layernorm_forward(s.lnf.data(), s.lnf_mean.data(), s.lnf_rstd.data(), last, Param("ln_f.weight"),
-                       Param("ln_f.bias"), R, C);
+  be_.LayerNormForward(st_, M(s.lnf.data(), R, C), M(s.lnf_mean.data(), R), M(s.lnf_rstd.data(), R), M(last, R, C),
+                       M(Param("ln_f.weight"), C), M(Param("ln_f.bias"), C));
   // logits (B,T,Vl) = lnf @ wte^T (tied; this rank's vocabulary slice; every row); padded rows of wte are zero
-  k_.matmul_forward(s.logits.data(), sp ? GatherRows(s.lnf.data(), N) : s.lnf.data(), Param("wte.weight"), nullptr,
-                    N, C, Vl_);
+  be_.LinearForward(st_, M(s.logits.data(), N, Vl_), M(sp ? GatherRows(s.lnf.data(), N) : s.lnf.data(), N, C),
+                    M(Param("wte.weight"), Vl_, C), TV());
   // losses (B,T); with grad_scale the logits become their gradient in place
   const double total = tp_ ? VocabParallelLoss(s, grad_scale)
-                           : k_.crossentropy_forward_backward(s.logits.data(), s.losses.data(), targets, N, V,
-                                                              config_.padded_vocab, grad_scale);
+                           : be_.CrossEntropy(st_, M(s.logits.data(), N, Vl_), M(s.losses.data(), N), Ids(targets, N), V,
+                                              grad_scale);
   s.have_grad_logits = grad_scale != 0.0f;
   return total / N;
 }
@@ -273,7 +267,7 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
 const float* GptModel::GatherRows(const float* x, size_t N) {
   const size_t C = config_.n_embd, R = N / shard_.tp;
   float* g = scratch_.gather.data();
-  std::memcpy(g + shard_.tp_rank * R * C, x, R * C * sizeof(float));
+  be_.Copy(st_, M(g + shard_.tp_rank * R * C, R, C), M(x, R, C));
   tp_->AllGatherInPlace(g, N * C);
   return g;
 }
@@ -288,66 +282,31 @@ void GptModel::LnBackward(float* dinp, const std::string& w, const std::string& 
                           const float* inp, const float* mean, const float* rstd, int rows) {
   const int C = config_.n_embd;
   if (!shard_.seq_parallel()) {
-    k_.layernorm_backward(dinp, Grad(w), Grad(b), dout, inp, Param(w), mean, rstd, rows, C);
+    be_.LayerNormBackward(st_, M(dinp, rows, C), M(Grad(w), C), M(Grad(b), C), M(dout, rows, C), M(inp, rows, C),
+                          M(Param(w), C), M(mean, rows), M(rstd, rows));
     return;
   }
   // Only this micro-batch's contribution is summed over the group (the gradients accumulate).
-  std::vector<float>& t = scratch_.dln_params;
-  std::fill(t.begin(), t.end(), 0.0f);
-  k_.layernorm_backward(dinp, t.data(), t.data() + C, dout, inp, Param(w), mean, rstd, rows, C);
-  tp_->AllReduceSum(t.data(), 2 * C);
-  float* gw = Grad(w);
-  float* gb = Grad(b);
-  for (int c = 0; c < C; ++c) {
-    gw[c] += t[c];
-    gb[c] += t[C + c];
-  }
+  float* t = scratch_.dln_params.data();
+  be_.Zero(st_, M(t, 2 * C));
+  be_.LayerNormBackward(st_, M(dinp, rows, C), M(t, C), M(t + C, C), M(dout, rows, C), M(inp, rows, C), M(Param(w), C),
+                        M(mean, rows), M(rstd, rows));
+  tp_->AllReduceSum(t, 2 * C);
+  be_.Accumulate(st_, M(Grad(w), C), M(t, C));
+  be_.Accumulate(st_, M(Grad(b), C), M(t + C, C));
 }
 
 double GptModel::VocabParallelLoss(Slot& s, float dscale) {
   const int N = s.B * s.T, V = config_.vocab_size, tp = shard_.tp;
   const int nreal = std::clamp(V - v0_, 0, Vl_);  // columns of this slice that are real tokens
   Scratch& d = scratch_;
-  const double ninf = -std::numeric_limits<double>::infinity();
+  const TV logits = M(s.logits.data(), N, Vl_), targets = Ids(s.targets.data(), N);
   // This slice's log-sum-exp and target logit per row (0 when another slice holds the target).
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
-    const float* row = s.logits.data() + static_cast<size_t>(i) * Vl_;
-    double mx = ninf;
-    for (int j = 0; j < nreal; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-    double sum = 0;
-    for (int j = 0; j < nreal; ++j) sum += std::exp(static_cast<double>(row[j]) - mx);
-    const int t = s.targets[i];
-    d.stats[2 * i] = nreal ? mx + std::log(sum) : ninf;
-    d.stats[2 * i + 1] = t >= v0_ && t < v0_ + nreal ? row[t - v0_] : 0.0;
-  }
+  be_.VocabLossStats(st_, TV::F64(d.stats.data(), {N, 2}), logits, targets, v0_, nreal);
   tp_->AllGather(d.stats.data(), 2 * N, d.gathered.data());
   // Every rank combines the slices in rank order: the same loss, bit for bit.
-#pragma omp parallel for schedule(static)
-  for (int i = 0; i < N; ++i) {
-    double mx = ninf, tl = 0;
-    for (int r = 0; r < tp; ++r) mx = std::max(mx, d.gathered[static_cast<size_t>(r) * 2 * N + 2 * i]);
-    double sum = 0;
-    for (int r = 0; r < tp; ++r) {
-      sum += std::exp(d.gathered[static_cast<size_t>(r) * 2 * N + 2 * i] - mx);
-      tl += d.gathered[static_cast<size_t>(r) * 2 * N + 2 * i + 1];
-    }
-    const double lse = mx + std::log(sum);
-    d.stats[2 * i] = lse - tl;  // the row's loss
-    s.losses[i] = static_cast<float>(lse - tl);
-    if (dscale != 0.0f) {
-      float* row = s.logits.data() + static_cast<size_t>(i) * Vl_;
-      const int t = s.targets[i];
-      for (int j = 0; j < nreal; ++j) {
-        const double p = std::exp(static_cast<double>(row[j]) - lse);
-        row[j] = static_cast<float>(dscale * (p - (v0_ + j == t ? 1.0 : 0.0)));
-      }
-      for (int j = nreal; j < Vl_; ++j) row[j] = 0.0f;
-    }
-  }
-  double total = 0;
-  for (int i = 0; i < N; ++i) total += d.stats[2 * i];
-  return total;
+  return be_.VocabLossCombine(st_, logits, M(s.losses.data(), N), TV::F64(d.stats.data(), {N, 2}),
+                              TV::F64(d.gathered.data(), {tp, N, 2}), targets, v0_, nreal, dscale);
 }
 
 size_t GptModel::ActivationFloatsAllocated() const {
@@ -373,7 +332,9 @@ size_t GptModel::ActivationFloatsAllocated() const {
   return n;
 }
 
-void GptModel::ZeroGrad() { std::fill(grads_.begin(), grads_.end(), 0.0f); }
+void GptModel::ZeroGrad() {
+  if (!grads_.empty()) be_.Zero(st_, M(grads_.data(), static_cast<int64_t>(grads_.size())));
+}
 
 void GptModel::Backward() {
   if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses BackwardStage
@@ -394,7 +355,7 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   Scratch& d = scratch_;
   // The input gradient of a column-parallel layer (N,C), summed over the group into this rank's rows.
   float* dln_rows = sp ? d.dln_rows.data() : d.dln.data();
-  auto zero = [](std::vector<float>& v) { std::fill(v.begin(), v.end(), 0.0f); };
+  auto zero = [&](std::vector<float>& v) { be_.Zero(st_, M(v.data(), static_cast<int64_t>(v.size()))); };
   // Where local layer i's parameters start (i == nl_: ln_f, or the end), for the grad-ready hook.
   auto layer_start = [&](int i) {
     if (i < nl_) return layout_.Find("h." + std::to_string(shard_.layer_begin + i) + ".ln_1.weight")->offset;
@@ -420,15 +381,15 @@ void GptModel::BackwardStage(int slot, const float* dout) {
     // dlnf (B,T,C) = dlogits @ wte (summed over the vocabulary slices); dwte += dlogits^T @ lnf
     zero(d.dln);
     const float* lnf_all = sp ? GatherRows(s.lnf.data(), N) : s.lnf.data();
-    k_.matmul_backward(d.dln.data(), Grad("wte.weight"), nullptr, s.logits.data(), lnf_all, Param("wte.weight"), N, C,
-                       Vl_);
+    be_.LinearBackward(st_, M(d.dln.data(), N, C), M(Grad("wte.weight"), Vl_, C), TV(), M(s.logits.data(), N, Vl_),
+                       M(lnf_all, N, C), M(Param("wte.weight"), Vl_, C));
     ReduceRows(d.dln.data(), dln_rows, N);
     // dresidual (R,C) = d(the last layer's output)
     zero(d.dresidual);
     LnBackward(d.dresidual.data(), "ln_f.weight", "ln_f.bias", dln_rows, StageOutput(slot), s.lnf_mean.data(),
                s.lnf_rstd.data(), R);
   } else {
-    std::memcpy(d.dresidual.data(), dout, NC * sizeof(float));
+    be_.Copy(st_, M(d.dresidual.data(), NC), M(dout, NC));
     (void)NCfull;
   }
   ready(layer_start(nl_), layout_.total_floats());
@@ -442,37 +403,39 @@ void GptModel::BackwardStage(int slot, const float* dout) {
     if (recompute_ == Recompute::kFull) LayerForward(s, i, shared_, 0);
     // resid3 = resid2 + fcproj: d(fcproj) = dresidual
     float* fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.data() : L(a.fch_gelu, li, NFl);
-    if (recompute_ == Recompute::kSelective) k_.gelu_forward(fch_gelu, L(a.fch, li, NFl), NFl);  // this layer's GELU
+    if (recompute_ == Recompute::kSelective) be_.GeluForward(st_, M(fch_gelu, NFl), M(L(a.fch, li, NFl), NFl));  // this layer's GELU
     zero(d.dfch_gelu);
     // (sequence parallel: the row-parallel layer needs every row's output gradient)
-    k_.matmul_backward(d.dfch_gelu.data(), Grad(p + "mlp.proj.weight"), Grad(p + "mlp.proj.bias"),
-                       sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data(), fch_gelu,
-                       Param(p + "mlp.proj.weight"), N, Fl_, C);
-    k_.gelu_backward(d.dfch.data(), L(a.fch, li, NFl), d.dfch_gelu.data(), NFl);  // dfch (B,T,Fl)
+    be_.LinearBackward(st_, M(d.dfch_gelu.data(), N, Fl_), M(Grad(p + "mlp.proj.weight"), C, Fl_),
+                       M(Grad(p + "mlp.proj.bias"), C), M(sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data(), N, C),
+                       M(fch_gelu, N, Fl_), M(Param(p + "mlp.proj.weight"), C, Fl_));
+    be_.GeluBackward(st_, M(d.dfch.data(), NFl), M(L(a.fch, li, NFl), NFl), M(d.dfch_gelu.data(), NFl));  // dfch (B,T,Fl)
     zero(d.dln);
-    k_.matmul_backward(d.dln.data(), Grad(p + "mlp.fc.weight"), Grad(p + "mlp.fc.bias"), d.dfch.data(),
-                       sp ? GatherRows(L(a.ln2, li, NC), N) : L(a.ln2, li, NC), Param(p + "mlp.fc.weight"), N, C, Fl_);
+    be_.LinearBackward(st_, M(d.dln.data(), N, C), M(Grad(p + "mlp.fc.weight"), Fl_, C), M(Grad(p + "mlp.fc.bias"), Fl_),
+                       M(d.dfch.data(), N, Fl_), M(sp ? GatherRows(L(a.ln2, li, NC), N) : L(a.ln2, li, NC), N, C),
+                       M(Param(p + "mlp.fc.weight"), Fl_, C));
     ReduceRows(d.dln.data(), dln_rows, N);  // column-parallel input: the slices' contributions add up
     // dresidual += LN2 backward: now d(resid2)
     LnBackward(d.dresidual.data(), p + "ln_2.weight", p + "ln_2.bias", dln_rows, L(a.resid2, li, NC),
                L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), R);
     // resid2 = residual + attproj: d(attproj) = dresidual
     zero(d.datty);
-    k_.matmul_backward(d.datty.data(), Grad(p + "attn.proj.weight"), Grad(p + "attn.proj.bias"),
-                       sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data(), L(a.atty, li, NCl),
-                       Param(p + "attn.proj.weight"), N, Cl_, C);
+    be_.LinearBackward(st_, M(d.datty.data(), N, Cl_), M(Grad(p + "attn.proj.weight"), C, Cl_),
+                       M(Grad(p + "attn.proj.bias"), C),
+                       M(sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data(), N, C), M(L(a.atty, li, NCl), N, Cl_),
+                       M(Param(p + "attn.proj.weight"), C, Cl_));
     // dq, dk, dv (B,T,Cl)
-    k_.attention_backward(d.dq.data(), d.dk.data(), d.dv.data(), d.datty.data(), L(a.q, li, NCl), L(a.k, li, NCl),
-                          L(a.v, li, NCl), L(a.atty, li, NCl), L(a.lse, li, static_cast<size_t>(N) * Hl_), B, T, Cl_,
-                          Hl_);
+    be_.AttentionBackward(st_, M3(d.dq.data(), B, T, Cl_), M3(d.dk.data(), B, T, Cl_), M3(d.dv.data(), B, T, Cl_),
+                          M3(d.datty.data(), B, T, Cl_), M3(L(a.q, li, NCl), B, T, Cl_), M3(L(a.k, li, NCl), B, T, Cl_),
+                          M3(L(a.v, li, NCl), B, T, Cl_), M3(L(a.atty, li, NCl), B, T, Cl_),
+                          M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), Hl_);
     zero(d.dln);
     const float* ln1 = sp ? GatherRows(L(a.ln1, li, NC), N) : L(a.ln1, li, NC);
-    k_.matmul_backward(d.dln.data(), Grad(p + "attn.q.weight"), Grad(p + "attn.q.bias"), d.dq.data(), ln1,
-                       Param(p + "attn.q.weight"), N, C, Cl_);
-    k_.matmul_backward(d.dln.data(), Grad(p + "attn.k.weight"), Grad(p + "attn.k.bias"), d.dk.data(), ln1,
-                       Param(p + "attn.k.weight"), N, C, Cl_);
-    k_.matmul_backward(d.dln.data(), Grad(p + "attn.v.weight"), Grad(p + "attn.v.bias"), d.dv.data(), ln1,
-                       Param(p + "attn.v.weight"), N, C, Cl_);
+    for (const auto& [dx, w] :
+         {std::pair<float*, const char*>{d.dq.data(), "attn.q."}, {d.dk.data(), "attn.k."}, {d.dv.data(), "attn.v."}}) {
+      be_.LinearBackward(st_, M(d.dln.data(), N, C), M(Grad(p + w + "weight"), Cl_, C), M(Grad(p + w + "bias"), Cl_),
+                         M(dx, N, Cl_), M(ln1, N, C), M(Param(p + w + "weight"), Cl_, C));
+    }
     ReduceRows(d.dln.data(), dln_rows, N);
     // dresidual += LN1 backward: now d(residual), the previous layer's output
     LnBackward(d.dresidual.data(), p + "ln_1.weight", p + "ln_1.bias", dln_rows, residual, L(a.ln1_mean, li, R),
@@ -480,23 +443,13 @@ void GptModel::BackwardStage(int slot, const float* dout) {
     ready(layer_start(i), layer_start(i + 1));
   }
   if (shard_.first()) {
+    const TV dwte = M(Grad("wte.weight"), Vl_, C), dwpe = M(Grad("wpe.weight"), config_.max_seq_len, C);
     if (!tp_) {
-      k_.encoder_backward(Grad("wte.weight"), Grad("wpe.weight"), d.dresidual.data(), s.tokens.data(), B, T, C);
+      be_.EmbeddingBackward(st_, dwte, dwpe, M3(d.dresidual.data(), B, T, C), Ids(s.tokens.data(), B, T));
     } else {
       // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
-      float* dwte = Grad("wte.weight");
-      float* dwpe = Grad("wpe.weight");
       const float* dall = sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data();  // every row
-      for (int n = 0; n < N; ++n) {
-        const float* g = dall + static_cast<size_t>(n) * C;
-        const int t = s.tokens[n];
-        if (t >= v0_ && t < v0_ + Vl_) {
-          float* w = dwte + static_cast<size_t>(t - v0_) * C;
-          for (int c = 0; c < C; ++c) w[c] += g[c];
-        }
-        float* pe = dwpe + static_cast<size_t>(n % T) * C;
-        for (int c = 0; c < C; ++c) pe[c] += g[c];
-      }
+      be_.VocabEmbeddingBackward(st_, dwte, dwpe, M(dall, N, C), Ids(s.tokens.data(), N), v0_, T);
     }
   }
   ready(0, layer_start(0));

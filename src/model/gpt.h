@@ -1,6 +1,8 @@
-// GptModel: GPT-2's forward and backward, written out layer by layer over a KernelTable.
+// GptModel: GPT-2's forward and backward, written out layer by layer as ops of a Backend
+// (tensor/backend.h), each given views of the model's buffers and the model's stream.
 //
-// Parallelism stays outside (DESIGN.md): src/parallel decides which part of the model a rank holds
+// Parallelism is decided outside (DESIGN.md), though its collectives are still called from inside:
+// src/parallel decides which part of the model a rank holds
 // (a ModelShard: a tensor slice and a pipeline stage) and hands the model a TensorParallelGroup for
 // its slice's collectives; the model runs the same math on the local widths and calls the group at
 // Megatron's two points (the sum after a row-split projection in forward, the sum of a column-split
@@ -17,8 +19,8 @@
 #include <functional>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "model/config.h"
+#include "tensor/backend.h"
 
 namespace anneal {
 
@@ -53,15 +55,16 @@ class TensorParallelGroup {
 
 class GptModel {
  public:
-  GptModel(const GptConfig& config, const KernelTable& kernels);
+  GptModel(const GptConfig& config, Backend& backend);
   // One shard of the model; tp must be given when shard.tp > 1 and outlive the model.
   // config.padded_vocab must divide by shard.tp (GptConfig::PaddedFor).
-  GptModel(const GptConfig& config, const KernelTable& kernels, const ModelShard& shard, TensorParallelGroup* tp);
+  GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, TensorParallelGroup* tp);
   const ModelShard& shard() const { return shard_; }
 
   const GptConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
-  const KernelTable& kernels() const { return k_; }
+  Backend& backend() const { return be_; }
+  const Stream& stream() const { return st_; }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
@@ -166,6 +169,9 @@ class GptModel {
   void TpSum(float* x, size_t n) {
     if (tp_) tp_->AllReduceSum(x, n);
   }
+  // out (R,C) = inp (N,K) @ W^T + b for the row-parallel projection `prefix` (attn.proj., mlp.proj.):
+  // one product on the whole model; with tp the partial sums reduced over the group, then the bias.
+  void RowParallelLinear(float* out, const float* inp, const std::string& prefix, int N, int K);
   // Sequence parallelism: every rank's rows (R each) of x (R, C) gathered into scratch_.gather (N, C).
   const float* GatherRows(const float* x, size_t N);
   // The sum over the group of a row-parallel output `part` (N, C), into `out`: this rank's R rows
@@ -182,7 +188,8 @@ class GptModel {
   int nl_ = 0;                 // local layers
   int Cl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0, v0_ = 0;  // local widths; first vocabulary row held
   ParamLayout layout_;
-  const KernelTable& k_;
+  Backend& be_;
+  Stream st_;
   std::vector<float> params_, grads_;
   std::vector<Slot> slots_;
   LayerActs shared_;  // full recomputation: one layer's buffers for every slot

@@ -16,9 +16,9 @@ float LearningRate(const AdamWOptions& o, int step) {
   return static_cast<float>(o.min_lr + coeff * (o.lr - o.min_lr));
 }
 
-AdamW::AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o, size_t begin, size_t end)
+AdamW::AdamW(const ParamLayout& layout, Backend& backend, AdamWOptions o, size_t begin, size_t end)
     : layout_(layout),
-      k_(k),
+      be_(backend),
       o_(o),
       begin_(std::min(begin, layout.total_floats())),
       end_(std::max(begin_, std::min(end, layout.total_floats()))),
@@ -34,16 +34,19 @@ StepStats AdamW::StepWithNorm(float* params, float* grads, int step, double grad
     return s;
   }
   const size_t n = end_ - begin_;
+  const Stream st = be_.DefaultStream();
   if (o_.grad_clip > 0 && s.grad_norm > o_.grad_clip) {
-    k_.scale(grads, static_cast<float>(o_.grad_clip / (s.grad_norm + 1e-6)), n);
+    be_.Scale(st, TV::F32(grads, {static_cast<int64_t>(n)}), static_cast<float>(o_.grad_clip / (s.grad_norm + 1e-6)));
   }
   ++updates_;
   for (const ParamInfo& p : layout_.params()) {  // each tensor's part inside the shard
     const size_t lo = std::max(begin_, p.offset), hi = std::min(end_, p.offset + p.stored_size);
     if (lo >= hi) continue;
     const size_t i = lo - begin_;
-    k_.adamw(params + i, grads + i, m_.data() + i, v_.data() + i, hi - lo, s.lr, o_.beta1, o_.beta2, o_.eps,
-             p.decay ? o_.weight_decay : 0.0f, updates_);
+    const int64_t len = static_cast<int64_t>(hi - lo);
+    be_.AdamW(st, TV::F32(params + i, {len}), TV::F32(grads + i, {len}), TV::F32(m_.data() + i, {len}),
+              TV::F32(v_.data() + i, {len}), s.lr, o_.beta1, o_.beta2, o_.eps, p.decay ? o_.weight_decay : 0.0f,
+              updates_);
   }
   return s;
 }

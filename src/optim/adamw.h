@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/ops.h"
 #include "model/config.h"
+#include "tensor/backend.h"
 
 namespace anneal {
 
@@ -36,7 +36,7 @@ struct StepStats {
 class AdamW {
  public:
   // The shard [begin, end) of the flat vector (default: all of it).
-  AdamW(const ParamLayout& layout, const KernelTable& k, AdamWOptions o, size_t begin = 0, size_t end = SIZE_MAX);
+  AdamW(const ParamLayout& layout, Backend& backend, AdamWOptions o, size_t begin = 0, size_t end = SIZE_MAX);
   // One update of params from grads at 0-based step `step` (bias correction uses t = updates done
   // + 1). Skips the update (and says so) when the gradient norm is not finite.
   StepStats Step(float* params, float* grads, int step) {
@@ -46,7 +46,9 @@ class AdamW {
   // across ranks first); grads are clipped by it in place.
   StepStats StepWithNorm(float* params, float* grads, int step, double grad_norm);
   // Sum of squares of the shard's gradients (grads points at element begin()).
-  double SumSquares(const float* grads) const { return k_.sum_squares(grads, end_ - begin_); }
+  double SumSquares(const float* grads) const {
+    return be_.SumSquares(be_.DefaultStream(), TV::F32(grads, {static_cast<int64_t>(end_ - begin_)}));
+  }
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
   std::vector<float>& m() { return m_; }
@@ -59,7 +61,7 @@ class AdamW {
 
  private:
   const ParamLayout& layout_;
-  const KernelTable& k_;
+  Backend& be_;
   AdamWOptions o_;
   size_t begin_, end_;
   std::vector<float> m_, v_;

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/env.h"
+#include "kernels/registry.h"
 
 namespace anneal {
 
@@ -245,7 +246,7 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.max_bad_steps = get_int("train.max_bad_steps", 1, big);
   c.seed = static_cast<uint64_t>(get_int("train.seed", 0, INT32_MAX));
   c.kernels = v["train.kernels"];
-  if (!KernelsByName(c.kernels)) errors.push_back("train.kernels = '" + c.kernels + "' must be cpu or ref");
+  if (!BackendByName(c.kernels)) errors.push_back("train.kernels = '" + c.kernels + "' must be cpu or ref");
   c.threads = get_int("train.threads", 0, 1024);
   c.recompute = v["train.recompute"];
   if (!ParseRecompute(c.recompute)) {

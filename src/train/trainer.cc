@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -21,6 +20,7 @@
 #include "dist/process_groups.h"
 #include "dist/rank_env.h"
 #include "dist/store.h"
+#include "kernels/registry.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "parallel/pipeline.h"
@@ -88,21 +88,6 @@ void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<in
       (*tgt)[static_cast<size_t>(b) * T + t] = static_cast<int32_t>(row[t + 1]);
     }
   }
-}
-
-// The machine's fp32 GEMM rate as OpenBLAS reaches it now, at the run's thread count: the peak MFU
-// is measured against (best of 4 square 768^3 products, ~0.05 s).
-double MeasureSgemmGflops() {
-  const int n = 768;
-  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    const double t0 = MonotonicSeconds();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    const double s = MonotonicSeconds() - t0;
-    if (rep > 0) best = std::max(best, 2.0 * n * n * n / s / 1e9);
-  }
-  return best;
 }
 
 // XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
@@ -215,9 +200,9 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   Communicator* world = world_owned ? world_owned.get() : comm.get();
   std::unique_ptr<CommTensorParallelGroup> tp_group;
   if (tp_comm) tp_group = std::make_unique<CommTensorParallelGroup>(tp_comm.get());
-  if (c.threads > 0) omp_set_num_threads(c.threads);
+  Backend* be = BackendByName(c.kernels);  // checked by the config's validation
+  be->SetThreads(c.threads);
   const int threads = omp_get_max_threads();
-  const KernelTable* k = KernelsByName(c.kernels);
   const int B = c.batch_size, T = c.seq_len;
 
   LoaderOptions lo;
@@ -256,7 +241,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
 
   // parallelize(): the model is built as this rank's shard of it, then initialized (every rank
   // draws the whole model's random stream and keeps its box: the same values as one process).
-  GptModel model(plan.model(), *k, shard, tp_group.get());
+  GptModel model(plan.model(), *be, shard, tp_group.get());
   model.set_recompute(*ParseRecompute(c.recompute));  // validated by the config
   model.InitWeights(c.seed);
   const ParamInfo* wte = model.layout().Find("wte.weight");
@@ -280,7 +265,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       });
     }
   }
-  AdamW opt(model.layout(), *k, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
+  AdamW opt(model.layout(), *be, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
   PipelineEngine::Options po;
   po.schedule = c.schedule;
   po.stage = pg.pp_rank();
@@ -337,10 +322,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
   const double flops_per_token =
       6.0 * static_cast<double>(c.model.NumParams()) + 6.0 * c.model.n_layer * c.model.n_embd * static_cast<double>(T);
-  const double peak = (c.peak_gflops > 0 ? c.peak_gflops : MeasureSgemmGflops()) * 1e9;
+  const double peak = (c.peak_gflops > 0 ? c.peak_gflops : be->MeasurePeakGflops(DType::kF32)) * 1e9;
   log(Fmt("model %s; data %s: %llu train windows of %d tokens; B=%d T=%d accum=%d, %d threads, kernels %s",
           c.model.ToString().c_str(), c.data_dir.c_str(), static_cast<unsigned long long>(train->num_samples()), T + 1,
-          B, T, c.grad_accum, threads, k->name.c_str()));
+          B, T, c.grad_accum, threads, be->name().c_str()));
   {
     const double n = static_cast<double>(model.num_floats());
     std::string zero2;
@@ -464,7 +449,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       for (const ParamInfo& p : model.layout().params()) {
         if (!p.owner(shard)) continue;
         const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.stored_size);
-        if (lo < hi) ss += k->sum_squares(g + (lo - begin), hi - lo);
+        if (lo < hi) ss += be->SumSquares(model.stream(), TV::F32(g + (lo - begin), {static_cast<int64_t>(hi - lo)}));
       }
     }
     return ss;

@@ -1,5 +1,6 @@
 // The trainer loop (the built-in entrypoint of `anneal train`): data, model, AdamW, logging,
-// validation, checkpoints, resume, and stopping on request. One process for now.
+// validation, checkpoints, resume, and stopping on request. One rank of a (dp, tp, pp) world (a single
+// process when the world is 1).
 //
 // Determinism: for a given config, seed and thread count a run is bit-reproducible, and a run
 // resumed from a checkpoint continues exactly as the uninterrupted run would (tests/e2e/resume_test.sh

@@ -1,3 +1,4 @@
+#include "kernels/registry.h"
 #include "ckpt/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +17,7 @@ const CheckpointLineage kLineage{"{}", "d", "h"};
 struct Fixture {
   testing::TempDir dir;
   std::unique_ptr<ObjectStore> store = std::move(OpenCheckpointStore(dir.path())).value();
-  GptModel model{Tiny(), CpuKernels()};
+  GptModel model{Tiny(), CpuBackend()};
   Fixture() { model.InitWeights(5); }
   Status Save(int step, ObjectStore* s = nullptr, CheckpointOptions o = {}) {
     TrainerState st;
@@ -29,7 +30,7 @@ struct Fixture {
 
 TEST(CheckpointTest, RoundTripsWeightsMomentsAndState) {
   Fixture f;
-  AdamW opt(f.model.layout(), CpuKernels(), AdamWOptions{});
+  AdamW opt(f.model.layout(), CpuBackend(), AdamWOptions{});
   for (size_t i = 0; i < opt.m().size(); ++i) opt.m()[i] = 0.001f * static_cast<float>(i % 97);
   const ParamInfo* wte = f.model.layout().Find("wte.weight");  // padded vocabulary rows hold zeros
   std::fill(opt.m().begin() + wte->offset + wte->size, opt.m().begin() + wte->offset + wte->stored_size, 0.0f);
@@ -42,8 +43,8 @@ TEST(CheckpointTest, RoundTripsWeightsMomentsAndState) {
   o.attempt = 2;
   ASSERT_TRUE(SaveCheckpoint(*f.store, f.model, &opt, st, kLineage, {}, o).ok());
   ASSERT_EQ(f.Newest(), "step-00000007");
-  GptModel b(Tiny(), CpuKernels());
-  AdamW opt2(b.layout(), CpuKernels(), AdamWOptions{});
+  GptModel b(Tiny(), CpuBackend());
+  AdamW opt2(b.layout(), CpuBackend(), AdamWOptions{});
   TrainerState st2;
   ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000007", &b, &opt2, &st2).ok());
   EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
@@ -86,7 +87,7 @@ TEST(CheckpointTest, AnInterruptedCheckpointNeverCountsAndThePreviousStays) {
   for (const auto& c : *all) incomplete += !c.complete;
   EXPECT_GE(incomplete, 2);  // their shards are there, without manifests
   // The previous checkpoint still loads.
-  GptModel b(Tiny(), CpuKernels());
+  GptModel b(Tiny(), CpuBackend());
   EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000003", &b, nullptr, nullptr).ok());
 }
 
@@ -100,7 +101,7 @@ TEST(CheckpointTest, AWriterOfAnEarlierAttemptCannotSpoilALaterOne) {
   // The stale attempt 0 writes garbage into its own folder for the same step (and no manifest).
   ASSERT_TRUE(f.store->Put("step-00000005/attempt-0/model.safetensors", "garbage from a stale writer").ok());
   EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000005").ok());
-  GptModel b(Tiny(), CpuKernels());
+  GptModel b(Tiny(), CpuBackend());
   EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000005", &b, nullptr, nullptr).ok());
   EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
 }
@@ -126,8 +127,8 @@ TEST(CheckpointTest, RanksWriteInParallelAndRankZeroCommits) {
   Fixture f;
   TrainerState st;
   st.step = 8;
-  AdamW opt0(f.model.layout(), CpuKernels(), AdamWOptions{}, 0, f.model.num_floats() / 2);
-  AdamW opt1(f.model.layout(), CpuKernels(), AdamWOptions{}, f.model.num_floats() / 2, f.model.num_floats());
+  AdamW opt0(f.model.layout(), CpuBackend(), AdamWOptions{}, 0, f.model.num_floats() / 2);
+  AdamW opt1(f.model.layout(), CpuBackend(), AdamWOptions{}, f.model.num_floats() / 2, f.model.num_floats());
   Status s0, s1;
   CheckpointOptions o;
   o.attempt = 0;
@@ -153,8 +154,8 @@ TEST(CheckpointTest, HierarchicalUploadGoesThroughTheNodeLeader) {
   FaultObjectStore counting(f.store.get());  // counts the leader's puts
   TrainerState st;
   st.step = 9;
-  AdamW opt0(f.model.layout(), CpuKernels(), AdamWOptions{}, 0, f.model.num_floats() / 2);
-  AdamW opt1(f.model.layout(), CpuKernels(), AdamWOptions{}, f.model.num_floats() / 2, f.model.num_floats());
+  AdamW opt0(f.model.layout(), CpuBackend(), AdamWOptions{}, 0, f.model.num_floats() / 2);
+  AdamW opt1(f.model.layout(), CpuBackend(), AdamWOptions{}, f.model.num_floats() / 2, f.model.num_floats());
   CheckpointOptions o;
   o.attempt = 0;
   o.staging = staging.get();
@@ -182,7 +183,7 @@ TEST(CheckpointTest, HierarchicalUploadGoesThroughTheNodeLeader) {
 TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   Fixture f;
   ASSERT_TRUE(f.Save(1).ok());
-  GptModel other(GptConfig::Make(200, 16, 2, 2, 32).value(), CpuKernels());
+  GptModel other(GptConfig::Make(200, 16, 2, 2, 32).value(), CpuBackend());
   Status s = LoadCheckpoint(*f.store, "step-00000001", &other, nullptr, nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("holds a model of shape"), std::string::npos);
@@ -190,7 +191,7 @@ TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   std::string bytes = *f.store->Get(shard);
   bytes[bytes.size() / 2] ^= 0x40;
   ASSERT_TRUE(f.store->Put(shard, bytes).ok());
-  GptModel b(Tiny(), CpuKernels());
+  GptModel b(Tiny(), CpuBackend());
   s = LoadCheckpoint(*f.store, "step-00000001", &b, nullptr, nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("checksum"), std::string::npos);
@@ -239,9 +240,9 @@ TEST(CheckpointTest, AsyncWriterCommitsInTheBackground) {
   f.model.InitWeights(9);  // training goes on and changes the weights: the snapshot is unaffected
   ASSERT_TRUE(w.Start(std::move(snap).value()).ok());
   ASSERT_TRUE(w.Wait().ok());
-  GptModel b(Tiny(), CpuKernels());
+  GptModel b(Tiny(), CpuBackend());
   ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000012", &b, nullptr, nullptr).ok());
-  GptModel a(Tiny(), CpuKernels());
+  GptModel a(Tiny(), CpuBackend());
   a.InitWeights(5);
   EXPECT_TRUE(std::equal(a.params(), a.params() + a.num_floats(), b.params()));
 }

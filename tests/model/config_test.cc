@@ -1,3 +1,4 @@
+#include "kernels/registry.h"
 #include "model/config.h"
 
 #include <gtest/gtest.h>
@@ -35,7 +36,7 @@ TEST(GptConfigTest, LayoutMatchesCountAndKeepsQkvSeparate) {
 
 TEST(GptConfigTest, MemoryEstimateIsWhatTheModelAllocates) {
   auto c = *GptConfig::Make(300, 16, 2, 4, 32);
-  GptModel m(c, CpuKernels());
+  GptModel m(c, CpuBackend());
   std::vector<int32_t> tok(3 * 16, 1);
   m.Forward(tok.data(), tok.data(), 3, 16, 0.0f);
   EXPECT_EQ(m.ActivationFloatsAllocated(), c.ActivationFloats(3, 16));

@@ -1,3 +1,4 @@
+#include "kernels/registry.h"
 #include "model/generate.h"
 #include "optim/adamw.h"
 
@@ -10,7 +11,7 @@ namespace {
 
 // The KV-cached step at position t gives the same logits as a full forward over 0..t.
 TEST(GenerateTest, KvCacheMatchesFullForward) {
-  GptModel m(GptConfig::Make(300, 16, 2, 4, 32).value(), CpuKernels());
+  GptModel m(GptConfig::Make(300, 16, 2, 4, 32).value(), CpuBackend());
   m.InitWeights(11);
   std::vector<int32_t> toks = {5, 17, 250, 3, 99, 42, 7, 1, 0, 299};
   const int T = static_cast<int>(toks.size()), Vp = m.config().padded_vocab, V = m.config().vocab_size;
@@ -34,7 +35,7 @@ TEST(GenerateTest, KvCacheMatchesFullForward) {
 }
 
 TEST(GenerateTest, SeededSamplingIsReproducibleAndNeverPicksPadding) {
-  GptModel m(GptConfig::Make(300, 32, 1, 2, 16).value(), CpuKernels());
+  GptModel m(GptConfig::Make(300, 32, 1, 2, 16).value(), CpuBackend());
   m.InitWeights(3);
   KvGenerator g(m);
   SampleOptions o;
@@ -52,9 +53,9 @@ TEST(GenerateTest, SeededSamplingIsReproducibleAndNeverPicksPadding) {
 }
 
 TEST(GenerateTest, PaddedVocabularyStaysZeroAndUnpredicted) {
-  GptModel m(GptConfig::Make(130, 8, 1, 2, 8).value(), CpuKernels());  // Vp = 256
+  GptModel m(GptConfig::Make(130, 8, 1, 2, 8).value(), CpuBackend());  // Vp = 256
   m.InitWeights(1);
-  AdamW opt(m.layout(), CpuKernels(), AdamWOptions{});
+  AdamW opt(m.layout(), CpuBackend(), AdamWOptions{});
   std::vector<int32_t> in = {1, 2, 3, 4}, tgt = {2, 3, 4, 129};
   for (int s = 0; s < 3; ++s) {
     m.ZeroGrad();
@@ -76,7 +77,7 @@ namespace {
 TEST(RecomputeTest, SameGradientsWithLessMemory) {
   for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
   auto c = *GptConfig::Make(300, 16, 3, 4, 32);
-  GptModel a(c, CpuKernels()), b(c, CpuKernels());
+  GptModel a(c, CpuBackend()), b(c, CpuBackend());
   a.InitWeights(4);
   b.InitWeights(4);
   b.set_recompute(r);

@@ -1,3 +1,4 @@
+#include "kernels/registry.h"
 #include "model/gpt.h"
 
 #include <gtest/gtest.h>
@@ -35,7 +36,7 @@ class RecordingSink : public GradSink {
 // released once, and the whole vector is covered (ZeRO-2 relies on this).
 TEST(GptModelTest, GradSinkGetsTheSameGradientsAsTheFlatBuffer) {
   const GptConfig cfg = GptConfig::Make(300, 16, 3, 4, 32).value();
-  GptModel a(cfg, CpuKernels()), b(cfg, CpuKernels());
+  GptModel a(cfg, CpuBackend()), b(cfg, CpuBackend());
   a.InitWeights(5);
   b.InitWeights(5);
   RecordingSink sink(b.num_floats());

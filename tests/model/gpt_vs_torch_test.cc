@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernels/registry.h"
 #include "core/safetensors.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -71,7 +72,7 @@ class GptVsTorch : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(GptVsTorch, ForwardBackwardAndTenAdamWSteps) {
-  const KernelTable* k = KernelsByName(GetParam());
+  Backend* k = BackendByName(GetParam());
   ASSERT_NE(k, nullptr);
   auto cfg = GptConfig::Make(Meta("V"), Meta("maxT"), Meta("L"), Meta("H"), Meta("C"));
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();

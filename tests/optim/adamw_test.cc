@@ -1,3 +1,4 @@
+#include "kernels/registry.h"
 #include "optim/adamw.h"
 
 #include <gtest/gtest.h>
@@ -24,7 +25,7 @@ TEST(AdamWTest, WarmupThenCosine) {
 TEST(AdamWTest, NonFiniteGradientsSkipTheUpdate) {
   auto c = *GptConfig::Make(200, 8, 1, 1, 8);
   ParamLayout l(c);
-  AdamW opt(l, CpuKernels(), AdamWOptions{});
+  AdamW opt(l, CpuBackend(), AdamWOptions{});
   std::vector<float> p(l.total_floats(), 0.5f), g(l.total_floats(), 0.1f);
   g[17] = std::numeric_limits<float>::quiet_NaN();
   auto before = p;
@@ -44,7 +45,7 @@ TEST(AdamWTest, ClipsToTheGlobalNorm) {
   ParamLayout l(c);
   AdamWOptions o;
   o.grad_clip = 1.0f;
-  AdamW opt(l, CpuKernels(), o);
+  AdamW opt(l, CpuBackend(), o);
   std::vector<float> p(l.total_floats(), 0.0f), g(l.total_floats(), 1.0f);
   StepStats s = opt.Step(p.data(), g.data(), 0);
   EXPECT_NEAR(s.grad_norm, std::sqrt(static_cast<double>(l.total_floats())), 1e-3);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <thread>
 
+#include "kernels/registry.h"
 #include "model/box.h"
 #include "model/gpt.h"
 #include "parallel/plan.h"
@@ -113,7 +114,7 @@ void CheckTensorParallel(Recompute rc, bool sp) {
   const int tp = 2;
   const GptConfig cfg = GptConfig::Make(300, 8, 2, 4, 32).value().PaddedFor(tp);
   const Batch b(cfg.vocab_size);
-  GptModel whole(cfg, RefKernels());
+  GptModel whole(cfg, RefBackend());
   whole.set_recompute(rc);
   whole.InitWeights(7);
   const double loss = whole.Forward(b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16);
@@ -127,7 +128,7 @@ void CheckTensorParallel(Recompute rc, bool sp) {
     s.tp = tp;
     s.tp_rank = r;
     s.sp = sp;
-    shards.push_back(std::make_unique<GptModel>(cfg, RefKernels(), s, members[r].get()));
+    shards.push_back(std::make_unique<GptModel>(cfg, RefBackend(), s, members[r].get()));
     shards[r]->set_recompute(rc);
     shards[r]->InitWeights(7);
   }
@@ -158,14 +159,14 @@ TEST_P(ShardedModelTest, SequenceParallelRowsAddUpToTheWholeModel) { CheckTensor
 TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
   const GptConfig cfg = GptConfig::Make(300, 8, 3, 4, 32).value();
   const Batch b(cfg.vocab_size);
-  GptModel whole(cfg, RefKernels());
+  GptModel whole(cfg, RefBackend());
   whole.InitWeights(7);
   const double loss = whole.Forward(b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16);
   whole.Backward();
   ModelShard s0, s1;
   s0.layer_end = 1;
   s1.layer_begin = 1;
-  GptModel a(cfg, RefKernels(), s0, nullptr), z(cfg, RefKernels(), s1, nullptr);
+  GptModel a(cfg, RefBackend(), s0, nullptr), z(cfg, RefBackend(), s1, nullptr);
   for (GptModel* m : {&a, &z}) {
     m->set_recompute(GetParam());
     m->InitWeights(7);
@@ -198,7 +199,7 @@ TEST(ShardedModelTest, ActivationFormulaMatchesEveryShardAndSlotCount) {
       ModelShard s;
       s.layer_begin = 1;
       s.layer_end = 3;
-      GptModel m(cfg, RefKernels(), s, nullptr);
+      GptModel m(cfg, RefBackend(), s, nullptr);
       m.set_recompute(r);
       m.set_slots(slots);
       for (int i = 0; i < slots; ++i) m.StageInput(i, 2, 8);

@@ -1,0 +1,470 @@
+#include "kernels/host_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/progress.h"
+
+namespace anneal {
+
+namespace {
+
+// Rows and columns of a view seen as a matrix (last dimension = columns).
+int64_t Cols(const TV& v) { return v.ndim() ? v.dim(v.ndim() - 1) : 1; }
+int64_t Rows(const TV& v) { return v.numel() / std::max<int64_t>(1, Cols(v)); }
+float* F(const TV& v) { return v.empty() ? nullptr : v.f32(); }
+
+bool AnyBf16(std::initializer_list<const TV*> vs) {
+  for (const TV* v : vs) {
+    if (!v->empty() && v->dtype() == DType::kBF16) return true;
+  }
+  return false;
+}
+
+// Runs an op's f32 arithmetic on bf16 views (ref only): every bf16 view is widened to an f32 copy
+// (exact), the op runs on the copies, and the views the op writes are rounded back to bf16 (to
+// nearest even) once, when the emulation ends. f32 and i32 views pass through.
+class Bf16Emulation {
+ public:
+  TV In(const TV& v) { return Widen(v, false); }
+  TV Out(const TV& v) { return Widen(v, true); }
+  ~Bf16Emulation() {
+    for (size_t i = 0; i < outs_.size(); ++i) FloatsToBf16(store_[outs_[i].second].data(), outs_[i].first.bf16(),
+                                                           store_[outs_[i].second].size());
+  }
+
+ private:
+  TV Widen(const TV& v, bool out) {
+    if (v.empty() || v.dtype() != DType::kBF16) return v;
+    if (!v.contiguous()) std::abort();
+    store_.emplace_back(static_cast<size_t>(v.numel()));
+    Bf16ToFloats(v.bf16(), store_.back().data(), store_.back().size());
+    if (out) outs_.push_back({v, store_.size() - 1});
+    return v.WithData(store_.back().data(), DType::kF32);
+  }
+  std::vector<std::vector<float>> store_;
+  std::vector<std::pair<TV, size_t>> outs_;
+};
+
+}  // namespace
+
+HostBackend::HostBackend(std::string name, const KernelTable& k, bool threaded, bool emulate_bf16)
+    : name_(std::move(name)), k_(k), threaded_(threaded), emulate_bf16_(emulate_bf16) {}
+
+bool HostBackend::Supports(Op op, DType t) const {
+  if (op >= Op::kCount) return false;
+  return t == DType::kF32 || (t == DType::kBF16 && emulate_bf16_);
+}
+
+void HostBackend::CopyFromHost(const TV& dst, const void* src, const Stream&) {
+  if (!dst.contiguous()) std::abort();
+  std::memcpy(dst.data(), src, dst.bytes());
+}
+
+void HostBackend::CopyToHost(void* dst, const TV& src, const Stream&) {
+  if (!src.contiguous()) std::abort();
+  std::memcpy(dst, src.data(), src.bytes());
+}
+
+double HostBackend::MeasurePeakGflops(DType) {
+  const int n = 768;
+  std::vector<float> a(static_cast<size_t>(n) * n, 0.5f), b(a.size(), 0.25f), c(a.size(), 0.0f);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double t0 = MonotonicSeconds();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    const double sec = MonotonicSeconds() - t0;
+    if (rep > 0) best = std::max(best, 2.0 * n * n * n / sec / 1e9);
+  }
+  return best;
+}
+
+void HostBackend::SetThreads(int n) {
+  if (n > 0) omp_set_num_threads(n);
+}
+
+// ---- embeddings ----
+
+void HostBackend::EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) {
+  if (AnyBf16({&out, &wte, &wpe})) {
+    Bf16Emulation e;
+    return EmbeddingForward(s, e.Out(out), tokens, e.In(wte), e.In(wpe));
+  }
+  k_.encoder_forward(out.f32(), tokens.i32(), wte.f32(), wpe.f32(), tokens.dim(0), tokens.dim(1), Cols(out));
+}
+
+void HostBackend::EmbeddingBackward(const Stream& s, const TV& dwte, const TV& dwpe, const TV& dout,
+                                    const TV& tokens) {
+  if (AnyBf16({&dwte, &dwpe, &dout})) {
+    Bf16Emulation e;
+    return EmbeddingBackward(s, e.Out(dwte), e.Out(dwpe), e.In(dout), tokens);
+  }
+  k_.encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.i32(), tokens.dim(0), tokens.dim(1), Cols(dout));
+}
+
+void HostBackend::VocabEmbeddingForward(const Stream& s, const TV& rows, const TV& tokens, const TV& wte_slice,
+                                        int64_t v0) {
+  if (AnyBf16({&rows, &wte_slice})) {
+    Bf16Emulation e;
+    return VocabEmbeddingForward(s, e.Out(rows), tokens, e.In(wte_slice), v0);
+  }
+  const int N = static_cast<int>(Rows(rows)), C = static_cast<int>(Cols(rows)), Vl = static_cast<int>(Rows(wte_slice));
+  float* out = rows.f32();
+  const float* wte = wte_slice.f32();
+  const int32_t* tok = tokens.i32();
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int n = 0; n < N; ++n) {
+    float* o = out + static_cast<size_t>(n) * C;
+    const int t = tok[n];
+    if (t >= v0 && t < v0 + Vl) std::memcpy(o, wte + static_cast<size_t>(t - v0) * C, C * sizeof(float));
+    else std::memset(o, 0, C * sizeof(float));
+  }
+}
+
+void HostBackend::VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, const TV& dwpe, const TV& dall,
+                                         const TV& tokens, int64_t v0, int T) {
+  if (AnyBf16({&dwte_slice, &dwpe, &dall})) {
+    Bf16Emulation e;
+    return VocabEmbeddingBackward(s, e.Out(dwte_slice), e.Out(dwpe),
+                                  e.In(dall), tokens, v0, T);
+  }
+  const int N = static_cast<int>(Rows(dall)), C = static_cast<int>(Cols(dall)), Vl = static_cast<int>(Rows(dwte_slice));
+  float* dwte = dwte_slice.f32();
+  float* dpe = dwpe.f32();
+  const float* d = dall.f32();
+  const int32_t* tok = tokens.i32();
+  for (int n = 0; n < N; ++n) {  // rows of dwte repeat: one thread, row order
+    const float* g = d + static_cast<size_t>(n) * C;
+    const int t = tok[n];
+    if (t >= v0 && t < v0 + Vl) {
+      float* w = dwte + static_cast<size_t>(t - v0) * C;
+      for (int c = 0; c < C; ++c) w[c] += g[c];
+    }
+    float* pe = dpe + static_cast<size_t>(n % T) * C;
+    for (int c = 0; c < C; ++c) pe[c] += g[c];
+  }
+}
+
+void HostBackend::AddPositions(const Stream& s, const TV& out, const TV& wpe, int64_t row0, int T) {
+  if (AnyBf16({&out, &wpe})) {
+    Bf16Emulation e;
+    return AddPositions(s, e.Out(out), e.In(wpe), row0, T);
+  }
+  const int R = static_cast<int>(Rows(out)), C = static_cast<int>(Cols(out));
+  float* o0 = out.f32();
+  const float* pe0 = wpe.f32();
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int n = 0; n < R; ++n) {
+    float* o = o0 + static_cast<size_t>(n) * C;
+    const float* pe = pe0 + static_cast<size_t>((row0 + n) % T) * C;
+    for (int c = 0; c < C; ++c) o[c] += pe[c];
+  }
+}
+
+// ---- LayerNorm ----
+
+void HostBackend::LayerNormForward(const Stream& s, const TV& out, const TV& mean, const TV& rstd, const TV& inp,
+                                   const TV& w, const TV& b) {
+  if (AnyBf16({&out, &mean, &rstd, &inp, &w, &b})) {
+    Bf16Emulation e;
+    return LayerNormForward(s, e.Out(out), e.Out(mean), e.Out(rstd), e.In(inp), e.In(w),
+                            e.In(b));
+  }
+  k_.layernorm_forward(out.f32(), mean.f32(), rstd.f32(), inp.f32(), w.f32(), b.f32(), Rows(inp), Cols(inp));
+}
+
+void HostBackend::LayerNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& db, const TV& dout,
+                                    const TV& inp, const TV& w, const TV& mean, const TV& rstd) {
+  if (AnyBf16({&dinp, &dw, &db, &dout, &inp, &w, &mean, &rstd})) {
+    Bf16Emulation e;
+    return LayerNormBackward(s, e.Out(dinp), e.Out(dw), e.Out(db), e.In(dout),
+                             e.In(inp), e.In(w), e.In(mean), e.In(rstd));
+  }
+  k_.layernorm_backward(dinp.f32(), dw.f32(), db.f32(), dout.f32(), inp.f32(), w.f32(), mean.f32(), rstd.f32(),
+                        Rows(inp), Cols(inp));
+}
+
+void HostBackend::ResidualLayerNormForward(const Stream& s, const TV& resid, const TV& out, const TV& mean,
+                                           const TV& rstd, const TV& a, const TV& b, const TV& w, const TV& bias) {
+  ResidualForward(s, resid, a, b);
+  LayerNormForward(s, out, mean, rstd, resid, w, bias);
+}
+
+// ---- linear ----
+
+void HostBackend::LinearForward(const Stream& s, const TV& out, const TV& inp, const TV& w, const TV& bias,
+                                const TV& gelu_out) {
+  if (AnyBf16({&out, &inp, &w, &bias, &gelu_out})) {
+    Bf16Emulation e;
+    return LinearForward(s, e.Out(out), e.In(inp), e.In(w), e.In(bias),
+                         e.Out(gelu_out));
+  }
+  k_.matmul_forward(out.f32(), inp.f32(), w.f32(), F(bias), Rows(inp), Cols(inp), Rows(w));
+  if (!gelu_out.empty()) k_.gelu_forward(gelu_out.f32(), out.f32(), out.numel());
+}
+
+void HostBackend::LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
+                                 const TV& inp, const TV& w) {
+  if (AnyBf16({&dinp, &dw, &dbias, &dout, &inp, &w})) {
+    Bf16Emulation e;
+    return LinearBackward(s, e.Out(dinp), e.Out(dw), e.Out(dbias), e.In(dout),
+                          e.In(inp), e.In(w));
+  }
+  k_.matmul_backward(dinp.f32(), dw.f32(), F(dbias), dout.f32(), inp.f32(), w.f32(), Rows(inp), Cols(inp), Rows(w));
+}
+
+void HostBackend::BiasAdd(const Stream& s, const TV& out, const TV& bias) {
+  if (AnyBf16({&out, &bias})) {
+    Bf16Emulation e;
+    return BiasAdd(s, e.Out(out), e.In(bias));
+  }
+  const int N = static_cast<int>(Rows(out)), OC = static_cast<int>(Cols(out));
+  float* o0 = out.f32();
+  const float* bi = bias.f32();
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int n = 0; n < N; ++n) {
+    float* o = o0 + static_cast<size_t>(n) * OC;
+    for (int j = 0; j < OC; ++j) o[j] += bi[j];
+  }
+}
+
+// ---- attention ----
+
+void HostBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k,
+                                   const TV& v, int H) {
+  if (AnyBf16({&out, &lse, &q, &k, &v})) {
+    Bf16Emulation e;
+    return AttentionForward(s, e.Out(out), e.Out(lse), e.In(q), e.In(k),
+                            e.In(v), H);
+  }
+  k_.attention_forward(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), q.dim(0), q.dim(1), q.dim(2), H);
+}
+
+void HostBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
+                                    const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) {
+  if (AnyBf16({&dq, &dk, &dv, &dout, &q, &k, &v, &out, &lse})) {
+    Bf16Emulation e;
+    return AttentionBackward(s, e.Out(dq), e.Out(dk), e.Out(dv),
+                             e.In(dout), e.In(q), e.In(k), e.In(v),
+                             e.In(out), e.In(lse), H);
+  }
+  k_.attention_backward(dq.f32(), dk.f32(), dv.f32(), dout.f32(), q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(),
+                        q.dim(0), q.dim(1), q.dim(2), H);
+}
+
+void HostBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
+                                  const TV& scores, int H) {
+  if (AnyBf16({&out, &q, &kcache, &vcache, &scores})) {
+    Bf16Emulation e;
+    return AttentionDecode(s, e.Out(out), e.In(q), e.In(kcache), e.In(vcache),
+                           e.Out(scores), H);
+  }
+  const int C = static_cast<int>(q.numel()), hs = C / H, rows = static_cast<int>(kcache.dim(0));
+  const int64_t ks = kcache.stride(0), vs = vcache.stride(0);
+  const float* qv = q.f32();
+  const float* kc = kcache.f32();
+  const float* vc = vcache.f32();
+  float* sc = scores.f32();
+  float* att = out.f32();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  for (int h = 0; h < H; ++h) {
+    // scores over cached positions, softmax, weighted sum of cached values
+    float mx = -INFINITY;
+    for (int u = 0; u < rows; ++u) {
+      float sum = 0;
+      for (int i = 0; i < hs; ++i) sum += qv[h * hs + i] * kc[static_cast<size_t>(u) * ks + h * hs + i];
+      sc[u] = sum * scale;
+      mx = std::max(mx, sc[u]);
+    }
+    float sum = 0;
+    for (int u = 0; u < rows; ++u) sum += (sc[u] = std::exp(sc[u] - mx));
+    for (int i = 0; i < hs; ++i) {
+      float acc = 0;
+      for (int u = 0; u < rows; ++u) acc += sc[u] * vc[static_cast<size_t>(u) * vs + h * hs + i];
+      att[h * hs + i] = acc / sum;
+    }
+  }
+}
+
+// ---- elementwise ----
+
+void HostBackend::GeluForward(const Stream& s, const TV& out, const TV& inp) {
+  if (AnyBf16({&out, &inp})) {
+    Bf16Emulation e;
+    return GeluForward(s, e.Out(out), e.In(inp));
+  }
+  k_.gelu_forward(out.f32(), inp.f32(), inp.numel());
+}
+
+void HostBackend::GeluBackward(const Stream& s, const TV& dinp, const TV& inp, const TV& dout) {
+  if (AnyBf16({&dinp, &inp, &dout})) {
+    Bf16Emulation e;
+    return GeluBackward(s, e.Out(dinp), e.In(inp), e.In(dout));
+  }
+  k_.gelu_backward(dinp.f32(), inp.f32(), dout.f32(), inp.numel());
+}
+
+void HostBackend::ResidualForward(const Stream& s, const TV& out, const TV& a, const TV& b) {
+  if (AnyBf16({&out, &a, &b})) {
+    Bf16Emulation e;
+    return ResidualForward(s, e.Out(out), e.In(a), e.In(b));
+  }
+  k_.residual_forward(out.f32(), a.f32(), b.f32(), a.numel());
+}
+
+void HostBackend::Accumulate(const Stream& s, const TV& dst, const TV& src) {
+  if (AnyBf16({&dst, &src})) {
+    Bf16Emulation e;
+    return Accumulate(s, e.Out(dst), e.In(src));
+  }
+  float* d = dst.f32();
+  const float* x = src.f32();
+  const int64_t n = dst.numel();
+  for (int64_t i = 0; i < n; ++i) d[i] += x[i];
+}
+
+// ---- loss ----
+
+double HostBackend::CrossEntropy(const Stream& s, const TV& logits, const TV& losses, const TV& targets, int V,
+                                 float dscale) {
+  if (AnyBf16({&logits, &losses})) {
+    Bf16Emulation e;
+    return CrossEntropy(s, e.Out(logits), e.Out(losses), targets, V, dscale);
+  }
+  return k_.crossentropy_forward_backward(logits.f32(), losses.f32(), targets.i32(), Rows(logits), V, Cols(logits),
+                                          dscale);
+}
+
+void HostBackend::VocabLossStats(const Stream& s, const TV& stats, const TV& logits, const TV& targets, int64_t v0,
+                                 int nreal) {
+  if (AnyBf16({&logits})) {
+    Bf16Emulation e;
+    return VocabLossStats(s, stats, e.In(logits), targets, v0, nreal);
+  }
+  const int N = static_cast<int>(Rows(logits)), Vl = static_cast<int>(Cols(logits));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const float* lg = logits.f32();
+  const int32_t* tg = targets.i32();
+  double* st = stats.f64();
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int i = 0; i < N; ++i) {
+    const float* row = lg + static_cast<size_t>(i) * Vl;
+    double mx = ninf;
+    for (int j = 0; j < nreal; ++j) mx = std::max(mx, static_cast<double>(row[j]));
+    double sum = 0;
+    for (int j = 0; j < nreal; ++j) sum += std::exp(static_cast<double>(row[j]) - mx);
+    const int t = tg[i];
+    st[2 * i] = nreal ? mx + std::log(sum) : ninf;
+    st[2 * i + 1] = t >= v0 && t < v0 + nreal ? row[t - v0] : 0.0;
+  }
+}
+
+double HostBackend::VocabLossCombine(const Stream& s, const TV& logits, const TV& losses, const TV& row_loss,
+                                     const TV& gathered, const TV& targets, int64_t v0, int nreal, float dscale) {
+  if (AnyBf16({&logits, &losses})) {
+    Bf16Emulation e;
+    return VocabLossCombine(s, e.Out(logits), e.Out(losses), row_loss, gathered, targets, v0, nreal,
+                            dscale);
+  }
+  const int N = static_cast<int>(Rows(logits)), Vl = static_cast<int>(Cols(logits)), tp = static_cast<int>(gathered.dim(0));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  const double* g = gathered.f64();
+  double* rl = row_loss.f64();
+  float* lg = logits.f32();
+  float* ls = losses.f32();
+  const int32_t* tg = targets.i32();
+  // Every rank combines the slices in rank order: the same loss, bit for bit.
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int i = 0; i < N; ++i) {
+    double mx = ninf, tl = 0;
+    for (int r = 0; r < tp; ++r) mx = std::max(mx, g[static_cast<size_t>(r) * 2 * N + 2 * i]);
+    double sum = 0;
+    for (int r = 0; r < tp; ++r) {
+      sum += std::exp(g[static_cast<size_t>(r) * 2 * N + 2 * i] - mx);
+      tl += g[static_cast<size_t>(r) * 2 * N + 2 * i + 1];
+    }
+    const double lse = mx + std::log(sum);
+    rl[2 * i] = lse - tl;
+    ls[i] = static_cast<float>(lse - tl);
+    if (dscale != 0.0f) {
+      float* row = lg + static_cast<size_t>(i) * Vl;
+      const int t = tg[i];
+      for (int j = 0; j < nreal; ++j) {
+        const double p = std::exp(static_cast<double>(row[j]) - lse);
+        row[j] = static_cast<float>(dscale * (p - (v0 + j == t ? 1.0 : 0.0)));
+      }
+      for (int j = nreal; j < Vl; ++j) row[j] = 0.0f;
+    }
+  }
+  double total = 0;
+  for (int i = 0; i < N; ++i) total += rl[2 * i];
+  return total;
+}
+
+// ---- optimizer ----
+
+double HostBackend::SumSquares(const Stream& s, const TV& g) {
+  if (AnyBf16({&g})) {
+    Bf16Emulation e;
+    return SumSquares(s, e.In(g));
+  }
+  return k_.sum_squares(g.f32(), g.numel());
+}
+
+void HostBackend::Scale(const Stream& s, const TV& g, float f) {
+  if (AnyBf16({&g})) {
+    Bf16Emulation e;
+    return Scale(s, e.Out(g), f);
+  }
+  k_.scale(g.f32(), f, g.numel());
+}
+
+void HostBackend::AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, float lr, float beta1,
+                        float beta2, float eps, float wd, int t) {
+  if (AnyBf16({&p, &g, &m, &v})) {
+    Bf16Emulation e;
+    return AdamW(s, e.Out(p), e.In(g), e.Out(m), e.Out(v), lr, beta1, beta2, eps, wd, t);
+  }
+  k_.adamw(p.f32(), g.f32(), m.f32(), v.f32(), p.numel(), lr, beta1, beta2, eps, wd, t);
+}
+
+// ---- memory ops ----
+
+void HostBackend::Zero(const Stream&, const TV& x) {
+  if (x.empty()) return;
+  if (!x.contiguous()) std::abort();
+  std::memset(x.data(), 0, x.bytes());
+}
+
+void HostBackend::Copy(const Stream&, const TV& dst, const TV& src) {
+  if (dst.numel() != src.numel() || dst.dtype() != src.dtype() || dst.ndim() != src.ndim()) std::abort();
+  if (dst.empty()) return;
+  if (dst.contiguous() && src.contiguous()) {
+    std::memmove(dst.data(), src.data(), dst.bytes());
+    return;
+  }
+  // Strided: walk every index of the (at most 4-D) shape, innermost dimension fastest.
+  const size_t es = SizeOf(dst.dtype());
+  const int nd = dst.ndim();
+  int64_t idx[TensorView::kMaxDims] = {0, 0, 0, 0};
+  for (int64_t e = 0; e < dst.numel(); ++e) {
+    int64_t od = 0, os = 0;
+    for (int d = 0; d < nd; ++d) {
+      od += idx[d] * dst.stride(d);
+      os += idx[d] * src.stride(d);
+    }
+    std::memcpy(static_cast<char*>(dst.data()) + od * es, static_cast<const char*>(src.data()) + os * es, es);
+    for (int d = nd - 1; d >= 0; --d) {
+      if (++idx[d] < dst.dim(d)) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+}  // namespace anneal

@@ -1,0 +1,27 @@
+// The backends this build and machine have: "ref" (kernels/ref: plain loops, double accumulators,
+// one thread — the truth; f32, and bf16 by emulation: inputs widened exactly, outputs rounded to
+// nearest even once) and "cpu" (kernels/cpu: OpenBLAS + OpenMP + AVX2, f32 only; deterministic for
+// a given thread count); "cuda" joins when built with CUDA and a GPU is present. Backends live for
+// the process; a rank's compute runs on one of them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/backend.h"
+
+namespace anneal {
+
+// nullptr for an unknown or absent name.
+Backend* BackendByName(const std::string& name);
+// Names of the backends this build and machine have, in registry order.
+std::vector<std::string> BackendNames();
+// A backend made outside the registry (tests: a sealed-memory backend), found by name from then on.
+// A name already registered is replaced for later lookups (the old object stays alive).
+void RegisterBackend(std::unique_ptr<Backend> b);
+// The two host backends themselves.
+Backend& RefBackend();
+Backend& CpuBackend();
+
+}  // namespace anneal

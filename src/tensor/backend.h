@@ -1,0 +1,186 @@
+// Backend: a device's memory, streams and ops — the seam between the model and the kernels.
+//
+// A backend (kernels/registry.h: "ref", the plain C++ truth; "cpu", OpenBLAS + OpenMP + AVX2; later
+// "cuda") owns an allocator for its device, copies between host and device (asynchronous on a
+// stream; the host backends copy at once), and implements the ops the model is made of. Ops take
+// views of the backend's memory and the stream they run on; they are as coarse as a fast backend
+// fuses them (linear + bias + GELU, residual + LayerNorm, softmax + cross-entropy, one flat AdamW).
+// `Supports(op, dtype)` says which ops a backend has in which dtype; the parity harness
+// (tests/kernels/parity_test.cc) runs every registered backend and dtype against "ref" and reports
+// an unsupported pair as skipped, never passed.
+//
+// Conventions (kernels/ops.h): row-major; B batch, T time, C channels, H heads, N rows (= B*T), OC
+// output channels, V vocabulary, Vp padded vocabulary. Forward ops write their outputs (`=`).
+// Backward ops ACCUMULATE (`+=`) into parameter gradients and into the input gradient of linear,
+// layernorm and the embeddings; attention and GELU backward WRITE their input gradients. Weights are
+// in torch's Linear layout (OC, C). Every view given to an op is contiguous unless the op says so.
+//
+// Thread-safety: one backend object serves one rank's compute thread; ops on the host use OpenMP
+// inside. A failing op is an invariant violation (shapes are checked by the model's construction),
+// so ops return nothing; allocation returns a Result.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "tensor/buffer.h"
+#include "tensor/stream.h"
+#include "tensor/view.h"
+
+namespace anneal {
+
+// Every op a backend may implement, by name in OpName(). Adding an op means: a value here, a virtual
+// method below, ref and cpu implementations, and a parity case (the harness fails without one).
+enum class Op : uint8_t {
+  kEmbeddingForward,
+  kEmbeddingBackward,
+  kVocabEmbeddingForward,
+  kVocabEmbeddingBackward,
+  kAddPositions,
+  kLayerNormForward,
+  kLayerNormBackward,
+  kResidualLayerNormForward,
+  kLinearForward,
+  kLinearBackward,
+  kBiasAdd,
+  kAttentionForward,
+  kAttentionBackward,
+  kAttentionDecode,
+  kGeluForward,
+  kGeluBackward,
+  kResidualForward,
+  kAccumulate,
+  kCrossEntropy,
+  kVocabLossStats,
+  kVocabLossCombine,
+  kSumSquares,
+  kScale,
+  kAdamW,
+  kZero,
+  kCopy,
+  kCount
+};
+const char* OpName(Op op);
+std::vector<Op> AllOps();
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const std::string& name() const = 0;
+  virtual Device device() const = 0;
+  virtual bool Supports(Op op, DType t) const = 0;
+
+  // ---- memory, copies, streams ----
+  virtual Allocator& allocator() = 0;
+  // `n` elements of `t`, zeroed; `what` names the allocation in an out-of-memory error.
+  Result<Buffer> Allocate(DType t, size_t n, const std::string& what) {
+    return Buffer::Make(allocator(), n * SizeOf(t), what);
+  }
+  // dst (this backend's memory) <- dst.bytes() bytes from host memory src; and back. Asynchronous on
+  // `s` where the device is not the host: the host memory must stay valid until s is synchronized.
+  virtual void CopyFromHost(const TV& dst, const void* src, const Stream& s) = 0;
+  virtual void CopyToHost(void* dst, const TV& src, const Stream& s) = 0;
+  virtual Stream DefaultStream() { return Stream{nullptr, device()}; }
+  virtual Event RecordEvent(const Stream& s) { return Event{nullptr, s.device}; }
+  // Work issued to `s` after this waits for `e`.
+  virtual void WaitEvent(const Stream& /*s*/, const Event& /*e*/) {}
+  virtual void Synchronize(const Stream& /*s*/) {}
+
+  // ---- the machine ----
+  // The measured dense-GEMM rate in GFLOP/s for dtype t at the current thread count: the ceiling MFU
+  // is computed against (the host: best of 4 square 768^3 sgemm products, ~0.05 s).
+  virtual double MeasurePeakGflops(DType t) = 0;
+  // Threads the ops may use (host backends: OpenMP and OpenBLAS; 0 = leave as is).
+  virtual void SetThreads(int n) = 0;
+
+  // ---- ops ----
+  // out (B,T,C) = wte[tokens] + wpe[t]; tokens (B,T) i32.
+  virtual void EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) = 0;
+  // dwte[tokens] += dout; dwpe[t] += dout.
+  virtual void EmbeddingBackward(const Stream& s, const TV& dwte, const TV& dwpe, const TV& dout, const TV& tokens) = 0;
+  // Vocabulary-parallel embedding: rows (N,C) = wte_slice[t - v0] for tokens this slice holds
+  // (v0 <= t < v0 + Vl), 0 for the others. tokens (N) i32, wte_slice (Vl, C).
+  virtual void VocabEmbeddingForward(const Stream& s, const TV& rows, const TV& tokens, const TV& wte_slice,
+                                     int64_t v0) = 0;
+  // dwte_slice[t - v0] += dall[n] for the tokens of this slice (in row order); dwpe[n % T] += dall[n].
+  virtual void VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, const TV& dwpe, const TV& dall,
+                                      const TV& tokens, int64_t v0, int T) = 0;
+  // out (R,C) += wpe[(row0 + n) % T] for each row n.
+  virtual void AddPositions(const Stream& s, const TV& out, const TV& wpe, int64_t row0, int T) = 0;
+
+  // out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved for backward. eps = 1e-5.
+  virtual void LayerNormForward(const Stream& s, const TV& out, const TV& mean, const TV& rstd, const TV& inp,
+                                const TV& w, const TV& b) = 0;
+  // dinp += ...; dw += ...; db += ...
+  virtual void LayerNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& db, const TV& dout,
+                                 const TV& inp, const TV& w, const TV& mean, const TV& rstd) = 0;
+  // resid (N,C) = a + b, then out = LayerNorm(resid) as LayerNormForward.
+  virtual void ResidualLayerNormForward(const Stream& s, const TV& resid, const TV& out, const TV& mean,
+                                        const TV& rstd, const TV& a, const TV& b, const TV& w, const TV& bias) = 0;
+
+  // out (N,OC) = inp (N,C) @ w^T + bias (OC; empty = none); when gelu_out is given, also
+  // gelu_out = GELU(out) (tanh approximation).
+  virtual void LinearForward(const Stream& s, const TV& out, const TV& inp, const TV& w, const TV& bias,
+                             const TV& gelu_out = TV()) = 0;
+  // dinp += dout @ w; dw += dout^T @ inp; dbias += column sums of dout (dbias empty = none).
+  virtual void LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
+                              const TV& inp, const TV& w) = 0;
+  // out (N,OC) += bias (OC) on every row.
+  virtual void BiasAdd(const Stream& s, const TV& out, const TV& bias) = 0;
+
+  // Causal self-attention over q, k, v (B,T,C) in H heads: out (B,T,C); lse (B,H,T) each query
+  // row's log-sum-exp of scaled scores, so backward recomputes the probabilities.
+  virtual void AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
+                                int H) = 0;
+  // Writes dq, dk, dv (B,T,C).
+  virtual void AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
+                                 const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) = 0;
+  // One query position attending to the cache: out (C) = softmax(q . kcache[u] / sqrt(C/H)) @ vcache
+  // over cached rows u = 0 .. rows-1 of kcache, vcache (rows, C) (strided views of a (maxT, C)
+  // cache are accepted), head by head; `scores` (>= rows floats) is scratch.
+  virtual void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
+                               const TV& scores, int H) = 0;
+
+  virtual void GeluForward(const Stream& s, const TV& out, const TV& inp) = 0;
+  // dinp = gelu'(inp) * dout (written).
+  virtual void GeluBackward(const Stream& s, const TV& dinp, const TV& inp, const TV& dout) = 0;
+  // out = a + b (elementwise).
+  virtual void ResidualForward(const Stream& s, const TV& out, const TV& a, const TV& b) = 0;
+  // dst += src (elementwise).
+  virtual void Accumulate(const Stream& s, const TV& dst, const TV& src) = 0;
+
+  // Fused softmax + cross-entropy over logits (N,Vp) whose first V columns are real:
+  // losses[i] = logsumexp(logits[i,:V]) - logits[i, targets[i]]. When dscale != 0 the logits are
+  // overwritten by their gradient dscale * (softmax - onehot), 0 in the padding columns: no second
+  // (N,Vp) buffer exists. Returns the sum of the losses in a fixed order.
+  virtual double CrossEntropy(const Stream& s, const TV& logits, const TV& losses, const TV& targets, int V,
+                              float dscale) = 0;
+  // The vocabulary-parallel loss, step 1 on one slice: logits (N,Vl), of which the first `nreal`
+  // columns are real tokens of this slice (vocabulary ids v0 ..): stats (N,2) f64 = per row this
+  // slice's log-sum-exp (-inf when nreal = 0) and the target's logit (0 when another slice holds it).
+  virtual void VocabLossStats(const Stream& s, const TV& stats, const TV& logits, const TV& targets, int64_t v0,
+                              int nreal) = 0;
+  // Step 2, after the group gathered every slice's stats into gathered (tp, N, 2) f64: each row's
+  // loss from the slices in rank order (losses (N); row_loss (N,2) f64 gets it in column 0), and
+  // with dscale != 0 the logits overwritten by their gradient as CrossEntropy does. Returns the sum
+  // of the row losses in row order.
+  virtual double VocabLossCombine(const Stream& s, const TV& logits, const TV& losses, const TV& row_loss,
+                                  const TV& gathered, const TV& targets, int64_t v0, int nreal, float dscale) = 0;
+
+  // Sum of squares of g accumulated in double in a fixed order.
+  virtual double SumSquares(const Stream& s, const TV& g) = 0;
+  // g *= f
+  virtual void Scale(const Stream& s, const TV& g, float f) = 0;
+  // AdamW step t (1-based) over a flat range: p, g, m, v of equal size; decoupled weight decay wd.
+  virtual void AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, float lr, float beta1,
+                     float beta2, float eps, float wd, int t) = 0;
+  // x = 0 (gradient zeroing, scratch clearing).
+  virtual void Zero(const Stream& s, const TV& x) = 0;
+  // dst = src, equal shapes and dtypes; strided views accepted (pipeline stage buffers, data
+  // parallelism's bucket buffers, a column block of a matrix).
+  virtual void Copy(const Stream& s, const TV& dst, const TV& src) = 0;
+};
+
+}  // namespace anneal
