@@ -19,6 +19,7 @@
 #include "core/safetensors.h"
 #include "dist/data_parallel.h"
 #include "model/box.h"
+#include "tensor/host_copy.h"
 
 namespace anneal {
 
@@ -148,8 +149,19 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 
 namespace {
 
-// This rank's files, each a writer over views of the model's and optimizer's memory (no copy yet).
+// The model's parameters and the optimizer's moments readable on the host while this lives: the
+// memory itself on a host backend, a staged copy otherwise.
+struct HostState {
+  HostState(const GptModel& model, const AdamW* opt)
+      : params(model.backend(), model.params(), model.num_floats()),
+        m(model.backend(), opt ? opt->m().data() : nullptr, opt ? opt->m().size() : 0),
+        v(model.backend(), opt ? opt->v().data() : nullptr, opt ? opt->v().size() : 0) {}
+  HostRead params, m, v;
+};
+
+// This rank's files, each a writer over views of the host state (no copy yet).
 std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptModel& model, const AdamW* opt,
+                                                                   const HostState& host,
                                                                    const CheckpointWriters& writers) {
   std::vector<std::pair<std::string, SafeTensorsWriter>> out;
   const std::vector<WrittenPart> parts = PartsOf(writers, writers.rank, writers.ranks, model.layout(), opt != nullptr);
@@ -160,12 +172,11 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptMode
       const WrittenPart& part = parts[i];
       const ParamInfo& p = *part.p;
       if (part.count < 0) {
-        const float* src = part.what == 'p' ? model.params() + p.offset
-                                            : (part.what == 'm' ? opt->m() : opt->v()).data() + p.offset;
+        const float* src = (part.what == 'p' ? host.params : part.what == 'm' ? host.m : host.v).data() + p.offset;
         w.AddF32View(part.key, p.box_length, src);
       } else {
-        const std::vector<float>& mom = part.what == 'm' ? opt->m() : opt->v();
-        w.AddF32View(part.key, {part.count}, mom.data() + (p.offset + part.start - opt->begin()));
+        const float* mom = (part.what == 'm' ? host.m : host.v).data();
+        w.AddF32View(part.key, {part.count}, mom + (p.offset + part.start - opt->begin()));
       }
     }
     w.SetMetadata("format", kCheckpointFormat);
@@ -178,7 +189,8 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptMode
 
 std::vector<size_t> CheckpointImageSizes(const GptModel& model, const AdamW* opt, const CheckpointWriters& writers) {
   std::vector<size_t> out;
-  for (const auto& [file, w] : FileWriters(model, opt, writers)) out.push_back(w.SerializedSize());
+  const HostState host(model, opt);
+  for (const auto& [file, w] : FileWriters(model, opt, host, writers)) out.push_back(w.SerializedSize());
   return out;
 }
 
@@ -222,7 +234,8 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
     return snap;
   }
   const std::string dir = "attempt-" + std::to_string(snap.attempt) + "/";
-  for (auto& [file, w] : FileWriters(model, opt, writers)) {
+  const HostState host(model, opt);
+  for (auto& [file, w] : FileWriters(model, opt, host, writers)) {
     // One copy of the state into a buffer of the previous snapshot when there is one.
     std::string image;
     if (spare && !spare->empty()) {
@@ -647,17 +660,20 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, GptModel* mod
     }
     return Status::Ok();
   };
+  HostWrite params(model->backend(), model->params(), model->num_floats());
   for (const ParamInfo& p : model->layout().params()) {
-    float* base = model->params() + p.offset;
+    float* base = params.data() + p.offset;
     ANNEAL_RETURN_IF_ERROR(fill("param." + p.name, p, MakeBoxPart(p.box_offset, p.box_length), base));
     std::fill(base + p.size, base + p.stored_size, 0.0f);  // vocabulary padding
   }
+  params.Commit();
   if (opt) {
     if (!m.at("tensors").contains("opt.m.wte.weight")) {
       return InvalidInput("checkpoint " + ckpt + " holds no optimizer state (weights only)");
     }
     for (const char* which : {"m", "v"}) {
-      std::vector<float>& mom = which[0] == 'm' ? opt->m() : opt->v();
+      DeviceArray& dev = which[0] == 'm' ? opt->m() : opt->v();
+      HostWrite mom(model->backend(), dev.data(), dev.size());
       for (const ParamInfo& p : model->layout().params()) {
         const size_t lo = std::max(opt->begin(), p.offset), hi = std::min(opt->end(), p.offset + p.stored_size);
         if (lo >= hi) continue;
@@ -669,6 +685,7 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, GptModel* mod
           ANNEAL_RETURN_IF_ERROR(fill(std::string("opt.") + which + "." + p.name, p, want, dst));
         }
       }
+      mom.Commit();
     }
   }
   if (state) {

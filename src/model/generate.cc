@@ -14,13 +14,19 @@ TV M(const float* p, int64_t n) { return TV::F32(p, {n}); }
 KvGenerator::KvGenerator(GptModel& model) : m_(model), be_(model.backend()), st_(model.stream()) {
   const GptConfig& c = m_.config();
   const size_t C = c.n_embd;
-  kcache_.assign(static_cast<size_t>(c.n_layer) * c.max_seq_len * C, 0.0f);
-  vcache_.assign(kcache_.size(), 0.0f);
-  for (auto* v : {&x_, &ln_, &q_, &att_, &tmp_}) v->assign(C, 0.0f);
-  fc_.assign(4 * C, 0.0f);
-  fcg_.assign(4 * C, 0.0f);
-  logits_.assign(c.padded_vocab, 0.0f);
-  scores_.assign(c.max_seq_len, 0.0f);
+  auto alloc = [&](DeviceArray& a, size_t n, const char* what, DType t = DType::kF32) {
+    Status s = a.Assign(be_, n, what, t);
+    if (!s.ok() && status_.ok()) status_ = s;
+  };
+  alloc(kcache_, static_cast<size_t>(c.n_layer) * c.max_seq_len * C, "the key cache (L, maxT, C)");
+  alloc(vcache_, kcache_.size(), "the value cache (L, maxT, C)");
+  for (auto* v : {&x_, &ln_, &q_, &att_, &tmp_}) alloc(*v, C, "decode activations (C)");
+  alloc(fc_, 4 * C, "decode activations (4C)");
+  alloc(fcg_, 4 * C, "decode activations (4C)");
+  alloc(logits_, c.padded_vocab, "decode logits (Vp)");
+  alloc(scores_, c.max_seq_len, "decode attention scores");
+  alloc(stats_, 2, "decode LayerNorm statistics");
+  alloc(token_, 1, "decode token", DType::kI32);
 }
 
 const float* KvGenerator::Step(uint32_t token) {
@@ -28,13 +34,14 @@ const float* KvGenerator::Step(uint32_t token) {
   const int C = c.n_embd, H = c.n_head, t = pos_, maxT = c.max_seq_len;
   const TV wte = M(m_.Param("wte.weight"), c.padded_vocab, C);
   const TV x = M(x_.data(), 1, C), ln = M(ln_.data(), 1, C), tmp = M(tmp_.data(), 1, C);
-  const TV mean = M(&mean_, 1), rstd = M(&rstd_, 1);
+  const TV mean = M(stats_.data(), 1), rstd = M(stats_.data() + 1, 1);
   auto P = [&](const std::string& name, int64_t r, int64_t cols = 0) {
     return cols ? M(m_.Param(name), r, cols) : M(m_.Param(name), r);
   };
   // x (1,C) = wte[token] + wpe[t]
-  token_ = static_cast<int32_t>(token);
-  be_.EmbeddingForward(st_, TV::F32(x_.data(), {1, 1, C}), TV::I32(&token_, {1, 1}), wte,
+  const int32_t id = static_cast<int32_t>(token);
+  be_.CopyFromHost(token_.View(), &id, st_);
+  be_.EmbeddingForward(st_, TV::F32(x_.data(), {1, 1, C}), TV::I32(token_.i32(), {1, 1}), wte,
                        M(m_.Param("wpe.weight"), maxT, C).Rows(t, 1));
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
@@ -60,12 +67,18 @@ const float* KvGenerator::Step(uint32_t token) {
   be_.LayerNormForward(st_, ln, mean, rstd, x, P("ln_f.weight", C), P("ln_f.bias", C));
   be_.LinearForward(st_, M(logits_.data(), 1, c.padded_vocab), ln, wte, TV());
   ++pos_;
-  return logits_.data();
+  if (be_.HostAccessible()) return logits_.data();
+  host_logits_.resize(logits_.size());
+  be_.CopyToHost(host_logits_.data(), logits_.View(), st_);
+  be_.Synchronize(st_);
+  return host_logits_.data();
 }
 
 Result<std::vector<uint32_t>> KvGenerator::Generate(const std::vector<uint32_t>& prompt, const SampleOptions& o,
                                                     int64_t stop_token, const std::function<void(uint32_t)>& on_token) {
   const GptConfig& c = m_.config();
+  if (!status_.ok()) return status_;
+  if (!m_.status().ok()) return m_.status();
   if (prompt.empty()) return InvalidInput("the prompt is empty: give at least one token of text");
   if (static_cast<int>(prompt.size()) > c.max_seq_len) {
     return InvalidInput("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the model's max_seq_len " +

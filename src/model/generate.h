@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "model/gpt.h"
+#include "tensor/device_array.h"
 
 namespace anneal {
 
@@ -35,10 +36,11 @@ class KvGenerator {
   Backend& be_;
   Stream st_;
   int pos_ = 0;
-  std::vector<float> kcache_, vcache_;  // (L, maxT, C)
-  std::vector<float> x_, ln_, q_, att_, tmp_, fc_, fcg_, logits_, scores_;
-  float mean_ = 0, rstd_ = 0;
-  int32_t token_ = 0;
+  // In the backend's memory: the cache, one position's activations, its LayerNorm statistics and token.
+  DeviceArray kcache_, vcache_;  // (L, maxT, C)
+  DeviceArray x_, ln_, q_, att_, tmp_, fc_, fcg_, logits_, scores_, stats_, token_;
+  std::vector<float> host_logits_;  // the logits on the host, where the backend's memory is not
+  Status status_;
 };
 
 }  // namespace anneal

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "model/box.h"
+#include "tensor/host_copy.h"
 
 namespace anneal {
 
@@ -37,8 +38,8 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& 
   Hl_ = config.n_head / shard.tp;
   Vl_ = config.padded_vocab / shard.tp;
   v0_ = shard.tp_rank * Vl_;
-  params_.assign(layout_.total_floats(), 0.0f);
-  grads_.assign(layout_.total_floats(), 0.0f);
+  Alloc(params_, layout_.total_floats(), "the parameters");
+  Alloc(grads_, layout_.total_floats(), "the gradients");
   slots_.resize(1);
 }
 
@@ -60,15 +61,16 @@ float* GptModel::Grad(const std::string& name) {
 
 void GptModel::set_grad_sink(GradSink* sink) {
   sink_ = sink;
-  if (sink_) std::vector<float>().swap(grads_);
-  else grads_.assign(layout_.total_floats(), 0.0f);
+  if (sink_) grads_.Reset();
+  else Alloc(grads_, layout_.total_floats(), "the gradients");
 }
 
 void GptModel::InitWeights(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  std::fill(params_.begin(), params_.end(), 0.0f);
+  HostWrite host(be_, params_.data(), params_.size());
+  std::fill(host.data(), host.data() + params_.size(), 0.0f);
   // The whole model's values in canonical order (every rank draws the same stream), each rank
   // keeping its box of each tensor it holds.
   const ParamLayout whole(config_);
@@ -89,21 +91,27 @@ void GptModel::InitWeights(uint64_t seed) {
     }
     if (mine) {
       CopyOverlap(MakeBoxPart(std::vector<int64_t>(cp.shape.size(), 0), cp.shape), buf.data(),
-                  MakeBoxPart(mine->box_offset, mine->box_length), params_.data() + mine->offset);
+                  MakeBoxPart(mine->box_offset, mine->box_length), host.data() + mine->offset);
     }
   }
+  host.Commit();
+}
+
+void GptModel::Alloc(DeviceArray& a, size_t n, const char* what, DType t) {
+  Status st = a.Assign(be_, n, what, t);
+  if (!st.ok() && status_.ok()) status_ = st;
 }
 
 void GptModel::AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu) {
   const size_t C = config_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N, NCl = N * Cl_, NFl = N * Fl_;
   a->n = n;
-  for (auto* v : {&a->ln1, &a->attproj, &a->resid2, &a->ln2, &a->fcproj}) v->assign(n * R * C, 0);
-  for (auto* v : {&a->q, &a->k, &a->v, &a->atty}) v->assign(n * NCl, 0);
-  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) v->assign(n * R, 0);
-  a->lse.assign(n * N * Hl_, 0);
-  a->fch.assign(n * NFl, 0);
-  if (own_gelu) a->fch_gelu.assign(n * NFl, 0);
-  else std::vector<float>().swap(a->fch_gelu);
+  for (auto* v : {&a->ln1, &a->attproj, &a->resid2, &a->ln2, &a->fcproj}) Alloc(*v, n * R * C, "activations (B,T,C)");
+  for (auto* v : {&a->q, &a->k, &a->v, &a->atty}) Alloc(*v, n * NCl, "attention activations (B,T,C/tp)");
+  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) Alloc(*v, n * R, "LayerNorm statistics");
+  Alloc(a->lse, n * N * Hl_, "attention log-sum-exp");
+  Alloc(a->fch, n * NFl, "MLP activations (B,T,4C/tp)");
+  if (own_gelu) Alloc(a->fch_gelu, n * NFl, "GELU activations (B,T,4C/tp)");
+  else a->fch_gelu.Reset();
 }
 
 void GptModel::EnsureSlot(int slot, int B, int T) {
@@ -114,39 +122,41 @@ void GptModel::EnsureSlot(int slot, int B, int T) {
   if (s.B != B || s.T != T) {
     s.B = B;
     s.T = T;
-    s.input.assign(RC, 0);
-    s.resid3.assign(nl_ * RC, 0);
+    Alloc(s.input, RC, "the stage input (B,T,C)");
+    Alloc(s.resid3, nl_ * RC, "the layers' outputs (L,B,T,C)");
+    Alloc(s.tokens, N, "tokens", DType::kI32);
+    Alloc(s.targets, N, "targets", DType::kI32);
     if (recompute_ == Recompute::kFull) s.layers = LayerActs();
     else AllocLayers(&s.layers, nl_, N, recompute_ == Recompute::kNone);
     if (shard_.last(config_)) {
-      s.lnf.assign(RC, 0);
-      s.lnf_mean.assign(R, 0);
-      s.lnf_rstd.assign(R, 0);
-      s.logits.assign(N * Vl_, 0);
-      s.losses.assign(N, 0);
+      Alloc(s.lnf, RC, "ln_f output (B,T,C)");
+      Alloc(s.lnf_mean, R, "ln_f statistics");
+      Alloc(s.lnf_rstd, R, "ln_f statistics");
+      Alloc(s.logits, N * Vl_, "the logits (B,T,Vp/tp)");
+      Alloc(s.losses, N, "the losses (B,T)");
     }
   }
   // Buffers shared by the slots: sized for the latest shape.
   if (scratch_.N != N) {
     Scratch& d = scratch_;
     d.N = N;
-    d.dresidual.assign(RC, 0);
-    d.dln.assign(NC, 0);
+    Alloc(d.dresidual, RC, "gradient scratch (B,T,C)");
+    Alloc(d.dln, NC, "gradient scratch (B,T,C)");
     if (shard_.seq_parallel()) {
-      d.gather.assign(NC, 0);
-      d.dln_rows.assign(RC, 0);
-      d.dln_params.assign(2 * C, 0);
+      Alloc(d.gather, NC, "sequence-parallel gather (B,T,C)");
+      Alloc(d.dln_rows, RC, "sequence-parallel rows");
+      Alloc(d.dln_params, 2 * C, "sequence-parallel LayerNorm gradients");
     }
-    for (auto* v : {&d.dq, &d.dk, &d.dv, &d.datty}) v->assign(N * Cl_, 0);
-    for (auto* v : {&d.dfch, &d.dfch_gelu}) v->assign(N * Fl_, 0);
+    for (auto* v : {&d.dq, &d.dk, &d.dv, &d.datty}) Alloc(*v, N * Cl_, "attention gradient scratch");
+    for (auto* v : {&d.dfch, &d.dfch_gelu}) Alloc(*v, N * Fl_, "MLP gradient scratch");
     if (tp_ && shard_.last(config_)) {
-      d.stats.assign(2 * N, 0);
-      d.gathered.assign(2 * N * shard_.tp, 0);
+      Alloc(d.stats, 2 * N, "vocabulary-parallel loss statistics", DType::kF64);
+      Alloc(d.gathered, 2 * N * shard_.tp, "vocabulary-parallel loss statistics", DType::kF64);
     }
     if (recompute_ == Recompute::kFull) AllocLayers(&shared_, 1, N, true);
     else shared_ = LayerActs();
-    if (recompute_ == Recompute::kSelective) gelu_shared_.assign(N * Fl_, 0);
-    else std::vector<float>().swap(gelu_shared_);
+    if (recompute_ == Recompute::kSelective) Alloc(gelu_shared_, N * Fl_, "the shared GELU buffer");
+    else gelu_shared_.Reset();
   }
 }
 
@@ -229,27 +239,28 @@ double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, i
 double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* targets, int B, int T,
                               float grad_scale) {
   EnsureSlot(slot, B, T);
+  if (!status_.ok()) return 0;  // an allocation failed: the caller reports status()
   Slot& s = slots_[slot];
   const int C = config_.n_embd, V = config_.vocab_size;
   const int N = B * T;
   const bool sp = shard_.seq_parallel();
   const int R = sp ? N / shard_.tp : N, row0 = sp ? shard_.tp_rank * R : 0;
   if (shard_.first()) {
-    s.tokens.assign(tokens, tokens + N);
+    be_.CopyFromHost(s.tokens.View(), tokens, st_);
     const TV wte = M(Param("wte.weight"), Vl_, C), wpe = M(Param("wpe.weight"), config_.max_seq_len, C);
     if (!tp_) {
-      be_.EmbeddingForward(st_, M3(s.input.data(), B, T, C), Ids(tokens, B, T), wte, wpe);  // (B,T,C)
+      be_.EmbeddingForward(st_, M3(s.input.data(), B, T, C), Ids(s.tokens.i32(), B, T), wte, wpe);  // (B,T,C)
     } else {
       // Vocabulary-parallel embedding: the rank holding a token's row contributes it, the others 0.
       float* rows = sp ? scratch_.dln.data() : s.input.data();  // (N,C): this slice's rows, 0 elsewhere
-      be_.VocabEmbeddingForward(st_, M(rows, N, C), Ids(tokens, N), wte, v0_);
+      be_.VocabEmbeddingForward(st_, M(rows, N, C), Ids(s.tokens.i32(), N), wte, v0_);
       ReduceRows(rows, s.input.data(), N);
       be_.AddPositions(st_, M(s.input.data(), R, C), wpe, row0, T);
     }
   }
   for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
   if (!shard_.last(config_)) return 0;
-  s.targets.assign(targets, targets + N);
+  be_.CopyFromHost(s.targets.View(), targets, st_);
   const float* last = StageOutput(slot);
   be_.LayerNormForward(st_, M(s.lnf.data(), R, C), M(s.lnf_mean.data(), R), M(s.lnf_rstd.data(), R), M(last, R, C),
                        M(Param("ln_f.weight"), C), M(Param("ln_f.bias"), C));
@@ -258,7 +269,7 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
                     M(Param("wte.weight"), Vl_, C), TV());
   // losses (B,T); with grad_scale the logits become their gradient in place
   const double total = tp_ ? VocabParallelLoss(s, grad_scale)
-                           : be_.CrossEntropy(st_, M(s.logits.data(), N, Vl_), M(s.losses.data(), N), Ids(targets, N), V,
+                           : be_.CrossEntropy(st_, M(s.logits.data(), N, Vl_), M(s.losses.data(), N), Ids(s.targets.i32(), N), V,
                                               grad_scale);
   s.have_grad_logits = grad_scale != 0.0f;
   return total / N;
@@ -300,13 +311,13 @@ double GptModel::VocabParallelLoss(Slot& s, float dscale) {
   const int N = s.B * s.T, V = config_.vocab_size, tp = shard_.tp;
   const int nreal = std::clamp(V - v0_, 0, Vl_);  // columns of this slice that are real tokens
   Scratch& d = scratch_;
-  const TV logits = M(s.logits.data(), N, Vl_), targets = Ids(s.targets.data(), N);
+  const TV logits = M(s.logits.data(), N, Vl_), targets = Ids(s.targets.i32(), N);
   // This slice's log-sum-exp and target logit per row (0 when another slice holds the target).
-  be_.VocabLossStats(st_, TV::F64(d.stats.data(), {N, 2}), logits, targets, v0_, nreal);
-  tp_->AllGather(d.stats.data(), 2 * N, d.gathered.data());
+  be_.VocabLossStats(st_, TV::F64(d.stats.f64(), {N, 2}), logits, targets, v0_, nreal);
+  tp_->AllGather(d.stats.f64(), 2 * N, d.gathered.f64());
   // Every rank combines the slices in rank order: the same loss, bit for bit.
-  return be_.VocabLossCombine(st_, logits, M(s.losses.data(), N), TV::F64(d.stats.data(), {N, 2}),
-                              TV::F64(d.gathered.data(), {tp, N, 2}), targets, v0_, nreal, dscale);
+  return be_.VocabLossCombine(st_, logits, M(s.losses.data(), N), TV::F64(d.stats.f64(), {N, 2}),
+                              TV::F64(d.gathered.f64(), {tp, N, 2}), targets, v0_, nreal, dscale);
 }
 
 size_t GptModel::ActivationFloatsAllocated() const {
@@ -342,6 +353,7 @@ void GptModel::Backward() {
 }
 
 void GptModel::BackwardStage(int slot, const float* dout) {
+  if (!status_.ok()) return;
   Slot& s = slots_.at(slot);
   const bool last = shard_.last(config_);
   if (last && !s.have_grad_logits) std::abort();  // ForwardStage(..., grad_scale != 0) must come first
@@ -355,7 +367,7 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   Scratch& d = scratch_;
   // The input gradient of a column-parallel layer (N,C), summed over the group into this rank's rows.
   float* dln_rows = sp ? d.dln_rows.data() : d.dln.data();
-  auto zero = [&](std::vector<float>& v) { be_.Zero(st_, M(v.data(), static_cast<int64_t>(v.size()))); };
+  auto zero = [&](const DeviceArray& v) { be_.Zero(st_, M(v.data(), static_cast<int64_t>(v.size()))); };
   // Where local layer i's parameters start (i == nl_: ln_f, or the end), for the grad-ready hook.
   auto layer_start = [&](int i) {
     if (i < nl_) return layout_.Find("h." + std::to_string(shard_.layer_begin + i) + ".ln_1.weight")->offset;
@@ -445,11 +457,11 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   if (shard_.first()) {
     const TV dwte = M(Grad("wte.weight"), Vl_, C), dwpe = M(Grad("wpe.weight"), config_.max_seq_len, C);
     if (!tp_) {
-      be_.EmbeddingBackward(st_, dwte, dwpe, M3(d.dresidual.data(), B, T, C), Ids(s.tokens.data(), B, T));
+      be_.EmbeddingBackward(st_, dwte, dwpe, M3(d.dresidual.data(), B, T, C), Ids(s.tokens.i32(), B, T));
     } else {
       // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
       const float* dall = sp ? GatherRows(d.dresidual.data(), N) : d.dresidual.data();  // every row
-      be_.VocabEmbeddingBackward(st_, dwte, dwpe, M(dall, N, C), Ids(s.tokens.data(), N), v0_, T);
+      be_.VocabEmbeddingBackward(st_, dwte, dwpe, M(dall, N, C), Ids(s.tokens.i32(), N), v0_, T);
     }
   }
   ready(0, layer_start(0));

@@ -10,9 +10,13 @@
 // model, tp = 1: no call at all. Pipeline stages exchange activations outside the model, through
 // StageInput / StageOutput / InputGrad.
 //
-// Memory: parameters and gradients are each one flat fp32 buffer in ParamLayout order; activations
-// live in slots, one per micro-batch in flight (a pipeline schedule keeps several), each allocated
-// on its first use with a (B, T) shape. Not thread-safe (the kernels use threads inside).
+// Memory: all of it comes from the backend's allocator (DeviceArray). Parameters and gradients are
+// each one flat fp32 buffer in ParamLayout order; activations live in slots, one per micro-batch in
+// flight (a pipeline schedule keeps several), each allocated on its first use with a (B, T) shape.
+// Pointers the model hands out (params(), Param(), logits(), StageOutput(), ...) point into the
+// backend's memory: the host reads them directly only when backend().HostAccessible(), else through
+// tensor/host_copy.h. An allocation that fails is kept in status() (the first one) and makes every
+// later pass a no-op; callers check status() after a step. Not thread-safe (the ops use threads inside).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +25,7 @@
 
 #include "model/config.h"
 #include "tensor/backend.h"
+#include "tensor/device_array.h"
 
 namespace anneal {
 
@@ -65,6 +70,8 @@ class GptModel {
   const ParamLayout& layout() const { return layout_; }
   Backend& backend() const { return be_; }
   const Stream& stream() const { return st_; }
+  // Ok, or the first allocation that failed (naming the tensor and what to do).
+  const Status& status() const { return status_; }
   float* params() { return params_.data(); }
   const float* params() const { return params_.data(); }
   float* grads() { return grads_.data(); }
@@ -135,24 +142,24 @@ class GptModel {
   // under full recomputation).
   struct LayerActs {
     size_t n = 0;
-    std::vector<float> ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean, ln2_rstd, fch,
+    DeviceArray ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean, ln2_rstd, fch,
         fch_gelu, fcproj;
   };
   // One micro-batch in flight.
   struct Slot {
     int B = 0, T = 0;
-    std::vector<float> input;   // (B,T,C): the embeddings (first stage) or the previous stage's output
-    std::vector<float> resid3;  // (nl,B,T,C): every local layer's output
-    LayerActs layers;           // empty under full recomputation (shared_ instead)
-    std::vector<float> lnf, lnf_mean, lnf_rstd, logits, losses;  // last stage
-    std::vector<int32_t> tokens, targets;
+    DeviceArray input;   // (B,T,C): the embeddings (first stage) or the previous stage's output
+    DeviceArray resid3;  // (nl,B,T,C): every local layer's output
+    LayerActs layers;    // empty under full recomputation (shared_ instead)
+    DeviceArray lnf, lnf_mean, lnf_rstd, logits, losses;  // last stage
+    DeviceArray tokens, targets;  // (B,T) i32
     bool have_grad_logits = false;
   };
   struct Scratch {
     size_t N = 0;
-    std::vector<float> dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
-    std::vector<float> gather, dln_rows, dln_params;  // sequence parallelism
-    std::vector<double> stats, gathered;  // vocabulary-parallel loss
+    DeviceArray dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
+    DeviceArray gather, dln_rows, dln_params;  // sequence parallelism
+    DeviceArray stats, gathered;               // f64: the vocabulary-parallel loss
   };
   void EnsureSlot(int slot, int B, int T);
   void AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu);
@@ -162,7 +169,9 @@ class GptModel {
   // The buffers holding slot's layer i activations (kept or recomputed) and their index.
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.
-  static float* L(std::vector<float>& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
+  static float* L(const DeviceArray& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
+  // a <- n zeroed elements; the first failure is kept in status_.
+  void Alloc(DeviceArray& a, size_t n, const char* what, DType t = DType::kF32);
   // The loss over the vocabulary slices of the tensor-parallel group (tp > 1); as the kernel's
   // crossentropy_forward_backward otherwise.
   double VocabParallelLoss(Slot& s, float dscale);
@@ -190,11 +199,12 @@ class GptModel {
   ParamLayout layout_;
   Backend& be_;
   Stream st_;
-  std::vector<float> params_, grads_;
+  DeviceArray params_, grads_;
   std::vector<Slot> slots_;
   LayerActs shared_;  // full recomputation: one layer's buffers for every slot
-  std::vector<float> gelu_shared_;  // selective recomputation: one GELU buffer
+  DeviceArray gelu_shared_;  // selective recomputation: one GELU buffer
   Scratch scratch_;
+  Status status_;
   Recompute recompute_ = Recompute::kNone;
   std::function<void(size_t, size_t)> grad_ready_;
   GradSink* sink_ = nullptr;

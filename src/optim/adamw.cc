@@ -21,9 +21,10 @@ AdamW::AdamW(const ParamLayout& layout, Backend& backend, AdamWOptions o, size_t
       be_(backend),
       o_(o),
       begin_(std::min(begin, layout.total_floats())),
-      end_(std::max(begin_, std::min(end, layout.total_floats()))),
-      m_(end_ - begin_, 0.0f),
-      v_(end_ - begin_, 0.0f) {}
+      end_(std::max(begin_, std::min(end, layout.total_floats()))) {
+  status_ = m_.Assign(be_, end_ - begin_, "the Adam first moments");
+  if (status_.ok()) status_ = v_.Assign(be_, end_ - begin_, "the Adam second moments");
+}
 
 StepStats AdamW::StepWithNorm(float* params, float* grads, int step, double grad_norm) {
   StepStats s;

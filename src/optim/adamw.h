@@ -11,6 +11,7 @@
 
 #include "model/config.h"
 #include "tensor/backend.h"
+#include "tensor/device_array.h"
 
 namespace anneal {
 
@@ -51,10 +52,13 @@ class AdamW {
   }
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
-  std::vector<float>& m() { return m_; }
-  std::vector<float>& v() { return v_; }
-  const std::vector<float>& m() const { return m_; }
-  const std::vector<float>& v() const { return v_; }
+  // The moments of the shard, in the backend's memory (tensor/host_copy.h reads them on the host).
+  DeviceArray& m() { return m_; }
+  DeviceArray& v() { return v_; }
+  const DeviceArray& m() const { return m_; }
+  const DeviceArray& v() const { return v_; }
+  // Ok, or the allocation of the moments that failed.
+  const Status& status() const { return status_; }
   int updates() const { return updates_; }
   void set_updates(int t) { updates_ = t; }
   const AdamWOptions& options() const { return o_; }
@@ -64,7 +68,8 @@ class AdamW {
   Backend& be_;
   AdamWOptions o_;
   size_t begin_, end_;
-  std::vector<float> m_, v_;
+  DeviceArray m_, v_;
+  Status status_;
   int updates_ = 0;
 };
 

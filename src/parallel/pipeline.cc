@@ -111,7 +111,8 @@ Result<double> PipelineEngine::Step(
       if (!first) {
         const int b = a.micro % 2;
         ANNEAL_RETURN_IF_ERROR(WaitTimed(grad_send_work_[b]));
-        std::memcpy(grad_send_[b].data(), model_->InputGrad(), bytes);
+        const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+        model_->backend().Copy(model_->stream(), TV::F32(grad_send_[b].data(), {n}), TV::F32(model_->InputGrad(), {n}));
         grad_send_work_[b] = bwd_->StartSend(grad_send_[b].data(), bytes, s - 1);
       }
       owner[slot] = -1;

@@ -71,6 +71,11 @@ class Backend {
   virtual const std::string& name() const = 0;
   virtual Device device() const = 0;
   virtual bool Supports(Op op, DType t) const = 0;
+  // Whether the host may read and write this backend's memory directly (the host backends). Code that
+  // needs values on the host (checkpoints, hashes, sampling) uses the pointer itself when true and a
+  // staged copy through CopyToHost / CopyFromHost otherwise (a GPU, or a test backend that seals its
+  // memory outside its ops).
+  virtual bool HostAccessible() const { return device().is_cpu(); }
 
   // ---- memory, copies, streams ----
   virtual Allocator& allocator() = 0;

@@ -25,6 +25,7 @@
 #include "optim/adamw.h"
 #include "parallel/pipeline.h"
 #include "storage/channel.h"
+#include "tensor/host_copy.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
 
@@ -93,9 +94,11 @@ void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<in
 // XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
 std::string StateHash(const GptModel& m, AdamW& opt) {
   Xxh64Stream h;
-  h.Update(std::string_view(reinterpret_cast<const char*>(m.params()), m.num_floats() * sizeof(float)));
-  h.Update(std::string_view(reinterpret_cast<const char*>(opt.m().data()), opt.m().size() * sizeof(float)));
-  h.Update(std::string_view(reinterpret_cast<const char*>(opt.v().data()), opt.v().size() * sizeof(float)));
+  const HostRead params(m.backend(), m.params(), m.num_floats());
+  const HostRead mm(m.backend(), opt.m().data(), opt.m().size()), vv(m.backend(), opt.v().data(), opt.v().size());
+  h.Update(std::string_view(reinterpret_cast<const char*>(params.data()), m.num_floats() * sizeof(float)));
+  h.Update(std::string_view(reinterpret_cast<const char*>(mm.data()), opt.m().size() * sizeof(float)));
+  h.Update(std::string_view(reinterpret_cast<const char*>(vv.data()), opt.v().size() * sizeof(float)));
   return HexU64(h.Digest());
 }
 
@@ -266,6 +269,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     }
   }
   AdamW opt(model.layout(), *be, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
+  ANNEAL_RETURN_IF_ERROR(opt.status());
   PipelineEngine::Options po;
   po.schedule = c.schedule;
   po.stage = pg.pp_rank();
@@ -381,6 +385,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       if (i % dp != pg.dp_rank()) continue;  // batch i is evaluated by dp rank i mod dp
       SplitBatch(batch, B, T, &in, &tgt);
       auto l = engine.Evaluate(in.data(), tgt.data());
+      if (!model.status().ok()) return std::nan("");  // the next step reports it
       if (!l.ok()) return std::nan("");
       if (loss_owner) sum += *l;
     }
@@ -489,6 +494,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     const double t0 = MonotonicSeconds();
     model.ZeroGrad();
     ANNEAL_ASSIGN_OR_RETURN(double loss, engine.Step(next_batch, before_backward, after_backward));
+    ANNEAL_RETURN_IF_ERROR(model.status());  // an activation that did not fit (named, with what to do)
     ANNEAL_RETURN_IF_ERROR(train->status());  // a remote shard read that failed (fastfile)
     if (tp_group) ANNEAL_RETURN_IF_ERROR(tp_group->status());
     if (st.step > 0) {
