@@ -13,6 +13,12 @@
 // backend, Gloo, has no asynchronous API), so it overlaps the caller's compute. Buffers must stay
 // valid and untouched until Wait() returns.
 //
+// Device buffers: the runtime calls the forms that take TensorViews of the communicator's device()
+// memory and the Event of the compute stream that wrote them; the work waits for that event before
+// it reads (WaitFor: a GPU communicator's stream waits on it; on the host an op is complete when it
+// returns, so there is nothing to wait for and these forms are exactly the pointer forms).
+// ConnectCommunicator picks the implementation by device.
+//
 // Failure: an operation that does not complete within the timeout, or whose peer's connection
 // breaks, fails with a PeerError (exit 3) naming the group, the operation and the ranks that were
 // lost — found from the heartbeats each rank keeps in the rendezvous store (a frozen or dead rank's
@@ -29,6 +35,8 @@
 
 #include "core/status.h"
 #include "dist/store.h"
+#include "tensor/stream.h"
+#include "tensor/view.h"
 
 namespace anneal {
 
@@ -67,6 +75,21 @@ class Communicator {
   virtual std::unique_ptr<Work> StartRecv(void* x, size_t bytes, int peer) = 0;
   virtual std::unique_ptr<Work> StartBarrier() = 0;
 
+  // ---- views of device memory ----
+  // Where this communicator's buffers live (Gloo and shared memory: the host; NCCL: its GPU).
+  virtual Device device() const { return Device::Cpu(); }
+  // Work started after this call waits for `ready` (see the header comment).
+  virtual void WaitFor(const Event& ready) { (void)ready; }
+  // x: f32 or f64. A view on another device than device(), or of another dtype, fails the work.
+  std::unique_ptr<Work> StartAllReduceSum(const TensorView& x, const Event& ready);
+  std::unique_ptr<Work> StartReduceScatterSum(const TensorView& x, const std::vector<size_t>& counts,
+                                              const TensorView& y, const Event& ready);
+  std::unique_ptr<Work> StartAllGatherV(const TensorView& x, const std::vector<size_t>& counts, const Event& ready);
+  // out (size() x in) <- every rank's in, in rank order (any dtype).
+  std::unique_ptr<Work> StartAllGather(const TensorView& in, const TensorView& out, const Event& ready);
+  std::unique_ptr<Work> StartSend(const TensorView& x, int peer, const Event& ready);
+  std::unique_ptr<Work> StartRecv(const TensorView& x, int peer);
+
   // Blocking forms (a backend may run them without the queue when nothing else is pending).
   virtual Status AllReduceSum(float* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
   virtual Status AllReduceSum(double* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }
@@ -91,6 +114,13 @@ Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOption
 Result<std::unique_ptr<Communicator>> ConnectNccl(Store* store, const CommOptions& options, int device);
 // Whether this build has NCCL and this machine a CUDA device.
 bool NcclAvailable();
+
+// The communicator for buffers on device `d`: Gloo (with shared memory within a host) for the host,
+// NCCL for a GPU.
+Result<std::unique_ptr<Communicator>> ConnectCommunicator(const Device& d, Store* store, const CommOptions& options);
+
+// A Work that has already failed with `s` (a bad argument, a broken group).
+std::unique_ptr<Work> FailedWork(Status s);
 
 // The same group with one rank: every operation is a local copy (single-process runs).
 std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group);

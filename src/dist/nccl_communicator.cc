@@ -106,6 +106,11 @@ class NcclCommunicator : public Communicator {
   int rank() const override { return GroupRankOf(o_); }
   int size() const override { return static_cast<int>(o_.members.size()); }
   const std::string& group() const override { return o_.group; }
+  Device device() const override { return Device::Cuda(device_); }
+  // The compute stream's event (a cudaEvent_t) orders this communicator's stream after it.
+  void WaitFor(const Event& ready) override {
+    if (ready.handle) cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(ready.handle), 0);
+  }
 
   std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) override {
     return Launch("allreduce of " + std::to_string(n) + " floats",

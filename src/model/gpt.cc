@@ -12,14 +12,6 @@
 
 namespace anneal {
 
-namespace {
-// Views of the model's host buffers: a matrix (r, c), a vector (n), a (B, T, C) tensor, token ids.
-TV M(const float* p, int64_t r, int64_t c) { return TV::F32(p, {r, c}); }
-TV M(const float* p, int64_t n) { return TV::F32(p, {n}); }
-TV M3(const float* p, int64_t B, int64_t T, int64_t C) { return TV::F32(p, {B, T, C}); }
-TV Ids(const int32_t* p, int64_t n) { return TV::I32(p, {n}); }
-TV Ids(const int32_t* p, int64_t B, int64_t T) { return TV::I32(p, {B, T}); }
-}  // namespace
 
 GptModel::GptModel(const GptConfig& config, Backend& backend)
     : GptModel(config, backend, ModelShard::Whole(), nullptr) {}
@@ -279,13 +271,13 @@ const float* GptModel::GatherRows(const float* x, size_t N) {
   const size_t C = config_.n_embd, R = N / shard_.tp;
   float* g = scratch_.gather.data();
   be_.Copy(st_, M(g + shard_.tp_rank * R * C, R, C), M(x, R, C));
-  tp_->AllGatherInPlace(g, N * C);
+  tp_->AllGatherInPlace(M(g, N * C), be_.RecordEvent(st_));
   return g;
 }
 
 void GptModel::ReduceRows(float* part, float* out, size_t N) {
   const size_t C = config_.n_embd;
-  if (shard_.seq_parallel()) tp_->ReduceScatterSum(part, N * C, out);
+  if (shard_.seq_parallel()) tp_->ReduceScatterSum(M(part, N * C), M(out, N * C / shard_.tp), be_.RecordEvent(st_));
   else TpSum(part, N * C);  // in place: part is out
 }
 
@@ -302,7 +294,7 @@ void GptModel::LnBackward(float* dinp, const std::string& w, const std::string& 
   be_.Zero(st_, M(t, 2 * C));
   be_.LayerNormBackward(st_, M(dinp, rows, C), M(t, C), M(t + C, C), M(dout, rows, C), M(inp, rows, C), M(Param(w), C),
                         M(mean, rows), M(rstd, rows));
-  tp_->AllReduceSum(t, 2 * C);
+  tp_->AllReduceSum(M(t, 2 * C), be_.RecordEvent(st_));
   be_.Accumulate(st_, M(Grad(w), C), M(t, C));
   be_.Accumulate(st_, M(Grad(b), C), M(t + C, C));
 }
@@ -314,7 +306,7 @@ double GptModel::VocabParallelLoss(Slot& s, float dscale) {
   const TV logits = M(s.logits.data(), N, Vl_), targets = Ids(s.targets.i32(), N);
   // This slice's log-sum-exp and target logit per row (0 when another slice holds the target).
   be_.VocabLossStats(st_, TV::F64(d.stats.f64(), {N, 2}), logits, targets, v0_, nreal);
-  tp_->AllGather(d.stats.f64(), 2 * N, d.gathered.f64());
+  tp_->AllGather(TV::F64(d.stats.f64(), {N, 2}), TV::F64(d.gathered.f64(), {tp, N, 2}), be_.RecordEvent(st_));
   // Every rank combines the slices in rank order: the same loss, bit for bit.
   return be_.VocabLossCombine(st_, logits, M(s.losses.data(), N), TV::F64(d.stats.f64(), {N, 2}),
                               TV::F64(d.gathered.f64(), {tp, N, 2}), targets, v0_, nreal, dscale);

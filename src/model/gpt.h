@@ -47,15 +47,18 @@ class GradSink {
 class TensorParallelGroup {
  public:
   virtual ~TensorParallelGroup() = default;
+  // Buffers are views of the model's backend memory; `ready` is the event of the compute stream after
+  // the op that wrote them (the collective waits for it; on the host it is empty: already done).
+  // When a call returns its output may be read by the next op on the compute stream.
   // x (n) <- the sum over the group; the same bits on every rank.
-  virtual void AllReduceSum(float* x, size_t n) = 0;
-  // out (size * n) <- every rank's in (n), in rank order.
-  virtual void AllGather(const double* in, size_t n, double* out) = 0;
+  virtual void AllReduceSum(const TensorView& x, const Event& ready) = 0;
+  // out (size, n) f64 <- every rank's in (n) f64, in rank order.
+  virtual void AllGather(const TensorView& in, const TensorView& out, const Event& ready) = 0;
   // Sequence parallelism, n divisible by size: y (n / size) <- this rank's piece (pieces in rank
   // order) of the sum over the group of x (n).
-  virtual void ReduceScatterSum(const float* x, size_t n, float* y) = 0;
+  virtual void ReduceScatterSum(const TensorView& x, const TensorView& y, const Event& ready) = 0;
   // x (n): this rank's piece (n / size floats at rank * n / size) given, every other piece filled in.
-  virtual void AllGatherInPlace(float* x, size_t n) = 0;
+  virtual void AllGatherInPlace(const TensorView& x, const Event& ready) = 0;
 };
 
 class GptModel {
@@ -170,13 +173,22 @@ class GptModel {
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.
   static float* L(const DeviceArray& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
+  // Views of the model's buffers on its backend's device: a matrix (r, c), a vector (n), a (B, T, C)
+  // tensor, token ids.
+  TensorView M(const float* p, int64_t r, int64_t c) const { return TensorView::F32(p, {r, c}, be_.device()); }
+  TensorView M(const float* p, int64_t n) const { return TensorView::F32(p, {n}, be_.device()); }
+  TensorView M3(const float* p, int64_t B, int64_t T, int64_t C) const {
+    return TensorView::F32(p, {B, T, C}, be_.device());
+  }
+  TensorView Ids(const int32_t* p, int64_t n) const { return TensorView::I32(p, {n}, be_.device()); }
+  TensorView Ids(const int32_t* p, int64_t B, int64_t T) const { return TensorView::I32(p, {B, T}, be_.device()); }
   // a <- n zeroed elements; the first failure is kept in status_.
   void Alloc(DeviceArray& a, size_t n, const char* what, DType t = DType::kF32);
   // The loss over the vocabulary slices of the tensor-parallel group (tp > 1); as the kernel's
   // crossentropy_forward_backward otherwise.
   double VocabParallelLoss(Slot& s, float dscale);
   void TpSum(float* x, size_t n) {
-    if (tp_) tp_->AllReduceSum(x, n);
+    if (tp_) tp_->AllReduceSum(TensorView::F32(x, {static_cast<int64_t>(n)}, be_.device()), be_.RecordEvent(st_));
   }
   // out (R,C) = inp (N,K) @ W^T + b for the row-parallel projection `prefix` (attn.proj., mlp.proj.):
   // one product on the whole model; with tp the partial sums reduced over the group, then the bias.

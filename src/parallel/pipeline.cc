@@ -45,10 +45,15 @@ PipelineEngine::PipelineEngine(GptModel* model, Communicator* fwd, Communicator*
   model_->set_slots(slots_);
   send_out_.resize(slots_);
   const size_t NC = model->StageFloats(o.B, o.T);
+  Backend& be = model->backend();
   if (o.stage > 0) {
-    for (auto& b : grad_send_) b.assign(NC, 0.0f);
+    for (auto& b : grad_send_) {
+      if (status_.ok()) status_ = b.Assign(be, NC, "the pipeline's input-gradient send buffers");
+    }
   }
-  if (o.stage < o.stages - 1) grad_recv_[0].assign(NC, 0.0f);
+  if (o.stage < o.stages - 1 && status_.ok()) {
+    status_ = grad_recv_[0].Assign(be, NC, "the pipeline's output-gradient receive buffer");
+  }
 }
 
 PipelineEngine::~PipelineEngine() = default;
@@ -66,11 +71,12 @@ Result<double> PipelineEngine::Step(
     const std::function<void(int micro, std::vector<int32_t>* in, std::vector<int32_t>* tgt)>& next_batch,
     const std::function<void(int micro, bool last)>& before_backward,
     const std::function<Status(int micro, bool last)>& after_backward) {
+  ANNEAL_RETURN_IF_ERROR(status_);
   const double t0 = MonotonicSeconds();
   idle_s_ = 0;
   const int m = o_.micro_batches, s = o_.stage, B = o_.B, T = o_.T;
   const bool first = s == 0, last = s == o_.stages - 1;
-  const size_t bytes = model_->StageFloats(B, T) * sizeof(float);
+  const size_t nf = model_->StageFloats(B, T);
   std::vector<int> owner(slots_, -1);  // the micro-batch whose activations a slot holds
   std::vector<std::unique_ptr<Work>> recv_in(slots_);
   std::unique_ptr<Work> recv_grad;
@@ -83,11 +89,11 @@ Result<double> PipelineEngine::Step(
   auto post = [&] {
     while (!first && next_in < m && next_in <= fdone && owner[next_in % slots_] < 0 && !recv_in[next_in % slots_]) {
       const int slot = next_in % slots_;
-      recv_in[slot] = fwd_->StartRecv(model_->StageInput(slot, B, T), bytes, s - 1);
+      recv_in[slot] = fwd_->StartRecv(StageView(model_->StageInput(slot, B, T), nf), s - 1);
       ++next_in;
     }
     if (!last && next_grad < m && next_grad <= bdone && !recv_grad) {
-      recv_grad = bwd_->StartRecv(grad_recv_[0].data(), bytes, s + 1);
+      recv_grad = bwd_->StartRecv(grad_recv_[0].View(), s + 1);
       ++next_grad;
     }
   };
@@ -101,7 +107,7 @@ Result<double> PipelineEngine::Step(
       owner[slot] = a.micro;
       const double l = model_->ForwardStage(slot, in.data(), tgt.data(), B, T, o_.grad_scale);
       if (last) loss += l;
-      else send_out_[slot] = fwd_->StartSend(model_->StageOutput(slot), bytes, s + 1);
+      else send_out_[slot] = fwd_->StartSend(StageView(model_->StageOutput(slot), nf), s + 1, Ready());
       ++fdone;
     } else {
       if (!last) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_grad));
@@ -111,9 +117,8 @@ Result<double> PipelineEngine::Step(
       if (!first) {
         const int b = a.micro % 2;
         ANNEAL_RETURN_IF_ERROR(WaitTimed(grad_send_work_[b]));
-        const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-        model_->backend().Copy(model_->stream(), TV::F32(grad_send_[b].data(), {n}), TV::F32(model_->InputGrad(), {n}));
-        grad_send_work_[b] = bwd_->StartSend(grad_send_[b].data(), bytes, s - 1);
+        model_->backend().Copy(model_->stream(), grad_send_[b].View(), StageView(model_->InputGrad(), nf));
+        grad_send_work_[b] = bwd_->StartSend(grad_send_[b].View(), s - 1, Ready());
       }
       owner[slot] = -1;
       ++bdone;
@@ -128,10 +133,12 @@ Result<double> PipelineEngine::Step(
 
 Result<double> PipelineEngine::Evaluate(const int32_t* in, const int32_t* tgt) {
   const int s = o_.stage, B = o_.B, T = o_.T;
-  const size_t bytes = model_->StageFloats(B, T) * sizeof(float);
-  if (s > 0) ANNEAL_RETURN_IF_ERROR(fwd_->StartRecv(model_->StageInput(0, B, T), bytes, s - 1)->Wait());
+  const size_t nf = model_->StageFloats(B, T);
+  if (s > 0) ANNEAL_RETURN_IF_ERROR(fwd_->StartRecv(StageView(model_->StageInput(0, B, T), nf), s - 1)->Wait());
   const double loss = model_->ForwardStage(0, in, tgt, B, T, 0.0f);
-  if (s < o_.stages - 1) ANNEAL_RETURN_IF_ERROR(fwd_->StartSend(model_->StageOutput(0), bytes, s + 1)->Wait());
+  if (s < o_.stages - 1) {
+    ANNEAL_RETURN_IF_ERROR(fwd_->StartSend(StageView(model_->StageOutput(0), nf), s + 1, Ready())->Wait());
+  }
   return s == o_.stages - 1 ? loss : 0.0;
 }
 

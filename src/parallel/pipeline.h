@@ -73,13 +73,20 @@ class PipelineEngine {
 
  private:
   Status WaitTimed(std::unique_ptr<Work>& w);
+  // A view of `n` floats of a stage buffer on the model's device; the compute stream's latest event.
+  TensorView StageView(const float* p, size_t n) const {
+    return TensorView::F32(p, {static_cast<int64_t>(n)}, model_->backend().device());
+  }
+  Event Ready() const { return model_->backend().RecordEvent(model_->stream()); }
   GptModel* model_;
   Communicator *fwd_, *bwd_;
   Options o_;
   int slots_ = 1;
   std::vector<PipeAction> actions_;
   std::vector<std::unique_ptr<Work>> send_out_;  // per slot: the send of its output
-  std::vector<float> grad_send_[2], grad_recv_[2];
+  // The stage's gradient buffers, in the model's backend memory.
+  DeviceArray grad_send_[2], grad_recv_[2];
+  Status status_;  // an allocation of those that failed
   std::unique_ptr<Work> grad_send_work_[2];
   double step_s_ = 0, idle_s_ = 0;
 };

@@ -2,31 +2,31 @@
 
 namespace anneal {
 
-void CommTensorParallelGroup::AllReduceSum(float* x, size_t n) {
+void CommTensorParallelGroup::AllReduceSum(const TensorView& x, const Event& ready) {
   if (!status_.ok()) return;
   const double t = comm_->size();
-  bytes_ += 2.0 * (t - 1) / t * n * sizeof(float);
-  status_ = comm_->AllReduceSum(x, n);
+  bytes_ += 2.0 * (t - 1) / t * x.bytes();
+  status_ = comm_->StartAllReduceSum(x, ready)->Wait();
 }
 
-void CommTensorParallelGroup::AllGather(const double* in, size_t n, double* out) {
+void CommTensorParallelGroup::AllGather(const TensorView& in, const TensorView& out, const Event& ready) {
   if (!status_.ok()) return;
-  bytes_ += (comm_->size() - 1.0) * n * sizeof(double);
-  status_ = comm_->AllGatherBytes(in, n * sizeof(double), out);
+  bytes_ += (comm_->size() - 1.0) * in.bytes();
+  status_ = comm_->StartAllGather(in, out, ready)->Wait();
 }
 
-void CommTensorParallelGroup::ReduceScatterSum(const float* x, size_t n, float* y) {
+void CommTensorParallelGroup::ReduceScatterSum(const TensorView& x, const TensorView& y, const Event& ready) {
   if (!status_.ok()) return;
-  const size_t t = comm_->size();
-  bytes_ += (t - 1.0) / t * n * sizeof(float);
-  status_ = comm_->ReduceScatterSum(x, std::vector<size_t>(t, n / t), y);
+  const size_t t = comm_->size(), n = static_cast<size_t>(x.numel());
+  bytes_ += (t - 1.0) / t * x.bytes();
+  status_ = comm_->StartReduceScatterSum(x, std::vector<size_t>(t, n / t), y, ready)->Wait();
 }
 
-void CommTensorParallelGroup::AllGatherInPlace(float* x, size_t n) {
+void CommTensorParallelGroup::AllGatherInPlace(const TensorView& x, const Event& ready) {
   if (!status_.ok()) return;
-  const size_t t = comm_->size();
-  bytes_ += (t - 1.0) / t * n * sizeof(float);
-  status_ = comm_->AllGatherV(x, std::vector<size_t>(t, n / t));
+  const size_t t = comm_->size(), n = static_cast<size_t>(x.numel());
+  bytes_ += (t - 1.0) / t * x.bytes();
+  status_ = comm_->StartAllGatherV(x, std::vector<size_t>(t, n / t), ready)->Wait();
 }
 
 }  // namespace anneal

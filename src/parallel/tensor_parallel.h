@@ -14,10 +14,10 @@ namespace anneal {
 class CommTensorParallelGroup : public TensorParallelGroup {
  public:
   explicit CommTensorParallelGroup(Communicator* comm) : comm_(comm) {}
-  void AllReduceSum(float* x, size_t n) override;
-  void AllGather(const double* in, size_t n, double* out) override;
-  void ReduceScatterSum(const float* x, size_t n, float* y) override;
-  void AllGatherInPlace(float* x, size_t n) override;
+  void AllReduceSum(const TensorView& x, const Event& ready) override;
+  void AllGather(const TensorView& in, const TensorView& out, const Event& ready) override;
+  void ReduceScatterSum(const TensorView& x, const TensorView& y, const Event& ready) override;
+  void AllGatherInPlace(const TensorView& x, const Event& ready) override;
   const Status& status() const { return status_; }
   // Bytes this rank sent into the group's collectives (allreduce: 2(t-1)/t of the buffer, all-gather
   // and reduce-scatter: (t-1)/t of the whole, as a ring moves them), for bench/tp_overhead.

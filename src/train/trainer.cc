@@ -153,6 +153,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   // One communicator per group this rank belongs to (each with its own thread): data parallel,
   // tensor parallel, the pipeline's two directions, the tied embedding's first and last stage, and
   // the whole world (the loss, the gradient norm, stop flags, checkpoint records).
+  Backend* be = BackendByName(c.kernels);  // checked by the config's validation
+  be->SetThreads(c.threads);
   std::unique_ptr<Store> store_base;
   std::unique_ptr<PrefixStore> store;
   std::unique_ptr<Communicator> comm, tp_comm, fwd_comm, bwd_comm, emb_comm, world_owned;
@@ -172,7 +174,9 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     co.global_rank = re.rank;
     co.world_size = re.world;
     co.timeout = timeout;
-    return ConnectGloo(store.get(), co);
+    // The groups that carry tensors use the communicator of the backend's device; "world" carries
+    // host scalars (the loss, the norm, stop flags, checkpoint records) and stays on the host's.
+    return group == "world" ? ConnectGloo(store.get(), co) : ConnectCommunicator(be->device(), store.get(), co);
   };
   if (re.world > 1) {
     if (re.store.empty()) {
@@ -203,8 +207,6 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   Communicator* world = world_owned ? world_owned.get() : comm.get();
   std::unique_ptr<CommTensorParallelGroup> tp_group;
   if (tp_comm) tp_group = std::make_unique<CommTensorParallelGroup>(tp_comm.get());
-  Backend* be = BackendByName(c.kernels);  // checked by the config's validation
-  be->SetThreads(c.threads);
   const int threads = omp_get_max_threads();
   const int B = c.batch_size, T = c.seq_len;
 
@@ -478,7 +480,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     if (last && tied_sync) {
       // The tied embedding: the first stage's gradient (from the lookup) plus the last stage's (from
       // the LM head), before data parallelism reduces it.
-      if (emb_comm) ANNEAL_RETURN_IF_ERROR(emb_comm->AllReduceSum(model.grads() + wte->offset, wte->stored_size));
+      if (emb_comm) {
+        const TV g = TV::F32(model.grads() + wte->offset, {static_cast<int64_t>(wte->stored_size)}, be->device());
+        ANNEAL_RETURN_IF_ERROR(emb_comm->StartAllReduceSum(g, be->RecordEvent(model.stream()))->Wait());
+      }
       if (par && deferred_hi > deferred_lo) par->GradsReady(deferred_lo, deferred_hi);
       deferred_lo = deferred_hi = 0;
     }

@@ -23,7 +23,17 @@ class ThreadGroup {
   class Member : public TensorParallelGroup {
    public:
     Member(ThreadGroup* g, int rank) : g_(g), rank_(rank) {}
-    void AllReduceSum(float* x, size_t n) override {
+    void AllReduceSum(const TensorView& v, const Event&) override { Sum(v.f32(), v.numel()); }
+    void ReduceScatterSum(const TensorView& x, const TensorView& y, const Event&) override {
+      ReduceScatter(x.f32(), x.numel(), y.f32());
+    }
+    void AllGatherInPlace(const TensorView& x, const Event&) override { GatherInPlace(x.f32(), x.numel()); }
+    void AllGather(const TensorView& in, const TensorView& out, const Event&) override {
+      Gather(in.f64(), in.numel(), out.f64());
+    }
+
+   private:
+    void Sum(float* x, size_t n) {
       g_->ptrs_[rank_] = x;
       g_->barrier_.arrive_and_wait();
       std::vector<float> sum(n, 0.0f);
@@ -34,14 +44,14 @@ class ThreadGroup {
       g_->barrier_.arrive_and_wait();
       std::copy(sum.begin(), sum.end(), x);
     }
-    void ReduceScatterSum(const float* x, size_t n, float* y) override {
+    void ReduceScatter(const float* x, size_t n, float* y) {
       std::vector<float> sum(n);
       std::copy(x, x + n, sum.begin());
-      AllReduceSum(sum.data(), n);
+      Sum(sum.data(), n);
       const size_t piece = n / g_->n_;
       std::copy(sum.begin() + rank_ * piece, sum.begin() + (rank_ + 1) * piece, y);
     }
-    void AllGatherInPlace(float* x, size_t n) override {
+    void GatherInPlace(float* x, size_t n) {
       g_->ptrs_[rank_] = x;
       g_->barrier_.arrive_and_wait();
       const size_t piece = n / g_->n_;
@@ -53,7 +63,7 @@ class ThreadGroup {
       g_->barrier_.arrive_and_wait();
       std::copy(all.begin(), all.end(), x);
     }
-    void AllGather(const double* in, size_t n, double* out) override {
+    void Gather(const double* in, size_t n, double* out) {
       g_->ptrs_[rank_] = const_cast<double*>(in);
       g_->barrier_.arrive_and_wait();
       for (int r = 0; r < g_->n_; ++r) {
@@ -62,8 +72,6 @@ class ThreadGroup {
       }
       g_->barrier_.arrive_and_wait();
     }
-
-   private:
     ThreadGroup* g_;
     int rank_;
   };
