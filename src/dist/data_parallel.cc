@@ -1,6 +1,7 @@
 #include "dist/data_parallel.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 namespace anneal {
@@ -15,13 +16,19 @@ size_t DataParallel::ShardCount(size_t total, int dp, int r) {
   return std::min(total, ShardBegin(total, dp, r) + per) - ShardBegin(total, dp, r);
 }
 
-DataParallel::DataParallel(Communicator* comm, size_t total_floats, int zero, size_t bucket_floats)
-    : comm_(comm), total_(total_floats), zero_(zero), bucket_floats_(std::max<size_t>(1, bucket_floats)) {
+DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, size_t total_floats, int zero,
+                           size_t bucket_floats)
+    : comm_(comm),
+      total_(total_floats),
+      zero_(zero),
+      bucket_floats_(std::max<size_t>(1, bucket_floats)),
+      be_(backend),
+      st_(stream) {
   for (int r = 0; r < comm->size(); ++r) {
     begin_.push_back(ShardBegin(total_, comm->size(), r));
     count_.push_back(ShardCount(total_, comm->size(), r));
   }
-  if (zero_ == 2) acc_.assign(count_[comm->rank()], 0.0f);
+  if (zero_ == 2) first_error_ = acc_.Assign(be_, count_[comm->rank()], "the ZeRO-2 gradient accumulator");
 }
 
 void DataParallel::BeginBackward(float* grads, bool last_micro_step) {
@@ -45,8 +52,14 @@ float* DataParallel::Acquire(size_t begin, size_t end) {
       break;
     }
   }
-  if (b->data.size() != end - begin) b->data.resize(end - begin);
-  std::fill(b->data.begin(), b->data.end(), 0.0f);
+  if (b->data.size() != end - begin) {
+    Status s = b->data.Assign(be_, end - begin, "a ZeRO-2 gradient range");
+    if (!s.ok()) {  // the GradSink contract has no error path: say what did not fit, and stop
+      std::fprintf(stderr, "error: %s\n", s.message().c_str());
+      std::abort();
+    }
+  }
+  be_.Zero(st_, b->data.View());
   buffer_floats_ += end - begin;
   peak_buffer_floats_ = std::max(peak_buffer_floats_, buffer_floats_);
   float* p = b->data.data();
@@ -72,7 +85,10 @@ void DataParallel::RetireOldest() {
     if (first_error_.ok()) first_error_ = s;
   } else {
     const size_t lo = std::max(b->begin, shard_begin()), hi = std::min(b->end, shard_end());
-    for (size_t i = lo; i < hi; ++i) acc_[i - shard_begin()] += b->data[i - b->begin];
+    if (lo < hi && !acc_.empty()) {
+      be_.Accumulate(st_, View(acc_.data() + (lo - shard_begin()), hi - lo),
+                     View(b->data.data() + (lo - b->begin), hi - lo));
+    }
   }
   buffer_floats_ -= b->end - b->begin;
   pool_.push_back(std::move(b->data));
@@ -95,7 +111,7 @@ void DataParallel::GradsReady(size_t begin, size_t end) {
 
 void DataParallel::Launch(size_t lo, size_t hi) {
   if (zero_ == 0) {
-    inflight_.push_back(comm_->StartAllReduceSum(grads_ + lo, hi - lo));
+    inflight_.push_back(comm_->StartAllReduceSum(View(grads_ + lo, hi - lo), Ready()));
     return;
   }
   inflight_.push_back(StartReduceScatter(grads_ + lo, lo, hi));
@@ -109,7 +125,8 @@ std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size
     counts[r] = b > a ? b - a : 0;
   }
   const size_t my_lo = std::clamp(begin_[comm_->rank()], lo, hi);
-  return comm_->StartReduceScatterSum(x, counts, x + (my_lo - lo));
+  const size_t mine = counts[comm_->rank()];
+  return comm_->StartReduceScatterSum(View(x, hi - lo), counts, View(x + (my_lo - lo), mine), Ready());
 }
 
 Status DataParallel::EndBackward() {
@@ -131,13 +148,17 @@ Status DataParallel::EndBackward() {
   return first;
 }
 
-float* DataParallel::OptimizerGrads() { return zero_ == 2 ? acc_.data() : grads_ + shard_begin(); }
+float* DataParallel::OptimizerGrads() {
+  return zero_ == 2 ? acc_.data() : grads_ + shard_begin();
+}
 
-void DataParallel::ResetAccumulator() { std::fill(acc_.begin(), acc_.end(), 0.0f); }
+void DataParallel::ResetAccumulator() {
+  if (!acc_.empty()) be_.Zero(st_, acc_.View());
+}
 
 Status DataParallel::AllGatherParams(float* params) {
   if (zero_ == 0 || comm_->size() == 1) return Status::Ok();
-  return comm_->AllGatherV(params, count_);
+  return comm_->StartAllGatherV(View(params, total_), count_, Ready())->Wait();
 }
 
 }  // namespace anneal

@@ -30,12 +30,16 @@
 
 #include "core/status.h"
 #include "dist/communicator.h"
+#include "tensor/device_array.h"
 
 namespace anneal {
 
 class DataParallel : public GradSink {
  public:
-  DataParallel(Communicator* comm, size_t total_floats, int zero, size_t bucket_floats);
+  // Its buffers (the zero-2 accumulator and range buffers) come from `backend`, and its work is
+  // ordered after the compute on `stream` (the model's).
+  DataParallel(Communicator* comm, Backend& backend, Stream stream, size_t total_floats, int zero,
+               size_t bucket_floats);
 
   int zero() const { return zero_; }
   int dp() const { return comm_->size(); }
@@ -90,15 +94,22 @@ class DataParallel : public GradSink {
   bool communicate_ = false;
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)
   std::vector<std::unique_ptr<Work>> inflight_;
-  std::vector<float> acc_;  // zero 2: accumulated gradient shard
+  // Views of n floats at p on the backend's device; the compute stream's latest event.
+  TensorView View(const float* p, size_t n) const {
+    return TensorView::F32(p, {static_cast<int64_t>(n)}, be_.device());
+  }
+  Event Ready() const { return be_.RecordEvent(st_); }
+  Backend& be_;
+  Stream st_;
+  DeviceArray acc_;  // zero 2: accumulated gradient shard
   struct RangeBuffer {
     size_t begin, end;
-    std::vector<float> data;
+    DeviceArray data;
     std::unique_ptr<Work> work;  // set once released
   };
-  std::vector<std::unique_ptr<RangeBuffer>> acquired_;  // zero 2: acquired, not yet released
+  std::vector<std::unique_ptr<RangeBuffer>> acquired_;         // zero 2: acquired, not yet released
   std::vector<std::unique_ptr<RangeBuffer>> inflight_ranges_;  // zero 2: released, oldest first
-  std::vector<std::vector<float>> pool_;  // retired range buffers, reused by the next Acquire of that size
+  std::vector<DeviceArray> pool_;  // retired range buffers, reused by the next Acquire of that size
   size_t buffer_floats_ = 0, peak_buffer_floats_ = 0;
   Status first_error_;
 };

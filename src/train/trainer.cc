@@ -255,7 +255,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   std::unique_ptr<DataParallel> par;
   size_t deferred_lo = 0, deferred_hi = 0;  // pipeline: the embeddings' range waits for the tied sum
   if (dp > 1 || c.zero > 0) {
-    par = std::make_unique<DataParallel>(comm.get(), model.num_floats(), c.zero,
+    par = std::make_unique<DataParallel>(comm.get(), *be, model.stream(), model.num_floats(), c.zero,
                                          static_cast<size_t>(c.bucket_mb * (1 << 20) / sizeof(float)));
     if (c.zero == 2) {
       model.set_grad_sink(par.get());  // no full gradient buffer: ranges come and go during backward
