@@ -21,9 +21,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "model/config.h"
+#include "model/layer_parallel.h"
 #include "tensor/backend.h"
 #include "tensor/device_array.h"
 
@@ -40,33 +42,13 @@ class GradSink {
   virtual void Release(size_t begin, size_t end) = 0;
 };
 
-// The collectives of a tensor-parallel group (src/parallel/tensor_parallel.h implements them over a
-// Communicator). Every rank of the group makes the same calls in the same order. A failure is kept
-// by the implementation and reported by the caller after the step (a broken group fails every later
-// call at once), so the model's methods stay free of error plumbing.
-class TensorParallelGroup {
- public:
-  virtual ~TensorParallelGroup() = default;
-  // Buffers are views of the model's backend memory; `ready` is the event of the compute stream after
-  // the op that wrote them (the collective waits for it; on the host it is empty: already done).
-  // When a call returns its output may be read by the next op on the compute stream.
-  // x (n) <- the sum over the group; the same bits on every rank.
-  virtual void AllReduceSum(const TensorView& x, const Event& ready) = 0;
-  // out (size, n) f64 <- every rank's in (n) f64, in rank order.
-  virtual void AllGather(const TensorView& in, const TensorView& out, const Event& ready) = 0;
-  // Sequence parallelism, n divisible by size: y (n / size) <- this rank's piece (pieces in rank
-  // order) of the sum over the group of x (n).
-  virtual void ReduceScatterSum(const TensorView& x, const TensorView& y, const Event& ready) = 0;
-  // x (n): this rank's piece (n / size floats at rank * n / size) given, every other piece filled in.
-  virtual void AllGatherInPlace(const TensorView& x, const Event& ready) = 0;
-};
-
 class GptModel {
  public:
   GptModel(const GptConfig& config, Backend& backend);
-  // One shard of the model; tp must be given when shard.tp > 1 and outlive the model.
-  // config.padded_vocab must divide by shard.tp (GptConfig::PaddedFor).
-  GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, TensorParallelGroup* tp);
+  // One shard of the model, built with the layers of its tensor-parallel split: `layers` must be given
+  // when shard.tp > 1 (parallel/tensor_parallel.h TensorParallelLayers) and outlive the model; null
+  // means the whole width on this rank. config.padded_vocab must divide by shard.tp.
+  GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers);
   const ModelShard& shard() const { return shard_; }
 
   const GptConfig& config() const { return config_; }
@@ -161,8 +143,6 @@ class GptModel {
   struct Scratch {
     size_t N = 0;
     DeviceArray dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
-    DeviceArray gather, dln_rows, dln_params;  // sequence parallelism
-    DeviceArray stats, gathered;               // f64: the vocabulary-parallel loss
   };
   void EnsureSlot(int slot, int B, int T);
   void AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu);
@@ -184,30 +164,18 @@ class GptModel {
   TensorView Ids(const int32_t* p, int64_t B, int64_t T) const { return TensorView::I32(p, {B, T}, be_.device()); }
   // a <- n zeroed elements; the first failure is kept in status_.
   void Alloc(DeviceArray& a, size_t n, const char* what, DType t = DType::kF32);
-  // The loss over the vocabulary slices of the tensor-parallel group (tp > 1); as the kernel's
-  // crossentropy_forward_backward otherwise.
-  double VocabParallelLoss(Slot& s, float dscale);
-  void TpSum(float* x, size_t n) {
-    if (tp_) tp_->AllReduceSum(TensorView::F32(x, {static_cast<int64_t>(n)}, be_.device()), be_.RecordEvent(st_));
-  }
-  // out (R,C) = inp (N,K) @ W^T + b for the row-parallel projection `prefix` (attn.proj., mlp.proj.):
-  // one product on the whole model; with tp the partial sums reduced over the group, then the bias.
+  // out (R,C) = inp (N,K) @ W^T + b for the row-parallel projection `prefix` (attn.proj., mlp.proj.).
   void RowParallelLinear(float* out, const float* inp, const std::string& prefix, int N, int K);
-  // Sequence parallelism: every rank's rows (R each) of x (R, C) gathered into scratch_.gather (N, C).
-  const float* GatherRows(const float* x, size_t N);
-  // The sum over the group of a row-parallel output `part` (N, C), into `out`: this rank's R rows
-  // (sequence parallel) or all N.
-  void ReduceRows(float* part, float* out, size_t N);
-  // LayerNorm backward; with sequence parallelism the weight and bias gradients of this rank's rows
-  // are summed over the group first (every rank then adds the same values).
+  // LayerNorm backward of the parameters w, b over this rank's rows.
   void LnBackward(float* dinp, const std::string& w, const std::string& b, const float* dout, const float* inp,
                   const float* mean, const float* rstd, int rows);
 
   GptConfig config_;
   ModelShard shard_;
-  TensorParallelGroup* tp_ = nullptr;
+  std::unique_ptr<WholeModelLayers> whole_;  // the layers when none are given
+  LayerParallel* par_;
   int nl_ = 0;                 // local layers
-  int Cl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0, v0_ = 0;  // local widths; first vocabulary row held
+  int Cl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0;  // local widths
   ParamLayout layout_;
   Backend& be_;
   Stream st_;

@@ -1,5 +1,8 @@
 #include "parallel/tensor_parallel.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 namespace anneal {
 
 void CommTensorParallelGroup::AllReduceSum(const TensorView& x, const Event& ready) {
@@ -27,6 +30,125 @@ void CommTensorParallelGroup::AllGatherInPlace(const TensorView& x, const Event&
   const size_t t = comm_->size(), n = static_cast<size_t>(x.numel());
   bytes_ += (t - 1.0) / t * x.bytes();
   status_ = comm_->StartAllGatherV(x, std::vector<size_t>(t, n / t), ready)->Wait();
+}
+
+}  // namespace anneal
+
+namespace anneal {
+
+TensorParallelLayers::TensorParallelLayers(const GptConfig& config, const ModelShard& shard, TensorParallelGroup* group,
+                                           Backend& backend)
+    : c_(config),
+      shard_(shard),
+      group_(group),
+      be_(backend),
+      st_(backend.DefaultStream()),
+      Vl_(config.padded_vocab / shard.tp),
+      v0_(shard.tp_rank * (config.padded_vocab / shard.tp)) {
+  if (!group || shard.tp < 2 || config.padded_vocab % shard.tp != 0) std::abort();  // ParallelPlan validates
+}
+
+Status TensorParallelLayers::Prepare(size_t N) {
+  if (N == N_) return Status::Ok();
+  N_ = N;
+  const size_t C = c_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N;
+  if (shard_.seq_parallel()) {
+    ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, N * C, "sequence-parallel gather (B,T,C)"));
+    ANNEAL_RETURN_IF_ERROR(rows_.Assign(be_, R * C, "sequence-parallel rows"));
+    ANNEAL_RETURN_IF_ERROR(ln_grads_.Assign(be_, 2 * C, "sequence-parallel LayerNorm gradients"));
+  }
+  if (shard_.last(c_)) {
+    ANNEAL_RETURN_IF_ERROR(stats_.Assign(be_, 2 * N, "vocabulary-parallel loss statistics", DType::kF64));
+    ANNEAL_RETURN_IF_ERROR(
+        gathered_.Assign(be_, 2 * N * shard_.tp, "vocabulary-parallel loss statistics", DType::kF64));
+  }
+  return Status::Ok();
+}
+
+size_t TensorParallelLayers::ScratchFloats() const {
+  return gather_.size() + rows_.size() + ln_grads_.size() + 2 * (stats_.size() + gathered_.size());
+}
+
+const float* TensorParallelLayers::ColumnInput(const float* x, size_t N) {
+  if (!shard_.seq_parallel()) return x;
+  const size_t C = c_.n_embd, R = N / shard_.tp;
+  float* g = gather_.data();
+  be_.Copy(st_, F(g + shard_.tp_rank * R * C, R, C), F(x, R, C));
+  group_->AllGatherInPlace(F(g, N * C), Ready());
+  return g;
+}
+
+void TensorParallelLayers::ReduceRows(float* part, float* out, size_t N) {
+  const size_t C = c_.n_embd;
+  if (shard_.seq_parallel()) group_->ReduceScatterSum(F(part, N * C), F(out, N * C / shard_.tp), Ready());
+  else group_->AllReduceSum(F(part, N * C), Ready());  // in place: part is out
+}
+
+float* TensorParallelLayers::ColumnInputGrad(float* part, size_t N) {
+  float* rows = shard_.seq_parallel() ? rows_.data() : part;
+  ReduceRows(part, rows, N);
+  return rows;
+}
+
+void TensorParallelLayers::RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K,
+                                     float* partial) {
+  const int C = c_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N;
+  float* part = shard_.seq_parallel() ? partial : out;  // (N,C) partial sums
+  be_.LinearForward(st_, F(part, N, C), F(inp, N, K), F(w, C, K), TensorView());
+  ReduceRows(part, out, N);
+  be_.BiasAdd(st_, F(out, R, C), F(b, C));
+}
+
+void TensorParallelLayers::EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe,
+                                            int B, int T, float* partial) {
+  const int C = c_.n_embd, N = B * T;
+  const bool sp = shard_.seq_parallel();
+  const int R = sp ? N / shard_.tp : N, row0 = sp ? shard_.tp_rank * R : 0;
+  // The rank holding a token's row contributes it, the others 0; summed over the group.
+  float* rows = sp ? partial : input;  // (N,C)
+  be_.VocabEmbeddingForward(st_, F(rows, N, C), TensorView::I32(tokens, {N}, be_.device()), F(wte, Vl_, C), v0_);
+  ReduceRows(rows, input, N);
+  be_.AddPositions(st_, F(input, R, C), F(wpe, c_.max_seq_len, C), row0, T);
+}
+
+void TensorParallelLayers::EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens,
+                                             int B, int T) {
+  const int C = c_.n_embd, N = B * T;
+  // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
+  const float* dall = ColumnInput(dresidual, N);  // every row
+  be_.VocabEmbeddingBackward(st_, F(dwte, Vl_, C), F(dwpe, c_.max_seq_len, C), F(dall, N, C),
+                             TensorView::I32(tokens, {N}, be_.device()), v0_, T);
+}
+
+double TensorParallelLayers::Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) {
+  const int tp = shard_.tp;
+  const int nreal = std::clamp(c_.vocab_size - v0_, 0, Vl_);  // columns of this slice that are real tokens
+  const TensorView lg = F(logits, N, Vl_), tg = TensorView::I32(targets, {N}, be_.device());
+  const TensorView stats = TensorView::F64(stats_.f64(), {N, 2}, be_.device());
+  // This slice's log-sum-exp and target logit per row (0 when another slice holds the target).
+  be_.VocabLossStats(st_, stats, lg, tg, v0_, nreal);
+  group_->AllGather(stats, TensorView::F64(gathered_.f64(), {tp, N, 2}, be_.device()), Ready());
+  // Every rank combines the slices in rank order: the same loss, bit for bit.
+  return be_.VocabLossCombine(st_, lg, F(losses, N), stats, TensorView::F64(gathered_.f64(), {tp, N, 2}, be_.device()),
+                              tg, v0_, nreal, dscale);
+}
+
+void TensorParallelLayers::LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                             const float* w, const float* mean, const float* rstd, int rows) {
+  const int C = c_.n_embd;
+  if (!shard_.seq_parallel()) {
+    be_.LayerNormBackward(st_, F(dinp, rows, C), F(dw, C), F(db, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
+                          F(mean, rows), F(rstd, rows));
+    return;
+  }
+  // Only this micro-batch's contribution is summed over the group (the gradients accumulate).
+  float* t = ln_grads_.data();
+  be_.Zero(st_, F(t, 2 * C));
+  be_.LayerNormBackward(st_, F(dinp, rows, C), F(t, C), F(t + C, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
+                        F(mean, rows), F(rstd, rows));
+  group_->AllReduceSum(F(t, 2 * C), Ready());
+  be_.Accumulate(st_, F(dw, C), F(t, C));
+  be_.Accumulate(st_, F(db, C), F(t + C, C));
 }
 
 }  // namespace anneal

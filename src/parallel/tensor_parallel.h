@@ -1,15 +1,38 @@
-// The tensor-parallel group's collectives for GptModel (model/gpt.h TensorParallelGroup) over a
-// Communicator: blocking, in the caller's thread (the group is on one host in every sensible layout,
-// where the Gloo communicator takes its shared-memory path). The first failure is kept: later calls
-// do nothing, and status() reports it (the trainer checks after each step; exit 3 naming the lost
-// rank). Not thread-safe.
+// Tensor parallelism (Megatron): a group's collectives (TensorParallelGroup; CommTensorParallelGroup
+// over a Communicator, blocking, in the caller's thread — the group is on one host in every sensible
+// layout, where the Gloo communicator takes its shared-memory path; the first failure is kept, later
+// calls do nothing, and status() reports it: the trainer checks after each step, exit 3 naming the
+// lost rank) and the layers a model shard is built with (TensorParallelLayers). Not thread-safe.
 #pragma once
 
 #include "core/status.h"
 #include "dist/communicator.h"
 #include "model/gpt.h"
+#include "model/layer_parallel.h"
+#include "tensor/device_array.h"
 
 namespace anneal {
+
+// The collectives of a tensor-parallel group (CommTensorParallelGroup below implements them over a
+// Communicator). Every rank of the group makes the same calls in the same order. A failure is kept
+// by the implementation and reported by the caller after the step (a broken group fails every later
+// call at once), so the model's methods stay free of error plumbing.
+class TensorParallelGroup {
+ public:
+  virtual ~TensorParallelGroup() = default;
+  // Buffers are views of the model's backend memory; `ready` is the event of the compute stream after
+  // the op that wrote them (the collective waits for it; on the host it is empty: already done).
+  // When a call returns its output may be read by the next op on the compute stream.
+  // x (n) <- the sum over the group; the same bits on every rank.
+  virtual void AllReduceSum(const TensorView& x, const Event& ready) = 0;
+  // out (size, n) f64 <- every rank's in (n) f64, in rank order.
+  virtual void AllGather(const TensorView& in, const TensorView& out, const Event& ready) = 0;
+  // Sequence parallelism, n divisible by size: y (n / size) <- this rank's piece (pieces in rank
+  // order) of the sum over the group of x (n).
+  virtual void ReduceScatterSum(const TensorView& x, const TensorView& y, const Event& ready) = 0;
+  // x (n): this rank's piece (n / size floats at rank * n / size) given, every other piece filled in.
+  virtual void AllGatherInPlace(const TensorView& x, const Event& ready) = 0;
+};
 
 class CommTensorParallelGroup : public TensorParallelGroup {
  public:
@@ -27,6 +50,49 @@ class CommTensorParallelGroup : public TensorParallelGroup {
   Communicator* comm_;
   Status status_;
   double bytes_ = 0;
+};
+
+// Megatron's tensor parallelism for a model shard (model/layer_parallel.h): column-parallel
+// linears (q, k, v, mlp.fc) take every row and give this rank's columns, their input gradient summed
+// over the group; row-parallel linears (attn.proj, mlp.proj) sum partial products over the group
+// before the bias; the embedding and the tied LM head split the vocabulary (each rank embeds the
+// tokens it holds, the loss combines every slice's log-sum-exp in rank order); with sequence
+// parallelism the residual stream, LayerNorms and residual adds hold 1/tp of the rows, column inputs
+// are all-gathered and row outputs reduce-scattered, and LayerNorm weight gradients are summed over
+// the group per micro-batch. Every rank gets the same bits. `group` must outlive this; its failures
+// are kept by the group (CommTensorParallelGroup::status) and reported after the step.
+class TensorParallelLayers : public LayerParallel {
+ public:
+  TensorParallelLayers(const GptConfig& config, const ModelShard& shard, TensorParallelGroup* group, Backend& backend);
+  Status Prepare(size_t N) override;
+  size_t ScratchFloats() const override;
+  const float* ColumnInput(const float* x, size_t N) override;
+  float* ColumnInputGrad(float* part, size_t N) override;
+  void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K, float* partial) override;
+  void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                        float* partial) override;
+  void EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,
+                         int T) override;
+  double Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) override;
+  void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                         const float* mean, const float* rstd, int rows) override;
+
+ private:
+  TensorView F(const float* p, int64_t n) const { return TensorView::F32(p, {n}, be_.device()); }
+  TensorView F(const float* p, int64_t r, int64_t c) const { return TensorView::F32(p, {r, c}, be_.device()); }
+  Event Ready() const { return be_.RecordEvent(st_); }
+  // part (N, C) summed over the group into out: this rank's rows (sequence parallel), or in place.
+  void ReduceRows(float* part, float* out, size_t N);
+
+  GptConfig c_;
+  ModelShard shard_;
+  TensorParallelGroup* group_;
+  Backend& be_;
+  Stream st_;
+  int Vl_, v0_;
+  size_t N_ = 0;
+  DeviceArray gather_, rows_, ln_grads_;  // sequence parallelism: (N,C) gathered, (R,C) rows, (2C)
+  DeviceArray stats_, gathered_;          // the last stage: the loss's (N,2) and (tp,N,2) f64 statistics
 };
 
 }  // namespace anneal

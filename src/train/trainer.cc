@@ -246,7 +246,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
 
   // parallelize(): the model is built as this rank's shard of it, then initialized (every rank
   // draws the whole model's random stream and keeps its box: the same values as one process).
-  GptModel model(plan.model(), *be, shard, tp_group.get());
+  // Build the model with its tensor-parallel split's layers (the whole width when tp = 1).
+  std::unique_ptr<TensorParallelLayers> tp_layers;
+  if (tp_group) tp_layers = std::make_unique<TensorParallelLayers>(plan.model(), shard, tp_group.get(), *be);
+  GptModel model(plan.model(), *be, shard, tp_layers.get());
   model.set_recompute(*ParseRecompute(c.recompute));  // validated by the config
   model.InitWeights(c.seed);
   const ParamInfo* wte = model.layout().Find("wte.weight");

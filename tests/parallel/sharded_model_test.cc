@@ -11,6 +11,7 @@
 #include "model/box.h"
 #include "model/gpt.h"
 #include "parallel/plan.h"
+#include "parallel/tensor_parallel.h"
 
 namespace anneal {
 namespace {
@@ -129,6 +130,7 @@ void CheckTensorParallel(Recompute rc, bool sp) {
   whole.Backward();
   ThreadGroup g(tp);
   std::vector<std::unique_ptr<ThreadGroup::Member>> members;
+  std::vector<std::unique_ptr<TensorParallelLayers>> layers;
   std::vector<std::unique_ptr<GptModel>> shards;
   for (int r = 0; r < tp; ++r) {
     members.push_back(std::make_unique<ThreadGroup::Member>(&g, r));
@@ -136,7 +138,8 @@ void CheckTensorParallel(Recompute rc, bool sp) {
     s.tp = tp;
     s.tp_rank = r;
     s.sp = sp;
-    shards.push_back(std::make_unique<GptModel>(cfg, RefBackend(), s, members[r].get()));
+    layers.push_back(std::make_unique<TensorParallelLayers>(cfg, s, members[r].get(), RefBackend()));
+    shards.push_back(std::make_unique<GptModel>(cfg, RefBackend(), s, layers[r].get()));
     shards[r]->set_recompute(rc);
     shards[r]->InitWeights(7);
   }

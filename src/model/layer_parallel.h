@@ -1,0 +1,83 @@
+// LayerParallel: how the layers that tensor parallelism splits run on one rank — the points where
+// Megatron's split talks to the group, as the model calls them. The model is written once against
+// this interface, with no tensor-parallel branches of its own: the whole model (tp = 1) is built
+// with WholeModelLayers (each method one plain backend op, or nothing), a tensor-parallel shard with
+// parallel/tensor_parallel.h's TensorParallelLayers (column- and row-parallel linears, the
+// vocabulary-parallel embedding and loss, sequence-parallel regions).
+//
+// Buffers are the model's, in its backend's memory; shapes in rows: N = B*T rows in all, R rows of
+// the residual stream on this rank (N / tp under sequence parallelism, else N); C channels. The
+// implementation owns the scratch its collectives need, allocated by Prepare for a batch shape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/status.h"
+#include "model/config.h"
+#include "tensor/backend.h"
+
+namespace anneal {
+
+class LayerParallel {
+ public:
+  virtual ~LayerParallel() = default;
+  // Scratch for batches of N rows (called when the shape changes); errors name the allocation.
+  virtual Status Prepare(size_t N) = 0;
+  // Floats of scratch held (activation memory accounting; f64 scratch counts twice).
+  virtual size_t ScratchFloats() const = 0;
+
+  // The input of a column-parallel linear, every row (N, C), from this rank's rows x (R, C): x itself,
+  // or all ranks' rows gathered (sequence parallelism; valid until the next call).
+  virtual const float* ColumnInput(const float* x, size_t N) = 0;
+  // The input gradient of a column-parallel linear: `part` (N, C) holds this rank's columns'
+  // contribution; returns this rank's rows (R, C) of its sum over the group (part itself, summed in
+  // place, or a scratch buffer under sequence parallelism).
+  virtual float* ColumnInputGrad(float* part, size_t N) = 0;
+  // out (R, C) = inp (N, K) @ w^T + b for a row-parallel linear (w: (C, K)); `partial` (N, C) is
+  // scratch the caller lends for the partial sums.
+  virtual void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K,
+                         float* partial) = 0;
+  // input (R, C) = the embedding of tokens (N) plus positions; wte (Vl, C) this rank's rows, wpe
+  // (maxT, C). `partial` (N, C) is lent scratch.
+  virtual void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                                float* partial) = 0;
+  // dwte (Vl, C) += and dwpe += from dresidual (R, C), the gradient of the embedding's output.
+  virtual void EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,
+                                 int T) = 0;
+  // The loss of logits (N, Vl) against targets (N): losses (N), their sum returned; with dscale != 0
+  // the logits become their gradient (as Backend::CrossEntropy).
+  virtual double Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) = 0;
+  // LayerNorm backward over this rank's rows (R, C); dw, db (C) accumulate the weight gradients,
+  // summed over the group first where the rows are split (sequence parallelism).
+  virtual void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                                 const float* mean, const float* rstd, int rows) = 0;
+};
+
+// The whole model on one rank (tp = 1): every method is the plain op.
+class WholeModelLayers : public LayerParallel {
+ public:
+  WholeModelLayers(const GptConfig& config, Backend& backend)
+      : c_(config), be_(backend), st_(backend.DefaultStream()) {}
+  Status Prepare(size_t) override { return Status::Ok(); }
+  size_t ScratchFloats() const override { return 0; }
+  const float* ColumnInput(const float* x, size_t) override { return x; }
+  float* ColumnInputGrad(float* part, size_t) override { return part; }
+  void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K, float*) override;
+  void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                        float*) override;
+  void EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,
+                         int T) override;
+  double Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) override;
+  void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                         const float* mean, const float* rstd, int rows) override;
+
+ private:
+  TensorView F(const float* p, int64_t r, int64_t c) const { return TensorView::F32(p, {r, c}, be_.device()); }
+  TensorView F(const float* p, int64_t n) const { return TensorView::F32(p, {n}, be_.device()); }
+  GptConfig c_;
+  Backend& be_;
+  Stream st_;
+};
+
+}  // namespace anneal
