@@ -6,71 +6,18 @@
 
 namespace anneal {
 
-namespace {
-TV M(const float* p, int64_t r, int64_t c) { return TV::F32(p, {r, c}); }
-TV M(const float* p, int64_t n) { return TV::F32(p, {n}); }
-}  // namespace
-
-KvGenerator::KvGenerator(GptModel& model) : m_(model), be_(model.backend()), st_(model.stream()) {
-  const GptConfig& c = m_.config();
-  const size_t C = c.n_embd;
-  auto alloc = [&](DeviceArray& a, size_t n, const char* what, DType t = DType::kF32) {
-    Status s = a.Assign(be_, n, what, t);
-    if (!s.ok() && status_.ok()) status_ = s;
-  };
-  alloc(kcache_, static_cast<size_t>(c.n_layer) * c.max_seq_len * C, "the key cache (L, maxT, C)");
-  alloc(vcache_, kcache_.size(), "the value cache (L, maxT, C)");
-  for (auto* v : {&x_, &ln_, &q_, &att_, &tmp_}) alloc(*v, C, "decode activations (C)");
-  alloc(fc_, 4 * C, "decode activations (4C)");
-  alloc(fcg_, 4 * C, "decode activations (4C)");
-  alloc(logits_, c.padded_vocab, "decode logits (Vp)");
-  alloc(scores_, c.max_seq_len, "decode attention scores");
-  alloc(stats_, 2, "decode LayerNorm statistics");
-  alloc(token_, 1, "decode token", DType::kI32);
+KvGenerator::KvGenerator(GptModel& model) : m_(model), be_(model.backend()) {
+  status_ = cache_.Allocate(be_, m_.config());
 }
 
 const float* KvGenerator::Step(uint32_t token) {
-  const GptConfig& c = m_.config();
-  const int C = c.n_embd, H = c.n_head, t = pos_, maxT = c.max_seq_len;
-  const TV wte = M(m_.Param("wte.weight"), c.padded_vocab, C);
-  const TV x = M(x_.data(), 1, C), ln = M(ln_.data(), 1, C), tmp = M(tmp_.data(), 1, C);
-  const TV mean = M(stats_.data(), 1), rstd = M(stats_.data() + 1, 1);
-  auto P = [&](const std::string& name, int64_t r, int64_t cols = 0) {
-    return cols ? M(m_.Param(name), r, cols) : M(m_.Param(name), r);
-  };
-  // x (1,C) = wte[token] + wpe[t]
-  const int32_t id = static_cast<int32_t>(token);
-  be_.CopyFromHost(token_.View(), &id, st_);
-  be_.EmbeddingForward(st_, TV::F32(x_.data(), {1, 1, C}), TV::I32(token_.i32(), {1, 1}), wte,
-                       M(m_.Param("wpe.weight"), maxT, C).Rows(t, 1));
-  for (int l = 0; l < c.n_layer; ++l) {
-    const std::string p = "h." + std::to_string(l) + ".";
-    const TV kc = M(kcache_.data() + static_cast<size_t>(l) * maxT * C, maxT, C);
-    const TV vc = M(vcache_.data() + static_cast<size_t>(l) * maxT * C, maxT, C);
-    be_.LayerNormForward(st_, ln, mean, rstd, x, P(p + "ln_1.weight", C), P(p + "ln_1.bias", C));
-    be_.LinearForward(st_, M(q_.data(), 1, C), ln, P(p + "attn.q.weight", C, C), P(p + "attn.q.bias", C));
-    // This position's key and value go into the cache (row t).
-    be_.LinearForward(st_, kc.Rows(t, 1), ln, P(p + "attn.k.weight", C, C), P(p + "attn.k.bias", C));
-    be_.LinearForward(st_, vc.Rows(t, 1), ln, P(p + "attn.v.weight", C, C), P(p + "attn.v.bias", C));
-    // att (C): the query against the cached positions 0..t, head by head
-    be_.AttentionDecode(st_, M(att_.data(), C), M(q_.data(), C), kc.Rows(0, t + 1), vc.Rows(0, t + 1),
-                        M(scores_.data(), maxT), H);
-    be_.LinearForward(st_, tmp, M(att_.data(), 1, C), P(p + "attn.proj.weight", C, C), P(p + "attn.proj.bias", C));
-    be_.Accumulate(st_, x, tmp);
-    be_.LayerNormForward(st_, ln, mean, rstd, x, P(p + "ln_2.weight", C), P(p + "ln_2.bias", C));
-    be_.LinearForward(st_, M(fc_.data(), 1, 4 * C), ln, P(p + "mlp.fc.weight", 4 * C, C), P(p + "mlp.fc.bias", 4 * C),
-                      M(fcg_.data(), 1, 4 * C));
-    be_.LinearForward(st_, tmp, M(fcg_.data(), 1, 4 * C), P(p + "mlp.proj.weight", C, 4 * C),
-                      P(p + "mlp.proj.bias", C));
-    be_.Accumulate(st_, x, tmp);
-  }
-  be_.LayerNormForward(st_, ln, mean, rstd, x, P("ln_f.weight", C), P("ln_f.bias", C));
-  be_.LinearForward(st_, M(logits_.data(), 1, c.padded_vocab), ln, wte, TV());
+  const float* logits = m_.DecodeStep(static_cast<int32_t>(token), pos_, cache_);
   ++pos_;
-  if (be_.HostAccessible()) return logits_.data();
-  host_logits_.resize(logits_.size());
-  be_.CopyToHost(host_logits_.data(), logits_.View(), st_);
-  be_.Synchronize(st_);
+  if (!logits || be_.HostAccessible()) return logits;
+  host_logits_.resize(m_.config().padded_vocab);
+  be_.CopyToHost(host_logits_.data(), TensorView::F32(logits, {m_.config().padded_vocab}, be_.device()),
+                 be_.DefaultStream());
+  be_.Synchronize(be_.DefaultStream());
   return host_logits_.data();
 }
 
@@ -90,6 +37,7 @@ Result<std::vector<uint32_t>> KvGenerator::Generate(const std::vector<uint32_t>&
   Reset();
   const float* logits = nullptr;
   for (uint32_t id : prompt) logits = Step(id);
+  if (!logits) return m_.status();  // an activation of the decode did not fit
   std::mt19937_64 rng(o.seed);
   std::vector<uint32_t> out;
   std::vector<std::pair<float, uint32_t>> cand(c.vocab_size);
@@ -119,6 +67,7 @@ Result<std::vector<uint32_t>> KvGenerator::Generate(const std::vector<uint32_t>&
     if (stop_token >= 0 && next == static_cast<uint32_t>(stop_token)) break;
     if (pos_ >= c.max_seq_len) break;
     logits = Step(next);
+    if (!logits) return m_.status();
   }
   return out;
 }

@@ -1,5 +1,6 @@
-// Text generation with a KV cache: each new token runs the model on one position, reading the keys
-// and values of earlier positions from the cache (L, maxT, C) instead of recomputing them.
+// Text generation with a KV cache: each new token runs the model's own layers on one position
+// (GptModel::DecodeStep), reading the keys and values of earlier positions from the cache
+// (L, maxT, C) instead of recomputing them.
 #pragma once
 
 #include <cstdint>
@@ -34,11 +35,8 @@ class KvGenerator {
  private:
   GptModel& m_;
   Backend& be_;
-  Stream st_;
   int pos_ = 0;
-  // In the backend's memory: the cache, one position's activations, its LayerNorm statistics and token.
-  DeviceArray kcache_, vcache_;  // (L, maxT, C)
-  DeviceArray x_, ln_, q_, att_, tmp_, fc_, fcg_, logits_, scores_, stats_, token_;
+  KvCache cache_;                   // (L, maxT, C) keys and values, in the model's backend memory
   std::vector<float> host_logits_;  // the logits on the host, where the backend's memory is not
   Status status_;
 };

@@ -141,7 +141,14 @@ void GptModel::EnsureSlot(int slot, int B, int T) {
 }
 
 
-void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
+Status KvCache::Allocate(Backend& b, const GptConfig& c) {
+  const size_t n = static_cast<size_t>(c.n_layer) * c.max_seq_len * c.n_embd;
+  ANNEAL_RETURN_IF_ERROR(k.Assign(b, n, "the key cache (L, maxT, C)"));
+  ANNEAL_RETURN_IF_ERROR(v.Assign(b, n, "the value cache (L, maxT, C)"));
+  return scores.Assign(b, c.max_seq_len, "decode attention scores");
+}
+
+void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* kv, int pos) {
   const int B = sl.B, T = sl.T, C = config_.n_embd;
   const int N = B * T;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;  // rows of the residual stream this rank holds
@@ -150,8 +157,11 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
   const float* residual = i == 0 ? sl.input.data() : L(sl.resid3, i - 1, NC);  // (R,C)
   float* ln1 = L(a.ln1, li, NC);
   float* q = L(a.q, li, NCl);
-  float* kk = L(a.k, li, NCl);
-  float* v = L(a.v, li, NCl);
+  const size_t cache_layer = static_cast<size_t>(config_.max_seq_len) * C;  // one layer of the decode cache
+  float* kc = kv ? L(kv->k, shard_.layer_begin + i, cache_layer) : nullptr;
+  float* vc = kv ? L(kv->v, shard_.layer_begin + i, cache_layer) : nullptr;
+  float* kk = kv ? kc + static_cast<size_t>(pos) * C : L(a.k, li, NCl);  // decoding: the cache's row pos
+  float* v = kv ? vc + static_cast<size_t>(pos) * C : L(a.v, li, NCl);
   float* atty = L(a.atty, li, NCl);
   float* attproj = L(a.attproj, li, NC);
   float* resid2 = L(a.resid2, li, NC);
@@ -170,8 +180,14 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
                       M(Param(p + w + "bias"), Cl_));
   }
   // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
-  be_.AttentionForward(st_, M3(atty, B, T, Cl_), M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_),
-                       M3(q, B, T, Cl_), M3(kk, B, T, Cl_), M3(v, B, T, Cl_), Hl_);
+  if (kv) {  // decoding: this position's query against the cached positions 0..pos
+    be_.AttentionDecode(st_, M(atty, C), M(q, C), M(kc, pos + 1, C), M(vc, pos + 1, C),
+                        M(kv->scores.data(), config_.max_seq_len), Hl_);
+  } else {
+    be_.AttentionForward(st_, M3(atty, B, T, Cl_),
+                         M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), M3(q, B, T, Cl_),
+                         M3(kk, B, T, Cl_), M3(v, B, T, Cl_), Hl_);
+  }
   // attproj (B,T,C) = atty @ Wproj^T + b (row-parallel: partial sums added across the group, then b)
   RowParallelLinear(attproj, atty, p + "attn.proj.", N, Cl_);
   // resid2 = residual + attproj; ln2 (B,T,C) = LayerNorm(resid2)
@@ -188,6 +204,23 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li) {
 
 void GptModel::RowParallelLinear(float* out, const float* inp, const std::string& prefix, int N, int K) {
   par_->RowLinear(out, inp, Param(prefix + "weight"), Param(prefix + "bias"), N, K, scratch_.dln.data());
+}
+
+const float* GptModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
+  if (!shard_.first() || !shard_.last(config_) || shard_.tp > 1 || pos < 0 || pos >= config_.max_seq_len) std::abort();
+  EnsureSlot(0, 1, 1);
+  if (!status_.ok()) return nullptr;
+  Slot& s = slots_[0];
+  const int C = config_.n_embd;
+  // input (1,C) = wte[token] + wpe[pos]
+  be_.CopyFromHost(s.tokens.View(), &token, st_);
+  par_->EmbeddingForward(s.input.data(), s.tokens.i32(), Param("wte.weight"),
+                         Param("wpe.weight") + static_cast<size_t>(pos) * C, 1, 1, scratch_.dln.data());
+  for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i, &cache, pos);
+  be_.LayerNormForward(st_, M(s.lnf.data(), 1, C), M(s.lnf_mean.data(), 1), M(s.lnf_rstd.data(), 1),
+                       M(StageOutput(0), 1, C), M(Param("ln_f.weight"), C), M(Param("ln_f.bias"), C));
+  be_.LinearForward(st_, M(s.logits.data(), 1, Vl_), M(s.lnf.data(), 1, C), M(Param("wte.weight"), Vl_, C), TV());
+  return s.logits.data();
 }
 
 float* GptModel::StageInput(int slot, int B, int T) {

@@ -42,6 +42,14 @@ class GradSink {
   virtual void Release(size_t begin, size_t end) = 0;
 };
 
+// The keys and values of earlier positions for decoding one sequence a position at a time (the
+// generator's): (L, maxT, C) each in the model's backend memory, plus the decode attention's scores.
+struct KvCache {
+  DeviceArray k, v, scores;
+  // Sized for `config`'s whole model; errors name the allocation.
+  Status Allocate(Backend& b, const GptConfig& config);
+};
+
 class GptModel {
  public:
   GptModel(const GptConfig& config, Backend& backend);
@@ -91,6 +99,11 @@ class GptModel {
   const float* logits() const { return slots_[0].logits.data(); }
   // Adds this batch's gradients into grads() (call ZeroGrad between optimizer steps).
   void Backward();
+  // Decoding (the whole model only): `token` at position `pos` runs through the same layers as
+  // Forward with B = T = 1, each layer's key and value written to row pos of `cache` and its
+  // attention reading rows 0..pos; returns the logits (Vp) in backend memory (valid until the next
+  // pass), or null when an allocation failed (status()). Runs in slot 0: a pass held there is lost.
+  const float* DecodeStep(int32_t token, int pos, KvCache& cache);
 
   // Pipeline stages. A stage's forward of micro-batch slot `slot`: the first stage reads tokens; any
   // other reads StageInput(slot, B, T), which the caller fills (B, T, C) first. The last stage reads
@@ -148,7 +161,9 @@ class GptModel {
   void AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu);
   // Local layer i (global layer_begin + i) of slot `slot`: reads its input, writes resid3[i], keeps
   // its activations in `a` at layer index `li`.
-  void LayerForward(Slot& slot, int i, LayerActs& a, int li);
+  // With `kv` (decoding, B = T = 1) the layer's key and value go to the cache's row `pos` and its
+  // attention reads the cached rows 0..pos.
+  void LayerForward(Slot& slot, int i, LayerActs& a, int li, KvCache* kv = nullptr, int pos = 0);
   // The buffers holding slot's layer i activations (kept or recomputed) and their index.
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.

@@ -12,7 +12,7 @@ void WholeModelLayers::EmbeddingForward(float* input, const int32_t* tokens, con
   const int C = c_.n_embd;
   be_.EmbeddingForward(st_, TensorView::F32(input, {B, T, C}, be_.device()),
                        TensorView::I32(tokens, {B, T}, be_.device()), F(wte, c_.padded_vocab, C),
-                       F(wpe, c_.max_seq_len, C));
+                       F(wpe, T, C));
 }
 
 void WholeModelLayers::EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,

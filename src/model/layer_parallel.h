@@ -39,7 +39,7 @@ class LayerParallel {
   virtual void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K,
                          float* partial) = 0;
   // input (R, C) = the embedding of tokens (N) plus positions; wte (Vl, C) this rank's rows, wpe
-  // (maxT, C). `partial` (N, C) is lent scratch.
+  // (T, C) the positions' rows (decoding passes row pos alone, T = 1). `partial` (N, C) is lent scratch.
   virtual void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                                 float* partial) = 0;
   // dwte (Vl, C) += and dwpe += from dresidual (R, C), the gradient of the embedding's output.

@@ -108,7 +108,7 @@ void TensorParallelLayers::EmbeddingForward(float* input, const int32_t* tokens,
   float* rows = sp ? partial : input;  // (N,C)
   be_.VocabEmbeddingForward(st_, F(rows, N, C), TensorView::I32(tokens, {N}, be_.device()), F(wte, Vl_, C), v0_);
   ReduceRows(rows, input, N);
-  be_.AddPositions(st_, F(input, R, C), F(wpe, c_.max_seq_len, C), row0, T);
+  be_.AddPositions(st_, F(input, R, C), F(wpe, T, C), row0, T);
 }
 
 void TensorParallelLayers::EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens,
