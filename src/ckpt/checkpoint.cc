@@ -149,11 +149,17 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 
 namespace {
 
+// The canonical fp32 parameters: the optimizer's master weights where it keeps them (a bf16 working
+// copy), else the model's own. Master weights exist only for a whole-vector optimizer (one rank).
+DevPtr CanonicalParams(const GptModel& model, const AdamW* opt) {
+  return opt && opt->master() ? opt->master() : model.params_ptr();
+}
+
 // The model's parameters and the optimizer's moments readable on the host while this lives: the
 // memory itself on a host backend, a staged copy otherwise.
 struct HostState {
   HostState(const GptModel& model, const AdamW* opt)
-      : params(model.backend(), model.params(), model.num_floats()),
+      : params(model.backend(), CanonicalParams(model, opt), model.num_floats()),
         m(model.backend(), opt ? opt->m().data() : nullptr, opt ? opt->m().size() : 0),
         v(model.backend(), opt ? opt->v().data() : nullptr, opt ? opt->v().size() : 0) {}
   HostRead params, m, v;
@@ -660,13 +666,16 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, GptModel* mod
     }
     return Status::Ok();
   };
-  HostWrite params(model->backend(), model->params(), model->num_floats());
+  // Into the canonical parameters (fp32 masters where the optimizer keeps them; else the model's,
+  // rounded to its compute dtype), then the working copy from the masters.
+  HostWrite params(model->backend(), CanonicalParams(*model, opt), model->num_floats());
   for (const ParamInfo& p : model->layout().params()) {
     float* base = params.data() + p.offset;
     ANNEAL_RETURN_IF_ERROR(fill("param." + p.name, p, MakeBoxPart(p.box_offset, p.box_length), base));
     std::fill(base + p.size, base + p.stored_size, 0.0f);  // vocabulary padding
   }
   params.Commit();
+  if (opt) opt->WriteWorking(model->params_ptr());
   if (opt) {
     if (!m.at("tensors").contains("opt.m.wte.weight")) {
       return InvalidInput("checkpoint " + ckpt + " holds no optimizer state (weights only)");

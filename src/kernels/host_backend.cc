@@ -443,8 +443,14 @@ void HostBackend::Zero(const Stream&, const TV& x) {
 }
 
 void HostBackend::Copy(const Stream&, const TV& dst, const TV& src) {
-  if (dst.numel() != src.numel() || dst.dtype() != src.dtype() || dst.ndim() != src.ndim()) std::abort();
+  if (dst.numel() != src.numel() || dst.ndim() != src.ndim()) std::abort();
   if (dst.empty()) return;
+  if (dst.dtype() != src.dtype()) {  // f32 <-> bf16, contiguous: widened exactly or rounded to nearest even
+    if (!dst.contiguous() || !src.contiguous()) std::abort();
+    if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) return FloatsToBf16(src.f32(), dst.bf16(), dst.numel());
+    if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) return Bf16ToFloats(src.bf16(), dst.f32(), dst.numel());
+    std::abort();
+  }
   if (dst.contiguous() && src.contiguous()) {
     std::memmove(dst.data(), src.data(), dst.bytes());
     return;

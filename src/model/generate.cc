@@ -4,20 +4,20 @@
 #include <cmath>
 #include <random>
 
+#include "tensor/host_copy.h"
+
 namespace anneal {
 
 KvGenerator::KvGenerator(GptModel& model) : m_(model), be_(model.backend()) {
-  status_ = cache_.Allocate(be_, m_.config());
+  status_ = cache_.Allocate(be_, m_.config(), m_.compute_dtype());
 }
 
 const float* KvGenerator::Step(uint32_t token) {
-  const float* logits = m_.DecodeStep(static_cast<int32_t>(token), pos_, cache_);
+  const DevPtr logits = m_.DecodeStep(static_cast<int32_t>(token), pos_, cache_);
   ++pos_;
-  if (!logits || be_.HostAccessible()) return logits;
-  host_logits_.resize(m_.config().padded_vocab);
-  be_.CopyToHost(host_logits_.data(), TensorView::F32(logits, {m_.config().padded_vocab}, be_.device()),
-                 be_.DefaultStream());
-  be_.Synchronize(be_.DefaultStream());
+  if (!logits) return nullptr;
+  if (be_.HostAccessible() && logits.t == DType::kF32) return logits.f32();
+  host_logits_ = host_copy_detail::Stage(be_, logits, m_.config().padded_vocab);  // widened from bf16
   return host_logits_.data();
 }
 

@@ -13,11 +13,17 @@
 namespace anneal {
 
 
-GptModel::GptModel(const GptConfig& config, Backend& backend)
-    : GptModel(config, backend, ModelShard::Whole(), nullptr) {}
+GptModel::GptModel(const GptConfig& config, Backend& backend, DType compute)
+    : GptModel(config, backend, ModelShard::Whole(), nullptr, compute) {}
 
-GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers)
-    : config_(config), shard_(shard), layout_(config, shard), be_(backend), st_(backend.DefaultStream()) {
+GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
+                   DType compute)
+    : config_(config),
+      cd_(compute),
+      shard_(shard),
+      layout_(config, shard),
+      be_(backend),
+      st_(backend.DefaultStream()) {
   if (shard.tp > 1 && (!layers || config.n_head % shard.tp != 0 || config.padded_vocab % shard.tp != 0)) std::abort();
   if (!layers) whole_ = std::make_unique<WholeModelLayers>(config, backend);
   par_ = layers ? layers : whole_.get();
@@ -31,18 +37,18 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& 
   slots_.resize(1);
 }
 
-float* GptModel::Param(const std::string& name) {
+DevPtr GptModel::ParamPtr(const std::string& name) const {
   const ParamInfo* p = layout_.Find(name);
   if (!p) std::abort();
-  return params_.data() + p->offset;
+  return params_.ptr() + p->offset;
 }
 
-float* GptModel::Grad(const std::string& name) {
+DevPtr GptModel::GradPtr(const std::string& name) {
   const ParamInfo* p = layout_.Find(name);
   if (!p) std::abort();
-  if (!sink_) return grads_.data() + p->offset;
-  for (const ActiveRange& r : active_) {
-    if (p->offset >= r.begin && p->offset < r.end) return r.data + (p->offset - r.begin);
+  if (!sink_) return grads_.ptr() + p->offset;
+  for (const ActiveRange& r : active_) {  // the sink's ranges are fp32 (data parallelism)
+    if (p->offset >= r.begin && p->offset < r.end) return DevPtr{r.data + (p->offset - r.begin), DType::kF32};
   }
   std::abort();  // a gradient written outside an acquired range: a bug in Backward's ranges
 }
@@ -57,7 +63,7 @@ void GptModel::InitWeights(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  HostWrite host(be_, params_.data(), params_.size());
+  HostWrite host(be_, params_.ptr(), params_.size());
   std::fill(host.data(), host.data() + params_.size(), 0.0f);
   // The whole model's values in canonical order (every rank draws the same stream), each rank
   // keeping its box of each tensor it holds.
@@ -95,8 +101,8 @@ void GptModel::AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu) {
   a->n = n;
   for (auto* v : {&a->ln1, &a->attproj, &a->resid2, &a->ln2, &a->fcproj}) Alloc(*v, n * R * C, "activations (B,T,C)");
   for (auto* v : {&a->q, &a->k, &a->v, &a->atty}) Alloc(*v, n * NCl, "attention activations (B,T,C/tp)");
-  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) Alloc(*v, n * R, "LayerNorm statistics");
-  Alloc(a->lse, n * N * Hl_, "attention log-sum-exp");
+  for (auto* v : {&a->ln1_mean, &a->ln1_rstd, &a->ln2_mean, &a->ln2_rstd}) Alloc(*v, n * R, "LayerNorm statistics", DType::kF32);
+  Alloc(a->lse, n * N * Hl_, "attention log-sum-exp", DType::kF32);
   Alloc(a->fch, n * NFl, "MLP activations (B,T,4C/tp)");
   if (own_gelu) Alloc(a->fch_gelu, n * NFl, "GELU activations (B,T,4C/tp)");
   else a->fch_gelu.Reset();
@@ -118,10 +124,10 @@ void GptModel::EnsureSlot(int slot, int B, int T) {
     else AllocLayers(&s.layers, nl_, N, recompute_ == Recompute::kNone);
     if (shard_.last(config_)) {
       Alloc(s.lnf, RC, "ln_f output (B,T,C)");
-      Alloc(s.lnf_mean, R, "ln_f statistics");
-      Alloc(s.lnf_rstd, R, "ln_f statistics");
+      Alloc(s.lnf_mean, R, "ln_f statistics", DType::kF32);
+      Alloc(s.lnf_rstd, R, "ln_f statistics", DType::kF32);
       Alloc(s.logits, N * Vl_, "the logits (B,T,Vp/tp)");
-      Alloc(s.losses, N, "the losses (B,T)");
+      Alloc(s.losses, N, "the losses (B,T)", DType::kF32);
     }
   }
   // Buffers shared by the slots: sized for the latest shape.
@@ -141,10 +147,10 @@ void GptModel::EnsureSlot(int slot, int B, int T) {
 }
 
 
-Status KvCache::Allocate(Backend& b, const GptConfig& c) {
+Status KvCache::Allocate(Backend& b, const GptConfig& c, DType t) {
   const size_t n = static_cast<size_t>(c.n_layer) * c.max_seq_len * c.n_embd;
-  ANNEAL_RETURN_IF_ERROR(k.Assign(b, n, "the key cache (L, maxT, C)"));
-  ANNEAL_RETURN_IF_ERROR(v.Assign(b, n, "the value cache (L, maxT, C)"));
+  ANNEAL_RETURN_IF_ERROR(k.Assign(b, n, "the key cache (L, maxT, C)", t));
+  ANNEAL_RETURN_IF_ERROR(v.Assign(b, n, "the value cache (L, maxT, C)", t));
   return scores.Assign(b, c.max_seq_len, "decode attention scores");
 }
 
@@ -154,35 +160,35 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* kv, 
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;  // rows of the residual stream this rank holds
   const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
   const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
-  const float* residual = i == 0 ? sl.input.data() : L(sl.resid3, i - 1, NC);  // (R,C)
-  float* ln1 = L(a.ln1, li, NC);
-  float* q = L(a.q, li, NCl);
+  DevPtr residual = i == 0 ? sl.input.ptr() : L(sl.resid3, i - 1, NC);  // (R,C)
+  DevPtr ln1 = L(a.ln1, li, NC);
+  DevPtr q = L(a.q, li, NCl);
   const size_t cache_layer = static_cast<size_t>(config_.max_seq_len) * C;  // one layer of the decode cache
-  float* kc = kv ? L(kv->k, shard_.layer_begin + i, cache_layer) : nullptr;
-  float* vc = kv ? L(kv->v, shard_.layer_begin + i, cache_layer) : nullptr;
-  float* kk = kv ? kc + static_cast<size_t>(pos) * C : L(a.k, li, NCl);  // decoding: the cache's row pos
-  float* v = kv ? vc + static_cast<size_t>(pos) * C : L(a.v, li, NCl);
-  float* atty = L(a.atty, li, NCl);
-  float* attproj = L(a.attproj, li, NC);
-  float* resid2 = L(a.resid2, li, NC);
-  float* ln2 = L(a.ln2, li, NC);
-  float* fch = L(a.fch, li, NFl);
-  float* fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.data() : L(a.fch_gelu, li, NFl);
-  float* fcproj = L(a.fcproj, li, NC);
-  float* resid3 = L(sl.resid3, i, NC);
+  DevPtr kc = kv ? L(kv->k, shard_.layer_begin + i, cache_layer) : DevPtr{};
+  DevPtr vc = kv ? L(kv->v, shard_.layer_begin + i, cache_layer) : DevPtr{};
+  DevPtr kk = kv ? kc + static_cast<size_t>(pos) * C : L(a.k, li, NCl);  // decoding: the cache's row pos
+  DevPtr v = kv ? vc + static_cast<size_t>(pos) * C : L(a.v, li, NCl);
+  DevPtr atty = L(a.atty, li, NCl);
+  DevPtr attproj = L(a.attproj, li, NC);
+  DevPtr resid2 = L(a.resid2, li, NC);
+  DevPtr ln2 = L(a.ln2, li, NC);
+  DevPtr fch = L(a.fch, li, NFl);
+  DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
+  DevPtr fcproj = L(a.fcproj, li, NC);
+  DevPtr resid3 = L(sl.resid3, i, NC);
   // ln1 (B,T,C) = LayerNorm(residual)
   be_.LayerNormForward(st_, M(ln1, R, C), M(L(a.ln1_mean, li, R), R), M(L(a.ln1_rstd, li, R), R), M(residual, R, C),
-                       M(Param(p + "ln_1.weight"), C), M(Param(p + "ln_1.bias"), C));
+                       M(ParamPtr(p + "ln_1.weight"), C), M(ParamPtr(p + "ln_1.bias"), C));
   // q, k, v (B,T,Cl) = ln1 @ W^T + b: this rank's heads (column-parallel; every row, gathered)
-  const float* ln1_all = par_->ColumnInput(ln1, N);
-  for (const auto& [out, w] : {std::pair<float*, const char*>{q, "attn.q."}, {kk, "attn.k."}, {v, "attn.v."}}) {
-    be_.LinearForward(st_, M(out, N, Cl_), M(ln1_all, N, C), M(Param(p + w + "weight"), Cl_, C),
-                      M(Param(p + w + "bias"), Cl_));
+  DevPtr ln1_all = par_->ColumnInput(ln1, N);
+  for (const auto& [out, w] : {std::pair<DevPtr, const char*>{q, "attn.q."}, {kk, "attn.k."}, {v, "attn.v."}}) {
+    be_.LinearForward(st_, M(out, N, Cl_), M(ln1_all, N, C), M(ParamPtr(p + w + "weight"), Cl_, C),
+                      M(ParamPtr(p + w + "bias"), Cl_));
   }
   // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
   if (kv) {  // decoding: this position's query against the cached positions 0..pos
     be_.AttentionDecode(st_, M(atty, C), M(q, C), M(kc, pos + 1, C), M(vc, pos + 1, C),
-                        M(kv->scores.data(), config_.max_seq_len), Hl_);
+                        M(kv->scores.ptr(), config_.max_seq_len), Hl_);
   } else {
     be_.AttentionForward(st_, M3(atty, B, T, Cl_),
                          M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), M3(q, B, T, Cl_),
@@ -192,46 +198,48 @@ void GptModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* kv, 
   RowParallelLinear(attproj, atty, p + "attn.proj.", N, Cl_);
   // resid2 = residual + attproj; ln2 (B,T,C) = LayerNorm(resid2)
   be_.ResidualLayerNormForward(st_, M(resid2, R, C), M(ln2, R, C), M(L(a.ln2_mean, li, R), R), M(L(a.ln2_rstd, li, R), R),
-                               M(residual, R, C), M(attproj, R, C), M(Param(p + "ln_2.weight"), C),
-                               M(Param(p + "ln_2.bias"), C));
+                               M(residual, R, C), M(attproj, R, C), M(ParamPtr(p + "ln_2.weight"), C),
+                               M(ParamPtr(p + "ln_2.bias"), C));
   // fch (B,T,Fl) = ln2 @ Wfc^T + b; fch_gelu = GELU(fch)
-  be_.LinearForward(st_, M(fch, N, Fl_), M(par_->ColumnInput(ln2, N), N, C), M(Param(p + "mlp.fc.weight"), Fl_, C),
-                    M(Param(p + "mlp.fc.bias"), Fl_), M(fch_gelu, N, Fl_));
+  be_.LinearForward(st_, M(fch, N, Fl_), M(par_->ColumnInput(ln2, N), N, C), M(ParamPtr(p + "mlp.fc.weight"), Fl_, C),
+                    M(ParamPtr(p + "mlp.fc.bias"), Fl_), M(fch_gelu, N, Fl_));
   // fcproj (B,T,C) = fch_gelu @ Wproj^T + b (row-parallel); resid3 = resid2 + fcproj
   RowParallelLinear(fcproj, fch_gelu, p + "mlp.proj.", N, Fl_);
   be_.ResidualForward(st_, M(resid3, NC), M(resid2, NC), M(fcproj, NC));
 }
 
-void GptModel::RowParallelLinear(float* out, const float* inp, const std::string& prefix, int N, int K) {
-  par_->RowLinear(out, inp, Param(prefix + "weight"), Param(prefix + "bias"), N, K, scratch_.dln.data());
+void GptModel::RowParallelLinear(DevPtr out, DevPtr inp, const std::string& prefix, int N, int K) {
+  par_->RowLinear(out, inp, ParamPtr(prefix + "weight"), ParamPtr(prefix + "bias"), N, K, scratch_.dln.ptr());
 }
 
-const float* GptModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
+DevPtr GptModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
   if (!shard_.first() || !shard_.last(config_) || shard_.tp > 1 || pos < 0 || pos >= config_.max_seq_len) std::abort();
   EnsureSlot(0, 1, 1);
-  if (!status_.ok()) return nullptr;
+  if (!status_.ok()) return DevPtr{};
   Slot& s = slots_[0];
   const int C = config_.n_embd;
   // input (1,C) = wte[token] + wpe[pos]
   be_.CopyFromHost(s.tokens.View(), &token, st_);
-  par_->EmbeddingForward(s.input.data(), s.tokens.i32(), Param("wte.weight"),
-                         Param("wpe.weight") + static_cast<size_t>(pos) * C, 1, 1, scratch_.dln.data());
+  par_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), ParamPtr("wte.weight"),
+                         ParamPtr("wpe.weight") + static_cast<size_t>(pos) * C, 1, 1, scratch_.dln.ptr());
   for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i, &cache, pos);
-  be_.LayerNormForward(st_, M(s.lnf.data(), 1, C), M(s.lnf_mean.data(), 1), M(s.lnf_rstd.data(), 1),
-                       M(StageOutput(0), 1, C), M(Param("ln_f.weight"), C), M(Param("ln_f.bias"), C));
-  be_.LinearForward(st_, M(s.logits.data(), 1, Vl_), M(s.lnf.data(), 1, C), M(Param("wte.weight"), Vl_, C), TV());
-  return s.logits.data();
+  be_.LayerNormForward(st_, M(s.lnf.ptr(), 1, C), M(s.lnf_mean.ptr(), 1), M(s.lnf_rstd.ptr(), 1),
+                       M(OutputOf(0), 1, C), M(ParamPtr("ln_f.weight"), C), M(ParamPtr("ln_f.bias"), C));
+  be_.LinearForward(st_, M(s.logits.ptr(), 1, Vl_), M(s.lnf.ptr(), 1, C), M(ParamPtr("wte.weight"), Vl_, C), TV());
+  return s.logits.ptr();
 }
 
 float* GptModel::StageInput(int slot, int B, int T) {
   EnsureSlot(slot, B, T);
-  return slots_[slot].input.data();
+  return slots_[slot].input.ptr().f32();
 }
 
-const float* GptModel::StageOutput(int slot) const {
+DevPtr GptModel::OutputOf(int slot) const {
   const Slot& s = slots_.at(slot);
-  return nl_ > 0 ? s.resid3.data() + static_cast<size_t>(nl_ - 1) * StageFloats(s.B, s.T) : s.input.data();
+  return nl_ > 0 ? s.resid3.ptr() + static_cast<size_t>(nl_ - 1) * StageFloats(s.B, s.T) : s.input.ptr();
 }
+
+const float* GptModel::StageOutput(int slot) const { return OutputOf(slot).f32(); }
 
 double GptModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
   if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses ForwardStage
@@ -249,27 +257,27 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
   if (shard_.first()) {
     // input (R,C) = wte[tokens] + wpe[t] (the vocabulary-parallel form: this slice's rows, summed)
     be_.CopyFromHost(s.tokens.View(), tokens, st_);
-    par_->EmbeddingForward(s.input.data(), s.tokens.i32(), Param("wte.weight"), Param("wpe.weight"), B, T,
-                           scratch_.dln.data());
+    par_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), ParamPtr("wte.weight"), ParamPtr("wpe.weight"), B, T,
+                           scratch_.dln.ptr());
   }
   for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
   if (!shard_.last(config_)) return 0;
   be_.CopyFromHost(s.targets.View(), targets, st_);
-  const float* last = StageOutput(slot);
-  be_.LayerNormForward(st_, M(s.lnf.data(), R, C), M(s.lnf_mean.data(), R), M(s.lnf_rstd.data(), R), M(last, R, C),
-                       M(Param("ln_f.weight"), C), M(Param("ln_f.bias"), C));
+  const DevPtr last = OutputOf(slot);
+  be_.LayerNormForward(st_, M(s.lnf.ptr(), R, C), M(s.lnf_mean.ptr(), R), M(s.lnf_rstd.ptr(), R), M(last, R, C),
+                       M(ParamPtr("ln_f.weight"), C), M(ParamPtr("ln_f.bias"), C));
   // logits (B,T,Vl) = lnf @ wte^T (tied; this rank's vocabulary slice; every row); padded rows of wte are zero
-  be_.LinearForward(st_, M(s.logits.data(), N, Vl_), M(par_->ColumnInput(s.lnf.data(), N), N, C),
-                    M(Param("wte.weight"), Vl_, C), TV());
+  be_.LinearForward(st_, M(s.logits.ptr(), N, Vl_), M(par_->ColumnInput(s.lnf.ptr(), N), N, C),
+                    M(ParamPtr("wte.weight"), Vl_, C), TV());
   // losses (B,T); with grad_scale the logits become their gradient in place
-  const double total = par_->Loss(s.logits.data(), s.losses.data(), s.targets.i32(), N, grad_scale);
+  const double total = par_->Loss(s.logits.ptr(), s.losses.ptr(), s.targets.i32(), N, grad_scale);
   s.have_grad_logits = grad_scale != 0.0f;
   return total / N;
 }
 
-void GptModel::LnBackward(float* dinp, const std::string& w, const std::string& b, const float* dout,
-                          const float* inp, const float* mean, const float* rstd, int rows) {
-  par_->LayerNormBackward(dinp, Grad(w), Grad(b), dout, inp, Param(w), mean, rstd, rows);
+void GptModel::LnBackward(DevPtr dinp, const std::string& w, const std::string& b, DevPtr dout,
+                          DevPtr inp, DevPtr mean, DevPtr rstd, int rows) {
+  par_->LayerNormBackward(dinp, GradPtr(w), GradPtr(b), dout, inp, ParamPtr(w), mean, rstd, rows);
 }
 
 size_t GptModel::ActivationFloatsAllocated() const {
@@ -292,7 +300,7 @@ size_t GptModel::ActivationFloatsAllocated() const {
 }
 
 void GptModel::ZeroGrad() {
-  if (!grads_.empty()) be_.Zero(st_, M(grads_.data(), static_cast<int64_t>(grads_.size())));
+  if (!grads_.empty()) be_.Zero(st_, M(grads_.ptr(), static_cast<int64_t>(grads_.size())));
 }
 
 void GptModel::Backward() {
@@ -313,7 +321,7 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   Scratch& d = scratch_;
   // The input gradient of a column-parallel layer: d.dln (N,C) holds this rank's columns' part;
   // ColumnInputGrad sums it over the group into this rank's rows (R,C).
-  auto zero = [&](const DeviceArray& v) { be_.Zero(st_, M(v.data(), static_cast<int64_t>(v.size()))); };
+  auto zero = [&](const DeviceArray& v) { be_.Zero(st_, M(v.ptr(), static_cast<int64_t>(v.size()))); };
   // Where local layer i's parameters start (i == nl_: ln_f, or the end), for the grad-ready hook.
   auto layer_start = [&](int i) {
     if (i < nl_) return layout_.Find("h." + std::to_string(shard_.layer_begin + i) + ".ln_1.weight")->offset;
@@ -338,70 +346,70 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   if (last) {
     // dlnf (B,T,C) = dlogits @ wte (summed over the vocabulary slices); dwte += dlogits^T @ lnf
     zero(d.dln);
-    const float* lnf_all = par_->ColumnInput(s.lnf.data(), N);
-    be_.LinearBackward(st_, M(d.dln.data(), N, C), M(Grad("wte.weight"), Vl_, C), TV(), M(s.logits.data(), N, Vl_),
-                       M(lnf_all, N, C), M(Param("wte.weight"), Vl_, C));
-    float* dln_rows = par_->ColumnInputGrad(d.dln.data(), N);
+    DevPtr lnf_all = par_->ColumnInput(s.lnf.ptr(), N);
+    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr("wte.weight"), Vl_, C), TV(), M(s.logits.ptr(), N, Vl_),
+                       M(lnf_all, N, C), M(ParamPtr("wte.weight"), Vl_, C));
+    DevPtr dln_rows = par_->ColumnInputGrad(d.dln.ptr(), N);
     // dresidual (R,C) = d(the last layer's output)
     zero(d.dresidual);
-    LnBackward(d.dresidual.data(), "ln_f.weight", "ln_f.bias", dln_rows, StageOutput(slot), s.lnf_mean.data(),
-               s.lnf_rstd.data(), R);
+    LnBackward(d.dresidual.ptr(), "ln_f.weight", "ln_f.bias", dln_rows, OutputOf(slot), s.lnf_mean.ptr(),
+               s.lnf_rstd.ptr(), R);
   } else {
-    be_.Copy(st_, M(d.dresidual.data(), NC), M(dout, NC));
+    be_.Copy(st_, M(d.dresidual.ptr(), NC), M(DevPtr{const_cast<float*>(dout), DType::kF32}, NC));
   }
   ready(layer_start(nl_), layout_.total_floats());
   for (int i = nl_ - 1; i >= 0; --i) {
     acquire(layer_start(i), layer_start(i + 1));
     const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
-    const float* residual = i == 0 ? s.input.data() : L(s.resid3, i - 1, NC);
+    DevPtr residual = i == 0 ? s.input.ptr() : L(s.resid3, i - 1, NC);
     // The layer's activations: kept (index i), or recomputed now into the shared one-layer buffers.
     const int li = recompute_ == Recompute::kFull ? 0 : i;
     LayerActs& a = ActsOf(s);
     if (recompute_ == Recompute::kFull) LayerForward(s, i, shared_, 0);
     // resid3 = resid2 + fcproj: d(fcproj) = dresidual
-    float* fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.data() : L(a.fch_gelu, li, NFl);
+    DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
     if (recompute_ == Recompute::kSelective) be_.GeluForward(st_, M(fch_gelu, NFl), M(L(a.fch, li, NFl), NFl));  // this layer's GELU
     zero(d.dfch_gelu);
     // (sequence parallel: the row-parallel layer needs every row's output gradient)
-    be_.LinearBackward(st_, M(d.dfch_gelu.data(), N, Fl_), M(Grad(p + "mlp.proj.weight"), C, Fl_),
-                       M(Grad(p + "mlp.proj.bias"), C), M(par_->ColumnInput(d.dresidual.data(), N), N, C),
-                       M(fch_gelu, N, Fl_), M(Param(p + "mlp.proj.weight"), C, Fl_));
-    be_.GeluBackward(st_, M(d.dfch.data(), NFl), M(L(a.fch, li, NFl), NFl), M(d.dfch_gelu.data(), NFl));  // dfch (B,T,Fl)
+    be_.LinearBackward(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(GradPtr(p + "mlp.proj.weight"), C, Fl_),
+                       M(GradPtr(p + "mlp.proj.bias"), C), M(par_->ColumnInput(d.dresidual.ptr(), N), N, C),
+                       M(fch_gelu, N, Fl_), M(ParamPtr(p + "mlp.proj.weight"), C, Fl_));
+    be_.GeluBackward(st_, M(d.dfch.ptr(), NFl), M(L(a.fch, li, NFl), NFl), M(d.dfch_gelu.ptr(), NFl));  // dfch (B,T,Fl)
     zero(d.dln);
-    be_.LinearBackward(st_, M(d.dln.data(), N, C), M(Grad(p + "mlp.fc.weight"), Fl_, C), M(Grad(p + "mlp.fc.bias"), Fl_),
-                       M(d.dfch.data(), N, Fl_), M(par_->ColumnInput(L(a.ln2, li, NC), N), N, C),
-                       M(Param(p + "mlp.fc.weight"), Fl_, C));
+    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr(p + "mlp.fc.weight"), Fl_, C), M(GradPtr(p + "mlp.fc.bias"), Fl_),
+                       M(d.dfch.ptr(), N, Fl_), M(par_->ColumnInput(L(a.ln2, li, NC), N), N, C),
+                       M(ParamPtr(p + "mlp.fc.weight"), Fl_, C));
     // column-parallel input: the slices' contributions add up
-    const float* dln2 = par_->ColumnInputGrad(d.dln.data(), N);
+    DevPtr dln2 = par_->ColumnInputGrad(d.dln.ptr(), N);
     // dresidual += LN2 backward: now d(resid2)
-    LnBackward(d.dresidual.data(), p + "ln_2.weight", p + "ln_2.bias", dln2, L(a.resid2, li, NC),
+    LnBackward(d.dresidual.ptr(), p + "ln_2.weight", p + "ln_2.bias", dln2, L(a.resid2, li, NC),
                L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), R);
     // resid2 = residual + attproj: d(attproj) = dresidual
     zero(d.datty);
-    be_.LinearBackward(st_, M(d.datty.data(), N, Cl_), M(Grad(p + "attn.proj.weight"), C, Cl_),
-                       M(Grad(p + "attn.proj.bias"), C),
-                       M(par_->ColumnInput(d.dresidual.data(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
-                       M(Param(p + "attn.proj.weight"), C, Cl_));
+    be_.LinearBackward(st_, M(d.datty.ptr(), N, Cl_), M(GradPtr(p + "attn.proj.weight"), C, Cl_),
+                       M(GradPtr(p + "attn.proj.bias"), C),
+                       M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
+                       M(ParamPtr(p + "attn.proj.weight"), C, Cl_));
     // dq, dk, dv (B,T,Cl)
-    be_.AttentionBackward(st_, M3(d.dq.data(), B, T, Cl_), M3(d.dk.data(), B, T, Cl_), M3(d.dv.data(), B, T, Cl_),
-                          M3(d.datty.data(), B, T, Cl_), M3(L(a.q, li, NCl), B, T, Cl_), M3(L(a.k, li, NCl), B, T, Cl_),
+    be_.AttentionBackward(st_, M3(d.dq.ptr(), B, T, Cl_), M3(d.dk.ptr(), B, T, Cl_), M3(d.dv.ptr(), B, T, Cl_),
+                          M3(d.datty.ptr(), B, T, Cl_), M3(L(a.q, li, NCl), B, T, Cl_), M3(L(a.k, li, NCl), B, T, Cl_),
                           M3(L(a.v, li, NCl), B, T, Cl_), M3(L(a.atty, li, NCl), B, T, Cl_),
                           M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), Hl_);
     zero(d.dln);
-    const float* ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
+    DevPtr ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
     for (const auto& [dx, w] :
-         {std::pair<float*, const char*>{d.dq.data(), "attn.q."}, {d.dk.data(), "attn.k."}, {d.dv.data(), "attn.v."}}) {
-      be_.LinearBackward(st_, M(d.dln.data(), N, C), M(Grad(p + w + "weight"), Cl_, C), M(Grad(p + w + "bias"), Cl_),
-                         M(dx, N, Cl_), M(ln1, N, C), M(Param(p + w + "weight"), Cl_, C));
+         {std::pair<DevPtr, const char*>{d.dq.ptr(), "attn.q."}, {d.dk.ptr(), "attn.k."}, {d.dv.ptr(), "attn.v."}}) {
+      be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr(p + w + "weight"), Cl_, C), M(GradPtr(p + w + "bias"), Cl_),
+                         M(dx, N, Cl_), M(ln1, N, C), M(ParamPtr(p + w + "weight"), Cl_, C));
     }
-    const float* dln1 = par_->ColumnInputGrad(d.dln.data(), N);
+    DevPtr dln1 = par_->ColumnInputGrad(d.dln.ptr(), N);
     // dresidual += LN1 backward: now d(residual), the previous layer's output
-    LnBackward(d.dresidual.data(), p + "ln_1.weight", p + "ln_1.bias", dln1, residual, L(a.ln1_mean, li, R),
+    LnBackward(d.dresidual.ptr(), p + "ln_1.weight", p + "ln_1.bias", dln1, residual, L(a.ln1_mean, li, R),
                L(a.ln1_rstd, li, R), R);
     ready(layer_start(i), layer_start(i + 1));
   }
   if (shard_.first()) {
-    par_->EmbeddingBackward(Grad("wte.weight"), Grad("wpe.weight"), d.dresidual.data(), s.tokens.i32(), B, T);
+    par_->EmbeddingBackward(GradPtr("wte.weight"), GradPtr("wpe.weight"), d.dresidual.ptr(), s.tokens.i32(), B, T);
   }
   ready(0, layer_start(0));
 }

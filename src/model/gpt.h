@@ -1,14 +1,14 @@
 // GptModel: GPT-2's forward and backward, written out layer by layer as ops of a Backend
 // (tensor/backend.h), each given views of the model's buffers and the model's stream.
 //
-// Parallelism is decided outside (DESIGN.md), though its collectives are still called from inside:
-// src/parallel decides which part of the model a rank holds
-// (a ModelShard: a tensor slice and a pipeline stage) and hands the model a TensorParallelGroup for
-// its slice's collectives; the model runs the same math on the local widths and calls the group at
-// Megatron's two points (the sum after a row-split projection in forward, the sum of a column-split
-// layer's input gradient in backward) and for the vocabulary-parallel embedding and loss. Whole
-// model, tp = 1: no call at all. Pipeline stages exchange activations outside the model, through
-// StageInput / StageOutput / InputGrad.
+// Parallelism stays outside (DESIGN.md): src/parallel decides which part of the model a rank holds
+// (a ModelShard: a tensor slice and a pipeline stage) and builds the model with the layers of that
+// split (model/layer_parallel.h: parallel/tensor_parallel.h's TensorParallelLayers, or the whole
+// width); the model runs the same math on the local widths and calls those layers where Megatron's
+// split talks to its group (a column-parallel layer's input and input gradient, a row-parallel
+// linear, the vocabulary-parallel embedding and loss, LayerNorm backward). Data parallelism hangs on
+// the grad-ready hook or is the GradSink; pipeline stages exchange activations outside the model,
+// through StageInput / StageOutput / InputGrad.
 //
 // Memory: all of it comes from the backend's allocator (DeviceArray). Parameters and gradients are
 // each one flat fp32 buffer in ParamLayout order; activations live in slots, one per micro-batch in
@@ -46,17 +46,22 @@ class GradSink {
 // generator's): (L, maxT, C) each in the model's backend memory, plus the decode attention's scores.
 struct KvCache {
   DeviceArray k, v, scores;
-  // Sized for `config`'s whole model; errors name the allocation.
-  Status Allocate(Backend& b, const GptConfig& config);
+  // Sized for `config`'s whole model, keys and values in the model's compute dtype t; errors name the
+  // allocation.
+  Status Allocate(Backend& b, const GptConfig& config, DType t);
 };
 
 class GptModel {
  public:
-  GptModel(const GptConfig& config, Backend& backend);
+  // compute: the dtype of the parameters, gradients and activations (the precision policy's working
+  // dtype; LayerNorm and attention statistics and the losses stay fp32). bf16 needs a backend with
+  // bf16 ops (ref emulates them) and, for now, the whole model on one rank.
+  GptModel(const GptConfig& config, Backend& backend, DType compute = DType::kF32);
   // One shard of the model, built with the layers of its tensor-parallel split: `layers` must be given
   // when shard.tp > 1 (parallel/tensor_parallel.h TensorParallelLayers) and outlive the model; null
   // means the whole width on this rank. config.padded_vocab must divide by shard.tp.
-  GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers);
+  GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
+           DType compute = DType::kF32);
   const ModelShard& shard() const { return shard_; }
 
   const GptConfig& config() const { return config_; }
@@ -65,13 +70,21 @@ class GptModel {
   const Stream& stream() const { return st_; }
   // Ok, or the first allocation that failed (naming the tensor and what to do).
   const Status& status() const { return status_; }
-  float* params() { return params_.data(); }
-  const float* params() const { return params_.data(); }
-  float* grads() { return grads_.data(); }
-  const float* grads() const { return grads_.data(); }
+  DType compute_dtype() const { return cd_; }
+  // The flat parameter and gradient buffers in the compute dtype (gradients: null in sink mode).
+  DevPtr params_ptr() const { return params_.ptr(); }
+  DevPtr grads_ptr() const { return grads_.ptr(); }
+  // The same as fp32 pointers: fp32 models only (an invariant; bf16 models use the DevPtr forms).
+  float* params() { return params_.ptr().f32(); }
+  const float* params() const { return params_.ptr().f32(); }
+  float* grads() { return grads_.empty() ? nullptr : grads_.ptr().f32(); }
+  const float* grads() const { return grads_.empty() ? nullptr : grads_.ptr().f32(); }
   size_t num_floats() const { return params_.size(); }
-  float* Param(const std::string& name);  // aborts on an unknown name (an invariant)
-  float* Grad(const std::string& name);
+  // One tensor's parameters and gradients; aborts on an unknown name (an invariant).
+  DevPtr ParamPtr(const std::string& name) const;
+  DevPtr GradPtr(const std::string& name);
+  float* Param(const std::string& name) { return ParamPtr(name).f32(); }  // fp32 models
+  float* Grad(const std::string& name) { return GradPtr(name).f32(); }
 
   // Activation recomputation (model/config.h: none, selective, full). All three give bit-identical
   // gradients (the same kernels on the same inputs, in the same order).
@@ -96,27 +109,27 @@ class GptModel {
   // The whole model's pass (slot 0); a shard of a pipeline uses ForwardStage.
   double Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale);
   // Logits (B, T, Vp) of the last Forward with grad_scale == 0.
-  const float* logits() const { return slots_[0].logits.data(); }
+  const float* logits() const { return slots_[0].logits.ptr().f32(); }  // fp32 models
   // Adds this batch's gradients into grads() (call ZeroGrad between optimizer steps).
   void Backward();
   // Decoding (the whole model only): `token` at position `pos` runs through the same layers as
   // Forward with B = T = 1, each layer's key and value written to row pos of `cache` and its
   // attention reading rows 0..pos; returns the logits (Vp) in backend memory (valid until the next
   // pass), or null when an allocation failed (status()). Runs in slot 0: a pass held there is lost.
-  const float* DecodeStep(int32_t token, int pos, KvCache& cache);
+  DevPtr DecodeStep(int32_t token, int pos, KvCache& cache);
 
   // Pipeline stages. A stage's forward of micro-batch slot `slot`: the first stage reads tokens; any
   // other reads StageInput(slot, B, T), which the caller fills (B, T, C) first. The last stage reads
   // targets and returns the mean loss (else 0). StageOutput(slot) (B, T, C) is a non-last stage's
   // result, valid until the slot's next forward.
-  float* StageInput(int slot, int B, int T);
+  float* StageInput(int slot, int B, int T);  // fp32 models (pipelines)
   double ForwardStage(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale);
   const float* StageOutput(int slot) const;
   // The slot's backward: the last stage starts from its loss, any other from dout (B, T, C), the
   // gradient of its output. Then InputGrad() (B, T, C) is the gradient of a non-first stage's input,
   // valid until the next BackwardStage.
   void BackwardStage(int slot, const float* dout);
-  const float* InputGrad() const { return scratch_.dresidual.data(); }
+  const float* InputGrad() const { return scratch_.dresidual.ptr().f32(); }
   // Floats of StageInput / StageOutput / InputGrad for a (B, T) micro-batch: (B*T/tp) * C rows with
   // sequence parallelism (each rank passes its own rows), B*T*C otherwise.
   size_t StageFloats(int B, int T) const {
@@ -167,25 +180,29 @@ class GptModel {
   // The buffers holding slot's layer i activations (kept or recomputed) and their index.
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.
-  static float* L(const DeviceArray& a, int l, size_t width) { return a.data() + static_cast<size_t>(l) * width; }
+  static DevPtr L(const DeviceArray& a, int l, size_t width) { return a.ptr() + static_cast<size_t>(l) * width; }
+  // The stage output of slot (B,T,C) in the compute dtype.
+  DevPtr OutputOf(int slot) const;
   // Views of the model's buffers on its backend's device: a matrix (r, c), a vector (n), a (B, T, C)
   // tensor, token ids.
-  TensorView M(const float* p, int64_t r, int64_t c) const { return TensorView::F32(p, {r, c}, be_.device()); }
-  TensorView M(const float* p, int64_t n) const { return TensorView::F32(p, {n}, be_.device()); }
-  TensorView M3(const float* p, int64_t B, int64_t T, int64_t C) const {
-    return TensorView::F32(p, {B, T, C}, be_.device());
+  TensorView M(DevPtr p, int64_t r, int64_t c) const { return TensorView(p.p, p.t, {r, c}, be_.device()); }
+  TensorView M(DevPtr p, int64_t n) const { return TensorView(p.p, p.t, {n}, be_.device()); }
+  TensorView M3(DevPtr p, int64_t B, int64_t T, int64_t C) const {
+    return TensorView(p.p, p.t, {B, T, C}, be_.device());
   }
   TensorView Ids(const int32_t* p, int64_t n) const { return TensorView::I32(p, {n}, be_.device()); }
   TensorView Ids(const int32_t* p, int64_t B, int64_t T) const { return TensorView::I32(p, {B, T}, be_.device()); }
   // a <- n zeroed elements; the first failure is kept in status_.
-  void Alloc(DeviceArray& a, size_t n, const char* what, DType t = DType::kF32);
+  void Alloc(DeviceArray& a, size_t n, const char* what, DType t);
+  void Alloc(DeviceArray& a, size_t n, const char* what) { Alloc(a, n, what, cd_); }
   // out (R,C) = inp (N,K) @ W^T + b for the row-parallel projection `prefix` (attn.proj., mlp.proj.).
-  void RowParallelLinear(float* out, const float* inp, const std::string& prefix, int N, int K);
+  void RowParallelLinear(DevPtr out, DevPtr inp, const std::string& prefix, int N, int K);
   // LayerNorm backward of the parameters w, b over this rank's rows.
-  void LnBackward(float* dinp, const std::string& w, const std::string& b, const float* dout, const float* inp,
-                  const float* mean, const float* rstd, int rows);
+  void LnBackward(DevPtr dinp, const std::string& w, const std::string& b, DevPtr dout, DevPtr inp, DevPtr mean,
+                  DevPtr rstd, int rows);
 
   GptConfig config_;
+  DType cd_ = DType::kF32;  // the compute dtype
   ModelShard shard_;
   std::unique_ptr<WholeModelLayers> whole_;  // the layers when none are given
   LayerParallel* par_;

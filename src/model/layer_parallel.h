@@ -29,29 +29,29 @@ class LayerParallel {
 
   // The input of a column-parallel linear, every row (N, C), from this rank's rows x (R, C): x itself,
   // or all ranks' rows gathered (sequence parallelism; valid until the next call).
-  virtual const float* ColumnInput(const float* x, size_t N) = 0;
+  virtual DevPtr ColumnInput(DevPtr x, size_t N) = 0;
   // The input gradient of a column-parallel linear: `part` (N, C) holds this rank's columns'
   // contribution; returns this rank's rows (R, C) of its sum over the group (part itself, summed in
   // place, or a scratch buffer under sequence parallelism).
-  virtual float* ColumnInputGrad(float* part, size_t N) = 0;
+  virtual DevPtr ColumnInputGrad(DevPtr part, size_t N) = 0;
   // out (R, C) = inp (N, K) @ w^T + b for a row-parallel linear (w: (C, K)); `partial` (N, C) is
   // scratch the caller lends for the partial sums.
-  virtual void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K,
-                         float* partial) = 0;
+  virtual void RowLinear(DevPtr out, DevPtr inp, DevPtr w, DevPtr b, int N, int K,
+                         DevPtr partial) = 0;
   // input (R, C) = the embedding of tokens (N) plus positions; wte (Vl, C) this rank's rows, wpe
   // (T, C) the positions' rows (decoding passes row pos alone, T = 1). `partial` (N, C) is lent scratch.
-  virtual void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
-                                float* partial) = 0;
+  virtual void EmbeddingForward(DevPtr input, const int32_t* tokens, DevPtr wte, DevPtr wpe, int B, int T,
+                                DevPtr partial) = 0;
   // dwte (Vl, C) += and dwpe += from dresidual (R, C), the gradient of the embedding's output.
-  virtual void EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,
+  virtual void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                                  int T) = 0;
   // The loss of logits (N, Vl) against targets (N): losses (N), their sum returned; with dscale != 0
   // the logits become their gradient (as Backend::CrossEntropy).
-  virtual double Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) = 0;
+  virtual double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) = 0;
   // LayerNorm backward over this rank's rows (R, C); dw, db (C) accumulate the weight gradients,
   // summed over the group first where the rows are split (sequence parallelism).
-  virtual void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                                 const float* mean, const float* rstd, int rows) = 0;
+  virtual void LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
+                                 DevPtr mean, DevPtr rstd, int rows) = 0;
 };
 
 // The whole model on one rank (tp = 1): every method is the plain op.
@@ -61,20 +61,20 @@ class WholeModelLayers : public LayerParallel {
       : c_(config), be_(backend), st_(backend.DefaultStream()) {}
   Status Prepare(size_t) override { return Status::Ok(); }
   size_t ScratchFloats() const override { return 0; }
-  const float* ColumnInput(const float* x, size_t) override { return x; }
-  float* ColumnInputGrad(float* part, size_t) override { return part; }
-  void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K, float*) override;
-  void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
-                        float*) override;
-  void EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,
+  DevPtr ColumnInput(DevPtr x, size_t) override { return x; }
+  DevPtr ColumnInputGrad(DevPtr part, size_t) override { return part; }
+  void RowLinear(DevPtr out, DevPtr inp, DevPtr w, DevPtr b, int N, int K, DevPtr) override;
+  void EmbeddingForward(DevPtr input, const int32_t* tokens, DevPtr wte, DevPtr wpe, int B, int T,
+                        DevPtr) override;
+  void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                          int T) override;
-  double Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) override;
-  void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                         const float* mean, const float* rstd, int rows) override;
+  double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) override;
+  void LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
+                         DevPtr mean, DevPtr rstd, int rows) override;
 
  private:
-  TensorView F(const float* p, int64_t r, int64_t c) const { return TensorView::F32(p, {r, c}, be_.device()); }
-  TensorView F(const float* p, int64_t n) const { return TensorView::F32(p, {n}, be_.device()); }
+  TensorView F(DevPtr p, int64_t r, int64_t c) const { return TensorView(p.p, p.t, {r, c}, be_.device()); }
+  TensorView F(DevPtr p, int64_t n) const { return TensorView(p.p, p.t, {n}, be_.device()); }
   GptConfig c_;
   Backend& be_;
   Stream st_;

@@ -26,7 +26,22 @@ AdamW::AdamW(const ParamLayout& layout, Backend& backend, AdamWOptions o, size_t
   if (status_.ok()) status_ = v_.Assign(be_, end_ - begin_, "the Adam second moments");
 }
 
-StepStats AdamW::StepWithNorm(float* params, float* grads, int step, double grad_norm) {
+Status AdamW::UseMasterWeights(DevPtr working) {
+  master_.Reset();
+  if (working.t == DType::kF32) return Status::Ok();
+  ANNEAL_RETURN_IF_ERROR(master_.Assign(be_, end_ - begin_, "the fp32 master weights"));
+  const int64_t n = static_cast<int64_t>(end_ - begin_);
+  be_.Copy(be_.DefaultStream(), master_.View(), TensorView(working.p, working.t, {n}, be_.device()));
+  return Status::Ok();
+}
+
+void AdamW::WriteWorking(DevPtr working) {
+  if (master_.empty()) return;
+  const int64_t n = static_cast<int64_t>(end_ - begin_);
+  be_.Copy(be_.DefaultStream(), TensorView(working.p, working.t, {n}, be_.device()), master_.View());
+}
+
+StepStats AdamW::StepWithNorm(DevPtr params, DevPtr grads, int step, double grad_norm) {
   StepStats s;
   s.lr = LearningRate(o_, step);
   s.grad_norm = grad_norm;
@@ -36,19 +51,23 @@ StepStats AdamW::StepWithNorm(float* params, float* grads, int step, double grad
   }
   const size_t n = end_ - begin_;
   const Stream st = be_.DefaultStream();
+  auto view = [&](DevPtr p, size_t len) {
+    return TensorView(p.p, p.t, {static_cast<int64_t>(len)}, be_.device());
+  };
   if (o_.grad_clip > 0 && s.grad_norm > o_.grad_clip) {
-    be_.Scale(st, TV::F32(grads, {static_cast<int64_t>(n)}), static_cast<float>(o_.grad_clip / (s.grad_norm + 1e-6)));
+    be_.Scale(st, view(grads, n), static_cast<float>(o_.grad_clip / (s.grad_norm + 1e-6)));
   }
   ++updates_;
+  const DevPtr target = master_.empty() ? params : master_.ptr();  // what the update changes
   for (const ParamInfo& p : layout_.params()) {  // each tensor's part inside the shard
     const size_t lo = std::max(begin_, p.offset), hi = std::min(end_, p.offset + p.stored_size);
     if (lo >= hi) continue;
     const size_t i = lo - begin_;
-    const int64_t len = static_cast<int64_t>(hi - lo);
-    be_.AdamW(st, TV::F32(params + i, {len}), TV::F32(grads + i, {len}), TV::F32(m_.data() + i, {len}),
-              TV::F32(v_.data() + i, {len}), s.lr, o_.beta1, o_.beta2, o_.eps, p.decay ? o_.weight_decay : 0.0f,
+    be_.AdamW(st, view(target + i, hi - lo), view(grads + i, hi - lo), view(m_.ptr() + i, hi - lo),
+              view(v_.ptr() + i, hi - lo), s.lr, o_.beta1, o_.beta2, o_.eps, p.decay ? o_.weight_decay : 0.0f,
               updates_);
   }
+  WriteWorking(params);
   return s;
 }
 

@@ -40,16 +40,37 @@ class AdamW {
   AdamW(const ParamLayout& layout, Backend& backend, AdamWOptions o, size_t begin = 0, size_t end = SIZE_MAX);
   // One update of params from grads at 0-based step `step` (bias correction uses t = updates done
   // + 1). Skips the update (and says so) when the gradient norm is not finite.
-  StepStats Step(float* params, float* grads, int step) {
+  StepStats Step(DevPtr params, DevPtr grads, int step) {
     return StepWithNorm(params, grads, step, std::sqrt(SumSquares(grads)));
   }
-  // The same with the global gradient norm given (a sharded optimizer adds its shards' SumSquares
-  // across ranks first); grads are clipped by it in place.
-  StepStats StepWithNorm(float* params, float* grads, int step, double grad_norm);
-  // Sum of squares of the shard's gradients (grads points at element begin()).
-  double SumSquares(const float* grads) const {
-    return be_.SumSquares(be_.DefaultStream(), TV::F32(grads, {static_cast<int64_t>(end_ - begin_)}));
+  StepStats Step(float* params, float* grads, int step) {
+    return Step(DevPtr{params, DType::kF32}, DevPtr{grads, DType::kF32}, step);
   }
+  // The same with the global gradient norm given (a sharded optimizer adds its shards' SumSquares
+  // across ranks first); grads are clipped by it in place. params and grads: the working copy and
+  // its gradients in the compute dtype, at element begin(). With master weights the update runs on
+  // them and the working copy is written from them (rounded to its dtype).
+  StepStats StepWithNorm(DevPtr params, DevPtr grads, int step, double grad_norm);
+  StepStats StepWithNorm(float* params, float* grads, int step, double grad_norm) {
+    return StepWithNorm(DevPtr{params, DType::kF32}, DevPtr{grads, DType::kF32}, step, grad_norm);
+  }
+  // Sum of squares of the shard's gradients (grads points at element begin()).
+  double SumSquares(DevPtr grads) const {
+    return be_.SumSquares(be_.DefaultStream(),
+                          TensorView(grads.p, grads.t, {static_cast<int64_t>(end_ - begin_)}, be_.device()));
+  }
+  double SumSquares(const float* grads) const { return SumSquares(DevPtr{const_cast<float*>(grads), DType::kF32}); }
+
+  // The precision policy's master weights. For a working copy in fp32 there are none: the update
+  // runs on the working parameters themselves (no copy, no extra memory). For a lower-precision
+  // working copy (bf16) this optimizer owns fp32 masters for its shard, made here from `working`
+  // (the parameters at element begin()). Errors name the allocation.
+  Status UseMasterWeights(DevPtr working);
+  // The fp32 master weights of the shard, or null when the working copy is fp32 (then it is the
+  // master): what checkpoints store and load, so a checkpoint moves between precisions and devices.
+  DevPtr master() const { return master_.ptr(); }
+  // Writes the working copy (at element begin()) from the masters after they were loaded.
+  void WriteWorking(DevPtr working);
   size_t begin() const { return begin_; }
   size_t end() const { return end_; }
   // The moments of the shard, in the backend's memory (tensor/host_copy.h reads them on the host).
@@ -69,6 +90,7 @@ class AdamW {
   AdamWOptions o_;
   size_t begin_, end_;
   DeviceArray m_, v_;
+  DeviceArray master_;  // fp32 master weights of the shard when the working copy is not fp32
   Status status_;
   int updates_ = 0;
 };

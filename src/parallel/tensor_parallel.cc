@@ -69,58 +69,58 @@ size_t TensorParallelLayers::ScratchFloats() const {
   return gather_.size() + rows_.size() + ln_grads_.size() + 2 * (stats_.size() + gathered_.size());
 }
 
-const float* TensorParallelLayers::ColumnInput(const float* x, size_t N) {
+DevPtr TensorParallelLayers::ColumnInput(DevPtr x, size_t N) {
   if (!shard_.seq_parallel()) return x;
   const size_t C = c_.n_embd, R = N / shard_.tp;
-  float* g = gather_.data();
+  DevPtr g = gather_.ptr();
   be_.Copy(st_, F(g + shard_.tp_rank * R * C, R, C), F(x, R, C));
   group_->AllGatherInPlace(F(g, N * C), Ready());
   return g;
 }
 
-void TensorParallelLayers::ReduceRows(float* part, float* out, size_t N) {
+void TensorParallelLayers::ReduceRows(DevPtr part, DevPtr out, size_t N) {
   const size_t C = c_.n_embd;
   if (shard_.seq_parallel()) group_->ReduceScatterSum(F(part, N * C), F(out, N * C / shard_.tp), Ready());
   else group_->AllReduceSum(F(part, N * C), Ready());  // in place: part is out
 }
 
-float* TensorParallelLayers::ColumnInputGrad(float* part, size_t N) {
-  float* rows = shard_.seq_parallel() ? rows_.data() : part;
+DevPtr TensorParallelLayers::ColumnInputGrad(DevPtr part, size_t N) {
+  DevPtr rows = shard_.seq_parallel() ? rows_.ptr() : part;
   ReduceRows(part, rows, N);
   return rows;
 }
 
-void TensorParallelLayers::RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K,
-                                     float* partial) {
+void TensorParallelLayers::RowLinear(DevPtr out, DevPtr inp, DevPtr w, DevPtr b, int N, int K,
+                                     DevPtr partial) {
   const int C = c_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N;
-  float* part = shard_.seq_parallel() ? partial : out;  // (N,C) partial sums
+  DevPtr part = shard_.seq_parallel() ? partial : out;  // (N,C) partial sums
   be_.LinearForward(st_, F(part, N, C), F(inp, N, K), F(w, C, K), TensorView());
   ReduceRows(part, out, N);
   be_.BiasAdd(st_, F(out, R, C), F(b, C));
 }
 
-void TensorParallelLayers::EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe,
-                                            int B, int T, float* partial) {
+void TensorParallelLayers::EmbeddingForward(DevPtr input, const int32_t* tokens, DevPtr wte, DevPtr wpe,
+                                            int B, int T, DevPtr partial) {
   const int C = c_.n_embd, N = B * T;
   const bool sp = shard_.seq_parallel();
   const int R = sp ? N / shard_.tp : N, row0 = sp ? shard_.tp_rank * R : 0;
   // The rank holding a token's row contributes it, the others 0; summed over the group.
-  float* rows = sp ? partial : input;  // (N,C)
+  DevPtr rows = sp ? partial : input;  // (N,C)
   be_.VocabEmbeddingForward(st_, F(rows, N, C), TensorView::I32(tokens, {N}, be_.device()), F(wte, Vl_, C), v0_);
   ReduceRows(rows, input, N);
   be_.AddPositions(st_, F(input, R, C), F(wpe, T, C), row0, T);
 }
 
-void TensorParallelLayers::EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens,
+void TensorParallelLayers::EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens,
                                              int B, int T) {
   const int C = c_.n_embd, N = B * T;
   // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
-  const float* dall = ColumnInput(dresidual, N);  // every row
+  DevPtr dall = ColumnInput(dresidual, N);  // every row
   be_.VocabEmbeddingBackward(st_, F(dwte, Vl_, C), F(dwpe, c_.max_seq_len, C), F(dall, N, C),
                              TensorView::I32(tokens, {N}, be_.device()), v0_, T);
 }
 
-double TensorParallelLayers::Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) {
+double TensorParallelLayers::Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) {
   const int tp = shard_.tp;
   const int nreal = std::clamp(c_.vocab_size - v0_, 0, Vl_);  // columns of this slice that are real tokens
   const TensorView lg = F(logits, N, Vl_), tg = TensorView::I32(targets, {N}, be_.device());
@@ -133,8 +133,8 @@ double TensorParallelLayers::Loss(float* logits, float* losses, const int32_t* t
                               tg, v0_, nreal, dscale);
 }
 
-void TensorParallelLayers::LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
-                                             const float* w, const float* mean, const float* rstd, int rows) {
+void TensorParallelLayers::LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp,
+                                             DevPtr w, DevPtr mean, DevPtr rstd, int rows) {
   const int C = c_.n_embd;
   if (!shard_.seq_parallel()) {
     be_.LayerNormBackward(st_, F(dinp, rows, C), F(dw, C), F(db, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
@@ -142,7 +142,7 @@ void TensorParallelLayers::LayerNormBackward(float* dinp, float* dw, float* db, 
     return;
   }
   // Only this micro-batch's contribution is summed over the group (the gradients accumulate).
-  float* t = ln_grads_.data();
+  DevPtr t = ln_grads_.ptr();
   be_.Zero(st_, F(t, 2 * C));
   be_.LayerNormBackward(st_, F(dinp, rows, C), F(t, C), F(t + C, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
                         F(mean, rows), F(rstd, rows));

@@ -66,23 +66,23 @@ class TensorParallelLayers : public LayerParallel {
   TensorParallelLayers(const GptConfig& config, const ModelShard& shard, TensorParallelGroup* group, Backend& backend);
   Status Prepare(size_t N) override;
   size_t ScratchFloats() const override;
-  const float* ColumnInput(const float* x, size_t N) override;
-  float* ColumnInputGrad(float* part, size_t N) override;
-  void RowLinear(float* out, const float* inp, const float* w, const float* b, int N, int K, float* partial) override;
-  void EmbeddingForward(float* input, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
-                        float* partial) override;
-  void EmbeddingBackward(float* dwte, float* dwpe, const float* dresidual, const int32_t* tokens, int B,
+  DevPtr ColumnInput(DevPtr x, size_t N) override;
+  DevPtr ColumnInputGrad(DevPtr part, size_t N) override;
+  void RowLinear(DevPtr out, DevPtr inp, DevPtr w, DevPtr b, int N, int K, DevPtr partial) override;
+  void EmbeddingForward(DevPtr input, const int32_t* tokens, DevPtr wte, DevPtr wpe, int B, int T,
+                        DevPtr partial) override;
+  void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                          int T) override;
-  double Loss(float* logits, float* losses, const int32_t* targets, int N, float dscale) override;
-  void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                         const float* mean, const float* rstd, int rows) override;
+  double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) override;
+  void LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
+                         DevPtr mean, DevPtr rstd, int rows) override;
 
  private:
-  TensorView F(const float* p, int64_t n) const { return TensorView::F32(p, {n}, be_.device()); }
-  TensorView F(const float* p, int64_t r, int64_t c) const { return TensorView::F32(p, {r, c}, be_.device()); }
+  TensorView F(DevPtr p, int64_t n) const { return TensorView(p.p, p.t, {n}, be_.device()); }
+  TensorView F(DevPtr p, int64_t r, int64_t c) const { return TensorView(p.p, p.t, {r, c}, be_.device()); }
   Event Ready() const { return be_.RecordEvent(st_); }
   // part (N, C) summed over the group into out: this rank's rows (sequence parallel), or in place.
-  void ReduceRows(float* part, float* out, size_t N);
+  void ReduceRows(DevPtr part, DevPtr out, size_t N);
 
   GptConfig c_;
   ModelShard shard_;

@@ -183,8 +183,10 @@ class Backend {
                      float beta2, float eps, float wd, int t) = 0;
   // x = 0 (gradient zeroing, scratch clearing).
   virtual void Zero(const Stream& s, const TV& x) = 0;
-  // dst = src, equal shapes and dtypes; strided views accepted (pipeline stage buffers, data
-  // parallelism's bucket buffers, a column block of a matrix).
+  // dst = src, equal shapes; strided views accepted (pipeline stage buffers, data parallelism's
+  // bucket buffers, a column block of a matrix). Between f32 and bf16 (contiguous views; supported
+  // where the backend supports kCopy in bf16): widened exactly, or rounded to nearest even — the
+  // precision policy's master-to-working copy.
   virtual void Copy(const Stream& s, const TV& dst, const TV& src) = 0;
 };
 

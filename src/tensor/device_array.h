@@ -36,6 +36,8 @@ class DeviceArray {
   float* data() const { return n_ ? static_cast<float*>(buf_.data()) : nullptr; }
   double* f64() const { return n_ ? static_cast<double*>(buf_.data()) : nullptr; }
   int32_t* i32() const { return n_ ? static_cast<int32_t*>(buf_.data()) : nullptr; }
+  // The first element with its dtype.
+  DevPtr ptr() const { return {n_ ? buf_.data() : nullptr, t_}; }
   // The whole array as a 1-D view.
   TensorView View() const { return buf_.View(t_, {static_cast<int64_t>(n_)}); }
 

@@ -93,4 +93,19 @@ class TensorView {
 // The short name the ops use.
 using TV = TensorView;
 
+// An element pointer into a backend's memory with its dtype: what code outside the backend passes
+// around for a buffer it must not dereference (the model's activations and parameters in the
+// compute dtype). `+ n` moves n elements.
+struct DevPtr {
+  void* p = nullptr;
+  DType t = DType::kF32;
+  DevPtr operator+(size_t n) const { return {static_cast<char*>(p) + n * SizeOf(t), t}; }
+  explicit operator bool() const { return p != nullptr; }
+  // As fp32 (aborts, an invariant, on another dtype).
+  float* f32() const {
+    if (t != DType::kF32) std::abort();
+    return static_cast<float*>(p);
+  }
+};
+
 }  // namespace anneal

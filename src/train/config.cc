@@ -64,6 +64,9 @@ const KeySpec kSpecs[] = {
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
     {"train.kernels", "cpu", "cpu | ref"},
+    {"train.dtype", "f32",
+     "f32 | bf16: parameters, gradients and activations (bf16: fp32 master weights in the optimizer, checkpoints in "
+     "fp32; needs a backend with bf16 ops — ref emulates them — and, for now, one rank)"},
     {"train.recompute", "none",
      "activation recomputation: none | selective (GELU recomputed in backward) | full (each layer's forward "
      "recomputed in backward; only layer outputs kept)"},
@@ -262,6 +265,25 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.sequence_parallel = get_bool("dist.sequence_parallel");
   if (c.schedule != "1f1b" && c.schedule != "gpipe") {
     errors.push_back("dist.schedule = '" + c.schedule + "' must be 1f1b or gpipe");
+  }
+  if (auto d = ParseDType(v["train.dtype"]); !d.ok() || *d == DType::kI32 || *d == DType::kF64) {
+    errors.push_back("train.dtype = '" + v["train.dtype"] + "' must be f32 or bf16");
+  } else {
+    c.dtype = *d;
+  }
+  if (c.dtype == DType::kBF16) {
+    if (Backend* b = BackendByName(c.kernels)) {
+      for (Op op : AllOps()) {
+        if (!b->Supports(op, DType::kBF16)) {
+          errors.push_back("train.dtype = bf16 but train.kernels = " + c.kernels + " has no bf16 " + OpName(op) +
+                           ": use train.kernels=ref (bf16 emulated on the CPU, slow) or train.dtype=f32");
+          break;
+        }
+      }
+    }
+    if (c.tp > 1 || c.pp > 1 || c.zero > 0) {
+      errors.push_back("train.dtype = bf16 runs on one rank for now: set dist.tp = dist.pp = 1 and dist.zero = 0");
+    }
   }
   c.bucket_mb = get_double("dist.bucket_mb", 0.001, 1e6);
   c.timeout_s = get_double("dist.timeout_s", 0.1, 1e7);

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "data/loader.h"
 #include "model/config.h"
+#include "tensor/dtype.h"
 #include "optim/adamw.h"
 
 namespace anneal {
@@ -40,6 +41,9 @@ struct TrainConfig {
   int max_bad_steps = 5;
   uint64_t seed = 1234;
   std::string kernels = "cpu";
+  // The precision policy's working dtype (parameters, gradients, activations); bf16 keeps fp32
+  // master weights in the optimizer.
+  DType dtype = DType::kF32;
   std::string recompute = "none";  // none | selective | full (model/config.h Recompute)
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit

@@ -94,7 +94,8 @@ void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<in
 // XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
 std::string StateHash(const GptModel& m, AdamW& opt) {
   Xxh64Stream h;
-  const HostRead params(m.backend(), m.params(), m.num_floats());
+  // The canonical fp32 parameters: the optimizer's masters where it keeps them.
+  const HostRead params(m.backend(), opt.master() ? opt.master() : m.params_ptr(), m.num_floats());
   const HostRead mm(m.backend(), opt.m().data(), opt.m().size()), vv(m.backend(), opt.v().data(), opt.v().size());
   h.Update(std::string_view(reinterpret_cast<const char*>(params.data()), m.num_floats() * sizeof(float)));
   h.Update(std::string_view(reinterpret_cast<const char*>(mm.data()), opt.m().size() * sizeof(float)));
@@ -249,7 +250,11 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   // Build the model with its tensor-parallel split's layers (the whole width when tp = 1).
   std::unique_ptr<TensorParallelLayers> tp_layers;
   if (tp_group) tp_layers = std::make_unique<TensorParallelLayers>(plan.model(), shard, tp_group.get(), *be);
-  GptModel model(plan.model(), *be, shard, tp_layers.get());
+  if (c.dtype != DType::kF32 && re.world > 1) {
+    return InvalidInput("train.dtype = " + std::string(DTypeName(c.dtype)) + " runs on one rank for now, this is one of " +
+                        std::to_string(re.world) + ": train with train.dtype=f32, or with one process");
+  }
+  GptModel model(plan.model(), *be, shard, tp_layers.get(), c.dtype);
   model.set_recompute(*ParseRecompute(c.recompute));  // validated by the config
   model.InitWeights(c.seed);
   const ParamInfo* wte = model.layout().Find("wte.weight");
@@ -275,6 +280,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
   AdamW opt(model.layout(), *be, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
   ANNEAL_RETURN_IF_ERROR(opt.status());
+  ANNEAL_RETURN_IF_ERROR(opt.UseMasterWeights(model.params_ptr()));  // bf16: fp32 masters of the initial weights
   PipelineEngine::Options po;
   po.schedule = c.schedule;
   po.stage = pg.pp_rank();
@@ -332,6 +338,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   const double flops_per_token =
       6.0 * static_cast<double>(c.model.NumParams()) + 6.0 * c.model.n_layer * c.model.n_embd * static_cast<double>(T);
   const double peak = (c.peak_gflops > 0 ? c.peak_gflops : be->MeasurePeakGflops(DType::kF32)) * 1e9;
+  if (c.dtype != DType::kF32) {
+    log(std::string("precision: parameters, gradients and activations in ") + DTypeName(c.dtype) +
+        ", fp32 master weights and Adam moments in the optimizer, checkpoints in fp32");
+  }
   log(Fmt("model %s; data %s: %llu train windows of %d tokens; B=%d T=%d accum=%d, %d threads, kernels %s",
           c.model.ToString().c_str(), c.data_dir.c_str(), static_cast<unsigned long long>(train->num_samples()), T + 1,
           B, T, c.grad_accum, threads, be->name().c_str()));
@@ -346,7 +356,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
             "rank 0 holds %.0f of the model's %zu parameters; per-rank optimizer memory: params %.1f MB + grads %.1f MB "
             "+ Adam moments %.1f MB%s",
             re.world, re.launcher.c_str(), dp, c.tp, shard.seq_parallel() ? " (sequence parallel)" : "", c.pp, c.zero, c.bucket_mb, c.timeout_s, n,
-            c.model.NumParams(), n * 4 / 1e6, model.grads() ? n * 4 / 1e6 : 0.0,
+            c.model.NumParams(), n * 4 / 1e6, model.grads_ptr() ? n * 4 / 1e6 : 0.0,
             (opt.m().size() + opt.v().size()) * 4 / 1e6, zero2.c_str()));
     if (c.pp > 1) {
       log("pipeline: " + std::to_string(c.pp) + " stages, schedule " + c.schedule + ", " +
@@ -453,13 +463,16 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   // The squared gradient norm over the parameters this rank accounts for: its boxes of sharded
   // tensors, replicated tensors on tensor-parallel rank 0, the tied wte on the first stage only,
   // and with ZeRO only its shard (without ZeRO, data-parallel rank 0 alone: replicas hold the same).
-  auto local_sum_squares = [&](const float* g, size_t begin, size_t end) {
+  auto local_sum_squares = [&](DevPtr g, size_t begin, size_t end) {
     double ss = 0;
     if (!par || c.zero > 0 || pg.dp_rank() == 0) {
       for (const ParamInfo& p : model.layout().params()) {
         if (!p.owner(shard)) continue;
         const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.stored_size);
-        if (lo < hi) ss += be->SumSquares(model.stream(), TV::F32(g + (lo - begin), {static_cast<int64_t>(hi - lo)}));
+        if (lo < hi) {
+          const DevPtr at = g + (lo - begin);
+          ss += be->SumSquares(model.stream(), TV(at.p, at.t, {static_cast<int64_t>(hi - lo)}, be->device()));
+        }
       }
     }
     return ss;
@@ -522,10 +535,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
       // The global gradient norm (for clipping) over every parameter once, then this rank's update of
       // what it holds (with ZeRO its shard, then every rank gathers all).
       const size_t b = par ? par->shard_begin() : 0, e = par ? par->shard_end() : model.num_floats();
-      float* g = par ? par->OptimizerGrads() : model.grads();
+      const DevPtr g = par ? DevPtr{par->OptimizerGrads(), DType::kF32} : model.grads_ptr();
       double ss = local_sum_squares(g, b, e);
       if (re.world > 1) ANNEAL_RETURN_IF_ERROR(world->AllReduceSum(&ss, 1));
-      s = opt.StepWithNorm(model.params() + b, g, st.step, std::sqrt(ss));
+      s = opt.StepWithNorm(model.params_ptr() + b, g, st.step, std::sqrt(ss));
       if (par && c.zero > 0 && !s.skipped) ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(model.params()));
       if (par) par->ResetAccumulator();
     } else {

@@ -389,8 +389,11 @@ std::map<Op, OpCase> Cases() {
     b.Copy(b.DefaultStream(), dst.v().Rows(1, 3), src.v().Rows(2, 3));
     const TV cols = src.v().Strided({5, 7}, {13, 1}).WithData(static_cast<char*>(src.v().data()) + 3 * SizeOf(t), t);
     b.Copy(b.DefaultStream(), blk.v(), cols);
+    // from f32 into dtype t (bf16: rounded to nearest even)
+    Arg wide(b, DType::kF32, Rand(50, 47), {50}), narrow(b, t, Vec(50), {50});
+    b.Copy(b.DefaultStream(), narrow.v(), wide.v());
     Vec all;
-    Append(&all, {&dst, &blk});
+    Append(&all, {&dst, &blk, &narrow});
     return all;
   }, kExact, 5e-3};
   return cs;

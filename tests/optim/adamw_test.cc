@@ -1,5 +1,6 @@
 #include "kernels/registry.h"
 #include "optim/adamw.h"
+#include "tensor/host_copy.h"
 
 #include <gtest/gtest.h>
 
@@ -52,6 +53,40 @@ TEST(AdamWTest, ClipsToTheGlobalNorm) {
   double n2 = 0;
   for (float x : g) n2 += static_cast<double>(x) * x;
   EXPECT_NEAR(std::sqrt(n2), 1.0, 1e-4);  // gradients were scaled to the clip norm
+}
+
+// The precision policy: a bf16 working copy gets fp32 masters; the update runs on them and the
+// working copy is their rounding, so many small updates accumulate where bf16 alone would lose them.
+TEST(AdamWTest, Bf16WorkingCopyKeepsFp32Masters) {
+  auto c = *GptConfig::Make(200, 8, 1, 1, 8);
+  ParamLayout l(c);
+  Backend& ref = RefBackend();  // bf16 emulated
+  AdamWOptions o;
+  o.lr = 1e-4f;  // each step moves a weight of 1.0 by ~1e-4, under bf16's half step there (3.9e-3)
+  o.weight_decay = 0.0f;
+  o.grad_clip = 0.0f;
+  const size_t n = l.total_floats();
+  std::vector<uint16_t> p(n, FloatToBf16(1.0f)), g(n, FloatToBf16(0.5f));
+  const DevPtr P{p.data(), DType::kBF16}, G{g.data(), DType::kBF16};
+  AdamW opt(l, ref, o);
+  ASSERT_TRUE(opt.UseMasterWeights(P).ok());
+  ASSERT_TRUE(opt.master());
+  EXPECT_EQ(opt.master().f32()[3], 1.0f);
+  for (int step = 0; step < 50; ++step) opt.Step(P, G, step);
+  const float master = opt.master().f32()[3];
+  EXPECT_NEAR(master, 1.0f - 50 * 1e-4f, 2e-5f);  // the masters moved by the sum of 50 small steps
+  EXPECT_EQ(p[3], FloatToBf16(master));           // the working copy is their rounding
+  // Host access widens bf16 exactly and rounds back once.
+  HostWrite w(ref, P, n);
+  EXPECT_EQ(w.data()[3], Bf16ToFloat(p[3]));
+  w.data()[3] = 1.0f + 1.0f / 256;  // a tie: rounds to even (1.0)
+  w.Commit();
+  EXPECT_EQ(p[3], FloatToBf16(1.0f));
+  // An fp32 working copy is its own master: no copy, no memory.
+  std::vector<float> pf(n, 1.0f);
+  AdamW opt32(l, ref, o);
+  ASSERT_TRUE(opt32.UseMasterWeights(DevPtr{pf.data(), DType::kF32}).ok());
+  EXPECT_FALSE(opt32.master());
 }
 
 }  // namespace

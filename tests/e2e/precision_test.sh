@@ -1,0 +1,56 @@
+#!/bin/bash
+# The precision policy (train.dtype): bf16 parameters, gradients and activations with fp32 master
+# weights in the optimizer, on the ref backend's emulated bf16 ops (the CPU's stand-in for a GPU):
+#   - every step's loss within 1e-3 relative of the same run in fp32, and training lowers the loss;
+#   - a bf16 run resumed from its step-4 checkpoint gives the uninterrupted run's losses and state
+#     hash bit for bit (the checkpoint holds the fp32 masters and moments);
+#   - checkpoints are fp32 both ways: a bf16 checkpoint samples with the fp32 cpu backend, an fp32
+#     checkpoint resumes in bf16;
+#   - bad combinations exit 2 naming the fix.
+source "$(dirname "$0")/lib.sh"
+CMP="/usr/bin/python3 $(dirname "$0")/dist_compare.py"
+export OMP_NUM_THREADS=1
+"$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+cat >"$TMP/cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
+data: {dir: $TMP/ds, seq_len: 32, batch_size: 4, seed: 7}
+optim: {lr: 3.0e-3, warmup_steps: 2}
+train: {steps: 8, log_every: 1, eval_every: 4, eval_batches: 2, checkpoint_every: 4, resume: auto, seed: 99,
+        peak_gflops: 100, threads: 1, kernels: ref}
+YAML
+hexes() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/^step +([0-9]+)\/.*\((0x[^)]*)\).*/\1 \2/'; }
+hash_of() { sed -nE 's/.*state hash.*: ([0-9a-f]+)$/\1/p' "$1"; }
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$TMP/f32" >"$TMP/f32.log" 2>&1 || bad "f32 run: exit $?"
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set train.checkpoint_dir="$TMP/bf16" >"$TMP/bf16.log" 2>&1 ||
+  bad "bf16 run: exit $?: $(tail -2 "$TMP/bf16.log")"
+check "the bf16 run says what it keeps in which precision" grep -q "precision: parameters, gradients and activations in bf16" "$TMP/bf16.log"
+check "bf16 losses within 1e-3 relative of fp32 at every step" $CMP losses "$TMP/f32.log" "$TMP/bf16.log" 8 1e-3
+check "bf16 differs from fp32 (the rounding is real)" bash -c "! diff -q <(grep -E '^step' '$TMP/f32.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') <(grep -E '^step' '$TMP/bf16.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') >/dev/null"
+decimals() { grep -E '^step +[0-9]+/' "$1" | sed -E 's/.*\| loss ([0-9.]+) .*/\1/'; }
+check "bf16 training lowers the loss ($(decimals "$TMP/bf16.log" | head -1) -> $(decimals "$TMP/bf16.log" | tail -1))" \
+  awk -v a="$(decimals "$TMP/bf16.log" | head -1)" -v b="$(decimals "$TMP/bf16.log" | tail -1)" 'BEGIN { exit !(b + 0 < a + 0) }'
+
+mkdir -p "$TMP/resume" && cp -r "$TMP/bf16/step-00000004" "$TMP/resume/"
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set train.checkpoint_dir="$TMP/resume" >"$TMP/resume.log" 2>&1 ||
+  bad "bf16 resume: exit $?"
+check "bf16 resumed from step 4" grep -q "resumed from .*step-00000004" "$TMP/resume.log"
+check "bf16 resume: steps 5-8 bit-identical" diff <(hexes "$TMP/bf16.log" | tail -4) <(hexes "$TMP/resume.log")
+check "bf16 resume: state hash identical ($(hash_of "$TMP/bf16.log"))" test -n "$(hash_of "$TMP/bf16.log")" -a \
+  "$(hash_of "$TMP/bf16.log")" = "$(hash_of "$TMP/resume.log")"
+check "the bf16 checkpoint stores fp32 tensors" bash -c "head -c 20000 '$TMP/bf16/step-00000008/attempt-0/model.safetensors' | grep -q '\"dtype\":\"F32\"' &&
+  ! head -c 20000 '$TMP/bf16/step-00000008/attempt-0/model.safetensors' | grep -q BF16"
+check "a bf16 checkpoint samples with the fp32 cpu backend" bash -c \
+  "'$ANNEAL' sample --checkpoint '$TMP/bf16/step-00000008' --prompt 'And God said' --max-tokens 8 --seed 3 | grep -q 'And God said'"
+mkdir -p "$TMP/cross" && cp -r "$TMP/f32/step-00000004" "$TMP/cross/"
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set train.checkpoint_dir="$TMP/cross" >"$TMP/cross.log" 2>&1
+check "an fp32 checkpoint resumes in bf16 (exit $?)" grep -q "resumed from .*step-00000004" "$TMP/cross.log"
+
+expect_exit "bf16 on a backend without bf16 ops is refused" 2 "train.kernels = cpu has no bf16 .*use train.kernels=ref" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set train.kernels=cpu
+expect_exit "bf16 with tensor parallelism is refused" 2 "train.dtype = bf16 runs on one rank for now" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.tp=2
+expect_exit "bf16 on two ranks is refused" 2 "train.dtype = bf16 runs on one rank for now" \
+  "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set train.checkpoint_dir=
+expect_exit "an unknown dtype is refused" 2 "train.dtype = 'fp8' must be f32 or bf16" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=fp8
+finish
