@@ -23,7 +23,8 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& 
       shard_(shard),
       layout_(config, shard),
       be_(backend),
-      st_(backend.DefaultStream()) {
+      st_(backend.DefaultStream()),
+      store_(layout_, backend, compute) {
   if (shard.tp > 1 && (!layers || config.n_head % shard.tp != 0 || config.padded_vocab % shard.tp != 0)) std::abort();
   if (!layers) whole_ = std::make_unique<WholeModelLayers>(config, backend);
   par_ = layers ? layers : whole_.get();
@@ -32,21 +33,20 @@ GptModel::GptModel(const GptConfig& config, Backend& backend, const ModelShard& 
   Fl_ = 4 * config.n_embd / shard.tp;
   Hl_ = config.n_head / shard.tp;
   Vl_ = config.padded_vocab / shard.tp;
-  Alloc(params_, layout_.total_floats(), "the parameters");
-  Alloc(grads_, layout_.total_floats(), "the gradients");
+  if (Status st = store_.Allocate(); !st.ok()) status_ = st;
   slots_.resize(1);
 }
 
 DevPtr GptModel::ParamPtr(const std::string& name) const {
   const ParamInfo* p = layout_.Find(name);
   if (!p) std::abort();
-  return params_.ptr() + p->offset;
+  return store_.params() + p->offset;
 }
 
 DevPtr GptModel::GradPtr(const std::string& name) {
   const ParamInfo* p = layout_.Find(name);
   if (!p) std::abort();
-  if (!sink_) return grads_.ptr() + p->offset;
+  if (!sink_) return store_.grads() + p->offset;
   for (const ActiveRange& r : active_) {  // the sink's ranges are fp32 (data parallelism)
     if (p->offset >= r.begin && p->offset < r.end) return DevPtr{r.data + (p->offset - r.begin), DType::kF32};
   }
@@ -55,16 +55,19 @@ DevPtr GptModel::GradPtr(const std::string& name) {
 
 void GptModel::set_grad_sink(GradSink* sink) {
   sink_ = sink;
-  if (sink_) grads_.Reset();
-  else Alloc(grads_, layout_.total_floats(), "the gradients");
+  if (sink_) {
+    store_.DropGrads();
+  } else if (Status st = store_.AllocateGrads(); !st.ok() && status_.ok()) {
+    status_ = st;
+  }
 }
 
 void GptModel::InitWeights(uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  HostWrite host(be_, params_.ptr(), params_.size());
-  std::fill(host.data(), host.data() + params_.size(), 0.0f);
+  HostWrite host(be_, store_.params(), store_.size());
+  std::fill(host.data(), host.data() + store_.size(), 0.0f);
   // The whole model's values in canonical order (every rank draws the same stream), each rank
   // keeping its box of each tensor it holds.
   const ParamLayout whole(config_);
@@ -300,7 +303,7 @@ size_t GptModel::ActivationFloatsAllocated() const {
 }
 
 void GptModel::ZeroGrad() {
-  if (!grads_.empty()) be_.Zero(st_, M(grads_.ptr(), static_cast<int64_t>(grads_.size())));
+  store_.ZeroGrads(st_);
 }
 
 void GptModel::Backward() {

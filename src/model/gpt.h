@@ -26,6 +26,7 @@
 
 #include "model/config.h"
 #include "model/layer_parallel.h"
+#include "model/param_store.h"
 #include "tensor/backend.h"
 #include "tensor/device_array.h"
 
@@ -62,6 +63,8 @@ class GptModel {
   // means the whole width on this rank. config.padded_vocab must divide by shard.tp.
   GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
            DType compute = DType::kF32);
+  GptModel(const GptModel&) = delete;  // its ParamStore refers to its own layout
+  GptModel& operator=(const GptModel&) = delete;
   const ModelShard& shard() const { return shard_; }
 
   const GptConfig& config() const { return config_; }
@@ -71,15 +74,17 @@ class GptModel {
   // Ok, or the first allocation that failed (naming the tensor and what to do).
   const Status& status() const { return status_; }
   DType compute_dtype() const { return cd_; }
+  // The working parameters and their gradients (model/param_store.h).
+  const ParamStore& store() const { return store_; }
   // The flat parameter and gradient buffers in the compute dtype (gradients: null in sink mode).
-  DevPtr params_ptr() const { return params_.ptr(); }
-  DevPtr grads_ptr() const { return grads_.ptr(); }
+  DevPtr params_ptr() const { return store_.params(); }
+  DevPtr grads_ptr() const { return store_.grads(); }
   // The same as fp32 pointers: fp32 models only (an invariant; bf16 models use the DevPtr forms).
-  float* params() { return params_.ptr().f32(); }
-  const float* params() const { return params_.ptr().f32(); }
-  float* grads() { return grads_.empty() ? nullptr : grads_.ptr().f32(); }
-  const float* grads() const { return grads_.empty() ? nullptr : grads_.ptr().f32(); }
-  size_t num_floats() const { return params_.size(); }
+  float* params() { return store_.params().f32(); }
+  const float* params() const { return store_.params().f32(); }
+  float* grads() { return store_.has_grads() ? store_.grads().f32() : nullptr; }
+  const float* grads() const { return store_.has_grads() ? store_.grads().f32() : nullptr; }
+  size_t num_floats() const { return store_.size(); }
   // One tensor's parameters and gradients; aborts on an unknown name (an invariant).
   DevPtr ParamPtr(const std::string& name) const;
   DevPtr GradPtr(const std::string& name);
@@ -211,7 +216,7 @@ class GptModel {
   ParamLayout layout_;
   Backend& be_;
   Stream st_;
-  DeviceArray params_, grads_;
+  ParamStore store_;  // after layout_: built over it
   std::vector<Slot> slots_;
   LayerActs shared_;  // full recomputation: one layer's buffers for every slot
   DeviceArray gelu_shared_;  // selective recomputation: one GELU buffer
