@@ -150,7 +150,8 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 namespace {
 
 // The canonical fp32 parameters: the optimizer's master weights where it keeps them (a bf16 working
-// copy), else the model's own. Master weights exist only for a whole-vector optimizer (one rank).
+// copy), else the model's own. Master weights are read as the whole vector: the trainer allows them
+// only for a whole-vector optimizer (one rank, train.dtype = bf16 refuses ZeRO and parallelism).
 DevPtr CanonicalParams(const GptModel& model, const AdamW* opt) {
   return opt && opt->master() ? opt->master() : model.params_ptr();
 }
@@ -675,7 +676,7 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, GptModel* mod
     std::fill(base + p.size, base + p.stored_size, 0.0f);  // vocabulary padding
   }
   params.Commit();
-  if (opt) opt->WriteWorking(model->params_ptr());
+  if (opt) opt->WriteWorking(model->params_ptr() + opt->begin());
   if (opt) {
     if (!m.at("tensors").contains("opt.m.wte.weight")) {
       return InvalidInput("checkpoint " + ckpt + " holds no optimizer state (weights only)");

@@ -280,7 +280,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   }
   AdamW opt(model.layout(), *be, c.optim, par ? par->shard_begin() : 0, par ? par->shard_end() : SIZE_MAX);
   ANNEAL_RETURN_IF_ERROR(opt.status());
-  ANNEAL_RETURN_IF_ERROR(opt.UseMasterWeights(model.params_ptr()));  // bf16: fp32 masters of the initial weights
+  // bf16: fp32 masters of the initial weights of the optimizer's shard.
+  ANNEAL_RETURN_IF_ERROR(opt.UseMasterWeights(model.params_ptr() + opt.begin()));
   PipelineEngine::Options po;
   po.schedule = c.schedule;
   po.stage = pg.pp_rank();
