@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "core/progress.h"
-#include "dist/communicator.h"
-#include "dist/rank_env.h"
-#include "dist/store.h"
+#include "comm/communicator.h"
+#include "comm/rank_env.h"
+#include "comm/store.h"
 
 int main() {
   using namespace anneal;

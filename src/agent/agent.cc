@@ -27,8 +27,8 @@
 #include "control/wire.h"
 #include "core/env.h"
 #include "core/progress.h"
-#include "dist/launcher.h"
-#include "dist/store.h"
+#include "launch/launcher.h"
+#include "comm/store.h"
 #include "storage/channel.h"
 
 extern char** environ;

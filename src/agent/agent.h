@@ -5,7 +5,7 @@
 //      the job's folder, shared passes the path, fastfile passes the URI); restore checkpoint.uri into
 //      the local checkpoint folder; meet the job's other instances through the server (node 0 picks
 //      the ports: MASTER_PORT for the ranks and the launcher's store).
-//   2. Training: start procs_per_instance ranks with the launcher of `anneal launch` (dist/launcher.h,
+//   2. Training: start procs_per_instance ranks with the launcher of `anneal launch` (launch/launcher.h,
 //      the rank contract) plus ANNEAL_CHANNEL_<NAME>, ANNEAL_CHECKPOINT_DIR/URI, ANNEAL_MODEL_DIR,
 //      ANNEAL_OUTPUT_DIR, ANNEAL_RESOURCE_CONFIG, ANNEAL_PROGRESS_DIR and the spec's environment;
 //      "${VAR}" in the command and hyperparameters is replaced from that environment. Every rank line

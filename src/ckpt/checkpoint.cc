@@ -17,7 +17,7 @@
 #include "anneal_version.h"
 #include "core/checksum.h"
 #include "core/safetensors.h"
-#include "dist/data_parallel.h"
+#include "parallel/data_parallel.h"
 #include "model/box.h"
 #include "tensor/host_copy.h"
 

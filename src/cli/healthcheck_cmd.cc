@@ -15,9 +15,9 @@
 
 #include "cli/commands.h"
 #include "core/progress.h"
-#include "dist/communicator.h"
-#include "dist/rank_env.h"
-#include "dist/store.h"
+#include "comm/communicator.h"
+#include "comm/rank_env.h"
+#include "comm/store.h"
 
 namespace anneal::cli {
 

@@ -1,8 +1,8 @@
-// anneal launch: start and supervise this node's ranks of a job (dist/launcher.h has the contract).
+// anneal launch: start and supervise this node's ranks of a job (launch/launcher.h has the contract).
 #include <cstdio>
 
 #include "cli/commands.h"
-#include "dist/launcher.h"
+#include "launch/launcher.h"
 
 namespace anneal::cli {
 

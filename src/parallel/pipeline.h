@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "model/gpt.h"
 
 namespace anneal {

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "core/status.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "model/gpt.h"
 #include "model/layer_parallel.h"
 #include "tensor/device_array.h"

@@ -48,10 +48,10 @@ struct TrainConfig {
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
   double peak_gflops = 0;  // for MFU; 0 = measure OpenBLAS sgemm at start
-  // Parallelism (the world size comes from the environment: dist/rank_env.h).
+  // Parallelism (the world size comes from the environment: comm/rank_env.h).
   int dp = 0;  // 0 = world / (tp * pp)
   int tp = 1, pp = 1;
-  int zero = 0;            // 0, 1, 2 (dist/data_parallel.h)
+  int zero = 0;            // 0, 1, 2 (parallel/data_parallel.h)
   std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
   bool sequence_parallel = false;  // dist.sequence_parallel (model/config.h ModelShard)
   double bucket_mb = 4;    // gradient bucket

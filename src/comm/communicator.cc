@@ -1,4 +1,4 @@
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace anneal {
 

@@ -1,4 +1,4 @@
-#include "dist/shm_group.h"
+#include "comm/shm_group.h"
 
 #include <fcntl.h>
 #include <immintrin.h>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "core/checksum.h"
-#include "dist/peer_monitor.h"
+#include "comm/peer_monitor.h"
 
 namespace anneal {
 

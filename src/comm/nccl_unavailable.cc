@@ -1,5 +1,5 @@
 // ConnectNccl in a build without the CUDA toolkit or NCCL (ANNEAL_WITH_NCCL off).
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 namespace anneal {
 

@@ -1,4 +1,4 @@
-#include "dist/launcher.h"
+#include "launch/launcher.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "core/progress.h"
-#include "dist/store.h"
+#include "comm/store.h"
 
 extern char** environ;
 

@@ -1,11 +1,11 @@
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 
 #include <gtest/gtest.h>
 
 #include <numeric>
 #include <thread>
 
-#include "dist/store.h"
+#include "comm/store.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {
@@ -143,7 +143,7 @@ TEST(CommunicatorTest, CollectivesOnThreeRanks) {
   unsetenv("ANNEAL_SHM");
 }
 
-// Ranks on one host reduce through shared memory (dist/shm_group.h): a buffer of several chunks with a
+// Ranks on one host reduce through shared memory (comm/shm_group.h): a buffer of several chunks with a
 // partial last one, and a small one, give exact sums, the same on every rank; with ANNEAL_SHM=0 the
 // same sums come over TCP.
 TEST(CommunicatorTest, SharedMemoryAndTcpAllReduceAgree) {

@@ -20,8 +20,8 @@
 #include <thread>
 
 #include "core/progress.h"
-#include "dist/communicator.h"
-#include "dist/peer_monitor.h"
+#include "comm/communicator.h"
+#include "comm/peer_monitor.h"
 
 namespace anneal {
 

@@ -1,4 +1,4 @@
-#include "dist/store.h"
+#include "comm/store.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "dist/peer_monitor.h"
+#include "comm/peer_monitor.h"
 
 #include <unistd.h>
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "dist/communicator.h"
-#include "dist/store.h"
+#include "comm/communicator.h"
+#include "comm/store.h"
 
 namespace anneal {
 
@@ -40,7 +40,7 @@ class ShmGroup {
   // In place: x <- sum over the group's ranks. On a timeout: a PeerError naming the missing rank.
   Status AllReduceSum(float* x, size_t n, std::chrono::milliseconds timeout);
   Status AllReduceSum(double* x, size_t n, std::chrono::milliseconds timeout);
-  // The Communicator's uneven reduce-scatter and all-gather (dist/communicator.h), chunk by chunk:
+  // The Communicator's uneven reduce-scatter and all-gather (comm/communicator.h), chunk by chunk:
   // for a reduce-scatter every rank copies the pieces the others own into its slot and each owner
   // sums its piece in rank order (its own values read from x); for an all-gather every owner copies
   // its piece into the result area and everyone copies the others' pieces out.

@@ -25,9 +25,9 @@
 #include <thread>
 
 #include "core/progress.h"
-#include "dist/communicator.h"
-#include "dist/peer_monitor.h"
-#include "dist/shm_group.h"
+#include "comm/communicator.h"
+#include "comm/peer_monitor.h"
+#include "comm/shm_group.h"
 
 namespace anneal {
 

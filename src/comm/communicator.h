@@ -1,4 +1,4 @@
-// Communicator: the collectives of one process group (DESIGN.md src/dist), asynchronous, every one
+// Communicator: the collectives of one process group (DESIGN.md src/comm), asynchronous, every one
 // bounded by a timeout.
 //
 // Semantics (all ranks of the group must issue the same operations in the same order):
@@ -34,7 +34,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "dist/store.h"
+#include "comm/store.h"
 #include "tensor/stream.h"
 #include "tensor/view.h"
 

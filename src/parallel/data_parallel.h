@@ -29,7 +29,7 @@
 #include "model/gpt.h"
 
 #include "core/status.h"
-#include "dist/communicator.h"
+#include "comm/communicator.h"
 #include "tensor/device_array.h"
 
 namespace anneal {

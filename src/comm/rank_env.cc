@@ -1,4 +1,4 @@
-#include "dist/rank_env.h"
+#include "comm/rank_env.h"
 
 #include <cstdlib>
 

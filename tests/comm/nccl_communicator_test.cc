@@ -3,8 +3,8 @@
 // same stream, event and watchdog path a multi-GPU group uses.
 #include <gtest/gtest.h>
 
-#include "dist/communicator.h"
-#include "dist/store.h"
+#include "comm/communicator.h"
+#include "comm/store.h"
 
 #ifdef ANNEAL_TEST_WITH_CUDA
 #include <cuda_runtime.h>

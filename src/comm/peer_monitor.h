@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "core/status.h"
-#include "dist/communicator.h"
-#include "dist/store.h"
+#include "comm/communicator.h"
+#include "comm/store.h"
 
 namespace anneal {
 

@@ -1,4 +1,4 @@
-#include "dist/process_groups.h"
+#include "comm/process_groups.h"
 
 #include <gtest/gtest.h>
 
