@@ -17,7 +17,6 @@
 #include "anneal_version.h"
 #include "core/checksum.h"
 #include "core/safetensors.h"
-#include "parallel/data_parallel.h"
 #include "model/box.h"
 #include "tensor/host_copy.h"
 
@@ -130,8 +129,8 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
   }
   if (with_opt && w.zero > 0) {
     const std::string file = OptimFile(r, ranks);
-    const size_t b = DataParallel::ShardBegin(layout.total_floats(), dp, v.dp_rank);
-    const size_t e = b + DataParallel::ShardCount(layout.total_floats(), dp, v.dp_rank);
+    const size_t b = ParallelPlan::ZeroShardBegin(layout.total_floats(), dp, v.dp_rank);
+    const size_t e = b + ParallelPlan::ZeroShardCount(layout.total_floats(), dp, v.dp_rank);
     for (const char what : {'m', 'v'}) {
       for (const ParamInfo& p : layout.params()) {
         // The tensor's box elements inside [b, e) (never the vocabulary padding).

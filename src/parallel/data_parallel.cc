@@ -6,16 +6,6 @@
 
 namespace anneal {
 
-size_t DataParallel::ShardBegin(size_t total, int dp, int r) {
-  const size_t per = (total + dp - 1) / dp;
-  return std::min(total, per * static_cast<size_t>(r));
-}
-
-size_t DataParallel::ShardCount(size_t total, int dp, int r) {
-  const size_t per = (total + dp - 1) / dp;
-  return std::min(total, ShardBegin(total, dp, r) + per) - ShardBegin(total, dp, r);
-}
-
 DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, size_t total_floats, int zero,
                            size_t bucket_floats)
     : comm_(comm),
@@ -25,8 +15,8 @@ DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, 
       be_(backend),
       st_(stream) {
   for (int r = 0; r < comm->size(); ++r) {
-    begin_.push_back(ShardBegin(total_, comm->size(), r));
-    count_.push_back(ShardCount(total_, comm->size(), r));
+    begin_.push_back(ParallelPlan::ZeroShardBegin(total_, comm->size(), r));
+    count_.push_back(ParallelPlan::ZeroShardCount(total_, comm->size(), r));
   }
   if (zero_ == 2) first_error_ = acc_.Assign(be_, count_[comm->rank()], "the ZeRO-2 gradient accumulator");
 }

@@ -30,6 +30,7 @@
 
 #include "core/status.h"
 #include "comm/communicator.h"
+#include "parallel/plan.h"
 #include "tensor/device_array.h"
 
 namespace anneal {
@@ -48,9 +49,7 @@ class DataParallel : public GradSink {
   // With zero 0 it is everything.
   size_t shard_begin() const { return zero_ == 0 ? 0 : begin_[comm_->rank()]; }
   size_t shard_end() const { return zero_ == 0 ? total_ : begin_[comm_->rank()] + count_[comm_->rank()]; }
-  // Shard of rank r: [ShardBegin(r), ShardBegin(r) + ShardCount(r)) — for checkpoints.
-  static size_t ShardBegin(size_t total, int dp, int r);
-  static size_t ShardCount(size_t total, int dp, int r);
+  // Each rank's shard is the parallel plan's (ParallelPlan::ZeroShardBegin / ZeroShardCount).
 
   // Before a micro-step's backward: grads is the model's flat gradient buffer (null with zero 2,
   // where this object is the model's GradSink).

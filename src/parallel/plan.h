@@ -9,6 +9,8 @@
 // lookup is free. The partition minimizes the most expensive stage (each stage at least one layer).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +41,17 @@ class ParallelPlan {
   // Layers [first, second) of each stage.
   const std::vector<std::pair<int, int>>& stages() const { return stages_; }
   ModelShard ShardOf(int pp_rank, int tp_rank) const;
+  // ZeRO's shard of data-parallel rank r over a flat vector of `total` values: [begin, begin + count),
+  // ceil(total / dp) each, the last ones shorter or empty. Data parallelism shards by it, and
+  // checkpoints ask it which ranges each rank wrote.
+  static size_t ZeroShardBegin(size_t total, int dp, int r) {
+    const size_t per = (total + dp - 1) / dp;
+    return std::min(total, per * static_cast<size_t>(r));
+  }
+  static size_t ZeroShardCount(size_t total, int dp, int r) {
+    const size_t b = ZeroShardBegin(total, dp, r);
+    return std::min(total, b + (total + dp - 1) / dp) - b;
+  }
   // Estimated forward FLOPs per token of each stage (the balancer's costs).
   std::vector<double> StageCosts() const;
   // "stage 0: layers 0-2 (cost 41%), stage 1: layers 3-3 + LM head (59%); slowest/mean 1.18"
