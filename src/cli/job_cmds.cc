@@ -18,7 +18,7 @@
 #include "control/server.h"
 #include "control/wire.h"
 #include "core/env.h"
-#include "storage/sigv4.h"
+#include "core/crypto.h"
 
 namespace anneal::cli {
 

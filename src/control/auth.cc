@@ -6,7 +6,7 @@
 #include <regex>
 
 #include "core/env.h"
-#include "storage/sigv4.h"
+#include "core/crypto.h"
 
 namespace anneal {
 

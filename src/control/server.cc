@@ -23,7 +23,7 @@
 #include "control/webhooks.h"
 #include "control/wire.h"
 #include "core/env.h"
-#include "storage/sigv4.h"
+#include "core/crypto.h"
 
 namespace anneal {
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control/wire.h"
-#include "storage/sigv4.h"
+#include "core/crypto.h"
 
 namespace anneal {
 

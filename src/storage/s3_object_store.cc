@@ -25,6 +25,7 @@
 
 #include "storage/object_store.h"
 #include "storage/aws_config.h"
+#include "core/crypto.h"
 #include "storage/sigv4.h"
 
 namespace anneal {

@@ -1,26 +1,15 @@
 #include "storage/sigv4.h"
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <vector>
 
+#include "core/crypto.h"
+
 namespace anneal {
 
 namespace {
-
-std::string Hex(const unsigned char* p, size_t n) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = kDigits[p[i] >> 4];
-    s[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return s;
-}
 
 std::string Trim(const std::string& v) {
   // Canonical header values: leading/trailing spaces removed, inner runs of spaces collapsed.
@@ -53,21 +42,6 @@ std::string UriEncode(std::string_view s, bool encode_slash) {
     }
   }
   return out;
-}
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return Hex(md, len);
-}
-
-std::string HmacSha256(std::string_view key, std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
-       data.size(), md, &len);
-  return std::string(reinterpret_cast<const char*>(md), len);
 }
 
 SigV4Result SigV4Sign(const SigV4Request& r, const SigV4Credentials& c, const std::string& amz_date,
@@ -103,7 +77,7 @@ SigV4Result SigV4Sign(const SigV4Request& r, const SigV4Credentials& c, const st
   const std::string k_signing = HmacSha256(k_service, "aws4_request");
   const std::string sig = HmacSha256(k_signing, out.string_to_sign);
   out.authorization = "AWS4-HMAC-SHA256 Credential=" + c.access_key + "/" + scope + ",SignedHeaders=" + signed_headers +
-                      ",Signature=" + Hex(reinterpret_cast<const unsigned char*>(sig.data()), sig.size());
+                      ",Signature=" + HexLower(sig);
   return out;
 }
 

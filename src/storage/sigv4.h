@@ -41,9 +41,5 @@ SigV4Result SigV4Sign(const SigV4Request& r, const SigV4Credentials& c, const st
 // S3's URI encoding: unreserved characters (A-Z a-z 0-9 - _ . ~) kept, everything else %XX
 // (uppercase); '/' kept when encode_slash is false (object key paths).
 std::string UriEncode(std::string_view s, bool encode_slash);
-// Lower-case hex SHA-256 of data.
-std::string Sha256Hex(std::string_view data);
-// Raw HMAC-SHA256 (32 bytes).
-std::string HmacSha256(std::string_view key, std::string_view data);
 
 }  // namespace anneal

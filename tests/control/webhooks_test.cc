@@ -20,7 +20,7 @@
 #include <mutex>
 #include <thread>
 
-#include "storage/sigv4.h"
+#include "core/crypto.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {

@@ -1,3 +1,4 @@
+#include "core/crypto.h"
 #include "storage/sigv4.h"
 
 #include <gtest/gtest.h>

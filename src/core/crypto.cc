@@ -1,0 +1,39 @@
+#include "core/crypto.h"
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+namespace anneal {
+
+namespace {
+std::string Hex(const unsigned char* p, size_t n) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    s[2 * i] = kDigits[p[i] >> 4];
+    s[2 * i + 1] = kDigits[p[i] & 15];
+  }
+  return s;
+}
+}  // namespace
+
+std::string HexLower(std::string_view bytes) {
+  return Hex(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
+}
+
+std::string Sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  return Hex(md, len);
+}
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), md, &len);
+  return std::string(reinterpret_cast<const char*>(md), len);
+}
+
+}  // namespace anneal

@@ -1,0 +1,17 @@
+// SHA-256 and HMAC-SHA256 (OpenSSL's), for S3 signatures (storage/sigv4), token hashes and package
+// checksums (control/, cli/) and webhook signatures (control/webhooks).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace anneal {
+
+// Lower-case hex SHA-256 of data.
+std::string Sha256Hex(std::string_view data);
+// Lower-case hex of raw bytes (a digest or MAC).
+std::string HexLower(std::string_view bytes);
+// Raw HMAC-SHA256 (32 bytes).
+std::string HmacSha256(std::string_view key, std::string_view data);
+
+}  // namespace anneal
