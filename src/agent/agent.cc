@@ -29,7 +29,7 @@
 #include "core/progress.h"
 #include "launch/launcher.h"
 #include "comm/store.h"
-#include "storage/channel.h"
+#include "data/channel.h"
 
 extern char** environ;
 

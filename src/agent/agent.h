@@ -1,7 +1,7 @@
 // The instance agent (`anneal agent`): registers with the server, heartbeats, and runs the job the
 // server assigns to its instance (DESIGN.md src/agent). One job at a time:
 //   1. Downloading: fetch the job's source package and unpack it as the ranks' working directory
-//      (<work_dir>/jobs/<job>/code); prepare every channel (storage/channel.h: file copies it under
+//      (<work_dir>/jobs/<job>/code); prepare every channel (data/channel.h: file copies it under
 //      the job's folder, shared passes the path, fastfile passes the URI); restore checkpoint.uri into
 //      the local checkpoint folder; meet the job's other instances through the server (node 0 picks
 //      the ports: MASTER_PORT for the ranks and the launcher's store).

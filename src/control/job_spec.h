@@ -21,7 +21,7 @@ namespace anneal {
 struct ChannelSpec {
   std::string name;           // [A-Za-z0-9_]+; the ranks see ANNEAL_CHANNEL_<NAME upper-cased>
   std::string uri;            // s3://bucket/prefix, file:///dir or a path
-  std::string mode = "file";  // file | fastfile | shared (storage/channel.h)
+  std::string mode = "file";  // file | fastfile | shared (data/channel.h)
 };
 
 struct MetricDefinition {

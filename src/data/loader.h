@@ -30,7 +30,7 @@
 
 namespace anneal {
 
-// A dataset read as objects on demand (data.mode fastfile; storage/channel.h makes one from an
+// A dataset read as objects on demand (data.mode fastfile; data/channel.h makes one from an
 // ObjectStore, pinning each object's ETag so that a rewritten object is an error, not a mix).
 struct RemoteDataset {
   std::string where;                                                 // for messages

@@ -46,7 +46,7 @@ Result<uint64_t> WriteShard(Env& env, const std::string& path, const std::vector
                             uint32_t token_bytes);
 
 // A read-only, memory-mapped shard.
-// Byte ranges of a shard kept elsewhere (an object in a store: storage/channel.h's fastfile mode).
+// Byte ranges of a shard kept elsewhere (an object in a store: data/channel.h's fastfile mode).
 using RangeFetch = std::function<Status(uint64_t offset, uint64_t n, std::string* out)>;
 struct RemoteCache;
 

@@ -18,7 +18,7 @@ namespace anneal {
 struct TrainConfig {
   GptConfig model;
   std::string data_dir;
-  std::string data_mode = "shared";  // storage/channel.h
+  std::string data_mode = "shared";  // data/channel.h
   std::string data_local_dir;
   int data_parallel = 4;
   int seq_len = 256;

@@ -24,7 +24,7 @@
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "parallel/pipeline.h"
-#include "storage/channel.h"
+#include "data/channel.h"
 #include "tensor/host_copy.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"

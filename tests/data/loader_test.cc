@@ -1,5 +1,5 @@
 #include "data/loader.h"
-#include "storage/channel.h"
+#include "data/channel.h"
 
 #include <gtest/gtest.h>
 

@@ -20,7 +20,8 @@ for i in 1 2 3; do cp -r data/kjv "$big/copy$i"; done
 "$ANNEAL" prep --input "$big" --output "$TMP/killed" --workers 1 --unit-mb 0.1 --quiet >/dev/null &
 pid=$!
 for _ in $(seq 1 2000); do
-  [ -n "$(ls "$TMP/killed/.units" 2>/dev/null)" ] && break; sleep 0.005
+  # a completed record, not the temporary a record is written to before its rename
+  ls "$TMP/killed/.units" 2>/dev/null | grep -qv '\.tmp\.' && break; sleep 0.005
 done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 check "killed run left no dataset.json" test ! -f "$TMP/killed/dataset.json"

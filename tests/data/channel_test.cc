@@ -1,4 +1,4 @@
-#include "storage/channel.h"
+#include "data/channel.h"
 
 #include <gtest/gtest.h>
 
