@@ -58,6 +58,9 @@ const KeySpec kSpecs[] = {
      "snapshot to memory and write on a background thread while training goes on (false: wait for each save)"},
     {"train.checkpoint_hierarchical", "false",
      "the ranks of one instance hand their checkpoint files to local rank 0, which alone uploads them"},
+    {"train.checkpoint_staging_dir", "/dev/shm",
+     "with checkpoint_hierarchical: the node-local folder (memory-backed is best) where the hand-over folder "
+     "anneal-staging-<hash of job and checkpoint_dir> is made"},
     {"train.checkpoint_keep", "0", "keep the newest K complete checkpoints, deleting older ones (0 = keep all)"},
     {"train.checkpoint_keep_every", "0", "with checkpoint_keep: also keep every checkpoint whose step is a multiple of M"},
     {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
@@ -242,6 +245,11 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   c.checkpoint_dir = v["train.checkpoint_dir"];
   c.checkpoint_async = get_bool("train.checkpoint_async");
   c.checkpoint_hierarchical = get_bool("train.checkpoint_hierarchical");
+  c.checkpoint_staging_dir = v["train.checkpoint_staging_dir"];
+  if (c.checkpoint_hierarchical && (c.checkpoint_staging_dir.empty() || c.checkpoint_staging_dir.find("://") != std::string::npos)) {
+    errors.push_back("train.checkpoint_staging_dir = '" + c.checkpoint_staging_dir +
+                     "' must be a local folder (the hand-over between the ranks of one instance), e.g. /dev/shm");
+  }
   c.checkpoint_keep = get_int("train.checkpoint_keep", 0, big);
   c.checkpoint_keep_every = get_int("train.checkpoint_keep_every", 0, big);
   c.resume = v["train.resume"];

@@ -36,6 +36,7 @@ struct TrainConfig {
   std::string resume = "auto";  // auto | none
   bool checkpoint_async = true;   // write checkpoints on a background thread
   bool checkpoint_hierarchical = false;  // the node leader uploads its local ranks' files
+  std::string checkpoint_staging_dir = "/dev/shm";  // node-local folder for the hand-over
   int checkpoint_keep = 0;        // keep the newest K complete checkpoints (0: all)
   int checkpoint_keep_every = 0;  // ... and those whose step is a multiple of M
   int max_bad_steps = 5;

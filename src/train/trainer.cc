@@ -315,8 +315,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   std::unique_ptr<ObjectStore> staging;  // hierarchical upload: this instance's hand-over folder
   if (ckpt_store && c.checkpoint_hierarchical && re.local_world > 1) {
     const char* job = std::getenv("ANNEAL_JOB");
-    ANNEAL_ASSIGN_OR_RETURN(staging, OpenObjectStore("/dev/shm/anneal-staging-" +
-                                                     HexU64(Xxh64(std::string(job ? job : "") + "|" + c.checkpoint_dir))));
+    ANNEAL_ASSIGN_OR_RETURN(staging, OpenObjectStore(JoinPath(c.checkpoint_staging_dir, "anneal-staging-" +
+        HexU64(Xxh64(std::string(job ? job : "") + "|" + c.checkpoint_dir)))));
     copts.staging = staging.get();
     copts.local_rank = re.local_rank;
     copts.local_world = re.local_world;

@@ -84,6 +84,17 @@ else
   bad "mpirun is not installed (scripts/setup.sh installs openmpi-bin)"
 fi
 
+# Hierarchical checkpoints: the hand-over folder goes under train.checkpoint_staging_dir, and the
+# checkpoint holds what the direct upload does.
+"$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_hierarchical=true \
+  --set train.checkpoint_staging_dir="$TMP/stage" --set train.checkpoint_dir="$TMP/hier" >"$TMP/hier.log" 2>&1 ||
+  bad "hierarchical checkpoint run: exit $?: $(grep -i error "$TMP/hier.log" | head -2)"
+check "hierarchical: the hand-over folder is made under train.checkpoint_staging_dir" \
+  bash -c "ls -d '$TMP'/stage/anneal-staging-* >/dev/null"
+check "hierarchical: the checkpoint equals the direct upload's" $CMP params "$TMP/dp2z0a1/step-00000005" "$TMP/hier/step-00000005"
+expect_exit "a staging folder that is not local is refused" 2 "train.checkpoint_staging_dir = 's3://b/x' must be a local folder" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_hierarchical=true --set train.checkpoint_staging_dir=s3://b/x
+
 # Bad layouts: exit 2 with the numbers, before the model is built.
 expect_exit "dp x tp x pp must equal the world size" 2 "dp \(3\) x pp \(1\) x tp \(1\) = 3 but the world size is 2" \
   "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.dp=3
