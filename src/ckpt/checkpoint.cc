@@ -148,11 +148,11 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 
 namespace {
 
-// The canonical fp32 parameters: the optimizer's master weights where it keeps them (a bf16 working
-// copy), else the model's own. Master weights are read as the whole vector: the trainer allows them
-// only for a whole-vector optimizer (one rank, train.dtype = bf16 refuses ZeRO and parallelism).
+// The canonical fp32 parameters (the optimizer's masters where it keeps them, else the model's).
+// Master weights are read as the whole vector: the trainer allows them only for a whole-vector
+// optimizer (train.dtype = bf16 refuses ZeRO and parallelism).
 DevPtr CanonicalParams(const GptModel& model, const AdamW* opt) {
-  return opt && opt->master() ? opt->master() : model.params_ptr();
+  return opt ? opt->MasterOr(model.params_ptr()) : model.params_ptr();
 }
 
 // The model's parameters and the optimizer's moments readable on the host while this lives: the

@@ -1,8 +1,9 @@
-// The GPT-2 operators every backend implements, as one table of functions over raw fp32 buffers.
+// The GPT-2 kernels of the host backends, as one table of functions over raw fp32 buffers.
 //
-// A backend (kernels/ref: plain C++, the truth; kernels/cpu: OpenBLAS + OpenMP + AVX2; CUDA later)
-// fills a KernelTable; the model calls ops only through it, so a backend is chosen at run time and
-// the parity harness (tests/kernels/parity_test.cc) checks every table against the reference.
+// kernels/ref (plain C++, the truth) and kernels/cpu (OpenBLAS + OpenMP + AVX2) each fill a
+// KernelTable; kernels/host_backend.h composes the Backend ops (tensor/backend.h) from it. Nothing
+// outside kernels/ uses the table: the model calls Backend ops, and the parity harness
+// (tests/kernels/parity_test.cc) checks every registered backend's ops against ref's.
 //
 // Conventions: row-major; B batch, T time, C channels, H heads, N rows (= B*T), OC output
 // channels, V vocabulary, Vp padded vocabulary (columns V..Vp-1 exist in memory, are never
@@ -15,8 +16,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <utility>
-#include <vector>
 
 namespace anneal {
 
@@ -76,10 +75,5 @@ struct KernelTable {
 const KernelTable& RefKernels();
 // The optimized CPU backend: OpenBLAS sgemm, OpenMP, AVX2. Deterministic for a given thread count.
 const KernelTable& CpuKernels();
-// "ref" or "cpu"; nullptr for an unknown name.
-const KernelTable* KernelsByName(const std::string& name);
-// Every op of a table by name, null where the backend lacks it (the parity harness reports those
-// as skipped, never passed).
-std::vector<std::pair<std::string, const void*>> OpsOf(const KernelTable& t);
 
 }  // namespace anneal

@@ -17,7 +17,7 @@ const float* KvGenerator::Step(uint32_t token) {
   ++pos_;
   if (!logits) return nullptr;
   if (be_.HostAccessible() && logits.t == DType::kF32) return logits.f32();
-  host_logits_ = host_copy_detail::Stage(be_, logits, m_.config().padded_vocab);  // widened from bf16
+  host_logits_ = CopyToHostF32(be_, logits, m_.config().padded_vocab);  // widened from bf16
   return host_logits_.data();
 }
 

@@ -69,6 +69,9 @@ class AdamW {
   // The fp32 master weights of the shard, or null when the working copy is fp32 (then it is the
   // master): what checkpoints store and load, so a checkpoint moves between precisions and devices.
   DevPtr master() const { return master_.ptr(); }
+  // The canonical fp32 parameters given the working copy: the masters where they exist, else the
+  // working copy itself (what checkpoints and the state hash read).
+  DevPtr MasterOr(DevPtr working) const { return master_.empty() ? working : master_.ptr(); }
   // Writes the working copy (at element begin()) from the masters after they were loaded.
   void WriteWorking(DevPtr working);
   size_t begin() const { return begin_; }

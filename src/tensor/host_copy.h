@@ -12,8 +12,8 @@
 
 namespace anneal {
 
-namespace host_copy_detail {
-inline std::vector<float> Stage(Backend& b, DevPtr p, size_t n) {
+// n values at backend pointer p copied to the host as fp32 (bf16 widened exactly), synchronised.
+inline std::vector<float> CopyToHostF32(Backend& b, DevPtr p, size_t n) {
   std::vector<float> out(n);
   const TensorView v(p.p, p.t, {static_cast<int64_t>(n)}, b.device());
   if (p.t == DType::kBF16) {
@@ -27,14 +27,13 @@ inline std::vector<float> Stage(Backend& b, DevPtr p, size_t n) {
   }
   return out;
 }
-}  // namespace host_copy_detail
 
 // n values at backend pointer p, readable on the host as fp32 while this lives.
 class HostRead {
  public:
   HostRead(Backend& b, DevPtr p, size_t n) : p_(static_cast<const float*>(p.p)) {
     if ((b.HostAccessible() && p.t == DType::kF32) || n == 0) return;
-    copy_ = host_copy_detail::Stage(b, p, n);
+    copy_ = CopyToHostF32(b, p, n);
     p_ = copy_.data();
   }
   HostRead(Backend& b, const float* p, size_t n) : HostRead(b, DevPtr{const_cast<float*>(p), DType::kF32}, n) {}
@@ -51,7 +50,7 @@ class HostWrite {
  public:
   HostWrite(Backend& b, DevPtr p, size_t n) : b_(b), dev_(p), n_(n), p_(static_cast<float*>(p.p)) {
     if ((b.HostAccessible() && p.t == DType::kF32) || n == 0) return;
-    copy_ = host_copy_detail::Stage(b, p, n);
+    copy_ = CopyToHostF32(b, p, n);
     p_ = copy_.data();
   }
   HostWrite(Backend& b, float* p, size_t n) : HostWrite(b, DevPtr{p, DType::kF32}, n) {}

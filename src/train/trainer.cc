@@ -95,7 +95,7 @@ void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<in
 std::string StateHash(const GptModel& m, AdamW& opt) {
   Xxh64Stream h;
   // The canonical fp32 parameters: the optimizer's masters where it keeps them.
-  const HostRead params(m.backend(), opt.master() ? opt.master() : m.params_ptr(), m.num_floats());
+  const HostRead params(m.backend(), opt.MasterOr(m.params_ptr()), m.num_floats());
   const HostRead mm(m.backend(), opt.m().data(), opt.m().size()), vv(m.backend(), opt.v().data(), opt.v().size());
   h.Update(std::string_view(reinterpret_cast<const char*>(params.data()), m.num_floats() * sizeof(float)));
   h.Update(std::string_view(reinterpret_cast<const char*>(mm.data()), opt.m().size() * sizeof(float)));
@@ -151,11 +151,15 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   auto log = [&](const std::string& line) {
     if (re.rank == 0) log_all(line);
   };
+  if (c.dtype != DType::kF32 && re.world > 1) {
+    return InvalidInput("train.dtype = " + std::string(DTypeName(c.dtype)) + " runs on one rank for now, this is one of " +
+                        std::to_string(re.world) + ": train with train.dtype=f32, or with one process");
+  }
+  Backend* be = BackendByName(c.kernels);  // checked by the config's validation
+  be->SetThreads(c.threads);
   // One communicator per group this rank belongs to (each with its own thread): data parallel,
   // tensor parallel, the pipeline's two directions, the tied embedding's first and last stage, and
   // the whole world (the loss, the gradient norm, stop flags, checkpoint records).
-  Backend* be = BackendByName(c.kernels);  // checked by the config's validation
-  be->SetThreads(c.threads);
   std::unique_ptr<Store> store_base;
   std::unique_ptr<PrefixStore> store;
   std::unique_ptr<Communicator> comm, tp_comm, fwd_comm, bwd_comm, emb_comm, world_owned;
@@ -250,10 +254,6 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   // Build the model with its tensor-parallel split's layers (the whole width when tp = 1).
   std::unique_ptr<TensorParallelLayers> tp_layers;
   if (tp_group) tp_layers = std::make_unique<TensorParallelLayers>(plan.model(), shard, tp_group.get(), *be);
-  if (c.dtype != DType::kF32 && re.world > 1) {
-    return InvalidInput("train.dtype = " + std::string(DTypeName(c.dtype)) + " runs on one rank for now, this is one of " +
-                        std::to_string(re.world) + ": train with train.dtype=f32, or with one process");
-  }
   GptModel model(plan.model(), *be, shard, tp_layers.get(), c.dtype);
   model.set_recompute(*ParseRecompute(c.recompute));  // validated by the config
   model.InitWeights(c.seed);

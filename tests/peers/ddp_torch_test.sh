@@ -6,7 +6,7 @@
 # and a resubmitted job restores them and resumes.
 source "$(dirname "$0")/../e2e/lib.sh"
 PY=/usr/bin/python3
-if ! $PY -c 'import torch' 2>/dev/null; then echo "SKIP: no PyTorch for $PY (scripts/setup.sh installs python3-torch)"; exit 0; fi
+$PY -c 'import torch' 2>/dev/null || skip "no PyTorch for $PY (scripts/setup.sh installs python3-torch)"
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.2 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP"' EXIT

@@ -11,7 +11,7 @@
 #   3. specs reaching outside the role's prefixes are refused at submit (403 naming the field).
 source "$(dirname "$0")/../e2e/lib.sh"
 PY=/usr/bin/python3
-curl --help all 2>/dev/null | grep -q -- --aws-sigv4 || { echo "SKIP: this curl has no --aws-sigv4"; exit 0; }
+curl --help all 2>/dev/null | grep -q -- --aws-sigv4 || skip "this curl has no --aws-sigv4"
 SERVER_PID=
 RGW_PORT=$((20000 + RANDOM % 20000)) MON_PORT=$((40000 + RANDOM % 10000))
 trap '[ -n "$SERVER_PID" ] && { kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; }

@@ -273,10 +273,4 @@ const KernelTable& RefKernels() {
   return t;
 }
 
-const KernelTable* KernelsByName(const std::string& name) {
-  if (name == "ref") return &RefKernels();
-  if (name == "cpu") return &CpuKernels();
-  return nullptr;
-}
-
 }  // namespace anneal
