@@ -54,8 +54,10 @@ req() {  # req NODE NNODES COMMAND TIMEOUT: one instance's health request
   printf '{"job": "job-1", "attempt": 2, "round": 1, "node": %s, "nnodes": %s, "addresses": ["127.0.0.1", "127.0.0.1"], "checks": {"min_free_memory_gb": 0.01, "min_free_disk_gb": 0.001, "collective_mb": 1, "collective_timeout_s": %s, "command": "%s"}}' "$1" "$2" "$4" "$3"
 }
 
-run_agents healthy "{\"i-0\": $(req 0 2 'test \"$ANNEAL_JOB/$ANNEAL_NODE\" = job-1/0 && test -n \"$ANNEAL_INSTANCE_ID\"' 60),
-                     \"i-1\": $(req 1 2 'test \"$ANNEAL_JOB/$ANNEAL_NODE\" = job-1/1' 60)}" i-0 i-1
+# The commands sleep 1 s (5 heartbeat intervals), so a heartbeat must fall inside the check: on a
+# fast machine the whole check once ended within one 0.2 s interval and no heartbeat carried it.
+run_agents healthy "{\"i-0\": $(req 0 2 'sleep 1 && test \"$ANNEAL_JOB/$ANNEAL_NODE\" = job-1/0 && test -n \"$ANNEAL_INSTANCE_ID\"' 60),
+                     \"i-1\": $(req 1 2 'sleep 1 && test \"$ANNEAL_JOB/$ANNEAL_NODE\" = job-1/1' 60)}" i-0 i-1
 check "healthy: both instances post ok results with every check, the collective across 2" \
   /usr/bin/python3 - "$TMP/healthy" <<'PY'
 import json, sys
