@@ -21,6 +21,13 @@ std::string HexLower(std::string_view bytes) {
   return Hex(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size());
 }
 
+std::string Md5(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  return std::string(reinterpret_cast<char*>(md), len);
+}
+
 std::string Sha256Hex(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;

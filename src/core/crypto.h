@@ -1,4 +1,4 @@
-// SHA-256 and HMAC-SHA256 (OpenSSL's), for S3 signatures (storage/sigv4), token hashes and package
+// SHA-256, HMAC-SHA256 and MD5 (OpenSSL's, the one user of it), for S3 signatures (storage/sigv4), token hashes and package
 // checksums (control/, cli/) and webhook signatures (control/webhooks).
 #pragma once
 
@@ -11,6 +11,8 @@ namespace anneal {
 std::string Sha256Hex(std::string_view data);
 // Lower-case hex of raw bytes (a digest or MAC).
 std::string HexLower(std::string_view bytes);
+// Raw MD5 (16 bytes): S3's Content-MD5 and ETags, never for security.
+std::string Md5(std::string_view data);
 // Raw HMAC-SHA256 (32 bytes).
 std::string HmacSha256(std::string_view key, std::string_view data);
 

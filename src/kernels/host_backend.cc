@@ -89,6 +89,8 @@ void HostBackend::SetThreads(int n) {
   if (n > 0) omp_set_num_threads(n);
 }
 
+int HostBackend::Threads() const { return omp_get_max_threads(); }
+
 // ---- embeddings ----
 
 void HostBackend::EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) {

@@ -27,6 +27,7 @@ class HostBackend : public Backend {
   void CopyToHost(void* dst, const TV& src, const Stream& s) override;
   double MeasurePeakGflops(DType t) override;
   void SetThreads(int n) override;
+  int Threads() const override;
 
   void EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) override;
   void EmbeddingBackward(const Stream& s, const TV& dwte, const TV& dwpe, const TV& dout, const TV& tokens) override;

@@ -8,7 +8,6 @@
 // ANNEAL_S3_PART_MB (16) parts on ANNEAL_S3_PART_THREADS (4) threads. At most
 // ANNEAL_S3_MAX_PER_PREFIX (16) requests run at once per key prefix.
 #include <curl/curl.h>
-#include <openssl/evp.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -137,23 +136,6 @@ int EnvInt(const char* name, int fallback) {
 double EnvDouble(const char* name, double fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::max(0.0, std::atof(v)) : fallback;
-}
-
-std::string Md5(std::string_view data) {
-  unsigned char d[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(data.data(), data.size(), d, &n, EVP_md5(), nullptr);
-  return std::string(reinterpret_cast<char*>(d), n);
-}
-
-std::string Hex(const std::string& bytes) {
-  static const char* k = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += k[c >> 4];
-    out += k[c & 15];
-  }
-  return out;
 }
 
 class S3ObjectStore : public ObjectStore {
@@ -318,7 +300,7 @@ class S3ObjectStore : public ObjectStore {
       all_md5 += md5s[i];
     }
     xml += "</CompleteMultipartUpload>";
-    const std::string expect_etag = "\"" + Hex(Md5(all_md5)) + "-" + std::to_string(nparts) + "\"";
+    const std::string expect_etag = "\"" + HexLower(Md5(all_md5)) + "-" + std::to_string(nparts) + "\"";
     bool answer_lost = false;
     auto cr = Call("POST", ObjectPath(key), {{"uploadId", upload}}, {}, xml, /*complete=*/true, &answer_lost);
     if (cr.ok() && cr->code == 200 && cr->body.find("<Error>") == std::string::npos) return Status::Ok();
@@ -329,7 +311,7 @@ class S3ObjectStore : public ObjectStore {
       // that give multipart objects a plain MD5, the MD5 of the whole.
       ANNEAL_ASSIGN_OR_RETURN(auto info, Head(key));
       if (info && info->size == data.size() &&
-          (info->etag == expect_etag || info->etag == "\"" + Hex(Md5(data)) + "\"")) {
+          (info->etag == expect_etag || info->etag == "\"" + HexLower(Md5(data)) + "\"")) {
         return Status::Ok();
       }
       return PeerError("CompleteMultipartUpload of '" + key + "' on " + Describe() +

@@ -99,6 +99,8 @@ class Backend {
   virtual double MeasurePeakGflops(DType t) = 0;
   // Threads the ops may use (host backends: OpenMP and OpenBLAS; 0 = leave as is).
   virtual void SetThreads(int n) = 0;
+  // The threads the ops use now.
+  virtual int Threads() const = 0;
 
   // ---- ops ----
   // out (B,T,C) = wte[tokens] + wpe[t]; tokens (B,T) i32.

@@ -1,6 +1,5 @@
 #include "train/trainer.h"
 
-#include <omp.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -212,7 +211,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   Communicator* world = world_owned ? world_owned.get() : comm.get();
   std::unique_ptr<CommTensorParallelGroup> tp_group;
   if (tp_comm) tp_group = std::make_unique<CommTensorParallelGroup>(tp_comm.get());
-  const int threads = omp_get_max_threads();
+  const int threads = be->Threads();
   const int B = c.batch_size, T = c.seq_len;
 
   LoaderOptions lo;

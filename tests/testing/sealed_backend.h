@@ -28,6 +28,7 @@ class SealedBackend : public Backend {
   void CopyToHost(void* dst, const TV& src, const Stream& s) override;
   double MeasurePeakGflops(DType t) override { return inner_.MeasurePeakGflops(t); }
   void SetThreads(int n) override { inner_.SetThreads(n); }
+  int Threads() const override { return inner_.Threads(); }
   // Ops run since construction (the test checks the model actually ran here).
   long ops() const { return ops_; }
   // Live allocations.
