@@ -22,9 +22,7 @@ int main() {
   auto base = OpenStore(re->store, std::chrono::seconds(60));
   if (!base.ok()) return std::fprintf(stderr, "%s\n", base.status().message().c_str()), 3;
   PrefixStore store(base->get(), re->StorePrefix());
-  CommOptions o;
-  o.global_rank = re->rank;
-  o.world_size = re->world;
+  CommOptions o = re->Comm();
   o.timeout = std::chrono::seconds(120);
   auto comm = ConnectGloo(&store, o);
   if (!comm.ok()) return std::fprintf(stderr, "%s\n", comm.status().message().c_str()), 3;

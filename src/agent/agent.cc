@@ -291,15 +291,9 @@ class JobRunner {
     while (!summary.empty() && summary.back() == '\n') summary.pop_back();
     if (!shipper_->Flush(o_.orphan_timeout_s)) Say("log lines for " + job_ + " could not all be delivered");
     Report("finished", exit_code, summary, failed_rank, cause, local);
-    // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent):
-    // the role's credentials leave this process's environment, the job's folder is removed.
-    for (const auto& [k, v] : saved_env_) {
-      if (v) {
-        ::setenv(k.c_str(), v->c_str(), 1);
-      } else {
-        ::unsetenv(k.c_str());
-      }
-    }
+    // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent): the
+    // job's folder is removed (the role's credentials lived only in this runner and the ranks'
+    // environments).
     if (o_.keep_job_dirs == false) {
       std::error_code ec;
       std::filesystem::remove_all(JoinPath(JoinPath(o_.work_dir, "jobs"), job_), ec);
@@ -337,16 +331,15 @@ class JobRunner {
       vars[k] = v;
       secret_values_.push_back(v);
     }
-    // The execution role's storage credentials: for the ranks, and for this job's own storage calls
-    // here (channels, checkpoint, output), which read them from the environment (storage/aws_config.h).
-    // (A named copy: items() of the temporary that value() returns would dangle in the range-for.)
+    // The execution role's storage credentials: for the ranks' environment, and passed explicitly to
+    // this job's own storage calls here (channels, checkpoint, output) — never into the agent's
+    // environment, which other jobs' threads share. (A named copy: items() of the temporary that
+    // value() returns would dangle in the range-for.)
     const json credentials = a_.value("credentials", json::object());
     for (const auto& [k, v] : credentials.items()) {
       vars[k] = v.get<std::string>();
+      storage_[k] = vars[k];
       if (k == "AWS_SECRET_ACCESS_KEY") secret_values_.push_back(vars[k]);
-      const char* before = std::getenv(k.c_str());
-      saved_env_.push_back({k, before ? std::optional<std::string>(before) : std::nullopt});
-      ::setenv(k.c_str(), vars[k].c_str(), 1);
     }
     for (const ChannelSpec& c : spec.channels) {
       if (stop_.load()) return Status::Ok();
@@ -361,6 +354,7 @@ class JobRunner {
       co.mode = c.mode;
       co.local_dir = JoinPath(JoinPath(jobdir, "channels"), c.name);
       co.quiet = true;
+      co.storage = storage_;
       ANNEAL_ASSIGN_OR_RETURN(std::string path, PrepareDataChannel(c.uri, co));
       vars[var] = path;
       Log("channel " + c.name + " (" + c.mode + ") ready at " + path);
@@ -371,7 +365,7 @@ class JobRunner {
     vars["ANNEAL_CHECKPOINT_DIR"] = ckpt_local;
     if (!spec.checkpoint_uri.empty()) vars["ANNEAL_CHECKPOINT_URI"] = spec.checkpoint_uri;
     if (!spec.checkpoint_uri.empty() && spec.checkpoint_sync) {
-      ANNEAL_ASSIGN_OR_RETURN(ckpt_sync_, DirSync::Open(ckpt_local, spec.checkpoint_uri));
+      ANNEAL_ASSIGN_OR_RETURN(ckpt_sync_, DirSync::Open(ckpt_local, spec.checkpoint_uri, storage_));
       ANNEAL_ASSIGN_OR_RETURN(int restored, ckpt_sync_->Restore());
       if (restored) Log("restored " + std::to_string(restored) + " checkpoint file(s) from " + spec.checkpoint_uri);
     }
@@ -501,7 +495,7 @@ class JobRunner {
     }
     if (output_uri_.empty()) return;
     for (const auto& [dir, sub] : {std::pair{output_dir_, "output"}, std::pair{model_dir_, "model"}}) {
-      auto s = DirSync::Open(dir, output_uri_ + "/" + job_ + "/" + sub);
+      auto s = DirSync::Open(dir, output_uri_ + "/" + job_ + "/" + sub, storage_);
       if (!s.ok()) {
         Log("output upload: " + s.status().ToString());
         continue;
@@ -526,7 +520,7 @@ class JobRunner {
   std::unique_ptr<Shipper> shipper_;
   std::unique_ptr<MetricExtractor> extractor_;
   std::vector<std::string> secret_values_;  // masked in every line shipped (Mask)
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_env_;  // restored at the end
+  StorageVars storage_;  // the execution role's credentials, for this job's storage calls
   std::unique_ptr<DirSync> ckpt_sync_;
   std::string output_dir_, model_dir_, progress_dir_, output_uri_;
   std::thread thread_;

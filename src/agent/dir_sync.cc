@@ -15,8 +15,9 @@ bool IsCommitMarker(const std::string& rel) {
 
 }  // namespace
 
-Result<std::unique_ptr<DirSync>> DirSync::Open(const std::string& local_dir, const std::string& uri) {
-  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri));
+Result<std::unique_ptr<DirSync>> DirSync::Open(const std::string& local_dir, const std::string& uri,
+                                               const StorageVars& vars) {
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri, Env::Default(), vars));
   return Open(local_dir, std::move(store));
 }
 

@@ -19,7 +19,9 @@ namespace anneal {
 
 class DirSync {
  public:
-  static Result<std::unique_ptr<DirSync>> Open(const std::string& local_dir, const std::string& uri);
+  // vars: explicit storage settings (the job's execution-role credentials).
+  static Result<std::unique_ptr<DirSync>> Open(const std::string& local_dir, const std::string& uri,
+                                               const StorageVars& vars = {});
   // Over a store the caller opened (tests wrap one to watch the order of writes).
   static Result<std::unique_ptr<DirSync>> Open(const std::string& local_dir, std::unique_ptr<ObjectStore> store);
   // Objects copied in / files copied out, for the agent's log.

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <csignal>
 
 #include <cctype>
 #include <chrono>
@@ -229,11 +228,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
   snap.step = state.step;
   snap.rank = writers.rank;
   snap.ranks = writers.ranks;
-  if (o.attempt >= 0) {
-    snap.attempt = o.attempt;
-  } else if (const char* a = std::getenv("ANNEAL_ATTEMPT")) {
-    snap.attempt = std::atoi(a);
-  }
+  snap.attempt = o.attempt;
   // A complete checkpoint of this step is never touched again.
   if (ReadManifest(store, snap.name).ok()) {
     snap.skip = true;
@@ -422,9 +417,6 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
-  // Fault injection for the resume test (tests/e2e/resume_test.sh): die like kill -9 between the
-  // shards and the manifest of step N, the moment a torn checkpoint would be most tempting to trust.
-  if (const char* f = std::getenv("ANNEAL_FAULT_KILL_IN_CHECKPOINT"); f && std::atoi(f) == snap.step) ::raise(SIGKILL);
   json manifest = json::parse(snap.manifest);
   manifest["files"] = files;
   // The manifest last: until it is there, this checkpoint does not exist.

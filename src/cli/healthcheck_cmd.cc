@@ -45,10 +45,8 @@ Status RunHealthcheck(const HealthcheckArgs& a) {
     }
     ANNEAL_ASSIGN_OR_RETURN(store_base, OpenStore(re.store, timeout));
     store = std::make_unique<PrefixStore>(store_base.get(), re.StorePrefix());
-    CommOptions co;
+    CommOptions co = re.Comm();
     co.group = "healthcheck";
-    co.global_rank = re.rank;
-    co.world_size = re.world;
     co.timeout = timeout;
     ANNEAL_ASSIGN_OR_RETURN(comm, ConnectGloo(store.get(), co));
   } else {

@@ -29,8 +29,8 @@ Status RunTrain(const TrainArgs& a) {
   if (a.config.empty()) return InvalidInput("anneal train needs --config FILE.yaml (see --list-keys)");
   ANNEAL_ASSIGN_OR_RETURN(TrainConfig c, TrainConfig::Load(a.config, a.sets));
   // Under the control plane, a job spec's checkpoint.uri is the default place for checkpoints.
-  if (const char* uri = std::getenv("ANNEAL_CHECKPOINT_URI"); c.checkpoint_dir.empty() && uri && *uri) {
-    c.checkpoint_dir = uri;
+  if (const char* uri = std::getenv("ANNEAL_CHECKPOINT_URI"); c.checkpoint.dir.empty() && uri && *uri) {
+    c.checkpoint.dir = uri;
   }
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;

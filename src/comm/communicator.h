@@ -54,6 +54,8 @@ struct CommOptions {
   int world_size = 1;
   std::chrono::milliseconds timeout{300000};  // every operation, and connecting
   std::string bind_addr;              // this rank's address for peers; empty = the one routing to the store
+  std::string master_addr;            // a shared-folder store: the host whose route gives the bind address
+  bool shared_memory = true;          // reduce through shared memory among the members on one host
   std::chrono::milliseconds heartbeat_interval{1000};
 };
 

@@ -464,7 +464,7 @@ class SoloCommunicator : public Communicator {
 Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOptions& options) {
   ANNEAL_ASSIGN_OR_RETURN(CommOptions o, ResolveMembers(options));
   const int grank = GroupRankOf(o), gsize = static_cast<int>(o.members.size());
-  const std::string bind = o.bind_addr.empty() ? DefaultBindAddress(*store) : o.bind_addr;
+  const std::string bind = o.bind_addr.empty() ? DefaultBindAddress(*store, o.master_addr) : o.bind_addr;
   ANNEAL_RETURN_IF_ERROR(PublishAddress(store, o, bind));
   std::shared_ptr<gloo::rendezvous::Context> ctx;
   try {

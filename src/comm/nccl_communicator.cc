@@ -290,7 +290,7 @@ Result<std::unique_ptr<Communicator>> ConnectNccl(Store* store, const CommOption
     if (v.size() != sizeof(id.internal)) return Internal("NCCL id in the store has the wrong size");
     std::memcpy(id.internal, v.data(), sizeof(id.internal));
   }
-  ANNEAL_RETURN_IF_ERROR(PublishAddress(store, o, DefaultBindAddress(*store)));
+  ANNEAL_RETURN_IF_ERROR(PublishAddress(store, o, o.bind_addr.empty() ? DefaultBindAddress(*store, o.master_addr) : o.bind_addr));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // so initialization can time out and be aborted
   ncclComm_t comm = nullptr;

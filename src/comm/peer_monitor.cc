@@ -32,8 +32,7 @@ int GroupRankOf(const CommOptions& o) {
   return static_cast<int>(std::find(o.members.begin(), o.members.end(), o.global_rank) - o.members.begin());
 }
 
-std::string DefaultBindAddress(const Store& store) {
-  if (const char* a = std::getenv("ANNEAL_BIND_ADDR"); a && *a) return a;
+std::string DefaultBindAddress(const Store& store, const std::string& master_addr) {
   // A TCP store: the interface that routes to its host. A shared-folder store: the one that routes
   // to MASTER_ADDR, else this host's name as the resolver gives it.
   const std::string d = store.Describe();
@@ -42,8 +41,8 @@ std::string DefaultBindAddress(const Store& store) {
   if (at != std::string::npos) {
     host = d.substr(at + 4);
     host = host.substr(0, host.find(':'));
-  } else if (const char* m = std::getenv("MASTER_ADDR"); m && *m) {
-    host = m;
+  } else if (!master_addr.empty()) {
+    host = master_addr;
   } else {
     char name[256] = {0};
     ::gethostname(name, sizeof(name) - 1);

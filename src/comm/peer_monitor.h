@@ -46,7 +46,7 @@ Result<CommOptions> ResolveMembers(const CommOptions& o);
 int GroupRankOf(const CommOptions& o);
 // The address peers reach this rank at: ANNEAL_BIND_ADDR if set; else the interface that routes to
 // the TCP store's host (or, with a shared-folder store, to MASTER_ADDR or this host's name).
-std::string DefaultBindAddress(const Store& store);
+std::string DefaultBindAddress(const Store& store, const std::string& master_addr);
 // "<group>/addr/<global rank>" = addr, then every member's, by group rank ("" where absent).
 Status PublishAddress(Store* store, const CommOptions& o, const std::string& addr);
 std::vector<std::string> ReadAddresses(Store* store, const CommOptions& o);

@@ -4,12 +4,17 @@
 //   mpirun (Open MPI):        OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE
 //   srun (Slurm):             SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID
 //   none of them:             a one-process job (rank 0 of 1)
-// plus ANNEAL_STORE (the rendezvous store: host:port or file:///dir), ANNEAL_ATTEMPT (0 when unset)
-// and ANNEAL_JOB. Inconsistent values (RANK >= WORLD_SIZE, non-numbers) are InvalidInput (exit 2).
+// plus ANNEAL_STORE (the rendezvous store: host:port or file:///dir), ANNEAL_ATTEMPT (0 when unset),
+// ANNEAL_JOB, ANNEAL_PROGRESS_DIR (where the agent reads each rank's step times), ANNEAL_BIND_ADDR
+// (this rank's address for its peers), MASTER_ADDR (where a shared-folder store's job lives) and
+// ANNEAL_SHM=0 (no shared-memory reductions between the ranks of one host). Read once, here: the
+// rest of the runtime takes these values, never the environment. Inconsistent values (RANK >=
+// WORLD_SIZE, non-numbers) are InvalidInput (exit 2).
 #pragma once
 
 #include <string>
 
+#include "comm/communicator.h"
 #include "core/status.h"
 
 namespace anneal {
@@ -22,6 +27,21 @@ struct RankEnv {
   std::string store;     // ANNEAL_STORE
   std::string job;       // ANNEAL_JOB
   std::string launcher;  // "anneal launch / torchrun", "mpirun", "srun" or "none"
+  std::string progress_dir;  // ANNEAL_PROGRESS_DIR ("" = none)
+  std::string bind_addr;     // ANNEAL_BIND_ADDR ("" = the interface routing to the store)
+  std::string master_addr;   // MASTER_ADDR
+  bool shared_memory = true;  // ANNEAL_SHM != 0
+
+  // A communicator's options for this rank (group, members and timeout are the caller's).
+  CommOptions Comm() const {
+    CommOptions o;
+    o.global_rank = rank;
+    o.world_size = world;
+    o.bind_addr = bind_addr;
+    o.master_addr = master_addr;
+    o.shared_memory = shared_memory;
+    return o;
+  }
 
   static Result<RankEnv> FromEnvironment();
   // The store key prefix that isolates this attempt: "<job>/attempt/<n>/".

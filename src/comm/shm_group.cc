@@ -56,7 +56,7 @@ ShmGroup::~ShmGroup() { ::munmap(base_, bytes_); }
 
 Result<std::unique_ptr<ShmGroup>> ShmGroup::Create(Store* store, const CommOptions& o) {
   const int me = GroupRankOf(o), n = static_cast<int>(o.members.size());
-  if (const char* e = std::getenv("ANNEAL_SHM"); e && std::string(e) == "0") return std::unique_ptr<ShmGroup>();
+  if (!o.shared_memory) return std::unique_ptr<ShmGroup>();
   // 1. Same host? Every member's identity, from the store.
   const std::string id = HostIdentity();
   ANNEAL_RETURN_IF_ERROR(store->Set(o.group + "/shm/host/" + std::to_string(me), id));

@@ -52,7 +52,7 @@ Result<std::string> PrepareDataChannel(const std::string& uri, const ChannelOpti
     return local;
   }
   (void)env.Remove(marker);
-  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri));
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenObjectStore(uri, Env::Default(), o.storage));
   ANNEAL_ASSIGN_OR_RETURN(auto objects, store->ListAll(""));
   if (objects.empty()) {
     return InvalidInput("data.dir = '" + uri + "' holds no objects: check the URI (prepare the data with anneal prep "

@@ -19,6 +19,7 @@
 
 #include "core/status.h"
 #include "data/loader.h"
+#include "storage/object_store.h"
 
 namespace anneal {
 
@@ -29,6 +30,7 @@ struct ChannelOptions {
   int local_rank = 0;           // only local rank 0 copies
   double wait_s = 3600;         // the other local ranks wait this long for the copy
   bool quiet = false;           // no progress output
+  StorageVars storage;          // explicit storage settings (an execution role's credentials)
 };
 
 // The local folder the loader should read (fastfile: the URI itself, read through OpenRemoteDataset).

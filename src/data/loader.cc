@@ -133,4 +133,16 @@ Status DataLoader::Seek(const LoaderPosition& p) {
   return Status::Ok();
 }
 
+void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<int32_t>* in, std::vector<int32_t>* tgt) {
+  in->resize(static_cast<size_t>(B) * T);
+  tgt->resize(static_cast<size_t>(B) * T);
+  for (int b = 0; b < B; ++b) {
+    const uint32_t* row = batch.data() + static_cast<size_t>(b) * (T + 1);
+    for (int t = 0; t < T; ++t) {
+      (*in)[static_cast<size_t>(b) * T + t] = static_cast<int32_t>(row[t]);
+      (*tgt)[static_cast<size_t>(b) * T + t] = static_cast<int32_t>(row[t + 1]);
+    }
+  }
+}
+
 }  // namespace anneal

@@ -56,6 +56,9 @@ struct LoaderOptions {
   std::shared_ptr<RemoteDataset> remote;  // set: read the dataset through it instead of dir
 };
 
+// Splits a (B, T+1) batch of Next() into the model's inputs and targets, (B, T) each.
+void SplitBatch(const std::vector<uint32_t>& batch, int B, int T, std::vector<int32_t>* in, std::vector<int32_t>* tgt);
+
 class DataLoader {
  public:
   static Result<std::unique_ptr<DataLoader>> Open(Env& env, const LoaderOptions& o);

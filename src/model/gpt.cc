@@ -311,110 +311,140 @@ void GptModel::Backward() {
   BackwardStage(0, nullptr);
 }
 
+// Where local layer i's parameters start (i == nl_: ln_f, or the end): the ranges backward hands to
+// the grad-ready hook or the GradSink.
+size_t GptModel::LayerStart(int i) const {
+  if (i < nl_) return layout_.Find("h." + std::to_string(shard_.layer_begin + i) + ".ln_1.weight")->offset;
+  return shard_.last(config_) ? layout_.Find("ln_f.weight")->offset : layout_.total_floats();
+}
+
+void GptModel::AcquireRange(size_t begin, size_t end) {
+  if (sink_ && begin < end) active_.push_back({begin, end, sink_->Acquire(begin, end)});
+}
+
+void GptModel::RangeReady(size_t begin, size_t end) {
+  if (begin >= end) return;
+  if (grad_ready_) grad_ready_(begin, end);
+  if (sink_) {
+    std::erase_if(active_, [&](const ActiveRange& r) { return r.begin == begin; });
+    sink_->Release(begin, end);
+  }
+}
+
 void GptModel::BackwardStage(int slot, const float* dout) {
   if (!status_.ok()) return;
   Slot& s = slots_.at(slot);
   const bool last = shard_.last(config_);
   if (last && !s.have_grad_logits) std::abort();  // ForwardStage(..., grad_scale != 0) must come first
   s.have_grad_logits = false;
-  const int B = s.B, T = s.T, C = config_.n_embd;
-  const int N = B * T;
+  const int N = s.B * s.T;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;  // rows of the residual stream this rank holds
-  const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
-  Scratch& d = scratch_;
-  // The input gradient of a column-parallel layer: d.dln (N,C) holds this rank's columns' part;
-  // ColumnInputGrad sums it over the group into this rank's rows (R,C).
-  auto zero = [&](const DeviceArray& v) { be_.Zero(st_, M(v.ptr(), static_cast<int64_t>(v.size()))); };
-  // Where local layer i's parameters start (i == nl_: ln_f, or the end), for the grad-ready hook.
-  auto layer_start = [&](int i) {
-    if (i < nl_) return layout_.Find("h." + std::to_string(shard_.layer_begin + i) + ".ln_1.weight")->offset;
-    return last ? layout_.Find("ln_f.weight")->offset : layout_.total_floats();
-  };
-  auto acquire = [&](size_t begin, size_t end) {
-    if (sink_ && begin < end) active_.push_back({begin, end, sink_->Acquire(begin, end)});
-  };
-  auto ready = [&](size_t begin, size_t end) {
-    if (begin >= end) return;
-    if (grad_ready_) grad_ready_(begin, end);
-    if (sink_) {
-      std::erase_if(active_, [&](const ActiveRange& r) { return r.begin == begin; });
-      sink_->Release(begin, end);
-    }
-  };
+  const size_t NC = static_cast<size_t>(R) * config_.n_embd;
   // Sink mode: the embeddings' and ln_f's ranges first (wte takes the LM head's gradient now and the
   // encoder's at the very end), then each layer's just before its backward.
-  acquire(0, layer_start(0));
-  acquire(layer_start(nl_), layout_.total_floats());
-
+  AcquireRange(0, LayerStart(0));
+  AcquireRange(LayerStart(nl_), layout_.total_floats());
   if (last) {
-    // dlnf (B,T,C) = dlogits @ wte (summed over the vocabulary slices); dwte += dlogits^T @ lnf
-    zero(d.dln);
-    DevPtr lnf_all = par_->ColumnInput(s.lnf.ptr(), N);
-    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr("wte.weight"), Vl_, C), TV(), M(s.logits.ptr(), N, Vl_),
-                       M(lnf_all, N, C), M(ParamPtr("wte.weight"), Vl_, C));
-    DevPtr dln_rows = par_->ColumnInputGrad(d.dln.ptr(), N);
-    // dresidual (R,C) = d(the last layer's output)
-    zero(d.dresidual);
-    LnBackward(d.dresidual.ptr(), "ln_f.weight", "ln_f.bias", dln_rows, OutputOf(slot), s.lnf_mean.ptr(),
-               s.lnf_rstd.ptr(), R);
+    HeadBackward(s, slot);
   } else {
-    be_.Copy(st_, M(d.dresidual.ptr(), NC), M(DevPtr{const_cast<float*>(dout), DType::kF32}, NC));
+    be_.Copy(st_, M(scratch_.dresidual.ptr(), NC), M(DevPtr{const_cast<float*>(dout), DType::kF32}, NC));
   }
-  ready(layer_start(nl_), layout_.total_floats());
+  RangeReady(LayerStart(nl_), layout_.total_floats());
   for (int i = nl_ - 1; i >= 0; --i) {
-    acquire(layer_start(i), layer_start(i + 1));
-    const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
-    DevPtr residual = i == 0 ? s.input.ptr() : L(s.resid3, i - 1, NC);
-    // The layer's activations: kept (index i), or recomputed now into the shared one-layer buffers.
-    const int li = recompute_ == Recompute::kFull ? 0 : i;
-    LayerActs& a = ActsOf(s);
-    if (recompute_ == Recompute::kFull) LayerForward(s, i, shared_, 0);
-    // resid3 = resid2 + fcproj: d(fcproj) = dresidual
-    DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
-    if (recompute_ == Recompute::kSelective) be_.GeluForward(st_, M(fch_gelu, NFl), M(L(a.fch, li, NFl), NFl));  // this layer's GELU
-    zero(d.dfch_gelu);
-    // (sequence parallel: the row-parallel layer needs every row's output gradient)
-    be_.LinearBackward(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(GradPtr(p + "mlp.proj.weight"), C, Fl_),
-                       M(GradPtr(p + "mlp.proj.bias"), C), M(par_->ColumnInput(d.dresidual.ptr(), N), N, C),
-                       M(fch_gelu, N, Fl_), M(ParamPtr(p + "mlp.proj.weight"), C, Fl_));
-    be_.GeluBackward(st_, M(d.dfch.ptr(), NFl), M(L(a.fch, li, NFl), NFl), M(d.dfch_gelu.ptr(), NFl));  // dfch (B,T,Fl)
-    zero(d.dln);
-    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr(p + "mlp.fc.weight"), Fl_, C), M(GradPtr(p + "mlp.fc.bias"), Fl_),
-                       M(d.dfch.ptr(), N, Fl_), M(par_->ColumnInput(L(a.ln2, li, NC), N), N, C),
-                       M(ParamPtr(p + "mlp.fc.weight"), Fl_, C));
-    // column-parallel input: the slices' contributions add up
-    DevPtr dln2 = par_->ColumnInputGrad(d.dln.ptr(), N);
-    // dresidual += LN2 backward: now d(resid2)
-    LnBackward(d.dresidual.ptr(), p + "ln_2.weight", p + "ln_2.bias", dln2, L(a.resid2, li, NC),
-               L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), R);
-    // resid2 = residual + attproj: d(attproj) = dresidual
-    zero(d.datty);
-    be_.LinearBackward(st_, M(d.datty.ptr(), N, Cl_), M(GradPtr(p + "attn.proj.weight"), C, Cl_),
-                       M(GradPtr(p + "attn.proj.bias"), C),
-                       M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
-                       M(ParamPtr(p + "attn.proj.weight"), C, Cl_));
-    // dq, dk, dv (B,T,Cl)
-    be_.AttentionBackward(st_, M3(d.dq.ptr(), B, T, Cl_), M3(d.dk.ptr(), B, T, Cl_), M3(d.dv.ptr(), B, T, Cl_),
-                          M3(d.datty.ptr(), B, T, Cl_), M3(L(a.q, li, NCl), B, T, Cl_), M3(L(a.k, li, NCl), B, T, Cl_),
-                          M3(L(a.v, li, NCl), B, T, Cl_), M3(L(a.atty, li, NCl), B, T, Cl_),
-                          M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), Hl_);
-    zero(d.dln);
-    DevPtr ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
-    for (const auto& [dx, w] :
-         {std::pair<DevPtr, const char*>{d.dq.ptr(), "attn.q."}, {d.dk.ptr(), "attn.k."}, {d.dv.ptr(), "attn.v."}}) {
-      be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr(p + w + "weight"), Cl_, C), M(GradPtr(p + w + "bias"), Cl_),
-                         M(dx, N, Cl_), M(ln1, N, C), M(ParamPtr(p + w + "weight"), Cl_, C));
-    }
-    DevPtr dln1 = par_->ColumnInputGrad(d.dln.ptr(), N);
-    // dresidual += LN1 backward: now d(residual), the previous layer's output
-    LnBackward(d.dresidual.ptr(), p + "ln_1.weight", p + "ln_1.bias", dln1, residual, L(a.ln1_mean, li, R),
-               L(a.ln1_rstd, li, R), R);
-    ready(layer_start(i), layer_start(i + 1));
+    AcquireRange(LayerStart(i), LayerStart(i + 1));
+    LayerBackward(s, i);
+    RangeReady(LayerStart(i), LayerStart(i + 1));
   }
   if (shard_.first()) {
-    par_->EmbeddingBackward(GradPtr("wte.weight"), GradPtr("wpe.weight"), d.dresidual.ptr(), s.tokens.i32(), B, T);
+    par_->EmbeddingBackward(GradPtr("wte.weight"), GradPtr("wpe.weight"), scratch_.dresidual.ptr(), s.tokens.i32(), s.B, s.T);
   }
-  ready(0, layer_start(0));
+  RangeReady(0, LayerStart(0));
+}
+
+void GptModel::ZeroScratch(const DeviceArray& v) {
+  be_.Zero(st_, M(v.ptr(), static_cast<int64_t>(v.size())));
+}
+
+// The LM head and ln_f: dlnf (B,T,C) = dlogits @ wte (summed over the vocabulary slices), dwte +=
+// dlogits^T @ lnf; then dresidual (R,C) = d(the last layer's output) through ln_f.
+void GptModel::HeadBackward(Slot& s, int slot) {
+  Scratch& d = scratch_;
+  const int N = s.B * s.T, C = config_.n_embd;
+  const int R = shard_.seq_parallel() ? N / shard_.tp : N;
+  ZeroScratch(d.dln);
+  DevPtr lnf_all = par_->ColumnInput(s.lnf.ptr(), N);
+  be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr("wte.weight"), Vl_, C), TV(), M(s.logits.ptr(), N, Vl_),
+                     M(lnf_all, N, C), M(ParamPtr("wte.weight"), Vl_, C));
+  // The input gradient of a column-parallel layer: d.dln (N,C) holds this rank's columns' part;
+  // ColumnInputGrad sums it over the group into this rank's rows (R,C).
+  DevPtr dln_rows = par_->ColumnInputGrad(d.dln.ptr(), N);
+  ZeroScratch(d.dresidual);
+  LnBackward(d.dresidual.ptr(), "ln_f.weight", "ln_f.bias", dln_rows, OutputOf(slot), s.lnf_mean.ptr(),
+             s.lnf_rstd.ptr(), R);
+}
+
+// Local layer i's backward: scratch_.dresidual holds d(its output) and then d(its input).
+void GptModel::LayerBackward(Slot& s, int i) {
+  Scratch& d = scratch_;
+  const int B = s.B, T = s.T, C = config_.n_embd, N = B * T;
+  const int R = shard_.seq_parallel() ? N / shard_.tp : N;
+  const size_t NC = static_cast<size_t>(R) * C, NFl = static_cast<size_t>(N) * Fl_;
+  const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
+  DevPtr residual = i == 0 ? s.input.ptr() : L(s.resid3, i - 1, NC);
+  // The layer's activations: kept (index i), or recomputed now into the shared one-layer buffers.
+  const int li = recompute_ == Recompute::kFull ? 0 : i;
+  LayerActs& a = ActsOf(s);
+  if (recompute_ == Recompute::kFull) LayerForward(s, i, shared_, 0);
+  // resid3 = resid2 + fcproj: d(fcproj) = dresidual
+  DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
+  if (recompute_ == Recompute::kSelective) be_.GeluForward(st_, M(fch_gelu, NFl), M(L(a.fch, li, NFl), NFl));  // this layer's GELU
+  ZeroScratch(d.dfch_gelu);
+  // (sequence parallel: the row-parallel layer needs every row's output gradient)
+  be_.LinearBackward(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(GradPtr(p + "mlp.proj.weight"), C, Fl_),
+                     M(GradPtr(p + "mlp.proj.bias"), C), M(par_->ColumnInput(d.dresidual.ptr(), N), N, C),
+                     M(fch_gelu, N, Fl_), M(ParamPtr(p + "mlp.proj.weight"), C, Fl_));
+  be_.GeluBackward(st_, M(d.dfch.ptr(), NFl), M(L(a.fch, li, NFl), NFl), M(d.dfch_gelu.ptr(), NFl));  // dfch (B,T,Fl)
+  ZeroScratch(d.dln);
+  be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr(p + "mlp.fc.weight"), Fl_, C), M(GradPtr(p + "mlp.fc.bias"), Fl_),
+                     M(d.dfch.ptr(), N, Fl_), M(par_->ColumnInput(L(a.ln2, li, NC), N), N, C),
+                     M(ParamPtr(p + "mlp.fc.weight"), Fl_, C));
+  // column-parallel input: the slices' contributions add up
+  DevPtr dln2 = par_->ColumnInputGrad(d.dln.ptr(), N);
+  // dresidual += LN2 backward: now d(resid2)
+  LnBackward(d.dresidual.ptr(), p + "ln_2.weight", p + "ln_2.bias", dln2, L(a.resid2, li, NC),
+             L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), R);
+  AttentionBlockBackward(s, i, li, a);
+  DevPtr dln1 = par_->ColumnInputGrad(d.dln.ptr(), N);
+  // dresidual += LN1 backward: now d(residual), the previous layer's output
+  LnBackward(d.dresidual.ptr(), p + "ln_1.weight", p + "ln_1.bias", dln1, residual, L(a.ln1_mean, li, R),
+             L(a.ln1_rstd, li, R), R);
+}
+
+// resid2 = residual + attproj(attention(q, k, v of ln1)): from d(attproj) = dresidual down to this
+// rank's columns' part of d(ln1) in scratch_.dln.
+void GptModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) {
+  Scratch& d = scratch_;
+  const int B = s.B, T = s.T, C = config_.n_embd, N = B * T;
+  const int R = shard_.seq_parallel() ? N / shard_.tp : N;
+  const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_;
+  const std::string p = "h." + std::to_string(shard_.layer_begin + i) + ".";
+  ZeroScratch(d.datty);
+  be_.LinearBackward(st_, M(d.datty.ptr(), N, Cl_), M(GradPtr(p + "attn.proj.weight"), C, Cl_),
+                     M(GradPtr(p + "attn.proj.bias"), C),
+                     M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
+                     M(ParamPtr(p + "attn.proj.weight"), C, Cl_));
+  // dq, dk, dv (B,T,Cl)
+  be_.AttentionBackward(st_, M3(d.dq.ptr(), B, T, Cl_), M3(d.dk.ptr(), B, T, Cl_), M3(d.dv.ptr(), B, T, Cl_),
+                        M3(d.datty.ptr(), B, T, Cl_), M3(L(a.q, li, NCl), B, T, Cl_), M3(L(a.k, li, NCl), B, T, Cl_),
+                        M3(L(a.v, li, NCl), B, T, Cl_), M3(L(a.atty, li, NCl), B, T, Cl_),
+                        M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), Hl_);
+  ZeroScratch(d.dln);
+  DevPtr ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
+  for (const auto& [dx, w] :
+       {std::pair<DevPtr, const char*>{d.dq.ptr(), "attn.q."}, {d.dk.ptr(), "attn.k."}, {d.dv.ptr(), "attn.v."}}) {
+    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(GradPtr(p + w + "weight"), Cl_, C), M(GradPtr(p + w + "bias"), Cl_),
+                       M(dx, N, Cl_), M(ln1, N, C), M(ParamPtr(p + w + "weight"), Cl_, C));
+  }
 }
 
 }  // namespace anneal

@@ -182,6 +182,16 @@ class GptModel {
   // With `kv` (decoding, B = T = 1) the layer's key and value go to the cache's row `pos` and its
   // attention reads the cached rows 0..pos.
   void LayerForward(Slot& slot, int i, LayerActs& a, int li, KvCache* kv = nullptr, int pos = 0);
+  // Backward, in pieces: the LM head and ln_f; local layer i; its attention block.
+  void HeadBackward(Slot& s, int slot);
+  void LayerBackward(Slot& s, int i);
+  void AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a);
+  void ZeroScratch(const DeviceArray& v);
+  // The flat gradient ranges backward finishes: local layer i's first position, acquiring a range
+  // from the GradSink, and handing a finished one to the hook or the sink.
+  size_t LayerStart(int i) const;
+  void AcquireRange(size_t begin, size_t end);
+  void RangeReady(size_t begin, size_t end);
   // The buffers holding slot's layer i activations (kept or recomputed) and their index.
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.

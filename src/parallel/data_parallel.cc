@@ -84,7 +84,30 @@ void DataParallel::RetireOldest() {
   pool_.push_back(std::move(b->data));
 }
 
+void DataParallel::Attach(GptModel* model, bool hold_embedding) {
+  if (zero_ == 2) {
+    model->set_grad_sink(this);  // no full gradient buffer: ranges come and go during backward
+    return;
+  }
+  hold_first_ = hold_embedding;
+  model->set_grad_ready_hook([this](size_t b, size_t e) { GradsReady(b, e); });
+}
+
 void DataParallel::GradsReady(size_t begin, size_t end) {
+  if (hold_first_ && begin == 0) {
+    held_lo_ = begin;
+    held_hi_ = end;
+    return;
+  }
+  AddReady(begin, end);
+}
+
+void DataParallel::ReleaseHeld() {
+  if (held_hi_ > held_lo_) AddReady(held_lo_, held_hi_);
+  held_lo_ = held_hi_ = 0;
+}
+
+void DataParallel::AddReady(size_t begin, size_t end) {
   if (!communicate_ || begin >= end) return;
   if (pending_lo_ == pending_hi_) {
     pending_lo_ = begin;

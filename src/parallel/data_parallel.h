@@ -61,6 +61,12 @@ class DataParallel : public GradSink {
   size_t peak_buffer_floats() const { return peak_buffer_floats_; }
   // The model's grad-ready hook.
   void GradsReady(size_t begin, size_t end);
+  // Feeds on the model's backward: as its GradSink with zero 2, through its grad-ready hook
+  // otherwise. hold_embedding (a pipeline whose first and last stage both hold the tied wte): the
+  // range backward reports at flat position 0 (the embeddings, last in backward order) is held out of
+  // the buckets until ReleaseHeld(), called once the two stages summed its gradient.
+  void Attach(GptModel* model, bool hold_embedding);
+  void ReleaseHeld();
   // After the backward: starts the last bucket and waits for all of them (a peer failure is a
   // PeerError). With zero 2, adds this micro-step's reduced shard into the accumulator and zeroes
   // the model's buffer.
@@ -78,6 +84,7 @@ class DataParallel : public GradSink {
 
  private:
   void Launch(size_t lo, size_t hi);
+  void AddReady(size_t begin, size_t end);
   // Reduce-scatter of [lo, hi) from x (whose element 0 is flat position lo), in place.
   std::unique_ptr<Work> StartReduceScatter(float* x, size_t lo, size_t hi);
   // Zero 2: waits for the oldest in-flight range, adds this rank's part into acc_, frees it.
@@ -92,6 +99,8 @@ class DataParallel : public GradSink {
   float* grads_ = nullptr;
   bool communicate_ = false;
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)
+  bool hold_first_ = false;
+  size_t held_lo_ = 0, held_hi_ = 0;  // the embeddings' range, held until ReleaseHeld
   std::vector<std::unique_ptr<Work>> inflight_;
   // Views of n floats at p on the backend's device; the compute stream's latest event.
   TensorView View(const float* p, size_t n) const {

@@ -67,68 +67,75 @@ Status PipelineEngine::WaitTimed(std::unique_ptr<Work>& w) {
   return s;
 }
 
-Result<double> PipelineEngine::Step(
-    const std::function<void(int micro, std::vector<int32_t>* in, std::vector<int32_t>* tgt)>& next_batch,
-    const std::function<void(int micro, bool last)>& before_backward,
-    const std::function<Status(int micro, bool last)>& after_backward) {
+Status PipelineEngine::Begin() {
   ANNEAL_RETURN_IF_ERROR(status_);
-  const double t0 = MonotonicSeconds();
+  t0_ = MonotonicSeconds();
   idle_s_ = 0;
-  const int m = o_.micro_batches, s = o_.stage, B = o_.B, T = o_.T;
-  const bool first = s == 0, last = s == o_.stages - 1;
-  const size_t nf = model_->StageFloats(B, T);
-  std::vector<int> owner(slots_, -1);  // the micro-batch whose activations a slot holds
-  std::vector<std::unique_ptr<Work>> recv_in(slots_);
-  std::unique_ptr<Work> recv_grad;
-  int fdone = 0, bdone = 0, next_in = 0, next_grad = 0;
-  std::vector<int32_t> in, tgt;
-  double loss = 0;
-  // Receives are posted in each direction's natural order (after the send before them), as soon as
-  // their buffer is free: a forward input once its slot's previous micro-batch went backward, the
-  // next output gradient once the previous backward consumed its buffer.
-  auto post = [&] {
-    while (!first && next_in < m && next_in <= fdone && owner[next_in % slots_] < 0 && !recv_in[next_in % slots_]) {
-      const int slot = next_in % slots_;
-      recv_in[slot] = fwd_->StartRecv(StageView(model_->StageInput(slot, B, T), nf), s - 1);
-      ++next_in;
-    }
-    if (!last && next_grad < m && next_grad <= bdone && !recv_grad) {
-      recv_grad = bwd_->StartRecv(grad_recv_[0].View(), s + 1);
-      ++next_grad;
-    }
-  };
-  for (const PipeAction& a : actions_) {
-    post();
-    const int slot = a.micro % slots_;
-    if (a.forward) {
-      ANNEAL_RETURN_IF_ERROR(WaitTimed(send_out_[slot]));  // the slot's previous output has left
-      next_batch(a.micro, &in, &tgt);
-      if (!first) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_in[slot]));
-      owner[slot] = a.micro;
-      const double l = model_->ForwardStage(slot, in.data(), tgt.data(), B, T, o_.grad_scale);
-      if (last) loss += l;
-      else send_out_[slot] = fwd_->StartSend(StageView(model_->StageOutput(slot), nf), s + 1, Ready());
-      ++fdone;
-    } else {
-      if (!last) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_grad));
-      const bool final_micro = a.micro == m - 1;
-      before_backward(a.micro, final_micro);
-      model_->BackwardStage(slot, last ? nullptr : grad_recv_[0].data());
-      if (!first) {
-        const int b = a.micro % 2;
-        ANNEAL_RETURN_IF_ERROR(WaitTimed(grad_send_work_[b]));
-        model_->backend().Copy(model_->stream(), grad_send_[b].View(), StageView(model_->InputGrad(), nf));
-        grad_send_work_[b] = bwd_->StartSend(grad_send_[b].View(), s - 1, Ready());
-      }
-      owner[slot] = -1;
-      ++bdone;
-      ANNEAL_RETURN_IF_ERROR(after_backward(a.micro, final_micro));
-    }
+  owner_.assign(slots_, -1);
+  recv_in_.clear();
+  recv_in_.resize(slots_);
+  recv_grad_.reset();
+  fdone_ = bdone_ = next_in_ = next_grad_ = 0;
+  loss_ = 0;
+  return Status::Ok();
+}
+
+// Receives are posted in each direction's natural order (after the send before them), as soon as
+// their buffer is free: a forward input once its slot's previous micro-batch went backward, the next
+// output gradient once the previous backward consumed its buffer.
+void PipelineEngine::PostReceives() {
+  const int m = o_.micro_batches, s = o_.stage;
+  const size_t nf = model_->StageFloats(o_.B, o_.T);
+  while (s > 0 && next_in_ < m && next_in_ <= fdone_ && owner_[next_in_ % slots_] < 0 && !recv_in_[next_in_ % slots_]) {
+    const int slot = next_in_ % slots_;
+    recv_in_[slot] = fwd_->StartRecv(StageView(model_->StageInput(slot, o_.B, o_.T), nf), s - 1);
+    ++next_in_;
   }
+  if (s < o_.stages - 1 && next_grad_ < m && next_grad_ <= bdone_ && !recv_grad_) {
+    recv_grad_ = bwd_->StartRecv(grad_recv_[0].View(), s + 1);
+    ++next_grad_;
+  }
+}
+
+Status PipelineEngine::Forward(int micro, const int32_t* in, const int32_t* tgt) {
+  PostReceives();
+  const int s = o_.stage, slot = micro % slots_;
+  ANNEAL_RETURN_IF_ERROR(WaitTimed(send_out_[slot]));  // the slot's previous output has left
+  if (s > 0) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_in_[slot]));
+  owner_[slot] = micro;
+  const double l = model_->ForwardStage(slot, in, tgt, o_.B, o_.T, o_.grad_scale);
+  if (s == o_.stages - 1) {
+    loss_ += l;
+  } else {
+    send_out_[slot] = fwd_->StartSend(StageView(model_->StageOutput(slot), model_->StageFloats(o_.B, o_.T)), s + 1, Ready());
+  }
+  ++fdone_;
+  return Status::Ok();
+}
+
+Status PipelineEngine::Backward(int micro) {
+  PostReceives();
+  const int s = o_.stage, slot = micro % slots_;
+  const bool last = s == o_.stages - 1;
+  if (!last) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_grad_));
+  model_->BackwardStage(slot, last ? nullptr : grad_recv_[0].data());
+  if (s > 0) {  // the input gradient leaves for the previous stage (double-buffered)
+    const int b = micro % 2;
+    ANNEAL_RETURN_IF_ERROR(WaitTimed(grad_send_work_[b]));
+    model_->backend().Copy(model_->stream(), grad_send_[b].View(),
+                           StageView(model_->InputGrad(), model_->StageFloats(o_.B, o_.T)));
+    grad_send_work_[b] = bwd_->StartSend(grad_send_[b].View(), s - 1, Ready());
+  }
+  owner_[slot] = -1;
+  ++bdone_;
+  return Status::Ok();
+}
+
+Result<double> PipelineEngine::End() {
   for (auto& w : send_out_) ANNEAL_RETURN_IF_ERROR(WaitTimed(w));
   for (auto& w : grad_send_work_) ANNEAL_RETURN_IF_ERROR(WaitTimed(w));
-  step_s_ = MonotonicSeconds() - t0;
-  return loss;
+  step_s_ = MonotonicSeconds() - t0_;
+  return loss_;
 }
 
 Result<double> PipelineEngine::Evaluate(const int32_t* in, const int32_t* tgt) {

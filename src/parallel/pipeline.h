@@ -16,7 +16,6 @@
 // the stage's idle time.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,14 +53,14 @@ class PipelineEngine {
   PipelineEngine(GptModel* model, Communicator* fwd, Communicator* bwd, const Options& o);
   ~PipelineEngine();
 
-  // One step. next_batch fills micro-batch `micro`'s tokens and targets (B*T each; called in
-  // micro-batch order on every stage, so every stage's data loader moves alike). before_backward
-  // and after_backward frame each backward (gradient communication hangs there); after_backward
-  // of micro-batch m runs once its input gradient is on its way to the previous stage. Returns the
-  // sum of the micro-batches' mean losses on the last stage, 0 elsewhere.
-  Result<double> Step(const std::function<void(int micro, std::vector<int32_t>* in, std::vector<int32_t>* tgt)>& next_batch,
-                      const std::function<void(int micro, bool last)>& before_backward,
-                      const std::function<Status(int micro, bool last)>& after_backward);
+  // One step, driven by its caller in actions() order (train/step_plan.h): Begin, then Forward or
+  // Backward for each action, then End. Forward takes micro-batch `micro`'s tokens and targets (B*T
+  // each); Backward returns once the input gradient is on its way to the previous stage. End waits
+  // for the sends and returns the sum of the micro-batches' mean losses on the last stage, 0 elsewhere.
+  Status Begin();
+  Status Forward(int micro, const int32_t* in, const int32_t* tgt);
+  Status Backward(int micro);
+  Result<double> End();
   // A forward pass with no gradient through every stage (validation): the mean loss on the last
   // stage, 0 elsewhere. Nothing may be in flight.
   Result<double> Evaluate(const int32_t* in, const int32_t* tgt);
@@ -73,6 +72,7 @@ class PipelineEngine {
 
  private:
   Status WaitTimed(std::unique_ptr<Work>& w);
+  void PostReceives();
   // A view of `n` floats of a stage buffer on the model's device; the compute stream's latest event.
   TensorView StageView(const float* p, size_t n) const {
     return TensorView::F32(p, {static_cast<int64_t>(n)}, model_->backend().device());
@@ -89,6 +89,14 @@ class PipelineEngine {
   Status status_;  // an allocation of those that failed
   std::unique_ptr<Work> grad_send_work_[2];
   double step_s_ = 0, idle_s_ = 0;
+  // The step in progress: the micro-batch whose activations each slot holds, the receives posted,
+  // the actions done and the receives posted so far in each direction, the last stage's loss sum.
+  double t0_ = 0;
+  std::vector<int> owner_;
+  std::vector<std::unique_ptr<Work>> recv_in_;
+  std::unique_ptr<Work> recv_grad_;
+  int fdone_ = 0, bdone_ = 0, next_in_ = 0, next_grad_ = 0;
+  double loss_ = 0;
 };
 
 }  // namespace anneal

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 namespace anneal {
 
@@ -153,9 +154,23 @@ Result<std::vector<ObjectInfo>> ObjectStore::ListAll(const std::string& prefix) 
   return all;
 }
 
-Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env) {
+namespace {
+std::map<std::string, ObjectStoreFactory>& Schemes() {
+  static std::map<std::string, ObjectStoreFactory> m;
+  return m;
+}
+}  // namespace
+
+void RegisterObjectStoreScheme(const std::string& scheme, ObjectStoreFactory factory) {
+  Schemes()[scheme] = std::move(factory);
+}
+
+Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env, const StorageVars& vars) {
   std::string path = uri;
-  if (uri.rfind("s3://", 0) == 0) return OpenS3ObjectStore(uri);
+  if (uri.rfind("s3://", 0) == 0) return OpenS3ObjectStore(uri, vars);
+  if (const size_t sep = uri.find("://"); sep != std::string::npos && Schemes().count(uri.substr(0, sep))) {
+    return Schemes()[uri.substr(0, sep)](uri, env);
+  }
   if (uri.rfind("file://", 0) == 0) {
     path = uri.substr(7);
   } else if (uri.find("://") != std::string::npos) {

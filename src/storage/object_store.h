@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,8 +62,20 @@ class ObjectStore {
 
 // "file:///abs/dir" (or a plain path): a store in that folder (created if missing); "s3://bucket/prefix":
 // the S3 backend (storage/s3_object_store.cc). Anything else is InvalidInput naming the schemes.
-Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env = Env::Default());
-Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri);
+// Further URI schemes: OpenObjectStore hands "<scheme>://..." to the factory registered for the
+// scheme. The test build registers a fault-injecting store this way (tests/testing/fault_store.cc);
+// production code registers none.
+using ObjectStoreFactory = std::function<Result<std::unique_ptr<ObjectStore>>(const std::string& uri, Env& env)>;
+void RegisterObjectStoreScheme(const std::string& scheme, ObjectStoreFactory factory);
+
+// Storage settings given explicitly, ahead of the process environment (storage/aws_config.h's
+// variables: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, ...): an execution role's
+// credentials for one job's storage calls, while other threads of the process serve other jobs.
+using StorageVars = std::map<std::string, std::string>;
+
+Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env = Env::Default(),
+                                                     const StorageVars& vars = {});
+Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, const StorageVars& vars = {});
 
 // A key is valid (see above); the error names the key and the rule.
 Status ValidateKey(const std::string& key);

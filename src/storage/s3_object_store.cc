@@ -445,7 +445,7 @@ class S3ObjectStore : public ObjectStore {
 
 }  // namespace
 
-Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri) {
+Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, const StorageVars& vars) {
   // s3://bucket[/prefix]
   const std::string rest = uri.substr(5);
   const size_t slash = rest.find('/');
@@ -453,7 +453,10 @@ Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri) {
   std::string prefix = slash == std::string::npos ? "" : rest.substr(slash + 1);
   if (bucket.empty()) return InvalidInput("S3 URI '" + uri + "' names no bucket: use s3://bucket/prefix");
   if (!prefix.empty() && prefix.back() != '/') prefix += '/';
-  ANNEAL_ASSIGN_OR_RETURN(AwsSettings settings, ResolveAwsSettings());
+  ANNEAL_ASSIGN_OR_RETURN(AwsSettings settings, ResolveAwsSettings([&](const char* name) -> const char* {
+    auto it = vars.find(name);
+    return it != vars.end() ? it->second.c_str() : std::getenv(name);
+  }));
   return std::unique_ptr<ObjectStore>(new S3ObjectStore(std::move(settings), bucket, prefix));
 }
 

@@ -147,21 +147,186 @@ Result<TrainConfig> TrainConfig::Load(const std::string& path, const std::vector
   return Parse(*text, overrides, path);
 }
 
-Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                                       const std::string& where) {
+namespace {
+
+// The resolved values of every key, read as typed values; each bad value adds an error naming the
+// key and what it must be (all are collected before the config is refused).
+class Reader {
+ public:
+  explicit Reader(std::map<std::string, std::string> v) : v_(std::move(v)) {}
+  const std::string& Str(const std::string& k) { return v_[k]; }
+  int Int(const std::string& k, int lo, int hi) {
+    try {
+      size_t pos;
+      long long x = std::stoll(v_[k], &pos);
+      if (pos != v_[k].size() || x < lo || x > hi) throw std::out_of_range("");
+      return static_cast<int>(x);
+    } catch (...) {
+      Error(k + " = '" + v_[k] + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+  }
+  double Num(const std::string& k, double lo, double hi) {
+    try {
+      size_t pos;
+      double x = std::stod(v_[k], &pos);
+      if (pos != v_[k].size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
+      return x;
+    } catch (...) {
+      Error(k + " = '" + v_[k] + "' must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      return lo;
+    }
+  }
+  float Float(const std::string& k, double lo, double hi) { return static_cast<float>(Num(k, lo, hi)); }
+  bool Bool(const std::string& k) {
+    if (v_[k] == "true") return true;
+    if (v_[k] == "false") return false;
+    Error(k + " = '" + v_[k] + "' must be true or false");
+    return false;
+  }
+  // The value, which must be one of `allowed` ("must be a, b or c" otherwise).
+  std::string OneOf(const std::string& k, const std::vector<std::string>& allowed) {
+    const std::string& x = v_[k];
+    if (std::find(allowed.begin(), allowed.end(), x) != allowed.end()) return x;
+    std::string list;
+    for (size_t i = 0; i < allowed.size(); ++i) list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
+    Error(k + " = '" + x + "' must be " + list);
+    return x;
+  }
+  void Error(std::string e) { errors_.push_back(std::move(e)); }
+  const std::vector<std::string>& errors() const { return errors_; }
+  const std::map<std::string, std::string>& values() const { return v_; }
+
+ private:
+  std::map<std::string, std::string> v_;
+  std::vector<std::string> errors_;
+};
+
+constexpr int kBig = 1 << 30;
+
+void ReadModel(Reader& r, GptConfig* m) {
+  if (!r.Str("model.preset").empty()) {
+    auto p = GptConfig::Preset(r.Str("model.preset"));
+    if (!p.ok()) r.Error("model.preset: " + p.status().message());
+    else *m = *p;
+    return;
+  }
+  auto g = GptConfig::Make(r.Int("model.vocab_size", 2, kBig), r.Int("model.max_seq_len", 1, 1 << 20),
+                           r.Int("model.n_layer", 1, 1000), r.Int("model.n_head", 1, 1000), r.Int("model.n_embd", 1, 1 << 16));
+  if (!g.ok()) r.Error(g.status().message());
+  else *m = *g;
+}
+
+void ReadData(Reader& r, DataSection* d) {
+  d->dir = r.Str("data.dir");
+  d->mode = r.OneOf("data.mode", {"shared", "file", "fastfile"});
+  d->local_dir = r.Str("data.local_dir");
+  d->parallel = r.Int("data.parallel", 1, 256);
+  d->seq_len = r.Int("data.seq_len", 1, 1 << 20);
+  d->batch_size = r.Int("data.batch_size", 1, 1 << 20);
+  d->seed = static_cast<uint64_t>(r.Int("data.seed", 0, INT32_MAX));
+  d->verify_checksums = r.Bool("data.verify_checksums");
+}
+
+void ReadOptim(Reader& r, AdamWOptions* o) {
+  o->lr = r.Float("optim.lr", 0, 10);
+  o->min_lr = r.Float("optim.min_lr", 0, 10);
+  o->warmup_steps = r.Int("optim.warmup_steps", 0, kBig);
+  o->decay_steps = r.Int("optim.decay_steps", 0, kBig);
+  o->weight_decay = r.Float("optim.weight_decay", 0, 10);
+  o->beta1 = r.Float("optim.beta1", 0, 0.999999);
+  o->beta2 = r.Float("optim.beta2", 0, 0.999999);
+  o->eps = r.Float("optim.eps", 0, 1);
+  o->grad_clip = r.Float("optim.grad_clip", 0, 1e9);
+}
+
+void ReadCheckpoint(Reader& r, CheckpointSection* k) {
+  k->every = r.Int("train.checkpoint_every", 0, kBig);
+  k->dir = r.Str("train.checkpoint_dir");
+  k->async = r.Bool("train.checkpoint_async");
+  k->hierarchical = r.Bool("train.checkpoint_hierarchical");
+  k->staging_dir = r.Str("train.checkpoint_staging_dir");
+  if (k->hierarchical && (k->staging_dir.empty() || k->staging_dir.find("://") != std::string::npos)) {
+    r.Error("train.checkpoint_staging_dir = '" + k->staging_dir +
+            "' must be a local folder (the hand-over between the ranks of one instance), e.g. /dev/shm");
+  }
+  k->keep = r.Int("train.checkpoint_keep", 0, kBig);
+  k->keep_every = r.Int("train.checkpoint_keep_every", 0, kBig);
+  k->resume = r.OneOf("train.resume", {"auto", "none"});
+}
+
+void ReadLoop(Reader& r, LoopSection* t) {
+  t->steps = r.Int("train.steps", 0, kBig);
+  t->grad_accum = r.Int("train.grad_accum", 1, 1 << 16);
+  t->log_every = r.Int("train.log_every", 1, kBig);
+  t->eval_every = r.Int("train.eval_every", 0, kBig);
+  t->eval_batches = r.Int("train.eval_batches", 1, 1 << 20);
+  t->max_bad_steps = r.Int("train.max_bad_steps", 1, kBig);
+  t->seed = static_cast<uint64_t>(r.Int("train.seed", 0, INT32_MAX));
+  t->kernels = r.Str("train.kernels");
+  if (!BackendByName(t->kernels)) r.Error("train.kernels = '" + t->kernels + "' must be cpu or ref");
+  t->threads = r.Int("train.threads", 0, 1024);
+  t->recompute = r.Str("train.recompute");
+  if (!ParseRecompute(t->recompute)) r.Error("train.recompute = '" + t->recompute + "' must be none, selective or full");
+  t->max_seconds = r.Num("train.max_seconds", 0, 1e9);
+  t->peak_gflops = r.Num("train.peak_gflops", 0, 1e12);
+  if (auto d = ParseDType(r.Str("train.dtype")); !d.ok() || *d == DType::kI32 || *d == DType::kF64) {
+    r.Error("train.dtype = '" + r.Str("train.dtype") + "' must be f32 or bf16");
+  } else {
+    t->dtype = *d;
+  }
+}
+
+void ReadDist(Reader& r, DistSection* d) {
+  d->dp = r.Int("dist.dp", 0, 1 << 20);
+  d->tp = r.Int("dist.tp", 1, 1 << 20);
+  d->pp = r.Int("dist.pp", 1, 1 << 20);
+  d->zero = r.Int("dist.zero", 0, 2);
+  d->schedule = r.OneOf("dist.schedule", {"1f1b", "gpipe"});
+  d->sequence_parallel = r.Bool("dist.sequence_parallel");
+  d->bucket_mb = r.Num("dist.bucket_mb", 0.001, 1e6);
+  d->timeout_s = r.Num("dist.timeout_s", 0.1, 1e7);
+}
+
+// The checks across sections.
+void CheckTogether(Reader& r, TrainConfig* c) {
+  if (c->train.dtype == DType::kBF16) {
+    if (Backend* b = BackendByName(c->train.kernels)) {
+      for (Op op : AllOps()) {
+        if (!b->Supports(op, DType::kBF16)) {
+          r.Error("train.dtype = bf16 but train.kernels = " + c->train.kernels + " has no bf16 " + OpName(op) +
+                  ": use train.kernels=ref (bf16 emulated on the CPU, slow) or train.dtype=f32");
+          break;
+        }
+      }
+    }
+    if (c->dist.tp > 1 || c->dist.pp > 1 || c->dist.zero > 0) {
+      r.Error("train.dtype = bf16 runs on one rank for now: set dist.tp = dist.pp = 1 and dist.zero = 0");
+    }
+  }
+  if (c->optim.decay_steps == 0) c->optim.decay_steps = c->train.steps;
+  if (c->data.dir.empty()) r.Error("data.dir is required: the folder anneal prep wrote");
+  if (r.errors().empty() && c->data.seq_len > c->model.max_seq_len) {
+    r.Error("data.seq_len " + std::to_string(c->data.seq_len) + " is longer than the model's max_seq_len " +
+            std::to_string(c->model.max_seq_len) + ": lower data.seq_len or raise model.max_seq_len");
+  }
+}
+
+// The given keys (the YAML file's, then the overrides') over the defaults; unknown keys are errors.
+Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                                   const std::string& where, std::vector<std::string>* errors) {
   std::map<std::string, std::string> given;
-  std::vector<std::string> errors;
   try {
     YAML::Node root = YAML::Load(yaml_text);
     if (!root.IsNull() && !root.IsMap()) return InvalidInput(where + ": a config is a YAML mapping of sections");
-    if (!root.IsNull()) Flatten(root, "", &given, &errors);
+    if (!root.IsNull()) Flatten(root, "", &given, errors);
   } catch (const YAML::Exception& e) {
     return InvalidInput(where + ": YAML error at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
   }
   for (const auto& o : overrides) {
     size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {
-      errors.push_back("--set " + o + " must look like section.key=value");
+      errors->push_back("--set " + o + " must look like section.key=value");
       continue;
     }
     given[o.substr(0, eq)] = o.substr(eq + 1);
@@ -170,143 +335,36 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   for (const auto& s : kSpecs) v[s.key] = s.def;
   for (const auto& [k, val] : given) {
     if (!v.count(k)) {
-      errors.push_back("unknown key '" + k + "' (did you mean '" + Closest(k) + "'?)");
+      errors->push_back("unknown key '" + k + "' (did you mean '" + Closest(k) + "'?)");
       continue;
     }
     v[k] = val;
   }
+  return v;
+}
+
+}  // namespace
+
+Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
+                                       const std::string& where) {
+  std::vector<std::string> early;
+  ANNEAL_ASSIGN_OR_RETURN(auto values, Resolve(yaml_text, overrides, where, &early));
+  Reader r(std::move(values));
+  for (auto& e : early) r.Error(std::move(e));
   TrainConfig c;
-  auto get_int = [&](const std::string& k, int lo, int hi) -> int {
-    try {
-      size_t pos;
-      long long x = std::stoll(v[k], &pos);
-      if (pos != v[k].size() || x < lo || x > hi) throw std::out_of_range("");
-      return static_cast<int>(x);
-    } catch (...) {
-      errors.push_back(k + " = '" + v[k] + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-      return lo;
-    }
-  };
-  auto get_double = [&](const std::string& k, double lo, double hi) -> double {
-    try {
-      size_t pos;
-      double x = std::stod(v[k], &pos);
-      if (pos != v[k].size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
-      return x;
-    } catch (...) {
-      errors.push_back(k + " = '" + v[k] + "' must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-      return lo;
-    }
-  };
-  auto get_bool = [&](const std::string& k) -> bool {
-    if (v[k] == "true") return true;
-    if (v[k] == "false") return false;
-    errors.push_back(k + " = '" + v[k] + "' must be true or false");
-    return false;
-  };
-  const int big = 1 << 30;
-  if (!v["model.preset"].empty()) {
-    auto p = GptConfig::Preset(v["model.preset"]);
-    if (!p.ok()) errors.push_back("model.preset: " + p.status().message());
-    else c.model = *p;
-  } else {
-    auto m = GptConfig::Make(get_int("model.vocab_size", 2, big), get_int("model.max_seq_len", 1, 1 << 20),
-                             get_int("model.n_layer", 1, 1000), get_int("model.n_head", 1, 1000),
-                             get_int("model.n_embd", 1, 1 << 16));
-    if (!m.ok()) errors.push_back(m.status().message());
-    else c.model = *m;
-  }
-  c.data_dir = v["data.dir"];
-  c.data_mode = v["data.mode"];
-  if (c.data_mode != "shared" && c.data_mode != "file" && c.data_mode != "fastfile") {
-    errors.push_back("data.mode = '" + c.data_mode + "' must be shared, file or fastfile");
-  }
-  c.data_local_dir = v["data.local_dir"];
-  c.data_parallel = get_int("data.parallel", 1, 256);
-  c.seq_len = get_int("data.seq_len", 1, 1 << 20);
-  c.batch_size = get_int("data.batch_size", 1, 1 << 20);
-  c.data_seed = static_cast<uint64_t>(get_int("data.seed", 0, INT32_MAX));
-  c.verify_checksums = get_bool("data.verify_checksums");
-  c.optim.lr = static_cast<float>(get_double("optim.lr", 0, 10));
-  c.optim.min_lr = static_cast<float>(get_double("optim.min_lr", 0, 10));
-  c.optim.warmup_steps = get_int("optim.warmup_steps", 0, big);
-  c.optim.decay_steps = get_int("optim.decay_steps", 0, big);
-  c.optim.weight_decay = static_cast<float>(get_double("optim.weight_decay", 0, 10));
-  c.optim.beta1 = static_cast<float>(get_double("optim.beta1", 0, 0.999999));
-  c.optim.beta2 = static_cast<float>(get_double("optim.beta2", 0, 0.999999));
-  c.optim.eps = static_cast<float>(get_double("optim.eps", 0, 1));
-  c.optim.grad_clip = static_cast<float>(get_double("optim.grad_clip", 0, 1e9));
-  c.steps = get_int("train.steps", 0, big);
-  c.grad_accum = get_int("train.grad_accum", 1, 1 << 16);
-  c.log_every = get_int("train.log_every", 1, big);
-  c.eval_every = get_int("train.eval_every", 0, big);
-  c.eval_batches = get_int("train.eval_batches", 1, 1 << 20);
-  c.checkpoint_every = get_int("train.checkpoint_every", 0, big);
-  c.checkpoint_dir = v["train.checkpoint_dir"];
-  c.checkpoint_async = get_bool("train.checkpoint_async");
-  c.checkpoint_hierarchical = get_bool("train.checkpoint_hierarchical");
-  c.checkpoint_staging_dir = v["train.checkpoint_staging_dir"];
-  if (c.checkpoint_hierarchical && (c.checkpoint_staging_dir.empty() || c.checkpoint_staging_dir.find("://") != std::string::npos)) {
-    errors.push_back("train.checkpoint_staging_dir = '" + c.checkpoint_staging_dir +
-                     "' must be a local folder (the hand-over between the ranks of one instance), e.g. /dev/shm");
-  }
-  c.checkpoint_keep = get_int("train.checkpoint_keep", 0, big);
-  c.checkpoint_keep_every = get_int("train.checkpoint_keep_every", 0, big);
-  c.resume = v["train.resume"];
-  if (c.resume != "auto" && c.resume != "none") errors.push_back("train.resume = '" + c.resume + "' must be auto or none");
-  c.max_bad_steps = get_int("train.max_bad_steps", 1, big);
-  c.seed = static_cast<uint64_t>(get_int("train.seed", 0, INT32_MAX));
-  c.kernels = v["train.kernels"];
-  if (!BackendByName(c.kernels)) errors.push_back("train.kernels = '" + c.kernels + "' must be cpu or ref");
-  c.threads = get_int("train.threads", 0, 1024);
-  c.recompute = v["train.recompute"];
-  if (!ParseRecompute(c.recompute)) {
-    errors.push_back("train.recompute = '" + c.recompute + "' must be none, selective or full");
-  }
-  c.max_seconds = get_double("train.max_seconds", 0, 1e9);
-  c.peak_gflops = get_double("train.peak_gflops", 0, 1e12);
-  c.dp = get_int("dist.dp", 0, 1 << 20);
-  c.tp = get_int("dist.tp", 1, 1 << 20);
-  c.pp = get_int("dist.pp", 1, 1 << 20);
-  c.zero = get_int("dist.zero", 0, 2);
-  c.schedule = v["dist.schedule"];
-  c.sequence_parallel = get_bool("dist.sequence_parallel");
-  if (c.schedule != "1f1b" && c.schedule != "gpipe") {
-    errors.push_back("dist.schedule = '" + c.schedule + "' must be 1f1b or gpipe");
-  }
-  if (auto d = ParseDType(v["train.dtype"]); !d.ok() || *d == DType::kI32 || *d == DType::kF64) {
-    errors.push_back("train.dtype = '" + v["train.dtype"] + "' must be f32 or bf16");
-  } else {
-    c.dtype = *d;
-  }
-  if (c.dtype == DType::kBF16) {
-    if (Backend* b = BackendByName(c.kernels)) {
-      for (Op op : AllOps()) {
-        if (!b->Supports(op, DType::kBF16)) {
-          errors.push_back("train.dtype = bf16 but train.kernels = " + c.kernels + " has no bf16 " + OpName(op) +
-                           ": use train.kernels=ref (bf16 emulated on the CPU, slow) or train.dtype=f32");
-          break;
-        }
-      }
-    }
-    if (c.tp > 1 || c.pp > 1 || c.zero > 0) {
-      errors.push_back("train.dtype = bf16 runs on one rank for now: set dist.tp = dist.pp = 1 and dist.zero = 0");
-    }
-  }
-  c.bucket_mb = get_double("dist.bucket_mb", 0.001, 1e6);
-  c.timeout_s = get_double("dist.timeout_s", 0.1, 1e7);
-  if (c.optim.decay_steps == 0) c.optim.decay_steps = c.steps;
-  if (c.data_dir.empty()) errors.push_back("data.dir is required: the folder anneal prep wrote");
-  if (errors.empty() && c.seq_len > c.model.max_seq_len) {
-    errors.push_back("data.seq_len " + std::to_string(c.seq_len) + " is longer than the model's max_seq_len " +
-                     std::to_string(c.model.max_seq_len) + ": lower data.seq_len or raise model.max_seq_len");
-  }
-  if (!errors.empty()) {
+  ReadModel(r, &c.model);
+  ReadData(r, &c.data);
+  ReadOptim(r, &c.optim);
+  ReadLoop(r, &c.train);
+  ReadCheckpoint(r, &c.checkpoint);
+  ReadDist(r, &c.dist);
+  CheckTogether(r, &c);
+  if (!r.errors().empty()) {
     std::string m = where + ": ";
-    for (size_t i = 0; i < errors.size(); ++i) m += (i ? "; " : "") + errors[i];
+    for (size_t i = 0; i < r.errors().size(); ++i) m += (i ? "; " : "") + r.errors()[i];
     return InvalidInput(m);
   }
-  c.values = v;
+  c.values = r.values();
   return c;
 }
 

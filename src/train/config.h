@@ -15,30 +15,25 @@
 
 namespace anneal {
 
-struct TrainConfig {
-  GptConfig model;
-  std::string data_dir;
-  std::string data_mode = "shared";  // data/channel.h
-  std::string data_local_dir;
-  int data_parallel = 4;
+// data.*: where the samples come from (data/channel.h, data/loader.h).
+struct DataSection {
+  std::string dir;
+  std::string mode = "shared";  // data/channel.h
+  std::string local_dir;
+  int parallel = 4;
   int seq_len = 256;
   int batch_size = 8;
-  uint64_t data_seed = 1;
+  uint64_t seed = 1;
   bool verify_checksums = true;
-  AdamWOptions optim;
+};
+
+// train.*: the loop and the engine it runs on.
+struct LoopSection {
   int steps = 100;
   int grad_accum = 1;
   int log_every = 1;
   int eval_every = 0;  // 0 = only at the end
   int eval_batches = 8;
-  int checkpoint_every = 0;  // 0 = only at the end (when checkpoint_dir is set)
-  std::string checkpoint_dir;
-  std::string resume = "auto";  // auto | none
-  bool checkpoint_async = true;   // write checkpoints on a background thread
-  bool checkpoint_hierarchical = false;  // the node leader uploads its local ranks' files
-  std::string checkpoint_staging_dir = "/dev/shm";  // node-local folder for the hand-over
-  int checkpoint_keep = 0;        // keep the newest K complete checkpoints (0: all)
-  int checkpoint_keep_every = 0;  // ... and those whose step is a multiple of M
   int max_bad_steps = 5;
   uint64_t seed = 1234;
   std::string kernels = "cpu";
@@ -48,15 +43,39 @@ struct TrainConfig {
   std::string recompute = "none";  // none | selective | full (model/config.h Recompute)
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
-  double peak_gflops = 0;  // for MFU; 0 = measure OpenBLAS sgemm at start
-  // Parallelism (the world size comes from the environment: comm/rank_env.h).
+  double peak_gflops = 0;  // for MFU; 0 = measure the backend's GEMM at start
+};
+
+// train.checkpoint_* and train.resume: checkpoints (ckpt/checkpoint.h).
+struct CheckpointSection {
+  int every = 0;  // 0 = only at the end (when dir is set)
+  std::string dir;
+  std::string resume = "auto";  // auto | none
+  bool async = true;             // write checkpoints on a background thread
+  bool hierarchical = false;     // the node leader uploads its local ranks' files
+  std::string staging_dir = "/dev/shm";  // node-local folder for the hand-over
+  int keep = 0;        // keep the newest K complete checkpoints (0: all)
+  int keep_every = 0;  // ... and those whose step is a multiple of M
+};
+
+// dist.*: the parallel layout (the world size comes from the environment: comm/rank_env.h).
+struct DistSection {
   int dp = 0;  // 0 = world / (tp * pp)
   int tp = 1, pp = 1;
-  int zero = 0;            // 0, 1, 2 (parallel/data_parallel.h)
-  std::string schedule = "1f1b";  // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
-  bool sequence_parallel = false;  // dist.sequence_parallel (model/config.h ModelShard)
-  double bucket_mb = 4;    // gradient bucket
-  double timeout_s = 300;  // every collective
+  int zero = 0;                    // 0, 1, 2 (parallel/data_parallel.h)
+  std::string schedule = "1f1b";   // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
+  bool sequence_parallel = false;  // model/config.h ModelShard
+  double bucket_mb = 4;            // gradient bucket
+  double timeout_s = 300;          // every collective
+};
+
+struct TrainConfig {
+  GptConfig model;
+  DataSection data;
+  AdamWOptions optim;
+  LoopSection train;
+  CheckpointSection checkpoint;
+  DistSection dist;
 
   // Every key as "section.name" -> its value as text (the resolved config, for manifests).
   std::map<std::string, std::string> values;

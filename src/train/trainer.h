@@ -1,6 +1,8 @@
-// The trainer loop (the built-in entrypoint of `anneal train`): data, model, AdamW, logging,
-// validation, checkpoints, resume, and stopping on request. One rank of a (dp, tp, pp) world (a single
-// process when the world is 1).
+// The trainer (the built-in entrypoint of `anneal train`) in three parts: setup builds the rank's
+// runtime from the config (train/setup.h), the loop runs the step plan (train/step_plan.h) with
+// validation, checkpoints (train/checkpoints.h), resume and stopping on request, and the report
+// says what happened (train/report.h). One rank of a (dp, tp, pp) world (a single process when the
+// world is 1).
 //
 // Determinism: for a given config, seed and thread count a run is bit-reproducible, and a run
 // resumed from a checkpoint continues exactly as the uninterrupted run would (tests/e2e/resume_test.sh
@@ -29,8 +31,5 @@ struct TrainResult {
 // Lines go to `log` (stdout in the CLI).
 Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop,
                                 const std::function<void(const std::string&)>& log);
-
-// Unigram entropy (nats/token) of a dataset split: the loss of the best model that ignores context.
-Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split);
 
 }  // namespace anneal

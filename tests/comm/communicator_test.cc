@@ -14,6 +14,9 @@ namespace {
 using std::chrono::milliseconds;
 
 // Runs fn(rank, comm) on n threads, each a rank with its own store connection and communicator.
+// Whether RunGroup's ranks may reduce through shared memory (CommOptions::shared_memory).
+bool g_shared_memory = true;
+
 void RunGroup(int n, const std::function<void(int, Communicator&)>& fn, milliseconds timeout = milliseconds(20000)) {
   auto server = TcpStoreServer::Start("127.0.0.1", 0);
   ASSERT_TRUE(server.ok()) << server.status().message();
@@ -29,6 +32,7 @@ void RunGroup(int n, const std::function<void(int, Communicator&)>& fn, millisec
       o.world_size = n;
       o.timeout = timeout;
       o.heartbeat_interval = milliseconds(200);
+      o.shared_memory = g_shared_memory;
       auto comm = ConnectGloo(store->get(), o);
       ASSERT_TRUE(comm.ok()) << comm.status().message();
       fn(r, **comm);
@@ -84,7 +88,7 @@ TEST(StoreTest, FileStore) {
 
 TEST(CommunicatorTest, CollectivesOnThreeRanks) {
  for (const char* shm : {"1", "0"}) {  // shared memory (all on this host), then TCP
-  setenv("ANNEAL_SHM", shm, 1);
+  g_shared_memory = std::string(shm) == "1";
   const int n = 3;
   RunGroup(n, [&](int r, Communicator& c) {
     EXPECT_EQ(c.rank(), r);
@@ -140,15 +144,15 @@ TEST(CommunicatorTest, CollectivesOnThreeRanks) {
     for (size_t i = 0; i < 500001; ++i) ASSERT_EQ(z[300000 + i], static_cast<float>(2000 + i % 7)) << "shm=" << shm;
   });
  }
-  unsetenv("ANNEAL_SHM");
+  g_shared_memory = true;
 }
 
 // Ranks on one host reduce through shared memory (comm/shm_group.h): a buffer of several chunks with a
-// partial last one, and a small one, give exact sums, the same on every rank; with ANNEAL_SHM=0 the
-// same sums come over TCP.
+// partial last one, and a small one, give exact sums, the same on every rank; without shared memory
+// (ANNEAL_SHM=0: CommOptions::shared_memory false) the same sums come over TCP.
 TEST(CommunicatorTest, SharedMemoryAndTcpAllReduceAgree) {
   for (const char* shm : {"1", "0"}) {
-    setenv("ANNEAL_SHM", shm, 1);
+    g_shared_memory = std::string(shm) == "1";
     RunGroup(3, [&](int r, Communicator& c) {
       const size_t n = 1300000;  // 2.5 slots of 512 Ki floats
       std::vector<float> x(n);
@@ -160,7 +164,7 @@ TEST(CommunicatorTest, SharedMemoryAndTcpAllReduceAgree) {
       EXPECT_EQ(d[9], 1.5);
     });
   }
-  unsetenv("ANNEAL_SHM");
+  g_shared_memory = true;
 }
 
 TEST(CommunicatorTest, AsyncOperationsCompleteInOrder) {

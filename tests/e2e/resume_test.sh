@@ -38,8 +38,11 @@ for i in 1 2 3 4; do
   wait $pid 2>/dev/null
   cat "$TMP/attempt$i.log" >>"$TMP/all.log"
 done
-# The fifth kill: inside the checkpoint of step 44, after its shard file, before its manifest.
-ANNEAL_FAULT_KILL_IN_CHECKPOINT=44 "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$CK" >>"$TMP/all.log" 2>&1
+# The fifth kill: inside the checkpoint of step 44, after its shard file, before its manifest — by
+# the tests' binary (its fault:// store kills the process before that Put; tests/testing/fault_store.cc).
+ANNEAL_FAULTS=$(readlink -f "${2:-$(dirname "$ANNEAL")/../tests/anneal_faults}")
+"$ANNEAL_FAULTS" train --config "$TMP/cfg.yaml" \
+  --set train.checkpoint_dir="fault://$CK?kill_before=step-00000044/manifest.json" >>"$TMP/all.log" 2>&1
 rc=$?
 check "fault-injected kill inside a checkpoint (exit $rc)" test "$rc" -eq 137
 check "torn checkpoint left without a manifest" test -f "$CK/step-00000044/attempt-0/model.safetensors" -a ! -f "$CK/step-00000044/manifest.json"

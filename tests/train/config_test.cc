@@ -16,9 +16,9 @@ TEST(TrainConfigTest, ParsesDefaultsAndOverrides) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->model.vocab_size, 300);
   EXPECT_EQ(c->model.padded_vocab, 384);
-  EXPECT_EQ(c->steps, 10);
+  EXPECT_EQ(c->train.steps, 10);
   EXPECT_FLOAT_EQ(c->optim.lr, 0.01f);
-  EXPECT_EQ(c->grad_accum, 4);
+  EXPECT_EQ(c->train.grad_accum, 4);
   EXPECT_EQ(c->optim.decay_steps, 10);  // defaults to train.steps
   EXPECT_EQ(c->values.at("data.dir"), "/tmp/x");
 }

@@ -1,0 +1,102 @@
+#include "train/checkpoints.h"
+
+#include "core/checksum.h"
+#include "core/progress.h"
+#include "train/report.h"
+
+namespace anneal {
+
+Result<std::unique_ptr<TrainCheckpoints>> TrainCheckpoints::Open(const CheckpointSection& k, double wait_s,
+                                                                 const Runtime& rt, CheckpointLineage lineage,
+                                                                 LogFn log) {
+  std::unique_ptr<TrainCheckpoints> t(new TrainCheckpoints(k, std::move(log)));
+  t->lineage_ = std::move(lineage);
+  // Checkpoints go to a folder or an object store (s3://); written asynchronously by default.
+  if (!k.dir.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(t->store_, OpenCheckpointStore(k.dir));
+  }
+  t->copts_.keep_last = k.keep;
+  t->copts_.keep_every = k.keep_every;
+  t->copts_.wait_s = wait_s;
+  t->copts_.attempt = rt.re.attempt;
+  if (t->store_ && k.hierarchical && rt.re.local_world > 1) {  // this instance's hand-over folder
+    ANNEAL_ASSIGN_OR_RETURN(t->staging_, OpenObjectStore(JoinPath(k.staging_dir, "anneal-staging-" +
+        HexU64(Xxh64(rt.re.job + "|" + k.dir)))));
+    t->copts_.staging = t->staging_.get();
+    t->copts_.local_rank = rt.re.local_rank;
+    t->copts_.local_world = rt.re.local_world;
+  }
+  t->checkpointer_ = std::make_unique<AsyncCheckpointer>(t->store_.get(), t->copts_);
+  return t;
+}
+
+std::string TrainCheckpoints::PathOf(const std::string& name) const {
+  std::string dir = k_.dir;
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return dir + "/" + name;
+}
+
+CheckpointWriters TrainCheckpoints::Writers(const Runtime& rt) const {
+  CheckpointWriters w;
+  w.rank = rt.re.rank;
+  w.ranks = rt.re.world;
+  w.zero = rt.par ? rt.par->zero() : 0;
+  w.plan = rt.plan.get();
+  return w;
+}
+
+Result<std::string> TrainCheckpoints::Resume(Runtime& rt, TrainerState* st) {
+  if (!store_ || k_.resume != "auto") return std::string();
+  ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*store_));
+  if (!newest) return std::string();
+  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store_, *newest, rt.model.get(), rt.opt.get(), st));
+  ANNEAL_RETURN_IF_ERROR(rt.data.train->Seek(st->loader));
+  last_path_ = PathOf(*newest);
+  return last_path_;
+}
+
+void TrainCheckpoints::Reserve(const Runtime& rt) {
+  if (store_ && k_.async) checkpointer_->Reserve(CheckpointImageSizes(*rt.model, rt.opt.get(), Writers(rt)));
+}
+
+Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
+  if (!store_) return Status::Ok();
+  const double t0 = MonotonicSeconds();
+  if (st->step == saved_step_) {  // the end of the run right after a periodic save: wait for it only
+    ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());
+    blocked_s_ += MonotonicSeconds() - t0;
+    log_(Fmt("checkpoint %s committed (written in %.2f s)", last_path_.c_str(), checkpointer_->last_write_seconds()));
+    writing_.clear();
+    return Status::Ok();
+  }
+  saved_step_ = st->step;
+  st->loader = rt.data.train->position();
+  st->updates = rt.opt->updates();
+  ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());  // the previous one first (its buffers are reused)
+  const double t_wait = MonotonicSeconds() - t0;
+  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, *rt.model, rt.opt.get(), *st, lineage_,
+                                                                      Writers(rt), copts_, checkpointer_->spare()));
+  const double t_snap = MonotonicSeconds() - t0 - t_wait;
+  ANNEAL_RETURN_IF_ERROR(checkpointer_->Start(std::move(snap)));
+  if (!writing_.empty()) {
+    log_(Fmt("checkpoint %s committed (written in %.2f s)", PathOf(writing_).c_str(), checkpointer_->last_write_seconds()));
+  }
+  writing_ = CheckpointName(st->step);
+  last_path_ = PathOf(writing_);
+  const bool wait = last || !k_.async;
+  if (wait) ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());
+  const double dt = MonotonicSeconds() - t0;
+  blocked_s_ += dt;
+  if (wait) {
+    log_(Fmt("checkpoint %s committed (training blocked %.0f ms, written in %.2f s)", last_path_.c_str(), dt * 1e3,
+             checkpointer_->last_write_seconds()));
+    writing_.clear();
+  } else {
+    log_(Fmt("checkpoint %s: snapshot taken, training blocked %.0f ms (%.0f ms waiting for the previous write, "
+             "%.0f ms copying); writing in the background",
+             last_path_.c_str(), dt * 1e3, t_wait * 1e3, t_snap * 1e3));
+  }
+  return Status::Ok();
+}
+
+}  // namespace anneal

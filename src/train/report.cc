@@ -1,0 +1,210 @@
+#include "train/report.h"
+
+#include <sys/resource.h>
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+
+#include "core/checksum.h"
+#include "data/dataset.h"
+#include "data/shard.h"
+#include "tensor/host_copy.h"
+
+namespace anneal {
+
+std::string Fmt(const char* f, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof(buf), f, ap);
+  va_end(ap);
+  return buf;
+}
+
+namespace {
+
+std::string HexFloat(double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%a", x);
+  return buf;
+}
+
+}  // namespace
+
+TrainReport::TrainReport(const TrainConfig& c, const Runtime& rt, LogFn log) : c_(c), rt_(rt), log_(std::move(log)) {
+  flops_per_token_ = 6.0 * static_cast<double>(c.model.NumParams()) +
+                     6.0 * c.model.n_layer * c.model.n_embd * static_cast<double>(c.data.seq_len);
+}
+
+void TrainReport::Start() {
+  const TrainConfig& c = c_;
+  const GptModel& model = *rt_.model;
+  const int B = c.data.batch_size, T = c.data.seq_len;
+  peak_ = (c.train.peak_gflops > 0 ? c.train.peak_gflops : rt_.be->MeasurePeakGflops(DType::kF32)) * 1e9;
+  if (c.train.dtype != DType::kF32) {
+    log_(std::string("precision: parameters, gradients and activations in ") + DTypeName(c.train.dtype) +
+         ", fp32 master weights and Adam moments in the optimizer, checkpoints in fp32");
+  }
+  log_(Fmt("model %s; data %s: %llu train windows of %d tokens; B=%d T=%d accum=%d, %d threads, kernels %s",
+           c.model.ToString().c_str(), c.data.dir.c_str(), static_cast<unsigned long long>(rt_.data.train->num_samples()),
+           T + 1, B, T, c.train.grad_accum, rt_.be->Threads(), rt_.be->name().c_str()));
+  const double n = static_cast<double>(model.num_floats());
+  std::string zero2;
+  if (rt_.par && rt_.par->floats_held()) {
+    zero2 = Fmt(" + ZeRO-2 accumulated-gradient shard %.1f MB (+ per-range gradient buffers during backward)",
+                rt_.par->floats_held() * 4 / 1e6);
+  }
+  const DistSection& d = c.dist;
+  log_(Fmt("parallel: %d ranks (%s), dp %d x tp %d%s x pp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; "
+           "rank 0 holds %.0f of the model's %zu parameters; per-rank optimizer memory: params %.1f MB + grads %.1f MB "
+           "+ Adam moments %.1f MB%s",
+           rt_.re.world, rt_.re.launcher.c_str(), rt_.dp, d.tp, rt_.shard.seq_parallel() ? " (sequence parallel)" : "", d.pp,
+           d.zero, d.bucket_mb, d.timeout_s, n, c.model.NumParams(), n * 4 / 1e6, model.grads_ptr() ? n * 4 / 1e6 : 0.0,
+           (rt_.opt->m().size() + rt_.opt->v().size()) * 4 / 1e6, zero2.c_str()));
+  if (d.pp > 1) {
+    log_("pipeline: " + std::to_string(d.pp) + " stages, schedule " + d.schedule + ", " +
+         std::to_string(c.train.grad_accum) + " micro-batches; " + rt_.plan->DescribeStages() +
+         " (balanced by estimated forward FLOPs/token: 24C^2+4TC per layer, 2CV for the LM head)");
+    if (c.train.grad_accum < d.pp) {
+      log_(Fmt("pipeline: %d micro-batches for %d stages leaves each stage idle %.0f%% of the time; raise "
+               "train.grad_accum",
+               c.train.grad_accum, d.pp, 100.0 * (d.pp - 1) / (c.train.grad_accum + d.pp - 1)));
+    }
+  }
+  log_(Fmt("MFU = tokens/s x FLOPs/token / (ranks x peak); FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s per rank "
+           "(%s)",
+           flops_per_token_, peak_ / 1e9, c.train.peak_gflops > 0 ? "train.peak_gflops" : "sgemm measured at start"));
+  // The unigram entropy of the training split (over at most its first 100M tokens): the loss of the
+  // best model that ignores context, printed beside every validation loss (fastfile: not computed,
+  // it would read the whole corpus).
+  if (rt_.data.val && !rt_.data.remote) {
+    auto h = UnigramEntropy(rt_.data.dir, "train");
+    if (h.ok()) unigram_ = *h;
+  }
+}
+
+Status TrainReport::Step(int step, double loss, const StepStats& s, double seconds) {
+  if (step > 1) {
+    idle_sum_ += rt_.engine->last_idle_seconds();
+    busy_sum_ += rt_.engine->last_step_seconds();
+  }
+  const double tps = static_cast<double>(c_.data.batch_size) * c_.data.seq_len * c_.train.grad_accum * rt_.dp / seconds;
+  if (step == 1) ANNEAL_RETURN_IF_ERROR(Memory());  // the activations are allocated now
+  if (step % c_.train.log_every == 0 || step == c_.train.steps) {
+    log_(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", step,
+             c_.train.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, seconds * 1e3, tps,
+             100.0 * tps / rt_.re.world * flops_per_token_ / peak_));
+  }
+  return Status::Ok();
+}
+
+void TrainReport::Validation(int step, double v) const {
+  if (unigram_ < 0) return log_(Fmt("step %5d | val loss %.6f", step, v));
+  log_(Fmt("step %5d | val loss %.6f | unigram entropy of the corpus %.4f nats/token%s", step, v, unigram_,
+           unigram_ > 0 && v < unigram_ ? " (below it: the model uses context)" : ""));
+}
+
+// Every rank's parameters and activations, allocated and by formula.
+Status TrainReport::Memory() {
+  const TrainConfig& c = c_;
+  const GptModel& model = *rt_.model;
+  const int B = c.data.batch_size, T = c.data.seq_len, world = rt_.re.world;
+  const Recompute rc = *ParseRecompute(c.train.recompute);
+  const int local_layers = rt_.shard.end(rt_.plan->model()) - rt_.shard.layer_begin;
+  double mine[5] = {static_cast<double>(model.num_floats()), static_cast<double>(model.ActivationFloatsAllocated()),
+                    static_cast<double>(rt_.plan->model().ActivationFloats(B, T, rc, rt_.shard, model.slots())),
+                    ParallelPlan::KorthikantiBytes(c.model, B, T, c.dist.tp, local_layers, model.slots(), rc,
+                                                   rt_.shard.seq_parallel()),
+                    static_cast<double>(model.slots())};
+  std::vector<double> all(5 * world);
+  if (world > 1) {
+    ANNEAL_RETURN_IF_ERROR(rt_.world()->AllGatherBytes(mine, sizeof(mine), all.data()));
+  } else {
+    std::copy(mine, mine + 5, all.begin());
+  }
+  log_(Fmt("activation memory of rank 0: %.1f MB allocated, formula %.1f MB (GptConfig::ActivationFloats, "
+           "recompute %s, %d micro-batch slot%s)",
+           all[1] * 4 / 1e6, all[2] * 4 / 1e6, c.train.recompute.c_str(), model.slots(), model.slots() == 1 ? "" : "s"));
+  const int tp = c.dist.tp, pp = c.dist.pp;
+  for (int r = 0; r < world; ++r) {
+    const double* m = all.data() + 5 * r;
+    log_(Fmt("memory of rank %d (dp %d, pp %d, tp %d): parameters %.2f MB; activations %.2f MB allocated, formula "
+             "%.2f MB (fp32, %d slot%s); Korthikanti et al. for its layers %.2f MB (fp16)",
+             r, r / (tp * pp), (r / tp) % pp, r % tp, m[0] * 4 / 1e6, m[1] * 4 / 1e6, m[2] * 4 / 1e6,
+             static_cast<int>(m[4]), m[4] == 1 ? "" : "s", m[3] / 1e6));
+  }
+  return Status::Ok();
+}
+
+// Each stage's measured idle fraction (blocked on receives and sends), averaged over its ranks.
+Status TrainReport::PipelineIdle(int steps_done) {
+  const int pp = c_.dist.pp, tp = c_.dist.tp, world = rt_.re.world;
+  double mine[2] = {idle_sum_, busy_sum_};
+  std::vector<double> all(2 * world);
+  ANNEAL_RETURN_IF_ERROR(rt_.world()->AllGatherBytes(mine, sizeof(mine), all.data()));
+  std::vector<double> idle(pp, 0), busy(pp, 0);
+  for (int r = 0; r < world; ++r) {
+    const int stage = (r / tp) % pp;
+    idle[stage] += all[2 * r];
+    busy[stage] += all[2 * r + 1];
+  }
+  std::string per;
+  for (int p = 0; p < pp; ++p) per += Fmt("%s stage %d %.1f%%", p ? "," : "", p, busy[p] > 0 ? 100.0 * idle[p] / busy[p] : 0.0);
+  log_(Fmt("pipeline idle (blocked on receives/sends, steps 2..%d, schedule %s, m=%d):%s; theory (p-1)/(m+p-1) = "
+           "%.1f%%",
+           steps_done, c_.dist.schedule.c_str(), c_.train.grad_accum, per.c_str(),
+           100.0 * (pp - 1) / (c_.train.grad_accum + pp - 1)));
+  return Status::Ok();
+}
+
+Status TrainReport::Finish(int steps_done, const std::string& state_hash, double checkpoint_blocked_s, bool checkpoints) {
+  if (checkpoints) log_(Fmt("checkpoints blocked training %.0f ms in all", checkpoint_blocked_s * 1e3));
+  if (c_.dist.pp > 1 && rt_.re.world > 1) ANNEAL_RETURN_IF_ERROR(PipelineIdle(steps_done));
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  log_(Fmt("peak RSS of rank 0: %.1f MB", ru.ru_maxrss / 1024.0));
+  if (rt_.tp_group) log_(Fmt("tensor parallelism: rank 0 sent %.1f MB in its group's collectives", rt_.tp_group->bytes() / 1e6));
+  if (rt_.par && c_.dist.zero == 2) {
+    log_(Fmt("ZeRO-2: at most %.1f MB of gradient buffers at once during backward (a full buffer: %.1f MB)",
+             rt_.par->peak_buffer_floats() * 4 / 1e6, rt_.model->num_floats() * 4 / 1e6));
+  }
+  log_(std::string("state hash (parameters, Adam m and v") + (rt_.re.world > 1 ? " of rank 0" : "") + "): " + state_hash);
+  return Status::Ok();
+}
+
+std::string StateHash(const GptModel& m, AdamW& opt) {
+  Xxh64Stream h;
+  // The canonical fp32 parameters: the optimizer's masters where it keeps them.
+  const HostRead params(m.backend(), opt.MasterOr(m.params_ptr()), m.num_floats());
+  const HostRead mm(m.backend(), opt.m().data(), opt.m().size()), vv(m.backend(), opt.v().data(), opt.v().size());
+  h.Update(std::string_view(reinterpret_cast<const char*>(params.data()), m.num_floats() * sizeof(float)));
+  h.Update(std::string_view(reinterpret_cast<const char*>(mm.data()), opt.m().size() * sizeof(float)));
+  h.Update(std::string_view(reinterpret_cast<const char*>(vv.data()), opt.v().size() * sizeof(float)));
+  return HexU64(h.Digest());
+}
+
+Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split) {
+  ANNEAL_ASSIGN_OR_RETURN(DatasetInfo info, LoadDataset(Env::Default(), dataset_dir));
+  std::vector<uint64_t> counts;
+  uint64_t total = 0;
+  constexpr uint64_t kMaxTokens = 100000000;
+  for (const auto& s : info.shards) {
+    if (s.split != split || total >= kMaxTokens) continue;
+    ANNEAL_ASSIGN_OR_RETURN(auto r, ShardReader::Open(Env::Default(), JoinPath(dataset_dir, s.file)));
+    for (uint64_t i = 0; i < r->tokens() && total < kMaxTokens; ++i) {
+      uint32_t t = r->Token(i);
+      if (t >= counts.size()) counts.resize(t + 1, 0);
+      ++counts[t];
+      ++total;
+    }
+  }
+  if (total == 0) return InvalidInput("dataset " + dataset_dir + " has no " + split + " tokens");
+  double h = 0;
+  for (uint64_t c : counts) {
+    if (c) h -= static_cast<double>(c) / total * std::log(static_cast<double>(c) / total);
+  }
+  return h;
+}
+
+}  // namespace anneal

@@ -1,0 +1,50 @@
+// The trainer's third part: what a run says (rank 0's voice; every figure that needs other ranks is
+// gathered here): the configuration lines at the start, a line per step (loss also as a hex float,
+// lr, grad norm, ms, tokens/s, MFU), every rank's memory after the first step, validation lines beside
+// the corpus's unigram entropy, and at the end the pipeline's measured idle time, peak RSS, tensor
+// and ZeRO-2 traffic and buffers, and the state hash.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "optim/adamw.h"
+#include "train/config.h"
+#include "train/setup.h"
+
+namespace anneal {
+
+std::string Fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+
+class TrainReport {
+ public:
+  TrainReport(const TrainConfig& c, const Runtime& rt, LogFn log);
+  void Line(const std::string& s) const { log_(s); }
+  // The configuration lines; measures the backend's peak GEMM rate unless train.peak_gflops is set.
+  void Start();
+  // After each step: the step line every train.log_every steps (and at the last); after the first
+  // step, every rank's memory (all ranks call it: it gathers).
+  Status Step(int step, double loss, const StepStats& s, double seconds);
+  void Validation(int step, double val_loss) const;
+  // The end: pipeline idle (all ranks call it: it gathers), peak RSS, traffic, the state hash.
+  Status Finish(int steps_done, const std::string& state_hash, double checkpoint_blocked_s, bool checkpoints);
+
+ private:
+  Status Memory();
+  Status PipelineIdle(int steps_done);
+
+  const TrainConfig& c_;
+  const Runtime& rt_;
+  LogFn log_;
+  double flops_per_token_ = 0, peak_ = 0;
+  double unigram_ = -1;  // the training split's unigram entropy (-1: not computed)
+  double idle_sum_ = 0, busy_sum_ = 0;  // pipeline: blocked time and step time, from step 2 on
+};
+
+// XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
+std::string StateHash(const GptModel& m, AdamW& opt);
+
+// Unigram entropy (nats/token) of a dataset split: the loss of the best model that ignores context.
+Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split);
+
+}  // namespace anneal

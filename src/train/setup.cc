@@ -1,0 +1,149 @@
+#include "train/setup.h"
+
+#include "data/channel.h"
+#include "kernels/registry.h"
+
+namespace anneal {
+
+namespace {
+
+// The rank's place in the job and the parallel plan, validated before anything is allocated (exit
+// 2 naming each factor).
+Status PlanRank(const TrainConfig& c, Runtime* rt) {
+  ANNEAL_ASSIGN_OR_RETURN(rt->re, RankEnv::FromEnvironment());
+  const DistSection& d = c.dist;
+  rt->dp = d.dp > 0 ? d.dp : std::max(1, rt->re.world / (d.tp * d.pp));
+  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg, ProcessGroups::Make(rt->re.world, rt->dp, d.pp, d.tp, rt->re.rank));
+  rt->pg = std::make_unique<ProcessGroups>(std::move(pg));
+  ParallelDims dims;
+  dims.dp = rt->dp;
+  dims.tp = d.tp;
+  dims.pp = d.pp;
+  dims.zero = d.zero;
+  dims.micro_batches = c.train.grad_accum;
+  dims.schedule = d.schedule;
+  dims.seq_len = c.data.seq_len;
+  dims.batch = c.data.batch_size;
+  dims.sequence_parallel = d.sequence_parallel;
+  ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, ParallelPlan::Make(c.model, dims));
+  rt->plan = std::make_unique<ParallelPlan>(std::move(plan));
+  rt->shard = rt->plan->ShardOf(rt->pg->pp_rank(), rt->pg->tp_rank());
+  if (c.train.dtype != DType::kF32 && rt->re.world > 1) {
+    return InvalidInput("train.dtype = " + std::string(DTypeName(c.train.dtype)) + " runs on one rank for now, this is one of " +
+                        std::to_string(rt->re.world) + ": train with train.dtype=f32, or with one process");
+  }
+  return Status::Ok();
+}
+
+// parallelize(): the model is built as this rank's shard of it (with its tensor-parallel split's
+// layers, the whole width when tp = 1), then initialized (every rank draws the whole model's random
+// stream and keeps its box: the same values as one process).
+void BuildModel(const TrainConfig& c, Runtime* rt) {
+  if (rt->groups.tp) rt->tp_group = std::make_unique<CommTensorParallelGroup>(rt->groups.tp.get());
+  if (rt->tp_group) {
+    rt->tp_layers = std::make_unique<TensorParallelLayers>(rt->plan->model(), rt->shard, rt->tp_group.get(), *rt->be);
+  }
+  rt->model = std::make_unique<GptModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype);
+  rt->model->set_recompute(*ParseRecompute(c.train.recompute));  // validated by the config
+  rt->model->InitWeights(c.train.seed);
+}
+
+// The tied wte when a pipeline's first and last stage both hold it (null otherwise).
+const ParamInfo* TiedEmbedding(const Runtime& rt) {
+  return rt.pg->pp() > 1 ? rt.model->layout().Find("wte.weight") : nullptr;
+}
+
+// Data parallelism from outside the model (gradient buckets leave as backward produces them), the
+// optimizer of this rank's shard, the pipeline engine and the step plan over them.
+Status BuildStep(const TrainConfig& c, Runtime* rt) {
+  GptModel& model = *rt->model;
+  if (rt->dp > 1 || c.dist.zero > 0) {
+    rt->par = std::make_unique<DataParallel>(rt->groups.dp.get(), *rt->be, model.stream(), model.num_floats(), c.dist.zero,
+                                             static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float)));
+    rt->par->Attach(&model, TiedEmbedding(*rt) != nullptr);
+  }
+  rt->opt = std::make_unique<AdamW>(model.layout(), *rt->be, c.optim, rt->par ? rt->par->shard_begin() : 0,
+                                    rt->par ? rt->par->shard_end() : SIZE_MAX);
+  ANNEAL_RETURN_IF_ERROR(rt->opt->status());
+  // bf16: fp32 masters of the initial weights of the optimizer's shard.
+  ANNEAL_RETURN_IF_ERROR(rt->opt->UseMasterWeights(model.params_ptr() + rt->opt->begin()));
+  StepParts sp;
+  sp.scale = LossScale{c.data.batch_size, c.data.seq_len, c.train.grad_accum, rt->dp};
+  PipelineEngine::Options po;
+  po.schedule = c.dist.schedule;
+  po.stage = rt->pg->pp_rank();
+  po.stages = c.dist.pp;
+  po.micro_batches = c.train.grad_accum;
+  po.B = c.data.batch_size;
+  po.T = c.data.seq_len;
+  po.grad_scale = sp.scale.Gradient();
+  rt->engine = std::make_unique<PipelineEngine>(&model, rt->groups.pp_fwd.get(), rt->groups.pp_bwd.get(), po);
+  sp.model = &model;
+  sp.pipeline = rt->engine.get();
+  sp.loader = rt->data.train.get();
+  sp.optimizer = rt->opt.get();
+  sp.dp = rt->par.get();
+  sp.embedding = rt->groups.embedding.get();
+  sp.world = rt->world();
+  sp.tp = rt->tp_group.get();
+  sp.tied = TiedEmbedding(*rt);
+  sp.dp_rank = rt->pg->dp_rank();
+  sp.loss_owner = rt->loss_owner();
+  rt->step = std::make_unique<StepPlan>(sp);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<TrainData> OpenTrainData(const DataSection& d, const RankEnv& re, int dp_rank, int dp, uint32_t vocab) {
+  TrainData td;
+  // The data channel: read in place, or copied to local disk first (local rank 0 copies).
+  ChannelOptions chan;
+  chan.mode = d.mode;
+  chan.local_dir = d.local_dir;
+  chan.parallel = d.parallel;
+  chan.local_rank = re.local_rank;
+  chan.quiet = re.rank != 0;
+  ANNEAL_ASSIGN_OR_RETURN(td.dir, PrepareDataChannel(d.dir, chan));
+  LoaderOptions lo;
+  lo.dir = td.dir;
+  if (d.mode == "fastfile") {
+    ANNEAL_ASSIGN_OR_RETURN(lo.remote, OpenRemoteDataset(d.dir));
+    td.remote = true;
+  }
+  lo.batch = d.batch_size;
+  lo.seq_len = d.seq_len;
+  lo.seed = d.seed;
+  lo.vocab_size = vocab;
+  lo.verify_checksums = d.verify_checksums;
+  lo.dp_rank = dp_rank;
+  lo.dp_size = dp;
+  ANNEAL_ASSIGN_OR_RETURN(td.train, DataLoader::Open(Env::Default(), lo));  // checks the vocabulary
+  bool has_val = false;
+  for (const auto& s : td.train->info().shards) has_val |= s.split == "val";
+  if (has_val) {
+    LoaderOptions vo = lo;
+    vo.split = "val";
+    vo.shuffle = false;
+    vo.dp_rank = 0;  // every rank walks the same validation batches and evaluates its share of them
+    vo.dp_size = 1;
+    auto v = DataLoader::Open(Env::Default(), vo);
+    if (v.ok()) td.val = std::move(v).value();  // a val split too short for one window: no validation
+  }
+  return td;
+}
+
+Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c) {
+  auto rt = std::make_unique<Runtime>();
+  ANNEAL_RETURN_IF_ERROR(PlanRank(c, rt.get()));
+  rt->be = BackendByName(c.train.kernels);  // checked by the config's validation
+  rt->be->SetThreads(c.train.threads);
+  ANNEAL_ASSIGN_OR_RETURN(rt->groups, ConnectRankGroups(rt->re, *rt->pg, rt->be->device(), c.dist.timeout_s));
+  ANNEAL_ASSIGN_OR_RETURN(rt->data, OpenTrainData(c.data, rt->re, rt->pg->dp_rank(), rt->dp,
+                                                  static_cast<uint32_t>(c.model.vocab_size)));
+  BuildModel(c, rt.get());
+  ANNEAL_RETURN_IF_ERROR(BuildStep(c, rt.get()));
+  return rt;
+}
+
+}  // namespace anneal

@@ -1,0 +1,111 @@
+#include "train/step_plan.h"
+
+#include <cmath>
+
+namespace anneal {
+
+Result<StepOutcome> StepPlan::Run(int step, const StopSignals& stop) {
+  Fetch();                                                   // 1
+  p_.model->ZeroGrad();
+  ANNEAL_ASSIGN_OR_RETURN(const double sum, ForwardBackward());  // 2-5
+  ANNEAL_RETURN_IF_ERROR(p_.model->status());   // an activation that did not fit (named, with what to do)
+  ANNEAL_RETURN_IF_ERROR(p_.loader->status());  // a remote shard read that failed (fastfile)
+  if (p_.tp) ANNEAL_RETURN_IF_ERROR(p_.tp->status());
+  StepOutcome o;
+  o.loss = p_.scale.Local(sum);                              // 6
+  ANNEAL_RETURN_IF_ERROR(Agree(&o, stop));
+  ANNEAL_ASSIGN_OR_RETURN(o.stats, Update(step, o.loss));   // 7
+  return o;
+}
+
+void StepPlan::Fetch() {
+  const int B = p_.scale.B, T = p_.scale.T;
+  in_.resize(p_.scale.accum);
+  tgt_.resize(p_.scale.accum);
+  for (int m = 0; m < p_.scale.accum; ++m) {
+    p_.loader->Next(&batch_);
+    SplitBatch(batch_, B, T, &in_[m], &tgt_[m]);
+  }
+}
+
+Result<double> StepPlan::ForwardBackward() {
+  PipelineEngine& pipe = *p_.pipeline;
+  ANNEAL_RETURN_IF_ERROR(pipe.Begin());
+  for (const PipeAction& a : pipe.actions()) {
+    if (a.forward) {
+      ANNEAL_RETURN_IF_ERROR(pipe.Forward(a.micro, in_[a.micro].data(), tgt_[a.micro].data()));
+      continue;
+    }
+    const bool last = a.micro == p_.scale.accum - 1;
+    if (p_.dp) p_.dp->BeginBackward(p_.model->grads(), last);
+    ANNEAL_RETURN_IF_ERROR(pipe.Backward(a.micro));
+    if (last && p_.tied) ANNEAL_RETURN_IF_ERROR(SyncTiedEmbedding());
+    if (p_.dp) ANNEAL_RETURN_IF_ERROR(p_.dp->EndBackward());
+  }
+  return pipe.End();
+}
+
+Status StepPlan::SyncTiedEmbedding() {
+  if (p_.embedding) {
+    Backend& be = p_.model->backend();
+    const TV g = TV::F32(p_.model->grads() + p_.tied->offset, {static_cast<int64_t>(p_.tied->stored_size)}, be.device());
+    ANNEAL_RETURN_IF_ERROR(p_.embedding->StartAllReduceSum(g, be.RecordEvent(p_.model->stream()))->Wait());
+  }
+  if (p_.dp) p_.dp->ReleaseHeld();  // now data parallelism reduces the summed range too
+  return Status::Ok();
+}
+
+// With several ranks: the global batch's loss (the loss owners' sum over the replicas) and whether
+// any rank was asked to stop or ran out of time, in one allreduce.
+Status StepPlan::Agree(StepOutcome* o, const StopSignals& stop) {
+  if (!p_.world) return Status::Ok();
+  double agg[3] = {p_.loss_owner ? o->loss : 0.0, stop.Requested() ? 1.0 : 0.0, stop.OutOfTime() ? 1.0 : 0.0};
+  ANNEAL_RETURN_IF_ERROR(p_.world->AllReduceSum(agg, 3));
+  o->loss = p_.scale.Global(agg[0]);
+  o->stop_requested = agg[1] > 0;
+  o->out_of_time = agg[2] > 0;
+  return Status::Ok();
+}
+
+// The global gradient norm (for clipping) over every parameter once, then this rank's update of
+// what it holds (with ZeRO its shard, then every rank gathers all). A non-finite loss skips it.
+Result<StepStats> StepPlan::Update(int step, double loss) {
+  DataParallel* par = p_.dp;
+  StepStats s;
+  if (!std::isfinite(loss)) {
+    if (par) par->ResetAccumulator();
+    s.skipped = true;
+    s.lr = LearningRate(p_.optimizer->options(), step);
+    return s;
+  }
+  GptModel& m = *p_.model;
+  const size_t b = par ? par->shard_begin() : 0, e = par ? par->shard_end() : m.num_floats();
+  const DevPtr g = par ? DevPtr{par->OptimizerGrads(), DType::kF32} : m.grads_ptr();
+  double ss = LocalSumSquares(g, b, e);
+  if (p_.world) ANNEAL_RETURN_IF_ERROR(p_.world->AllReduceSum(&ss, 1));
+  s = p_.optimizer->StepWithNorm(m.params_ptr() + b, g, step, std::sqrt(ss));
+  if (par && par->zero() > 0 && !s.skipped) ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(m.params()));
+  if (par) par->ResetAccumulator();
+  return s;
+}
+
+// Over the parameters this rank accounts for: its boxes of sharded tensors, replicated tensors on
+// tensor-parallel rank 0, the tied wte on the first stage only (ParamInfo::owner), and with ZeRO only
+// its shard (without ZeRO, data-parallel rank 0 alone: replicas hold the same).
+double StepPlan::LocalSumSquares(DevPtr g, size_t begin, size_t end) const {
+  const GptModel& m = *p_.model;
+  Backend& be = m.backend();
+  double ss = 0;
+  if (p_.dp && p_.dp->zero() == 0 && p_.dp_rank != 0) return ss;
+  for (const ParamInfo& p : m.layout().params()) {
+    if (!p.owner(m.shard())) continue;
+    const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.stored_size);
+    if (lo < hi) {
+      const DevPtr at = g + (lo - begin);
+      ss += be.SumSquares(m.stream(), TV(at.p, at.t, {static_cast<int64_t>(hi - lo)}, be.device()));
+    }
+  }
+  return ss;
+}
+
+}  // namespace anneal
