@@ -84,7 +84,8 @@ struct Meeting {
 // free ports and PUTs them with its address (the server keeps the first value and answers with it),
 // the others GET until the value is there, up to timeout_s (PeerError) or until *stop (Cancelled).
 Result<Meeting> MeetThroughServer(const std::string& server_url, const std::string& job, long long key, int node,
-                                  const std::string& address, double timeout_s, const std::atomic<bool>& stop) {
+                                  const std::string& address, double timeout_s, const std::atomic<bool>& stop,
+                                  Clock& clock) {
   ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(server_url, 10));
   const std::string rdzv = "/v1/jobs/" + job + "/rendezvous/" + std::to_string(key);
   json value;
@@ -93,7 +94,7 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
     ANNEAL_ASSIGN_OR_RETURN(int sp, FreePort());
     ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp}}));
   } else {
-    const double deadline = MonotonicSeconds() + timeout_s;
+    const double deadline = clock.Monotonic() + timeout_s;
     for (;;) {
       auto v = c->Get(rdzv);
       if (v.ok()) {
@@ -101,11 +102,11 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
         break;
       }
       if (stop.load()) return Cancelled("stopped while waiting for node 0 of " + job + " to publish its ports");
-      if (MonotonicSeconds() > deadline) {
+      if (clock.Monotonic() > deadline) {
         return PeerError("node 0 of " + job + " did not publish its ports within " +
                          std::to_string(static_cast<long long>(timeout_s)) + " s");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      clock.SleepFor(0.1);
     }
   }
   Meeting m;
@@ -213,12 +214,12 @@ class JobRunner {
       body["cause"] = ExitCauseName(cause);
       body["local"] = local;  // false: this node stopped because another one failed
     }
-    const double deadline = MonotonicSeconds() + o_.orphan_timeout_s;
+    const double deadline = o_.clock->Monotonic() + o_.orphan_timeout_s;
     double backoff = 0.1;
-    while (MonotonicSeconds() < deadline) {
+    while (o_.clock->Monotonic() < deadline) {
       auto c = ApiClient::Make(o_.server_url, 10);
       if (c.ok() && (*c)->Post("/v1/jobs/" + job_ + "/reports", body).ok()) return;
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      o_.clock->SleepFor(backoff);
       backoff = std::min(2.0, backoff * 2);
     }
     Say("could not report '" + state + "' for " + job_ + ": the server stayed unreachable");
@@ -248,7 +249,7 @@ class JobRunner {
     } else {
       Report("training");
       const long long oom_before = CgroupOomKills();
-      last_activity_.store(MonotonicSeconds());
+      last_activity_.store(o_.clock->Monotonic());
       std::atomic<bool> metrics_stop{false};
       std::thread metrics([&] { MetricsLoop(&metrics_stop); });
       auto r = RunLauncher(lo, [this](const std::string& line) { Log(line); });
@@ -386,7 +387,7 @@ class JobRunner {
     std::string master = address_;
     int master_port = 0, store_port = -1;
     if (nnodes_ > 1) {
-      auto m = MeetThroughServer(o_.server_url, job_, attempt_, node_, address_, 300, stop_);
+      auto m = MeetThroughServer(o_.server_url, job_, attempt_, node_, address_, 300, stop_, *o_.clock);
       if (!m.ok() && stop_.load()) return Status::Ok();  // Run() reports the stop
       ANNEAL_RETURN_IF_ERROR(m.status());
       master = m->master_addr;
@@ -429,7 +430,7 @@ class JobRunner {
     for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
     extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
     lo->on_output = [this](int rank, bool err, const std::string& line) {
-      last_activity_.store(MonotonicSeconds());
+      last_activity_.store(o_.clock->Monotonic());
       active_seen_.store(true);
       const std::string masked = Mask(line);
       shipper_->AddLine(rank, err ? "stderr" : "stdout", masked);
@@ -445,10 +446,10 @@ class JobRunner {
   void MetricsLoop(const std::atomic<bool>* stop) {
     SystemSampler sys(o_.work_dir);
     ProgressReader progress(progress_dir_);
-    double next = MonotonicSeconds();
+    double next = o_.clock->Monotonic();
     const auto nap = std::chrono::duration<double>(std::min(1.0, o_.metrics_interval_s));
     while (!stop->load()) {
-      if (MonotonicSeconds() >= next) {
+      if (o_.clock->Monotonic() >= next) {
         next += o_.metrics_interval_s;
         for (const auto& [name, v] : sys.Sample()) shipper_->AddMetric(name, -1, v);
         if (ckpt_sync_) {
@@ -458,7 +459,7 @@ class JobRunner {
       }
       const auto steps = progress.Poll();
       if (!steps.empty()) {
-        last_activity_.store(MonotonicSeconds());
+        last_activity_.store(o_.clock->Monotonic());
         active_seen_.store(true);
       }
       for (const auto& [rank, secs] : steps) shipper_->AddMetric("step_time_s", rank, secs);
@@ -474,7 +475,7 @@ class JobRunner {
   void CheckHang() {
     const double limit = active_seen_.load() ? hang_timeout_s_ : hang_startup_s_;
     if (limit <= 0 || hung_.load()) return;
-    const double quiet = MonotonicSeconds() - last_activity_.load();
+    const double quiet = o_.clock->Monotonic() - last_activity_.load();
     if (quiet < limit) return;
     hang_message_ = "hung: no rank printed a line or advanced a step for " + std::to_string(static_cast<int>(quiet)) +
                     " s (stopping." + (active_seen_.load() ? "hang_timeout_s " : "hang_startup_s ") +
@@ -590,7 +591,7 @@ class HealthRunner {
   }
 
   void Run() {
-    const double t0 = MonotonicSeconds();
+    const double t0 = o_.clock->Monotonic();
     Say(Who() + ": running the pre-start health checks");
     HealthCheckOptions ho;
     ho.slots = o_.slots;
@@ -611,7 +612,7 @@ class HealthRunner {
       Say(Who() + ": health checks abandoned (the job was stopped)");
     } else {
       const bool ok = AllChecksOk(checks);
-      const json result = {{"ok", ok}, {"checks", checks}, {"seconds", MonotonicSeconds() - t0}};
+      const json result = {{"ok", ok}, {"checks", checks}, {"seconds", o_.clock->Monotonic() - t0}};
       Say(Who() + (ok ? ": health checks passed" : ": health checks FAILED: " + DescribeFailedChecks(checks)));
       Post({{"instance", instance_id_},
             {"attempt", attempt_},
@@ -641,7 +642,7 @@ class HealthRunner {
     };
     if (nnodes_ <= 1) return skipped("one instance: no network between instances to check");
     if (mb <= 0) return skipped("collective_mb is 0");
-    const double t0 = MonotonicSeconds(), deadline = t0 + limit;
+    const double t0 = o_.clock->Monotonic(), deadline = t0 + limit;
     const std::string limit_s = std::to_string(static_cast<long long>(limit));
     const std::string timed_out_msg = "collective timed out after " + limit_s +
                                       " s: a peer instance or the network between them is unhealthy";
@@ -663,20 +664,21 @@ class HealthRunner {
       return s.empty() ? s : "; last lines: " + s;
     };
     auto finish = [&](json c) {
-      c["seconds"] = MonotonicSeconds() - t0;
+      c["seconds"] = o_.clock->Monotonic() - t0;
       c["timeout_s"] = limit;
       return c;
     };
 
-    auto m = MeetThroughServer(o_.server_url, job_, 1000000LL + attempt_ * 1000LL + round_, node_, address_, limit, stop_);
+    auto m = MeetThroughServer(o_.server_url, job_, 1000000LL + attempt_ * 1000LL + round_, node_, address_, limit, stop_,
+                               *o_.clock);
     if (stop_.load()) return finish(check(false, "abandoned: the job was stopped"));
     if (!m.ok()) {
-      if (m.status().code() == Code::kPeer && MonotonicSeconds() >= deadline) {
+      if (m.status().code() == Code::kPeer && o_.clock->Monotonic() >= deadline) {
         return finish(check(false, timed_out_msg + " (" + m.status().message() + ")"));
       }
       return finish(check(false, "the instances could not meet through the server: " + m.status().ToString()));
     }
-    const double left = std::max(1.0, deadline - MonotonicSeconds());
+    const double left = std::max(1.0, deadline - o_.clock->Monotonic());
     LaunchOptions lo;
     lo.nproc_per_node = 1;
     lo.nnodes = nnodes_;
@@ -715,7 +717,7 @@ class HealthRunner {
     std::thread watchdog([&] {
       std::unique_lock<std::mutex> l(wd_mu);
       while (!finished.load()) {
-        if (MonotonicSeconds() >= deadline) {
+        if (o_.clock->Monotonic() >= deadline) {
           timed_out.store(true);
           kill_.store(true);
           return;
@@ -733,7 +735,7 @@ class HealthRunner {
     if (stop_.load()) return finish(check(false, "abandoned: the job was stopped"));
     if (timed_out.load()) return finish(check(false, timed_out_msg + last_lines()));
     if (!r.ok()) {
-      if (MonotonicSeconds() >= deadline - 0.5) return finish(check(false, timed_out_msg + " (" + r.status().message() + ")"));
+      if (o_.clock->Monotonic() >= deadline - 0.5) return finish(check(false, timed_out_msg + " (" + r.status().message() + ")"));
       return finish(check(false, "the collective could not start: " + r.status().ToString() + last_lines()));
     }
     json got;
@@ -762,9 +764,9 @@ class HealthRunner {
 
   void Post(const json& body) {
     const std::string path = "/v1/jobs/" + job_ + "/health";
-    const double deadline = MonotonicSeconds() + o_.orphan_timeout_s;
+    const double deadline = o_.clock->Monotonic() + o_.orphan_timeout_s;
     double backoff = 0.1;
-    while (MonotonicSeconds() < deadline && !stop_.load()) {
+    while (o_.clock->Monotonic() < deadline && !stop_.load()) {
       auto c = ApiClient::Make(o_.server_url, 10);
       if (c.ok()) {
         auto r = (*c)->Post(path, body);
@@ -774,7 +776,7 @@ class HealthRunner {
           return;
         }
       }
-      std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+      o_.clock->SleepFor(backoff);
       backoff = std::min(2.0, backoff * 2);
     }
     if (!stop_.load()) Say(Who() + ": could not post the health result: the server stayed unreachable");
@@ -924,21 +926,21 @@ Status RunAgent(const AgentOptions& in) {
       }
     } else if (st.code() != Code::kNotFound) {
       if (unreachable_since < 0) {
-        unreachable_since = MonotonicSeconds();
+        unreachable_since = o.clock->Monotonic();
         Say("the server is unreachable (" + st.message() + "); retrying");
       }
-      if (!runner && MonotonicSeconds() - unreachable_since > o.orphan_timeout_s) {
+      if (!runner && o.clock->Monotonic() - unreachable_since > o.orphan_timeout_s) {
         result = PeerError("the server at " + o.server_url + " was unreachable for " +
                            std::to_string(static_cast<int>(o.orphan_timeout_s)) + " s; exiting");
         break;
       }
     }
     // Until the next heartbeat: woken at once when the job ends; a signal is seen within 250 ms.
-    const double until = MonotonicSeconds() + next_s;
+    const double until = o.clock->Monotonic() + next_s;
     std::unique_lock<std::mutex> l(wake_mu);
-    while (MonotonicSeconds() < until && !g_agent_signal.load() && !(runner && runner->done()) &&
+    while (o.clock->Monotonic() < until && !g_agent_signal.load() && !(runner && runner->done()) &&
            !(health && health->done())) {
-      wake.wait_for(l, std::chrono::duration<double>(std::min(0.25, std::max(0.0, until - MonotonicSeconds()))));
+      o.clock->WaitFor(wake, l, std::min(0.25, std::max(0.0, until - o.clock->Monotonic())));
     }
   }
   health.reset();  // abandons a health check (kills its command and collective) and waits for it

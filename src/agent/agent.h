@@ -21,6 +21,7 @@
 
 #include <string>
 
+#include "core/clock.h"
 #include "core/status.h"
 
 namespace anneal {
@@ -40,6 +41,8 @@ struct AgentOptions {
   // ranks inherit). Registration answers an instance token used for everything else.
   std::string join_token_file;
   bool keep_job_dirs = false;       // keep <work_dir>/jobs/<job> after the job (default: removed)
+  // Heartbeats, the orphan timeout, hang detection, the health checks' and meetings' deadlines.
+  Clock* clock = &Clock::Real();
 };
 
 // Runs until the server says exit (Ok), SIGTERM/SIGINT (Ok, after stopping a running job), or the

@@ -339,7 +339,7 @@ std::string StagedKey(const CheckpointSnapshot& s, int rank) {
 // The node leader's part of a hierarchical upload: every other local rank's staged files go to the
 // store, then their records (so rank 0 commits only once they are there), and the staging is cleared.
 Status UploadStaged(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+  const double deadline = o.clock->Monotonic() + o.wait_s;
   const std::string prefix = snap.name + "/attempt-" + std::to_string(snap.attempt) + "/staged-";
   std::set<std::string> done;
   while (static_cast<int>(done.size()) < o.local_world - 1) {
@@ -362,12 +362,12 @@ Status UploadStaged(ObjectStore& store, const CheckpointSnapshot& snap, const Ch
       done.insert(m.key);
     }
     if (!any) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (o.clock->Monotonic() > deadline) {
         return PeerError("checkpoint " + snap.name + ": " + std::to_string(o.local_world - 1 - done.size()) +
                          " local rank(s) did not hand over their files within " +
                          std::to_string(static_cast<int>(o.wait_s)) + " s");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      o.clock->SleepFor(0.01);
     }
   }
   return Status::Ok();
@@ -398,7 +398,7 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
   if (snap.rank != 0) return Status::Ok();
   // Rank 0: every rank's record (they arrive through the store, from ranks writing in parallel).
   json files = json::array();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+  const double deadline = o.clock->Monotonic() + o.wait_s;
   for (int r = 0; r < snap.ranks; ++r) {
     for (;;) {
       auto text = store.Get(RecordKey(snap, r));
@@ -409,12 +409,12 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
         break;
       }
       if (text.status().code() != Code::kNotFound) return text.status();
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (o.clock->Monotonic() > deadline) {
         return PeerError("checkpoint " + snap.name + " in " + store.Describe() + ": rank " + std::to_string(r) +
                          " did not finish writing its files within " + std::to_string(static_cast<int>(o.wait_s)) +
                          " s; the checkpoint was not committed (the previous one stays the newest)");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      o.clock->SleepFor(0.02);
     }
   }
   json manifest = json::parse(snap.manifest);
@@ -445,9 +445,9 @@ Status AsyncCheckpointer::Start(CheckpointSnapshot snap) {
   ANNEAL_RETURN_IF_ERROR(Wait());
   done_ = std::move(snap);
   thread_ = std::thread([this] {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = o_.clock->Monotonic();
     status_ = WriteSnapshot(*store_, done_, o_);
-    write_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    write_s_ = o_.clock->Monotonic() - t0;
   });
   return Status::Ok();
 }

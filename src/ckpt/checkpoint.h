@@ -22,6 +22,7 @@
 #include "data/sampler.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
+#include "core/clock.h"
 #include "parallel/plan.h"
 #include "storage/object_store.h"
 
@@ -68,6 +69,7 @@ struct CheckpointOptions {
   // talks to the checkpoint store. Null: every rank uploads its own files.
   ObjectStore* staging = nullptr;
   int local_rank = 0, local_world = 1;
+  Clock* clock = &Clock::Real();  // the waits above (tests: a SimulatedClock)
 };
 
 // "step-00000042"

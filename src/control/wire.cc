@@ -66,10 +66,6 @@ NodeReport NodeReportFromJson(const nlohmann::json& j) {
   return r;
 }
 
-double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::string FormatTime(double wall_s) {
   const time_t t = static_cast<time_t>(wall_s);
   std::tm tm{};

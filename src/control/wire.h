@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
+
 #include "control/job_store.h"
 
 namespace anneal {
@@ -14,8 +16,6 @@ nlohmann::json ToJson(const MetricPoint& p);
 MetricPoint MetricPointFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const NodeReport& r);
 NodeReport NodeReportFromJson(const nlohmann::json& j);
-// Seconds since the Unix epoch (wall clock: what the history and the logs show).
-double WallSeconds();
 // "2026-11-30T07:12:03.120Z"
 std::string FormatTime(double wall_s);
 

@@ -7,10 +7,6 @@
 
 namespace anneal {
 
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 Progress::Progress(std::string label, uint64_t total_bytes, double interval_s)
     : label_(std::move(label)), total_(total_bytes), interval_s_(interval_s), tty_(::isatty(2) == 1) {}
 

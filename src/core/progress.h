@@ -10,6 +10,8 @@
 #include <string>
 #include <thread>
 
+#include "core/clock.h"
+
 namespace anneal {
 
 class Progress {
@@ -43,7 +45,5 @@ class Progress {
   std::thread thread_;
 };
 
-// Seconds on a monotonic clock.
-double MonotonicSeconds();
 
 }  // namespace anneal

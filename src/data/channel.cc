@@ -41,13 +41,13 @@ Result<std::string> PrepareDataChannel(const std::string& uri, const ChannelOpti
       !o.local_dir.empty() ? o.local_dir : "/tmp/anneal-channels/" + HexU64(Xxh64(uri));
   const std::string marker = JoinPath(local, kMarker);
   if (o.local_rank != 0) {  // local rank 0 copies; wait for its marker
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.wait_s);
+    const double deadline = o.clock->Monotonic() + o.wait_s;
     while (!env.Exists(marker)) {
-      if (std::chrono::steady_clock::now() > deadline) {
+      if (o.clock->Monotonic() > deadline) {
         return PeerError("local rank 0 did not finish copying " + uri + " to " + local + " within " +
                          std::to_string(static_cast<int>(o.wait_s)) + " s");
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      o.clock->SleepFor(0.1);
     }
     return local;
   }

@@ -31,6 +31,7 @@ struct ChannelOptions {
   double wait_s = 3600;         // the other local ranks wait this long for the copy
   bool quiet = false;           // no progress output
   StorageVars storage;          // explicit storage settings (an execution role's credentials)
+  Clock* clock = &Clock::Real();  // the wait for local rank 0's copy
 };
 
 // The local folder the loader should read (fastfile: the URI itself, read through OpenRemoteDataset).

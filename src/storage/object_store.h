@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/status.h"
 
@@ -75,7 +76,9 @@ using StorageVars = std::map<std::string, std::string>;
 
 Result<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& uri, Env& env = Env::Default(),
                                                      const StorageVars& vars = {});
-Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, const StorageVars& vars = {});
+// clock: the retries' backoff sleeps and their time budget.
+Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, const StorageVars& vars = {},
+                                                       Clock& clock = Clock::Real());
 
 // A key is valid (see above); the error names the key and the rule.
 Status ValidateKey(const std::string& key);

@@ -140,8 +140,9 @@ double EnvDouble(const char* name, double fallback) {
 
 class S3ObjectStore : public ObjectStore {
  public:
-  S3ObjectStore(AwsSettings settings, std::string bucket, std::string prefix)
-      : endpoint_(settings.endpoint),
+  S3ObjectStore(AwsSettings settings, std::string bucket, std::string prefix, Clock& clock)
+      : clock_(clock),
+        endpoint_(settings.endpoint),
         region_(settings.region),
         creds_{settings.access_key, settings.secret_key, settings.session_token},
         virtual_host_(settings.virtual_host),
@@ -229,6 +230,7 @@ class S3ObjectStore : public ObjectStore {
   }
 
  private:
+  Clock& clock_;  // the retries' backoff and budget
   Result<std::string> GetImpl(const std::string& key, uint64_t offset, uint64_t length, const std::string& etag) {
     ANNEAL_RETURN_IF_ERROR(ValidateKey(key));
     std::map<std::string, std::string> extra;
@@ -354,7 +356,7 @@ class S3ObjectStore : public ObjectStore {
     static std::once_flag init;
     std::call_once(init, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
     thread_local std::mt19937_64 rng(std::random_device{}());
-    const auto start = std::chrono::steady_clock::now();
+    const double start = clock_.Monotonic();
     const std::string payload_sha = Sha256Hex(body);
     Response r;
     int attempt = 0;
@@ -362,9 +364,9 @@ class S3ObjectStore : public ObjectStore {
       if (attempt > 0) {
         const double cap = std::min(10.0, 0.1 * (1 << std::min(attempt, 10)));
         const double sleep = std::uniform_real_distribution<double>(0, cap)(rng);
-        const double spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        const double spent = clock_.Monotonic() - start;
         if (spent + sleep > retry_budget_s_) break;
-        std::this_thread::sleep_for(std::chrono::duration<double>(sleep));
+        clock_.SleepFor(sleep);
       }
       r = Response();
       SigV4Request req;
@@ -445,7 +447,7 @@ class S3ObjectStore : public ObjectStore {
 
 }  // namespace
 
-Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, const StorageVars& vars) {
+Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, const StorageVars& vars, Clock& clock) {
   // s3://bucket[/prefix]
   const std::string rest = uri.substr(5);
   const size_t slash = rest.find('/');
@@ -457,7 +459,7 @@ Result<std::unique_ptr<ObjectStore>> OpenS3ObjectStore(const std::string& uri, c
     auto it = vars.find(name);
     return it != vars.end() ? it->second.c_str() : std::getenv(name);
   }));
-  return std::unique_ptr<ObjectStore>(new S3ObjectStore(std::move(settings), bucket, prefix));
+  return std::unique_ptr<ObjectStore>(new S3ObjectStore(std::move(settings), bucket, prefix, clock));
 }
 
 }  // namespace anneal

@@ -8,7 +8,7 @@ namespace anneal {
 
 Result<std::unique_ptr<TrainCheckpoints>> TrainCheckpoints::Open(const CheckpointSection& k, double wait_s,
                                                                  const Runtime& rt, CheckpointLineage lineage,
-                                                                 LogFn log) {
+                                                                 LogFn log, Clock& clock) {
   std::unique_ptr<TrainCheckpoints> t(new TrainCheckpoints(k, std::move(log)));
   t->lineage_ = std::move(lineage);
   // Checkpoints go to a folder or an object store (s3://); written asynchronously by default.
@@ -19,6 +19,7 @@ Result<std::unique_ptr<TrainCheckpoints>> TrainCheckpoints::Open(const Checkpoin
   t->copts_.keep_every = k.keep_every;
   t->copts_.wait_s = wait_s;
   t->copts_.attempt = rt.re.attempt;
+  t->copts_.clock = &clock;
   if (t->store_ && k.hierarchical && rt.re.local_world > 1) {  // this instance's hand-over folder
     ANNEAL_ASSIGN_OR_RETURN(t->staging_, OpenObjectStore(JoinPath(k.staging_dir, "anneal-staging-" +
         HexU64(Xxh64(rt.re.job + "|" + k.dir)))));
@@ -61,10 +62,10 @@ void TrainCheckpoints::Reserve(const Runtime& rt) {
 
 Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   if (!store_) return Status::Ok();
-  const double t0 = MonotonicSeconds();
+  const double t0 = copts_.clock->Monotonic();
   if (st->step == saved_step_) {  // the end of the run right after a periodic save: wait for it only
     ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());
-    blocked_s_ += MonotonicSeconds() - t0;
+    blocked_s_ += copts_.clock->Monotonic() - t0;
     log_(Fmt("checkpoint %s committed (written in %.2f s)", last_path_.c_str(), checkpointer_->last_write_seconds()));
     writing_.clear();
     return Status::Ok();
@@ -73,10 +74,10 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   st->loader = rt.data.train->position();
   st->updates = rt.opt->updates();
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());  // the previous one first (its buffers are reused)
-  const double t_wait = MonotonicSeconds() - t0;
+  const double t_wait = copts_.clock->Monotonic() - t0;
   ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, *rt.model, rt.opt.get(), *st, lineage_,
                                                                       Writers(rt), copts_, checkpointer_->spare()));
-  const double t_snap = MonotonicSeconds() - t0 - t_wait;
+  const double t_snap = copts_.clock->Monotonic() - t0 - t_wait;
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Start(std::move(snap)));
   if (!writing_.empty()) {
     log_(Fmt("checkpoint %s committed (written in %.2f s)", PathOf(writing_).c_str(), checkpointer_->last_write_seconds()));
@@ -85,7 +86,7 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   last_path_ = PathOf(writing_);
   const bool wait = last || !k_.async;
   if (wait) ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());
-  const double dt = MonotonicSeconds() - t0;
+  const double dt = copts_.clock->Monotonic() - t0;
   blocked_s_ += dt;
   if (wait) {
     log_(Fmt("checkpoint %s committed (training blocked %.0f ms, written in %.2f s)", last_path_.c_str(), dt * 1e3,

@@ -17,7 +17,8 @@ class TrainCheckpoints {
   // Opens the store (none when k.dir is empty) and, with hierarchical uploads on an instance of
   // several ranks, the node-local staging folder. `lineage` goes into every manifest.
   static Result<std::unique_ptr<TrainCheckpoints>> Open(const CheckpointSection& k, double wait_s, const Runtime& rt,
-                                                        CheckpointLineage lineage, LogFn log);
+                                                        CheckpointLineage lineage, LogFn log,
+                                                        Clock& clock = Clock::Real());
   bool enabled() const { return store_ != nullptr; }
   // train.resume = auto: loads the newest complete checkpoint into the runtime and the state, and
   // moves the loader to its position. Returns its path, or "" when there is none.

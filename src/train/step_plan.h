@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "comm/communicator.h"
-#include "core/progress.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "data/loader.h"
 #include "model/gpt.h"
@@ -58,9 +58,10 @@ struct StepParts {
 // Why a run may stop, read where the ranks agree (phase 6): a signal, and train.max_seconds.
 struct StopSignals {
   const std::atomic<bool>* requested = nullptr;
-  double deadline = 0;  // MonotonicSeconds() at which the run is out of time; 0 = none
+  Clock* clock = &Clock::Real();
+  double deadline = 0;  // clock->Monotonic() at which the run is out of time; 0 = none
   bool Requested() const { return requested && requested->load(); }
-  bool OutOfTime() const { return deadline > 0 && MonotonicSeconds() >= deadline; }
+  bool OutOfTime() const { return deadline > 0 && clock->Monotonic() >= deadline; }
 };
 
 struct StepOutcome {

@@ -87,12 +87,13 @@ Status CountSkip(const TrainConfig& c, const StepOutcome& o, TrainerState* st, c
 
 // The loop: a step (train/step_plan.h), its report, validation and checkpoints at their intervals,
 // until train.steps, or a stop the ranks agreed on (a signal, train.max_seconds): then a checkpoint.
-Status Loop(const TrainConfig& c, Runtime& rt, const std::atomic<bool>& stop, TrainCheckpoints& ckpt,
+Status Loop(const TrainConfig& c, Runtime& rt, const std::atomic<bool>& stop, Clock& clock, TrainCheckpoints& ckpt,
             TrainReport& report, TrainerState* st, TrainResult* res) {
   RankProgressFile progress(rt.re.progress_dir, rt.re.rank);
   StopSignals signals;
   signals.requested = &stop;
-  if (c.train.max_seconds > 0) signals.deadline = MonotonicSeconds() + c.train.max_seconds;
+  signals.clock = &clock;
+  if (c.train.max_seconds > 0) signals.deadline = clock.Monotonic() + c.train.max_seconds;
   // With several ranks they stop together: both reasons are agreed on in each step.
   bool signal_agreed = false, timeout_agreed = false;
   while (st->step < c.train.steps) {
@@ -102,14 +103,14 @@ Status Loop(const TrainConfig& c, Runtime& rt, const std::atomic<bool>& stop, Tr
       report.Line(by_signal ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
       break;
     }
-    const double t0 = MonotonicSeconds();
+    const double t0 = clock.Monotonic();
     ANNEAL_ASSIGN_OR_RETURN(StepOutcome o, rt.step->Run(st->step, signals));
     signal_agreed = o.stop_requested;
     timeout_agreed = o.out_of_time;
     ANNEAL_RETURN_IF_ERROR(CountSkip(c, o, st, report));
     ++st->step;
     res->last_loss = o.loss;
-    const double dt = MonotonicSeconds() - t0;
+    const double dt = clock.Monotonic() - t0;
     progress.Record(st->step, dt);
     ANNEAL_RETURN_IF_ERROR(report.Step(st->step, o.loss, o.stats, dt));
     if (c.train.eval_every > 0 && st->step % c.train.eval_every == 0 && rt.data.val) {
@@ -134,12 +135,12 @@ CheckpointLineage LineageOf(const TrainConfig& c, const Runtime& rt) {
 }  // namespace
 
 // Setup, resume, the loop, the last validation and checkpoint, the report.
-Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop, const LogFn& log_all) {
+Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop, const LogFn& log_all, Clock& clock) {
   ANNEAL_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, SetUpRuntime(c));
   const LogFn log = [&](const std::string& line) {  // rank 0 speaks for the job; the others report only errors
     if (rt->re.rank == 0) log_all(line);
   };
-  ANNEAL_ASSIGN_OR_RETURN(auto ckpt, TrainCheckpoints::Open(c.checkpoint, c.dist.timeout_s, *rt, LineageOf(c, *rt), log));
+  ANNEAL_ASSIGN_OR_RETURN(auto ckpt, TrainCheckpoints::Open(c.checkpoint, c.dist.timeout_s, *rt, LineageOf(c, *rt), log, clock));
   TrainerState st;
   st.loader = rt->data.train->position();
   TrainResult res;
@@ -148,7 +149,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   TrainReport report(c, *rt, log);
   report.Start();
   ckpt->Reserve(*rt);
-  ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, *ckpt, report, &st, &res));
+  ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res));
   if (rt->data.val && (c.train.eval_every == 0 || st.step % c.train.eval_every != 0)) {
     res.last_val_loss = Evaluate(c, *rt);
     report.Validation(st.step, res.last_val_loss);

@@ -13,6 +13,7 @@
 #include <functional>
 #include <string>
 
+#include "core/clock.h"
 #include "core/status.h"
 #include "train/config.h"
 
@@ -29,7 +30,8 @@ struct TrainResult {
 
 // Runs training. `stop` is polled between steps: when set, a checkpoint is saved and the run ends.
 // Lines go to `log` (stdout in the CLI).
+// `clock` decides train.max_seconds and the checkpoint waits, and times the steps.
 Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop,
-                                const std::function<void(const std::string&)>& log);
+                                const std::function<void(const std::string&)>& log, Clock& clock = Clock::Real());
 
 }  // namespace anneal

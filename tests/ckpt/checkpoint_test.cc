@@ -115,11 +115,15 @@ TEST(CheckpointTest, ARankThatNeverFinishesMeansNoManifest) {
   w.ranks = 2;  // rank 1 never writes
   CheckpointOptions o;
   o.attempt = 0;
-  o.wait_s = 0.2;
+  SimulatedClock clock;  // the default 600 s wait, in simulated time: no real waiting
+  o.clock = &clock;
+  const double t0 = MonotonicSeconds(), s0 = clock.Monotonic();
   Status s = SaveCheckpoint(*f.store, f.model, nullptr, st, kLineage, w, o);
   EXPECT_EQ(s.code(), Code::kPeer);
-  EXPECT_NE(s.message().find("rank 1 did not finish"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 1 did not finish writing its files within 600 s"), std::string::npos) << s.message();
   EXPECT_FALSE(f.Newest().has_value());
+  EXPECT_GE(clock.Monotonic() - s0, 600.0);  // it waited the whole 600 s ...
+  EXPECT_LT(MonotonicSeconds() - t0, 60.0);  // ... of simulated time
 }
 
 // Two ranks writing in parallel (threads here): rank 0 commits once both records are there.
