@@ -1,0 +1,39 @@
+// The CUDA backend's elementwise ops (kernels/cuda/elementwise.cu), f32 or bf16 operands (bf16 held
+// as its 16 bits), fp32 arithmetic through kernels/cuda/math.cuh, the grid from
+// kernels/cuda/launch.h (16-byte vectors when every operand is aligned). All asynchronous on
+// `stream`; a launch failure is returned with its file and line.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "core/status.h"
+
+namespace anneal::cuda {
+
+enum class Elem { kF32, kBF16 };
+
+struct Device1D {
+  cudaStream_t stream = nullptr;
+  int sms = 132;  // the device's multiprocessors (grid sizing)
+};
+
+// out = GELU(inp) (tanh approximation)
+Status Gelu(const Device1D& d, Elem t, void* out, const void* inp, size_t n);
+// dinp = GELU'(inp) * dout
+Status GeluBackward(const Device1D& d, Elem t, void* dinp, const void* inp, const void* dout, size_t n);
+// out = a + b
+Status Residual(const Device1D& d, Elem t, void* out, const void* a, const void* b, size_t n);
+// dst += src
+Status Accumulate(const Device1D& d, Elem t, void* dst, const void* src, size_t n);
+// g *= f
+Status Scale(const Device1D& d, Elem t, void* g, float f, size_t n);
+// dst = src converted (f32 <-> bf16 rounded to nearest even, or a plain copy)
+Status Convert(const Device1D& d, Elem dst_t, void* dst, Elem src_t, const void* src, size_t n);
+// AdamW step t on fp32 masters p and moments m, v from gradients g (of dtype gt); when working is
+// given (bf16), it receives the updated masters rounded to nearest even.
+Status AdamW(const Device1D& d, float* p, Elem gt, const void* g, float* m, float* v, uint16_t* working, size_t n,
+             float lr, float beta1, float beta2, float eps, float wd, int t);
+
+}  // namespace anneal::cuda
