@@ -1,0 +1,87 @@
+// The CUDA backend's row, column, embedding and reduction kernels (kernels/cuda/rows.cu). Operands of
+// dtype t (f32 or bf16 bits) unless named f32/f64/i32; statistics (LayerNorm mean and rstd, the
+// losses, the attention log-sum-exp) are fp32, the loss statistics f64. Every reduction is
+// deterministic: a fixed order of lanes, threads and blocks (kernels/cuda/launch.h), never float
+// atomics. Asynchronous on the stream except where a host result is returned (the losses' sum, the
+// sum of squares), which synchronizes it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "kernels/cuda/elementwise.h"
+
+namespace anneal::cuda {
+
+// Device scratch the kernels share (grown on demand, freed with the object).
+class Scratch {
+ public:
+  ~Scratch();
+  Result<void*> Get(size_t bytes);
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// out (N,C) = LayerNorm(inp); with `resid` given, resid = a + b first and inp = resid.
+Status LayerNormForward(const Device1D& d, Elem t, void* out, float* mean, float* rstd, const void* inp,
+                        const void* w, const void* b, int64_t N, int64_t C, void* resid = nullptr,
+                        const void* ra = nullptr, const void* rb = nullptr);
+// dinp += ..., dw += ..., db += ...
+Status LayerNormBackward(const Device1D& d, Elem t, void* dinp, void* dw, void* db, const void* dout, const void* inp,
+                         const void* w, const float* mean, const float* rstd, int64_t N, int64_t C);
+// out (N,OC) += bias on every row.
+Status BiasAdd(const Device1D& d, Elem t, void* out, const void* bias, int64_t N, int64_t OC);
+// dbias (OC) += column sums of dout (N,OC), rows in order.
+Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_t N, int64_t OC);
+// The fused softmax + cross-entropy of kernels' contract (tensor/backend.h CrossEntropy); *sum gets
+// the losses' sum in row order (host, double).
+Status CrossEntropy(const Device1D& d, Elem t, void* logits, float* losses, const int32_t* targets, int64_t N,
+                    int64_t Vp, int V, float dscale, Scratch& scratch, double* sum);
+// The vocabulary-parallel loss (tensor/backend.h VocabLossStats / VocabLossCombine).
+Status VocabLossStats(const Device1D& d, Elem t, double* stats, const void* logits, const int32_t* targets, int64_t N,
+                      int64_t Vl, int64_t v0, int nreal);
+Status VocabLossCombine(const Device1D& d, Elem t, void* logits, float* losses, double* row_loss, const double* gathered,
+                        int tp, const int32_t* targets, int64_t N, int64_t Vl, int64_t v0, int nreal, float dscale,
+                        double* sum);
+// Sum of squares of n values, in double, in a fixed order (host result).
+Status SumSquares(const Device1D& d, Elem t, const void* g, size_t n, Scratch& scratch, double* out);
+// Embeddings. tokens are i32 device arrays; the backward kernels group rows by token on the host
+// (one small copy of the tokens) so each token's rows are summed in row order, with no atomics.
+Status EmbeddingForward(const Device1D& d, Elem t, void* out, const int32_t* tokens, const void* wte, const void* wpe,
+                        int64_t B, int64_t T, int64_t C);
+Status EmbeddingBackward(const Device1D& d, Elem t, void* dwte, void* dwpe, const void* dout, const int32_t* tokens,
+                         int64_t B, int64_t T, int64_t C, Scratch& scratch);
+Status VocabEmbeddingForward(const Device1D& d, Elem t, void* rows, const int32_t* tokens, const void* wte_slice,
+                             int64_t N, int64_t C, int64_t Vl, int64_t v0);
+Status VocabEmbeddingBackward(const Device1D& d, Elem t, void* dwte_slice, void* dwpe, const void* dall,
+                              const int32_t* tokens, int64_t N, int64_t C, int64_t Vl, int64_t v0, int T,
+                              Scratch& scratch);
+// out (R,C) += wpe[(row0 + n) % T]
+Status AddPositions(const Device1D& d, Elem t, void* out, const void* wpe, int64_t R, int64_t C, int64_t row0, int T);
+// dst = src of equal dtype through up-to-4-D strides (elements), shape[] and both stride sets given.
+Status StridedCopy(const Device1D& d, Elem t, void* dst, const int64_t* dst_strides, const void* src,
+                   const int64_t* src_strides, const int64_t* shape, int ndim);
+
+// Attention, path 1 (the device's reference): per (batch, head) products through cuBLASLt
+// (kernels/cuda/gemm.h) around these row kernels.
+// (B,T,C) with H heads <-> (B,H,T,hs) contiguous.
+Status SplitHeads(const Device1D& d, Elem t, void* dst, const void* src, int64_t B, int64_t T, int64_t C, int H);
+Status MergeHeads(const Device1D& d, Elem t, void* dst, const void* src, int64_t B, int64_t T, int64_t C, int H);
+// scores (BH, T, T) scaled by `scale`, causal: row r keeps columns 0..r; overwritten by the
+// probabilities (0 above the diagonal); lse (BH*T) the rows' log-sum-exp of the scaled scores.
+Status CausalSoftmax(const Device1D& d, Elem t, void* scores, float* lse, int64_t BH, int64_t T, float scale);
+// From the raw scores (BH,T,T) again: P = exp(scale * s - lse) (causal), then dS = P * (dP - D) with
+// D = rowsum(dO * O) (per row of (BH*T, hs) dout and out, split heads), written over dP.
+Status SoftmaxBackward(const Device1D& d, Elem t, void* dp, const void* scores, const float* lse, const void* dout_h,
+                       const void* out_h, int64_t BH, int64_t T, int64_t hs, float scale, void* probs);
+// One query against cached rows (tensor/backend.h AttentionDecode), heads in order.
+// scores: fp32 scratch of at least `rows` floats, reused head by head.
+Status AttentionDecode(const Device1D& d, Elem t, void* out, const void* q, const void* kcache, int64_t kstride,
+                       const void* vcache, int64_t vstride, int64_t rows, int64_t C, int H, float* scores);
+
+}  // namespace anneal::cuda
