@@ -66,7 +66,7 @@ const KeySpec kSpecs[] = {
     {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
-    {"train.kernels", "cpu", "cpu | ref"},
+    {"train.kernels", "cpu", "cpu | ref | cuda (a GPU: the CUDA backend, in progress — not yet checked on a device)"},
     {"train.dtype", "f32",
      "f32 | bf16: parameters, gradients and activations (bf16: fp32 master weights in the optimizer, checkpoints in "
      "fp32; needs a backend with bf16 ops — ref emulates them — and, for now, one rank)"},
@@ -264,7 +264,12 @@ void ReadLoop(Reader& r, LoopSection* t) {
   t->max_bad_steps = r.Int("train.max_bad_steps", 1, kBig);
   t->seed = static_cast<uint64_t>(r.Int("train.seed", 0, INT32_MAX));
   t->kernels = r.Str("train.kernels");
-  if (!BackendByName(t->kernels)) r.Error("train.kernels = '" + t->kernels + "' must be cpu or ref");
+  std::string why;
+  if (t->kernels == "cuda" && !BackendByName("cuda", &why)) {
+    r.Error("train.kernels = cuda but " + why + ": train on the CPU with train.kernels=cpu");
+  } else if (!BackendByName(t->kernels)) {
+    r.Error("train.kernels = '" + t->kernels + "' must be cpu, ref or cuda");
+  }
   t->threads = r.Int("train.threads", 0, 1024);
   t->recompute = r.Str("train.recompute");
   if (!ParseRecompute(t->recompute)) r.Error("train.recompute = '" + t->recompute + "' must be none, selective or full");

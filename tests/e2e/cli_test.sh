@@ -19,6 +19,13 @@ check "tokenize gives tiktoken's ids" test "$ids" = "15496 995 0 383 2068 7586 2
 ids=$(printf '<|endoftext|>' | "$ANNEAL" tokenize)
 check "<|endoftext|> in text is ordinary text" test "$ids" = "27 91 437 1659 5239 91 29"
 printf 'caf\xe9' >"$TMP/latin1.txt"
+# No GPU here: the CUDA backend is refused before any work, naming why and the fix.
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  expect_exit "train.kernels=cuda without a GPU is exit 2 naming the reason and the fix" 2 \
+    "train.kernels = cuda but .*train.kernels=cpu" "$ANNEAL" train --config examples/kjv_tiny.yaml --set train.kernels=cuda
+else
+  echo "SKIP (not counted as passed): train.kernels=cuda without a GPU — this machine has one"
+fi
 expect_exit "invalid UTF-8 rejected with offset and fix" 2 "offset 3.*--invalid-utf8 replace" \
   "$ANNEAL" tokenize "$TMP/latin1.txt"
 ids=$("$ANNEAL" tokenize --invalid-utf8 replace "$TMP/latin1.txt")

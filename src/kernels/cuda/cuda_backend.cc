@@ -1,0 +1,398 @@
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "kernels/cuda/check.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/rows.h"
+
+namespace anneal {
+
+namespace {
+
+using cuda::Elem;
+
+// The Backend contract has no error path: say what failed and stop with its exit code.
+void Must(const Status& s) {
+  if (s.ok()) return;
+  std::fprintf(stderr, "error: %s\n", s.message().c_str());
+  std::fflush(stderr);
+  std::_Exit(s.ExitCode());
+}
+#define MUST_CUDA(call) Must([&]() -> Status { ANNEAL_CUDA_CHECK(call); return Status::Ok(); }())
+
+Elem E(DType t) {
+  if (t == DType::kF32) return Elem::kF32;
+  if (t == DType::kBF16) return Elem::kBF16;
+  Must(Internal(std::string("the CUDA backend got a ") + DTypeName(t) + " operand where f32 or bf16 belongs"));
+  return Elem::kF32;
+}
+int64_t Cols(const TV& v) { return v.dim(v.ndim() - 1); }
+int64_t RowsOf(const TV& v) { return v.numel() / std::max<int64_t>(1, Cols(v)); }
+const int32_t* I32(const TV& v) { return static_cast<const int32_t*>(v.data()); }
+
+class CudaAllocator : public Allocator {
+ public:
+  explicit CudaAllocator(int index) : index_(index) {}
+  Device device() const override { return Device::Cuda(index_); }
+  Result<void*> Allocate(size_t bytes, const std::string& what) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+      return Status(Code::kInternal, "out of GPU memory allocating " + what + " (" + std::to_string(bytes) +
+                                         " bytes): " + cudaGetErrorString(e) +
+                                         "; use train.recompute=selective or full, or a smaller data.batch_size");
+    }
+    const cudaError_t z = cudaMemset(p, 0, bytes);  // zeroed, as every allocator of the runtime
+    if (z != cudaSuccess) return cuda::CudaStatus(z, "cudaMemset", __FILE__, __LINE__);
+    return p;
+  }
+  void Free(void* p, size_t) override { cudaFree(p); }
+
+ private:
+  int index_;
+};
+
+class CudaBackend : public Backend {
+ public:
+  CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
+    MUST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    events_.resize(4096);
+    for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    d_.stream = stream_;
+    d_.sms = sms;
+    Must(gemms_.Init());
+  }
+  ~CudaBackend() override {
+    for (auto& e : events_) cudaEventDestroy(e);
+    cudaStreamDestroy(stream_);
+  }
+
+  const std::string& name() const override { return name_; }
+  Device device() const override { return Device::Cuda(index_); }
+  bool Supports(Op, DType t) const override { return t == DType::kF32 || t == DType::kBF16; }
+  Allocator& allocator() override { return alloc_; }
+  void CopyFromHost(const TV& dst, const void* src, const Stream& s) override {
+    MUST_CUDA(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, S(s)));
+  }
+  void CopyToHost(void* dst, const TV& src, const Stream& s) override {
+    MUST_CUDA(cudaMemcpyAsync(dst, src.data(), src.bytes(), cudaMemcpyDeviceToHost, S(s)));
+  }
+  Stream DefaultStream() override { return Stream{stream_, device()}; }
+  Event RecordEvent(const Stream& s) override {
+    cudaEvent_t e = events_[next_event_++ % events_.size()];
+    MUST_CUDA(cudaEventRecord(e, S(s)));
+    return Event{e, device()};
+  }
+  void WaitEvent(const Stream& s, const Event& e) override {
+    if (e.handle) MUST_CUDA(cudaStreamWaitEvent(S(s), static_cast<cudaEvent_t>(e.handle), 0));
+  }
+  void Synchronize(const Stream& s) override { MUST_CUDA(cudaStreamSynchronize(S(s))); }
+  double MeasurePeakGflops(DType t) override;
+  void SetThreads(int) override {}
+  int Threads() const override { return 1; }
+
+  // ---- embeddings, LayerNorm ----
+  void EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) override {
+    Must(cuda::EmbeddingForward(D(s), E(out.dtype()), out.data(), I32(tokens), wte.data(), wpe.data(), tokens.dim(0),
+                                tokens.dim(1), Cols(out)));
+  }
+  void EmbeddingBackward(const Stream& s, const TV& dwte, const TV& dwpe, const TV& dout, const TV& tokens) override {
+    Must(cuda::EmbeddingBackward(D(s), E(dout.dtype()), dwte.data(), dwpe.data(), dout.data(), I32(tokens),
+                                 tokens.dim(0), tokens.dim(1), Cols(dout), scratch_));
+  }
+  void VocabEmbeddingForward(const Stream& s, const TV& rows, const TV& tokens, const TV& wte_slice,
+                             int64_t v0) override {
+    Must(cuda::VocabEmbeddingForward(D(s), E(rows.dtype()), rows.data(), I32(tokens), wte_slice.data(), tokens.numel(),
+                                     Cols(rows), wte_slice.dim(0), v0));
+  }
+  void VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, const TV& dwpe, const TV& dall, const TV& tokens,
+                              int64_t v0, int T) override {
+    Must(cuda::VocabEmbeddingBackward(D(s), E(dall.dtype()), dwte_slice.data(), dwpe.data(), dall.data(), I32(tokens),
+                                      tokens.numel(), Cols(dall), dwte_slice.dim(0), v0, T, scratch_));
+  }
+  void AddPositions(const Stream& s, const TV& out, const TV& wpe, int64_t row0, int T) override {
+    Must(cuda::AddPositions(D(s), E(out.dtype()), out.data(), wpe.data(), RowsOf(out), Cols(out), row0, T));
+  }
+  void LayerNormForward(const Stream& s, const TV& out, const TV& mean, const TV& rstd, const TV& inp, const TV& w,
+                        const TV& b) override {
+    Must(cuda::LayerNormForward(D(s), E(inp.dtype()), out.data(), mean.f32(), rstd.f32(), inp.data(), w.data(),
+                                b.data(), RowsOf(inp), Cols(inp)));
+  }
+  void LayerNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& db, const TV& dout, const TV& inp,
+                         const TV& w, const TV& mean, const TV& rstd) override {
+    Must(cuda::LayerNormBackward(D(s), E(inp.dtype()), dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
+                                 w.data(), mean.f32(), rstd.f32(), RowsOf(inp), Cols(inp)));
+  }
+  void ResidualLayerNormForward(const Stream& s, const TV& resid, const TV& out, const TV& mean, const TV& rstd,
+                                const TV& a, const TV& b, const TV& w, const TV& bias) override {
+    Must(cuda::LayerNormForward(D(s), E(a.dtype()), out.data(), mean.f32(), rstd.f32(), resid.data(), w.data(),
+                                bias.data(), RowsOf(a), Cols(a), resid.data(), a.data(), b.data()));
+  }
+
+  // ---- linear layers ----
+  void LinearForward(const Stream& s, const TV& out, const TV& inp, const TV& w, const TV& bias,
+                     const TV& gelu_out) override {
+    const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
+    const cudagemm::GemmArgs g = cudagemm::ForwardArgs(N, C, OC, !bias.empty(), false);
+    Must(gemms_.Run(S(s), g, E(inp.dtype()), w.data(), inp.data(), out.data(), bias.empty() ? nullptr : bias.data()));
+    if (!gelu_out.empty()) Must(cuda::Gelu(D(s), E(out.dtype()), gelu_out.data(), out.data(), out.numel()));
+  }
+  void LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp,
+                      const TV& w) override {
+    const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
+    const Elem t = E(dout.dtype());
+    if (!dinp.empty()) Must(gemms_.Run(S(s), cudagemm::InputGradArgs(N, C, OC), t, w.data(), dout.data(), dinp.data()));
+    if (!dw.empty()) Must(gemms_.Run(S(s), cudagemm::WeightGradArgs(N, C, OC), t, inp.data(), dout.data(), dw.data()));
+    if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC));
+  }
+  void BiasAdd(const Stream& s, const TV& out, const TV& bias) override {
+    Must(cuda::BiasAdd(D(s), E(out.dtype()), out.data(), bias.data(), RowsOf(out), Cols(out)));
+  }
+
+  // ---- attention ----
+  void AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
+                        int H) override;
+  void AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout, const TV& q,
+                         const TV& k, const TV& v, const TV& out, const TV& lse, int H) override;
+  void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache, const TV&,
+                       int H) override {
+    const int64_t rows = kcache.dim(0);
+    auto p = decode_scratch_.Get(static_cast<size_t>(std::max<int64_t>(1, rows)) * sizeof(float));
+    Must(p.status());
+    Must(cuda::AttentionDecode(D(s), E(q.dtype()), out.data(), q.data(), kcache.data(), kcache.stride(0),
+                               vcache.data(), vcache.stride(0), rows, q.numel(), H, static_cast<float*>(*p)));
+  }
+
+  // ---- elementwise ----
+  void GeluForward(const Stream& s, const TV& out, const TV& inp) override {
+    Must(cuda::Gelu(D(s), E(inp.dtype()), out.data(), inp.data(), inp.numel()));
+  }
+  void GeluBackward(const Stream& s, const TV& dinp, const TV& inp, const TV& dout) override {
+    Must(cuda::GeluBackward(D(s), E(inp.dtype()), dinp.data(), inp.data(), dout.data(), inp.numel()));
+  }
+  void ResidualForward(const Stream& s, const TV& out, const TV& a, const TV& b) override {
+    Must(cuda::Residual(D(s), E(a.dtype()), out.data(), a.data(), b.data(), a.numel()));
+  }
+  void Accumulate(const Stream& s, const TV& dst, const TV& src) override {
+    Must(cuda::Accumulate(D(s), E(dst.dtype()), dst.data(), src.data(), dst.numel()));
+  }
+
+  // ---- losses, norms, optimizer ----
+  double CrossEntropy(const Stream& s, const TV& logits, const TV& losses, const TV& targets, int V,
+                      float dscale) override {
+    double sum = 0;
+    Must(cuda::CrossEntropy(D(s), E(logits.dtype()), logits.data(), losses.f32(), I32(targets), logits.dim(0),
+                            logits.dim(1), V, dscale, scratch_, &sum));
+    return sum;
+  }
+  void VocabLossStats(const Stream& s, const TV& stats, const TV& logits, const TV& targets, int64_t v0,
+                      int nreal) override {
+    Must(cuda::VocabLossStats(D(s), E(logits.dtype()), stats.f64(), logits.data(), I32(targets), logits.dim(0),
+                              logits.dim(1), v0, nreal));
+  }
+  double VocabLossCombine(const Stream& s, const TV& logits, const TV& losses, const TV& row_loss, const TV& gathered,
+                          const TV& targets, int64_t v0, int nreal, float dscale) override {
+    double sum = 0;
+    Must(cuda::VocabLossCombine(D(s), E(logits.dtype()), logits.data(), losses.f32(), row_loss.f64(), gathered.f64(),
+                                static_cast<int>(gathered.dim(0)), I32(targets), logits.dim(0), logits.dim(1), v0,
+                                nreal, dscale, &sum));
+    return sum;
+  }
+  double SumSquares(const Stream& s, const TV& g) override {
+    double out = 0;
+    Must(cuda::SumSquares(D(s), E(g.dtype()), g.data(), static_cast<size_t>(g.numel()), scratch_, &out));
+    return out;
+  }
+  void Scale(const Stream& s, const TV& g, float f) override {
+    Must(cuda::Scale(D(s), E(g.dtype()), g.data(), f, static_cast<size_t>(g.numel())));
+  }
+  void AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, float lr, float beta1, float beta2,
+             float eps, float wd, int t) override {
+    Must(cuda::AdamW(D(s), p.f32(), E(g.dtype()), g.data(), m.f32(), v.f32(), nullptr, static_cast<size_t>(p.numel()),
+                     lr, beta1, beta2, eps, wd, t));
+  }
+  void Zero(const Stream& s, const TV& x) override {
+    if (!x.contiguous()) Must(Internal("Zero of a strided view on the CUDA backend: " + x.ToString()));
+    MUST_CUDA(cudaMemsetAsync(x.data(), 0, x.bytes(), S(s)));
+  }
+  void Copy(const Stream& s, const TV& dst, const TV& src) override;
+
+ private:
+  cudaStream_t S(const Stream& s) const { return s.handle ? static_cast<cudaStream_t>(s.handle) : stream_; }
+  cuda::Device1D D(const Stream& s) const { return cuda::Device1D{S(s), d_.sms}; }
+  // Attention's per-head buffers in scratch: q, k, v, out (or their gradients) split by head, and
+  // the (B*H, T, T) scores (twice in backward).
+  void* AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int copies_btc, int copies_scores);
+
+  std::string name_;
+  int index_;
+  CudaAllocator alloc_;
+  cudaStream_t stream_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  size_t next_event_ = 0;
+  cuda::Device1D d_;
+  cuda::Gemms gemms_;
+  cuda::Scratch scratch_, attn_scratch_, decode_scratch_;
+};
+
+void* CudaBackend::AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int copies_btc, int copies_scores) {
+  auto p = attn_scratch_.Get(elem * static_cast<size_t>(BTC * copies_btc + BHTT * copies_scores));
+  Must(p.status());
+  return *p;
+}
+
+// Path 1: per (batch, head) products through cuBLASLt around the causal softmax.
+//   S = Q K^T (scaled in the softmax), P = causal softmax(S) with lse, O = P V.
+void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
+                                   int H) {
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
+  const Elem t = E(q.dtype());
+  const size_t es = t == Elem::kF32 ? 4 : 2;
+  char* base = static_cast<char*>(AttentionScratch(es, BTC, BH * T * T, 4, 1));
+  void *qh = base, *kh = base + es * BTC, *vh = base + 2 * es * BTC, *oh = base + 3 * es * BTC,
+       *scores = base + 4 * es * BTC;
+  const cuda::Device1D d = D(s);
+  Must(cuda::SplitHeads(d, t, qh, q.data(), B, T, C, H));
+  Must(cuda::SplitHeads(d, t, kh, k.data(), B, T, C, H));
+  Must(cuda::SplitHeads(d, t, vh, v.data(), B, T, C, H));
+  const cuda::Batch per_head{static_cast<int>(BH), T * hs, T * hs, T * T};
+  Must(gemms_.Run(S(s), cudagemm::ForwardArgs(T, hs, T, false, false), t, kh, qh, scores, nullptr, per_head));
+  Must(cuda::CausalSoftmax(d, t, scores, lse.f32(), BH, T, 1.0f / std::sqrt(static_cast<float>(hs))));
+  cudagemm::GemmArgs pv = cudagemm::InputGradArgs(T, hs, T);
+  pv.beta = 0.0f;
+  Must(gemms_.Run(S(s), pv, t, vh, scores, oh, nullptr, cuda::Batch{static_cast<int>(BH), T * hs, T * T, T * hs}));
+  Must(cuda::MergeHeads(d, t, out.data(), oh, B, T, C, H));
+}
+
+//   dP = dO V^T; dS = P (dP - rowsum(dO O)); dV = P^T dO; dQ = scale dS K; dK = scale dS^T Q.
+void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
+                                    const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) {
+  const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
+  const Elem t = E(q.dtype());
+  const size_t es = t == Elem::kF32 ? 4 : 2;
+  char* base = static_cast<char*>(AttentionScratch(es, BTC, BH * T * T, 8, 2));
+  void* h[8];
+  for (int i = 0; i < 8; ++i) h[i] = base + i * es * BTC;
+  void *qh = h[0], *kh = h[1], *vh = h[2], *oh = h[3], *doh = h[4], *dqh = h[5], *dkh = h[6], *dvh = h[7];
+  void *scores = base + 8 * es * BTC, *dp = base + 8 * es * BTC + es * BH * T * T;
+  const cuda::Device1D d = D(s);
+  Must(cuda::SplitHeads(d, t, qh, q.data(), B, T, C, H));
+  Must(cuda::SplitHeads(d, t, kh, k.data(), B, T, C, H));
+  Must(cuda::SplitHeads(d, t, vh, v.data(), B, T, C, H));
+  Must(cuda::SplitHeads(d, t, oh, out.data(), B, T, C, H));
+  Must(cuda::SplitHeads(d, t, doh, dout.data(), B, T, C, H));
+  const int bh = static_cast<int>(BH);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  Must(gemms_.Run(S(s), cudagemm::ForwardArgs(T, hs, T, false, false), t, kh, qh, scores, nullptr,
+                  cuda::Batch{bh, T * hs, T * hs, T * T}));  // S again
+  Must(gemms_.Run(S(s), cudagemm::ForwardArgs(T, hs, T, false, false), t, vh, doh, dp, nullptr,
+                  cuda::Batch{bh, T * hs, T * hs, T * T}));  // dP = dO V^T
+  Must(cuda::SoftmaxBackward(d, t, dp, scores, lse.f32(), doh, oh, BH, T, hs, scale, scores));  // dS; scores <- P
+  cudagemm::GemmArgs dvg = cudagemm::WeightGradArgs(T, hs, T);
+  dvg.beta = 0.0f;
+  Must(gemms_.Run(S(s), dvg, t, doh, scores, dvh, nullptr, cuda::Batch{bh, T * hs, T * T, T * hs}));  // dV = P^T dO
+  cudagemm::GemmArgs dqg = cudagemm::InputGradArgs(T, hs, T);
+  dqg.beta = 0.0f;
+  dqg.alpha = scale;
+  Must(gemms_.Run(S(s), dqg, t, kh, dp, dqh, nullptr, cuda::Batch{bh, T * hs, T * T, T * hs}));  // dQ = scale dS K
+  cudagemm::GemmArgs dkg = cudagemm::WeightGradArgs(T, hs, T);
+  dkg.beta = 0.0f;
+  dkg.alpha = scale;
+  Must(gemms_.Run(S(s), dkg, t, qh, dp, dkh, nullptr, cuda::Batch{bh, T * hs, T * T, T * hs}));  // dK = scale dS^T Q
+  Must(cuda::MergeHeads(d, t, dq.data(), dqh, B, T, C, H));
+  Must(cuda::MergeHeads(d, t, dk.data(), dkh, B, T, C, H));
+  Must(cuda::MergeHeads(d, t, dv.data(), dvh, B, T, C, H));
+}
+
+void CudaBackend::Copy(const Stream& s, const TV& dst, const TV& src) {
+  if (dst.numel() != src.numel()) Must(Internal("Copy of " + src.ToString() + " into " + dst.ToString()));
+  if (dst.dtype() != src.dtype()) {
+    if (!dst.contiguous() || !src.contiguous()) Must(Internal("a converting Copy of strided views: " + src.ToString()));
+    Must(cuda::Convert(D(s), E(dst.dtype()), dst.data(), E(src.dtype()), src.data(), static_cast<size_t>(src.numel())));
+    return;
+  }
+  if (dst.contiguous() && src.contiguous()) {
+    MUST_CUDA(cudaMemcpyAsync(dst.data(), src.data(), src.bytes(), cudaMemcpyDeviceToDevice, S(s)));
+    return;
+  }
+  int64_t shape[4], ds[4], ss[4];
+  for (int i = 0; i < dst.ndim(); ++i) shape[i] = dst.dim(i), ds[i] = dst.stride(i), ss[i] = src.stride(i);
+  Must(cuda::StridedCopy(D(s), E(dst.dtype()), dst.data(), ds, src.data(), ss, shape, dst.ndim()));
+}
+
+// A square GEMM of 4096 (bf16) or 2048 (f32), timed with events after warm-ups: the best of 5.
+double CudaBackend::MeasurePeakGflops(DType t) {
+  const int64_t n = t == DType::kBF16 ? 4096 : 2048;
+  const Elem e = E(t);
+  const size_t bytes = static_cast<size_t>(n * n) * (e == Elem::kF32 ? 4 : 2);
+  void *a = nullptr, *b = nullptr, *c = nullptr;
+  MUST_CUDA(cudaMalloc(&a, bytes));
+  MUST_CUDA(cudaMalloc(&b, bytes));
+  MUST_CUDA(cudaMalloc(&c, bytes));
+  // Random-looking, not zero (zeros run faster than real data).
+  std::vector<float> host(static_cast<size_t>(n * n));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+  void* staged = nullptr;
+  MUST_CUDA(cudaMalloc(&staged, host.size() * 4));
+  MUST_CUDA(cudaMemcpy(staged, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  Must(cuda::Convert(d_, e, a, Elem::kF32, staged, host.size()));
+  Must(cuda::Convert(d_, e, b, Elem::kF32, staged, host.size()));
+  const cudagemm::GemmArgs g = cudagemm::ForwardArgs(n, n, n, false, false);
+  cudaEvent_t t0, t1;
+  MUST_CUDA(cudaEventCreate(&t0));
+  MUST_CUDA(cudaEventCreate(&t1));
+  double best = 0;
+  for (int i = 0; i < 8; ++i) {
+    MUST_CUDA(cudaEventRecord(t0, stream_));
+    Must(gemms_.Run(stream_, g, e, a, b, c));
+    MUST_CUDA(cudaEventRecord(t1, stream_));
+    MUST_CUDA(cudaEventSynchronize(t1));
+    float ms = 0;
+    MUST_CUDA(cudaEventElapsedTime(&ms, t0, t1));
+    if (i >= 3 && ms > 0) best = std::max(best, 2.0 * n * n * n / (ms * 1e-3) / 1e9);
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  for (void* p : {a, b, c, staged}) cudaFree(p);
+  return best;
+}
+
+}  // namespace
+
+int CudaDeviceCount() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Backend> MakeCudaBackend(int index, std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count <= index) {
+    if (why) {
+      *why = e != cudaSuccess ? std::string("no CUDA device usable: ") + cudaGetErrorString(e)
+                              : "no CUDA device " + std::to_string(index) + " (" + std::to_string(count) + " found)";
+    }
+    cudaGetLastError();  // clear the sticky error of a failed query
+    return nullptr;
+  }
+  if (cudaSetDevice(index) != cudaSuccess) {
+    if (why) *why = "cudaSetDevice(" + std::to_string(index) + ") failed";
+    return nullptr;
+  }
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, index);
+  return std::make_unique<CudaBackend>(index, std::max(1, sms));
+}
+
+}  // namespace anneal
