@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# scripts/gpu_bundle.sh: packs anneal for a machine that has a GPU, the CUDA libraries and glibc but
+# none of our Debian libraries (the lent H200: ../shared/PEERS.md, issue 18):
+#   bin/anneal, bin/anneal_unit_tests, bin/anneal_cuda_tests   (RPATH $ORIGIN/../lib)
+#   lib/        every shared library they need except glibc, libstdc++/libgcc_s and the CUDA
+#               libraries (libcudart, libcublas*, libnccl, libcuda: the device's own), found with ldd
+#   data/kjv/   the prepared demo corpus (the device check's training step)
+#   run.sh      puts the device's CUDA libraries (its CUDA toolkit, or the nvidia pip packages of
+#               its python3) on LD_LIBRARY_PATH and runs bin/NAME
+# into one zstd-compressed tar, refused over 40 MiB.
+#   scripts/gpu_bundle.sh [BUILD_DIR] [OUT] [DATASET]
+#   (defaults: build/release, build/release/anneal-gpu.tar.zst, out/kjv — which `make run` prepares)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build/release}
+OUT=$(readlink -f "${2:-$BUILD/anneal-gpu.tar.zst}")
+DATA=${3:-out/kjv}
+LIMIT_MB=40
+for tool in ldd patchelf zstd; do
+  command -v "$tool" >/dev/null || { echo "gpu_bundle: $tool is missing: run scripts/setup.sh" >&2; exit 2; }
+done
+bins=("$BUILD/src/anneal" "$BUILD/tests/anneal_unit_tests")
+[ -x "$BUILD/tests/anneal_cuda_tests" ] && bins+=("$BUILD/tests/anneal_cuda_tests")
+for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_bundle: $b is not built: cmake --build $BUILD" >&2; exit 2; }; done
+[ -f "$DATA/dataset.json" ] || { echo "gpu_bundle: $DATA is not a prepared dataset: make run (or anneal prep) first" >&2; exit 2; }
+STAGE=$(mktemp -d /tmp/anneal_bundle.XXXXXX)
+trap 'rm -rf "$STAGE"' EXIT
+mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/data"
+# glibc's libraries, the C++ runtime and the CUDA libraries stay the device's.
+keep_out='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libpthread|libdl\.so|librt\.so|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libnccl|libnvrtc|libnvJitLink)'
+for b in "${bins[@]}"; do
+  cp "$b" "$STAGE/bin/"
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | while read -r soname path; do
+    if ! [[ $soname =~ $keep_out ]] && [ ! -f "$STAGE/lib/$soname" ]; then cp -L "$path" "$STAGE/lib/$soname"; fi
+  done
+done
+for f in "$STAGE"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
+for f in "$STAGE"/lib/*; do chmod u+w "$f"; patchelf --set-rpath '$ORIGIN' "$f"; done
+cp -r "$DATA" "$STAGE/data/kjv"
+cat >"$STAGE/run.sh" <<'RUN'
+#!/bin/bash
+# run.sh NAME ARGS...: bin/NAME with the device's CUDA libraries on LD_LIBRARY_PATH.
+here=$(cd "$(dirname "$0")" && pwd)
+extra=
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && extra=$extra:$d; done
+if command -v python3 >/dev/null; then
+  pipdirs=$(python3 - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    roots = list(getattr(nvidia, "__path__", []))
+except Exception:
+    roots = []
+print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + "/**/lib*.so*", recursive=True)})))
+PY
+)
+  [ -n "$pipdirs" ] && extra=$extra:$pipdirs
+fi
+export LD_LIBRARY_PATH=${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+name=$1
+shift
+exec "$here/bin/$name" "$@"
+RUN
+chmod +x "$STAGE/run.sh"
+tar -C "$STAGE" -cf - . | zstd -q -12 -T0 -o "$OUT" -f
+mb=$(du -m "$OUT" | cut -f1)
+echo "gpu_bundle: $OUT ($mb MiB; $(ls "$STAGE/lib" | wc -l) libraries bundled: $(ls "$STAGE/lib" | tr '\n' ' '))"
+[ "$mb" -le "$LIMIT_MB" ] || { echo "gpu_bundle: $mb MiB is over the $LIMIT_MB MiB limit" >&2; exit 1; }

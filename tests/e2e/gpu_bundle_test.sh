@@ -1,0 +1,41 @@
+#!/bin/bash
+# The GPU bundle (scripts/gpu_bundle.sh): packed under 40 MiB, unpacked into an empty folder, and run
+# where only the bundle, glibc, libstdc++/libgcc_s and the CUDA libraries are visible (bubblewrap: a
+# root of nothing else, the way the lent GPU machine has none of our Debian libraries): `anneal
+# --version`, and one CPU training step on the bundled corpus.
+source "$(dirname "$0")/lib.sh"
+BUILD=$(readlink -f "$(dirname "$ANNEAL")/..")
+command -v bwrap >/dev/null || { bad "bwrap is missing: run scripts/setup.sh"; finish; }
+"$ANNEAL" prep --input data/kjv --output "$TMP/kjv" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+bash scripts/gpu_bundle.sh "$BUILD" "$TMP/b.tar.zst" "$TMP/kjv" >"$TMP/bundle.log" 2>&1
+rc=$?
+check "the bundle is made (exit $rc): $(tail -c 300 "$TMP/bundle.log" | tr '\n' ' ')" test $rc -eq 0
+check "... and is under 40 MiB" test "$(du -m "$TMP/b.tar.zst" | cut -f1)" -le 40
+mkdir -p "$TMP/u"
+zstd -q -d -c "$TMP/b.tar.zst" | tar -C "$TMP/u" -xf -
+check "it holds anneal, its tests, run.sh and the corpus" test -x "$TMP/u/bin/anneal" -a -x "$TMP/u/run.sh" \
+  -a -f "$TMP/u/data/kjv/dataset.json" -a -x "$TMP/u/bin/anneal_unit_tests"
+check "no glibc, libstdc++ or CUDA library in it" bash -c "! ls '$TMP/u/lib' | grep -Eq '^(libc\.so|libstdc|libcudart|libcublas|libnccl)'"
+cat >"$TMP/u/cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 64, n_layer: 1, n_head: 2, n_embd: 32}
+data: {dir: /bundle/data/kjv, seq_len: 32, batch_size: 2, seed: 1}
+train: {steps: 1, log_every: 1, threads: 1, peak_gflops: 1}
+YAML
+# A root holding only the bundle, the loader, glibc, the C++ runtime and the CUDA libraries.
+sys=(--ro-bind /lib64/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2)
+for l in libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libstdc++.so.6 libgcc_s.so.1; do
+  sys+=(--ro-bind "/lib/x86_64-linux-gnu/$l" "/lib/x86_64-linux-gnu/$l")
+done
+cuda_dir=$(dirname "$(ldd "$ANNEAL" | awk '$1 ~ /^libcudart/ { print $3 }')" 2>/dev/null)
+[ -n "$cuda_dir" ] && [ "$cuda_dir" != . ] && sys+=(--ro-bind "$cuda_dir" /cuda)
+sandbox() {
+  bwrap --tmpfs / "${sys[@]}" --ro-bind "$TMP/u" /bundle --dev /dev --proc /proc --tmpfs /tmp --chdir /tmp \
+    --setenv LD_LIBRARY_PATH /cuda --setenv OMP_NUM_THREADS 1 --unshare-net "$@"
+}
+sandbox /bundle/bin/anneal --version >"$TMP/version.out" 2>&1
+check "anneal --version runs inside the sandbox (exit $?): $(head -c 200 "$TMP/version.out")" grep -q anneal "$TMP/version.out"
+sandbox /bundle/bin/anneal train --config /bundle/cfg.yaml >"$TMP/train.out" 2>&1
+rc=$?
+check "a CPU training step runs with only the bundle visible (exit $rc): $(tail -c 300 "$TMP/train.out" | tr '\n' ' ')" \
+  grep -Eq '^step +1/1 \| loss' "$TMP/train.out"
+finish
