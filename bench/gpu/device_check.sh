@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# bench/gpu/device_check.sh: the CUDA backend's check on a lent GPU machine (issue 18), in one call of
+# the device tool. It needs the bundle made here (scripts/gpu_bundle.sh after `make run`), carried as
+# build/release/anneal-gpu.tar.zst:
+#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.zst"], timeout_s=420)
+# Stages (--stages a,b,...; default all), each isolated — a failure is recorded and the next runs:
+#   probe     nvidia-smi, glibc, the CUDA libraries the bundle will use, PyTorch's version
+#   load      unpack the bundle, anneal --version (no fallback build yet: the slim CMake mode is not built)
+#   ceilings  device-to-device copy GB/s and an 8192^3 bf16 GEMM TFLOP/s through PyTorch (random data)
+#   parity    every cuda op against ref on this machine's CPU (the parity harness, f32 and bf16) and
+#             the elementwise tests, then the same with CUDA_FORCE_PTX_JIT=1 (the compute_80 PTX)
+#   memcheck  compute-sanitizer memcheck over the elementwise tests
+#   step      the golden config (tests/e2e/golden_test.sh) for 6 steps with train.kernels=cuda: f32
+#             losses against the CPU engine's golden ones (relative 1e-5), bf16 within 2e-2; two runs
+#             give the same hash; a resume from step 3 reaches the uninterrupted run's hash; the
+#             step-3 checkpoint comes back in $OUT (a CPU resume of it is issue 18's remaining test)
+#   bench     GPT-2 124M, B=16, T=1024, bf16: anneal against PyTorch 2.11 compiled (bench/gpu/
+#             torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak NVML process memory
+# Writes at most 8 files to $OUT (flat) and prints the summary table last.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/device_check_out}
+mkdir -p "$OUT"
+STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench}
+[ "${1:-}" = --stages ] && STAGES=$2
+BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.zst}
+B=/tmp/anneal-bundle
+declare -a SUMMARY
+note() { SUMMARY+=("$(printf '%-9s %-6s %s' "$1" "$2" "$3")"); }
+want() { [[ ",$STAGES," == *",$1,"* ]]; }
+run_stage() {  # run_stage NAME: runs stage_NAME with its output in $OUT/NAME.log; a failure is noted
+  local name=$1 t0=$SECONDS
+  want "$name" || return 0
+  echo "=== $name $(date -u +%T)"
+  if "stage_$name" >"$OUT/$name.log" 2>&1; then note "$name" ok "$(tail -1 "$OUT/$name.log") ($((SECONDS - t0)) s)"
+  else note "$name" FAIL "$(tail -1 "$OUT/$name.log") ($((SECONDS - t0)) s)"; fi
+  tail -5 "$OUT/$name.log"
+}
+
+stage_probe() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || return 1
+  ldd --version | head -1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+  for l in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
+    echo "$l: $(find / -name "$l" -not -path '*/proc/*' 2>/dev/null | head -3 | tr '\n' ' ')"
+  done
+  echo "probe: $(nvidia-smi --query-gpu=name --format=csv,noheader)"
+}
+
+stage_load() {
+  [ -f "$BUNDLE" ] || { echo "no bundle at $BUNDLE: make it with scripts/gpu_bundle.sh and carry it"; return 1; }
+  rm -rf "$B" && mkdir -p "$B"
+  python3 -c "import sys, tarfile, io, subprocess" >/dev/null
+  if command -v zstd >/dev/null; then zstd -q -d -c "$BUNDLE" | tar -C "$B" -xf -
+  else python3 - "$BUNDLE" "$B" <<'PY' || return 1
+import io, sys, tarfile
+try:
+    import zstandard
+except ImportError:
+    sys.exit("neither zstd nor python's zstandard is here: unpack impossible")
+with open(sys.argv[1], "rb") as f:
+    data = zstandard.ZstdDecompressor().stream_reader(f).read()
+tarfile.open(fileobj=io.BytesIO(data)).extractall(sys.argv[2])
+PY
+  fi
+  "$B/run.sh" anneal --version || return 1
+  echo "load: the bundle runs ($("$B/run.sh" anneal --version 2>&1 | head -1))"
+}
+
+stage_ceilings() {
+  python3 - <<'PY'
+import torch
+x = torch.empty(2 * 1024**3 // 4, device="cuda")
+y = torch.empty_like(x)
+for _ in range(3): y.copy_(x)
+s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+s.record()
+for _ in range(10): y.copy_(x)
+e.record(); torch.cuda.synchronize()
+gbs = 10 * 2 * x.numel() * 4 / (s.elapsed_time(e) / 1e3) / 1e9
+a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16); b = torch.randn_like(a)
+for _ in range(3): a @ b
+s.record()
+for _ in range(10): a @ b
+e.record(); torch.cuda.synchronize()
+tf = 10 * 2 * 8192**3 / (s.elapsed_time(e) / 1e3) / 1e12
+print(f"ceilings: copy {gbs:.0f} GB/s (read + write), bf16 GEMM 8192^3 {tf:.0f} TFLOP/s")
+PY
+}
+
+stage_parity() {
+  local rc=0
+  "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
+  "$B/run.sh" anneal_cuda_tests || rc=1
+  CUDA_FORCE_PTX_JIT=1 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
+  local n
+  n=$("$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' --gtest_list_tests | grep -c '^  ')
+  [ "$n" -gt 0 ] || { echo "parity: no cuda case ran (is the backend registered?)"; return 1; }
+  echo "parity: $n cuda parity cases and the elementwise tests, native and PTX-JIT: $([ $rc = 0 ] && echo passed || echo FAILED)"
+  return $rc
+}
+
+stage_memcheck() {
+  command -v compute-sanitizer >/dev/null || { echo "memcheck: no compute-sanitizer"; return 1; }
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$B/run.sh" anneal_cuda_tests --gtest_filter='*Convert*:*AdamW*'
+  local rc=$?
+  echo "memcheck: exit $rc"
+  return $rc
+}
+
+golden_cfg() {  # golden_cfg DTYPE CKPT
+  cat <<YAML
+model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
+data: {dir: $B/data/kjv, seq_len: 32, batch_size: 4, seed: 7}
+optim: {lr: 3.0e-3, warmup_steps: 2}
+train: {steps: 6, log_every: 1, eval_every: 3, eval_batches: 2, seed: 99, resume: auto, peak_gflops: 100,
+        kernels: cuda, dtype: $1, checkpoint_dir: $2, checkpoint_every: 3}
+dist: {timeout_s: 60}
+YAML
+}
+
+stage_step() {
+  local w=/tmp/anneal-step
+  rm -rf "$w" && mkdir -p "$w"
+  golden_cfg f32 "$w/a" >"$w/f32a.yaml"
+  golden_cfg f32 "$w/b" >"$w/f32b.yaml"
+  golden_cfg bf16 "$w/c" >"$w/bf16.yaml"
+  "$B/run.sh" anneal train --config "$w/f32a.yaml" >"$w/a.log" 2>&1 || { tail -5 "$w/a.log"; return 1; }
+  "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/b.log" 2>&1 || { tail -5 "$w/b.log"; return 1; }
+  "$B/run.sh" anneal train --config "$w/bf16.yaml" >"$w/c.log" 2>&1 || { tail -5 "$w/c.log"; return 1; }
+  # A resume from step 3: the run's step-6 checkpoint removed, run again from step 3.
+  rm -rf "$w/b/step-00000006"
+  "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/r.log" 2>&1 || { tail -5 "$w/r.log"; return 1; }
+  tar -C "$w/a" -czf "$OUT/ckpt_step3.tgz" step-00000003
+  python3 - "$w" tests/e2e/golden/runs.txt <<'PY'
+import re, sys
+w, golden = sys.argv[1], sys.argv[2]
+def losses(path):
+    return {int(m.group(1)): float.fromhex(m.group(2)) for m in re.finditer(r"^step +(\d+)/\d+ \| loss [0-9.]+ \((0x[^)]+)\)", open(path).read(), re.M)}
+def hash_of(path):
+    h = re.findall(r"state hash.*: ([0-9a-f]+)", open(path).read())
+    return h[-1] if h else None
+ref = {}
+for line in open(golden):
+    if line.startswith("single_t1 "):
+        ref = {int(k): float.fromhex(v) for k, v in (p.split(":") for p in line.split()[1][len("losses="):].split(","))}
+a, c = losses(w + "/a.log"), losses(w + "/c.log")
+f32 = max(abs(a[s] - ref[s]) / abs(ref[s]) for s in ref)
+bf = max(abs(c[s] - ref[s]) / abs(ref[s]) for s in ref)
+same = hash_of(w + "/a.log") == hash_of(w + "/b.log")
+resumed = hash_of(w + "/r.log") == hash_of(w + "/a.log")
+ok = f32 <= 1e-5 and bf <= 2e-2 and same and resumed
+print(f"step: f32 worst relative loss error {f32:.2e} (<= 1e-5), bf16 {bf:.2e} (<= 2e-2), repeat hash equal {same}, "
+      f"resume-at-3 hash equal {resumed}: {'passed' if ok else 'FAILED'}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+nvml_peak() {  # nvml_peak PID: the process's peak GPU memory (MiB) while it runs
+  local pid=$1 peak=0 m
+  while kill -0 "$pid" 2>/dev/null; do
+    m=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null | awk -F', ' -v p="$pid" '$1 == p { print $2 }')
+    [ -n "$m" ] && [ "$m" -gt "$peak" ] && peak=$m
+    sleep 0.2
+  done
+  echo "$peak"
+}
+
+stage_bench() {
+  local w=/tmp/anneal-bench
+  rm -rf "$w" && mkdir -p "$w"
+  cat >"$w/gpt2.yaml" <<YAML
+model: {preset: gpt2}
+data: {dir: $B/data/kjv, seq_len: 1024, batch_size: 16, seed: 1, verify_checksums: false}
+optim: {lr: 6.0e-4, warmup_steps: 0}
+train: {steps: 12, log_every: 1, eval_every: 0, kernels: cuda, dtype: bf16, resume: none}
+YAML
+  "$B/run.sh" anneal train --config "$w/gpt2.yaml" >"$w/anneal.log" 2>&1 &
+  local pid=$!
+  local apeak
+  apeak=$(nvml_peak $pid)
+  wait $pid || { tail -5 "$w/anneal.log"; return 1; }
+  python3 bench/gpu/torch_gpt2.py --batch 16 --seq 1024 --steps 12 --warmup 3 >"$w/torch.log" 2>&1 &
+  pid=$!
+  local tpeak
+  tpeak=$(nvml_peak $pid)
+  wait $pid || { tail -5 "$w/torch.log"; return 1; }
+  cp "$w/anneal.log" "$OUT/bench_anneal.log"
+  python3 - "$w/anneal.log" "$w/torch.log" "$apeak" "$tpeak" <<'PY'
+import re, statistics, sys
+a = open(sys.argv[1]).read()
+ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms \|", a, re.M)][3:]
+tps_a = 16 * 1024 / (statistics.median(ms) / 1e3)
+t = dict(kv.split("=") for kv in re.search(r"RESULT (.*)", open(sys.argv[2]).read()).group(1).split())
+tps_t = float(t["tokens_per_s"])
+n = int(t["params"])
+fpt = 6 * n + 6 * 12 * 768 * 1024
+print(f"bench: GPT-2 124M B=16 T=1024 bf16 — anneal {tps_a:.0f} tok/s (MFU {100 * tps_a * fpt / 989e12:.1f} %, "
+      f"{sys.argv[3]} MiB), PyTorch compiled {tps_t:.0f} tok/s (MFU {100 * tps_t * fpt / 989e12:.1f} %, {sys.argv[4]} MiB); "
+      f"ratio {tps_a / tps_t:.2f}x")
+PY
+}
+
+run_stage probe
+run_stage load
+run_stage ceilings
+run_stage parity
+run_stage memcheck
+run_stage step
+run_stage bench
+printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
+echo "=== summary"
+cat "$OUT/summary.txt"
