@@ -66,6 +66,7 @@ const KeySpec kSpecs[] = {
     {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
+    {"train.device", "cpu", "cpu | cuda: where the model trains (cuda: the CUDA backend on GPU 0, train.kernels=cuda)"},
     {"train.kernels", "cpu", "cpu | ref | cuda (a GPU: the CUDA backend, in progress — not yet checked on a device)"},
     {"train.dtype", "f32",
      "f32 | bf16: parameters, gradients and activations (bf16: fp32 master weights in the optimizer, checkpoints in "
@@ -264,9 +265,16 @@ void ReadLoop(Reader& r, LoopSection* t) {
   t->max_bad_steps = r.Int("train.max_bad_steps", 1, kBig);
   t->seed = static_cast<uint64_t>(r.Int("train.seed", 0, INT32_MAX));
   t->kernels = r.Str("train.kernels");
+  t->device = r.OneOf("train.device", {"cpu", "cuda"});
+  if (t->device == "cuda" && t->kernels == "cpu") t->kernels = "cuda";  // the default kernels follow the device
+  if (t->device == "cuda" && t->kernels != "cuda") {
+    r.Error("train.kernels = " + t->kernels + " runs on the CPU but train.device = cuda: leave train.kernels unset or "
+            "set it to cuda");
+  }
+  if (t->kernels == "cuda") t->device = "cuda";
   std::string why;
   if (t->kernels == "cuda" && !BackendByName("cuda", &why)) {
-    r.Error("train.kernels = cuda but " + why + ": train on the CPU with train.kernels=cpu");
+    r.Error("train.device = cuda but " + why + ": train on the CPU with train.device=cpu");
   } else if (!BackendByName(t->kernels)) {
     r.Error("train.kernels = '" + t->kernels + "' must be cpu, ref or cuda");
   }

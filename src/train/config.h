@@ -36,6 +36,7 @@ struct LoopSection {
   int eval_batches = 8;
   int max_bad_steps = 5;
   uint64_t seed = 1234;
+  std::string device = "cpu";  // cpu | cuda (train.device; cuda implies kernels = cuda)
   std::string kernels = "cpu";
   // The precision policy's working dtype (parameters, gradients, activations); bf16 keeps fp32
   // master weights in the optimizer.

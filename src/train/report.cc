@@ -41,7 +41,8 @@ void TrainReport::Start() {
   const TrainConfig& c = c_;
   const GptModel& model = *rt_.model;
   const int B = c.data.batch_size, T = c.data.seq_len;
-  peak_ = (c.train.peak_gflops > 0 ? c.train.peak_gflops : rt_.be->MeasurePeakGflops(DType::kF32)) * 1e9;
+  // The ceiling in the run's own dtype (the host: sgemm; a GPU: its bf16 or f32 GEMM).
+  peak_ = (c.train.peak_gflops > 0 ? c.train.peak_gflops : rt_.be->MeasurePeakGflops(c.train.dtype)) * 1e9;
   if (c.train.dtype != DType::kF32) {
     log_(std::string("precision: parameters, gradients and activations in ") + DTypeName(c.train.dtype) +
          ", fp32 master weights and Adam moments in the optimizer, checkpoints in fp32");
@@ -73,8 +74,9 @@ void TrainReport::Start() {
     }
   }
   log_(Fmt("MFU = tokens/s x FLOPs/token / (ranks x peak); FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s per rank "
-           "(%s)",
-           flops_per_token_, peak_ / 1e9, c.train.peak_gflops > 0 ? "train.peak_gflops" : "sgemm measured at start"));
+           "(%s)%s",
+           flops_per_token_, peak_ / 1e9, c.train.peak_gflops > 0 ? "train.peak_gflops" : "the GEMM measured at start",
+           c.train.device == "cuda" ? "; on a GPU also against 989 TFLOP/s (H100/H200 dense bf16)" : ""));
   // The unigram entropy of the training split (over at most its first 100M tokens): the loss of the
   // best model that ignores context, printed beside every validation loss (fastfile: not computed,
   // it would read the whole corpus).
@@ -92,9 +94,12 @@ Status TrainReport::Step(int step, double loss, const StepStats& s, double secon
   const double tps = static_cast<double>(c_.data.batch_size) * c_.data.seq_len * c_.train.grad_accum * rt_.dp / seconds;
   if (step == 1) ANNEAL_RETURN_IF_ERROR(Memory());  // the activations are allocated now
   if (step % c_.train.log_every == 0 || step == c_.train.steps) {
-    log_(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%", step,
-             c_.train.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, seconds * 1e3, tps,
-             100.0 * tps / rt_.re.world * flops_per_token_ / peak_));
+    const double mfu = 100.0 * tps / rt_.re.world * flops_per_token_ / peak_;
+    const std::string of989 = c_.train.device == "cuda"
+                                  ? Fmt(" (of 989 TFLOP/s: %.1f%%)", 100.0 * tps / rt_.re.world * flops_per_token_ / 989e12)
+                                  : std::string();
+    log_(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%%s", step,
+             c_.train.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, seconds * 1e3, tps, mfu, of989.c_str()));
   }
   return Status::Ok();
 }

@@ -21,8 +21,11 @@ check "<|endoftext|> in text is ordinary text" test "$ids" = "27 91 437 1659 523
 printf 'caf\xe9' >"$TMP/latin1.txt"
 # No GPU here: the CUDA backend is refused before any work, naming why and the fix.
 if ! nvidia-smi -L >/dev/null 2>&1; then
-  expect_exit "train.kernels=cuda without a GPU is exit 2 naming the reason and the fix" 2 \
-    "train.kernels = cuda but .*train.kernels=cpu" "$ANNEAL" train --config examples/kjv_tiny.yaml --set train.kernels=cuda
+  expect_exit "train.device=cuda without a GPU is exit 2 naming the reason and the fix" 2 \
+    "train.device = cuda but .*train.device=cpu" "$ANNEAL" train --config examples/kjv_tiny.yaml --set train.device=cuda
+  expect_exit "train.device=cuda with train.kernels=ref is exit 2 naming both keys" 2 \
+    "train.kernels = ref runs on the CPU but train.device = cuda" \
+    "$ANNEAL" train --config examples/kjv_tiny.yaml --set train.device=cuda --set train.kernels=ref
 else
   echo "SKIP (not counted as passed): train.kernels=cuda without a GPU — this machine has one"
 fi
