@@ -67,6 +67,15 @@ Status MakeLayout(cublasLtMatrixLayout_t* l, cudaDataType_t type, int64_t rows, 
   return Status::Ok();
 }
 
+// The largest power of two (up to 256) dividing the address: cuBLASLt's heuristic assumes 256-byte
+// aligned operands unless told otherwise, and parameters live at any float offset of a flat buffer.
+uint32_t AlignmentOf(const void* p) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  uint32_t al = 256;
+  while (al > 1 && (a % al) != 0) al /= 2;
+  return al;
+}
+
 }  // namespace
 
 Status Gemms::Run(cudaStream_t s, const cudagemm::GemmArgs& g, Elem t, const void* A, const void* B, void* C,
@@ -89,8 +98,12 @@ Status Gemms::Run(cudaStream_t s, const cudagemm::GemmArgs& g, Elem t, const voi
   ANNEAL_RETURN_IF_ERROR(MakeLayout(&l.a, type, g.transa ? g.k : g.m, g.transa ? g.m : g.k, g.lda, batch, batch.stride_a));
   ANNEAL_RETURN_IF_ERROR(MakeLayout(&l.b, type, g.transb ? g.n : g.k, g.transb ? g.k : g.n, g.ldb, batch, batch.stride_b));
   ANNEAL_RETURN_IF_ERROR(MakeLayout(&l.c, type, g.m, g.n, g.ldc, batch, batch.stride_c));
+  const uint32_t al_a = AlignmentOf(A), al_b = AlignmentOf(B), al_c = AlignmentOf(C),
+                 al_bias = with_bias ? AlignmentOf(bias) : 256u;
+  const uint32_t aligns = (al_a << 24) | (al_b << 16) | (al_c << 8) | (al_bias == 256 ? 0u : al_bias);
   const Key key{g.transa, g.transb, g.m,           g.n,            g.k,            g.lda,          g.ldb, g.ldc,
-                static_cast<int>(t), with_bias, batch.count, batch.stride_a, batch.stride_b, batch.stride_c, g.beta != 0};
+                static_cast<int>(t), with_bias, batch.count, batch.stride_a, batch.stride_b, batch.stride_c, g.beta != 0,
+                aligns};
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -100,6 +113,13 @@ Status Gemms::Run(cudaStream_t s, const cudagemm::GemmArgs& g, Elem t, const voi
       ANNEAL_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.p));
       ANNEAL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                &workspace_bytes_, sizeof(workspace_bytes_)));
+      // The operands' real alignment, so the algorithm chosen can read them.
+      for (auto [attr, al] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a},
+                              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b},
+                              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_c},
+                              {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_c}}) {
+        ANNEAL_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.p, attr, &al, sizeof(al)));
+      }
       cublasLtMatmulHeuristicResult_t result{};
       int found = 0;
       ANNEAL_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, desc.d, l.a, l.b, l.c, l.c, pref.p, 1, &result, &found));

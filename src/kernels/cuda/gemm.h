@@ -37,7 +37,7 @@ class Gemms {
 
  private:
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int64_t,
-                         int64_t, int64_t, bool>;
+                         int64_t, int64_t, bool, uint32_t>;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 32u << 20;
