@@ -3,6 +3,8 @@
 // offset start (the unaligned scalar path). Without a GPU every test reports skipped (label
 // needs-gpu), never passed.
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/rows.h"
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -151,6 +153,24 @@ TEST(CudaElementwiseTest, AdamWMatchesTheReferenceAndWritesTheWorkingCopy) {
   }
   const std::vector<float> master = dp.Get(), w = work.Get();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], RoundToBf16(master[i])) << i;
+}
+
+// The deterministic sum of squares: the device's result equals the host's reproduction of its order
+// (kernels/cuda/launch.h ChunkedSumSquaresOnHost) bit for bit, and is the same on every run.
+TEST(CudaElementwiseTest, SumSquaresIsTheHostReproducibleOrderBitForBit) {
+  NEED_GPU();
+  const cuda::Device1D d{};
+  cuda::Scratch scratch;
+  for (size_t n : {1u, 1000u, 65536u, 65537u, 3000017u}) {
+    const std::vector<float> g = Random(n, 77 + n);
+    DeviceVec dg(Elem::kF32, g, 0);
+    double a = 0, b = 0;
+    ASSERT_TRUE(cuda::SumSquares(d, Elem::kF32, dg.p(), n, scratch, &a).ok());
+    ASSERT_TRUE(cuda::SumSquares(d, Elem::kF32, dg.p(), n, scratch, &b).ok());
+    const double host = cudalaunch::ChunkedSumSquaresOnHost(n, [&](size_t i) { return g[i]; });
+    EXPECT_EQ(a, host) << n;
+    EXPECT_EQ(a, b) << n;
+  }
 }
 
 }  // namespace

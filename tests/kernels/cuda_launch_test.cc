@@ -83,5 +83,16 @@ TEST(CudaLaunchTest, ChunkedSumCoversAndItsOrderIsReproducible) {
   EXPECT_EQ(v[1], 20.0f);                    // (2+6)+(4+8): the order is the one written down
 }
 
+TEST(CudaLaunchTest, TheHostReproductionOfTheSumOfSquaresIsExactEnough) {
+  for (size_t n : {1u, 7u, 65536u, 200003u}) {
+    std::vector<float> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7919) % 1000) / 250.0f - 2.0f;
+    double exact = 0;
+    for (float x : v) exact += static_cast<double>(x) * x;
+    const double got = ChunkedSumSquaresOnHost(n, [&](size_t i) { return v[i]; });
+    EXPECT_NEAR(got, exact, 1e-12 * exact) << n;
+  }
+}
+
 }  // namespace
 }  // namespace anneal

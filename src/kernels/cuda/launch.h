@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cuda/math.cuh"
 
@@ -95,6 +96,28 @@ ANNEAL_HD T TreeOrder(T* v, uint32_t count) {
     for (uint32_t i = 0; i < half; ++i) v[i] += v[i + half];
   }
   return v[0];
+}
+
+// The host's reproduction of the device's sum of squares (rows.cu SumSquaresChunks, then the blocks
+// in order): the same additions in the same order, so the two agree bit for bit. x(i) reads element i
+// as fp32 (a bf16 value widened).
+template <class Read>
+double ChunkedSumSquaresOnHost(size_t n, Read x) {
+  const ChunkedSum plan = PlanChunkedSum(n);
+  double total = 0;
+  std::vector<double> partial(plan.threads);
+  for (uint32_t b = 0; b < plan.blocks(); ++b) {
+    for (uint32_t t = 0; t < plan.threads; ++t) {
+      double a = 0;
+      plan.Visit(b, t, [&](size_t i) {
+        const double v = x(i);
+        a += v * v;
+      });
+      partial[t] = a;
+    }
+    total += TreeOrder(partial.data(), plan.threads);
+  }
+  return total;
 }
 
 }  // namespace anneal::cudalaunch

@@ -253,7 +253,7 @@ __global__ void SumSquaresChunks(cudalaunch::ChunkedSum plan, const void* g, dou
   double a = 0;
   plan.Visit(blockIdx.x, threadIdx.x, [&](size_t i) {
     const double x = Ld<T>(g, static_cast<int64_t>(i));
-    a += x * x;
+    a = __dadd_rn(a, __dmul_rn(x, x));  // never fused into an FMA: the host reproduces this order exactly
   });
   const double s = BlockSum<double>(a);
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
