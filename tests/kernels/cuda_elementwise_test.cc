@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "testing/numeric.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -19,6 +21,9 @@
 namespace anneal {
 namespace {
 
+using testing::NormErr;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return testing::RandomNormal(n, seed, scale); }
+
 using cuda::Elem;
 
 bool HaveGpu() {
@@ -28,24 +33,6 @@ bool HaveGpu() {
 
 #define NEED_GPU() \
   if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: this test needs a GPU"
-
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-double NormErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 
 // Device copies of host fp32 values in dtype t, `offset` elements into the allocation.
 struct DeviceVec {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/numeric.h"
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -12,6 +14,9 @@
 
 namespace anneal {
 namespace {
+
+using testing::NormErr;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return testing::RandomNormal(n, seed, scale); }
 
 using namespace cudagemm;
 
@@ -28,14 +33,6 @@ void HostGemm(const GemmArgs& g, const float* A, const float* B, float* C) {
       C[i + j * g.ldc] = static_cast<float>(g.alpha * s + g.beta * C[i + j * g.ldc]);
     }
   }
-}
-
-std::vector<float> Random(size_t n, uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
 }
 
 double MaxRel(const std::vector<float>& a, const std::vector<float>& b) {

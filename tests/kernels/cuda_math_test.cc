@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/numeric.h"
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -16,26 +18,10 @@
 namespace anneal {
 namespace {
 
+using testing::NormErr;
+std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return testing::RandomNormal(n, seed, scale); }
+
 using namespace cudamath;
-
-std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-// ||a - b|| / ||b||
-double NormErr(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i])) return INFINITY;
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-300));
-}
 
 TEST(CudaMathTest, Bf16RoundingIsTheDtypeConversionBitForBit) {
   std::vector<float> xs = Random(200000, 1, 3.0f);
