@@ -103,6 +103,10 @@ class Backend {
   virtual int Threads() const = 0;
 
   // ---- ops ----
+  // Operands are of the compute dtype (f32 or bf16) except: token ids and targets i32; the
+  // statistics — LayerNorm's mean and rstd, attention's lse and decode scores, the losses — f32;
+  // the vocabulary-parallel loss statistics f64; AdamW's p, m and v f32 (the fp32 masters and
+  // moments; g is of the compute dtype).
   // out (B,T,C) = wte[tokens] + wpe[t]; tokens (B,T) i32.
   virtual void EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) = 0;
   // dwte[tokens] += dout; dwpe[t] += dout.

@@ -40,16 +40,19 @@ const int32_t* I32(const TV& v) { return static_cast<const int32_t*>(v.data()); 
 class CudaAllocator : public Allocator {
  public:
   explicit CudaAllocator(int index) : index_(index) {}
+  // The backend's stream: allocations are zeroed on it, ordered before the work that uses them.
+  void set_stream(cudaStream_t s) { stream_ = s; }
   Device device() const override { return Device::Cuda(index_); }
   Result<void*> Allocate(size_t bytes, const std::string& what) override {
     void* p = nullptr;
     const cudaError_t e = cudaMalloc(&p, bytes);
     if (e != cudaSuccess) {
+      cudaGetLastError();  // not left pending for the next launch's check
       return Status(Code::kInternal, "out of GPU memory allocating " + what + " (" + std::to_string(bytes) +
                                          " bytes): " + cudaGetErrorString(e) +
                                          "; use train.recompute=selective or full, or a smaller data.batch_size");
     }
-    const cudaError_t z = cudaMemset(p, 0, bytes);  // zeroed, as every allocator of the runtime
+    const cudaError_t z = cudaMemsetAsync(p, 0, bytes, stream_);  // zeroed, as every allocator of the runtime
     if (z != cudaSuccess) return cuda::CudaStatus(z, "cudaMemset", __FILE__, __LINE__);
     return p;
   }
@@ -57,12 +60,14 @@ class CudaAllocator : public Allocator {
 
  private:
   int index_;
+  cudaStream_t stream_ = nullptr;
 };
 
 class CudaBackend : public Backend {
  public:
   CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
     MUST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    alloc_.set_stream(stream_);
     events_.resize(4096);
     for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     d_.stream = stream_;
@@ -79,9 +84,11 @@ class CudaBackend : public Backend {
   bool Supports(Op, DType t) const override { return t == DType::kF32 || t == DType::kBF16; }
   Allocator& allocator() override { return alloc_; }
   void CopyFromHost(const TV& dst, const void* src, const Stream& s) override {
+    if (!dst.contiguous()) Must(Internal("CopyFromHost into a strided view: " + dst.ToString()));
     MUST_CUDA(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, S(s)));
   }
   void CopyToHost(void* dst, const TV& src, const Stream& s) override {
+    if (!src.contiguous()) Must(Internal("CopyToHost from a strided view: " + src.ToString()));
     MUST_CUDA(cudaMemcpyAsync(dst, src.data(), src.bytes(), cudaMemcpyDeviceToHost, S(s)));
   }
   Stream DefaultStream() override { return Stream{stream_, device()}; }
@@ -128,7 +135,7 @@ class CudaBackend : public Backend {
   void LayerNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& db, const TV& dout, const TV& inp,
                          const TV& w, const TV& mean, const TV& rstd) override {
     Must(cuda::LayerNormBackward(D(s), E(inp.dtype()), dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
-                                 w.data(), mean.f32(), rstd.f32(), RowsOf(inp), Cols(inp)));
+                                 w.data(), mean.f32(), rstd.f32(), RowsOf(inp), Cols(inp), scratch_));
   }
   void ResidualLayerNormForward(const Stream& s, const TV& resid, const TV& out, const TV& mean, const TV& rstd,
                                 const TV& a, const TV& b, const TV& w, const TV& bias) override {
@@ -140,8 +147,11 @@ class CudaBackend : public Backend {
   void LinearForward(const Stream& s, const TV& out, const TV& inp, const TV& w, const TV& bias,
                      const TV& gelu_out) override {
     const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
-    const cudagemm::GemmArgs g = cudagemm::ForwardArgs(N, C, OC, !bias.empty(), false);
-    Must(gemms_.Run(S(s), g, E(inp.dtype()), w.data(), inp.data(), out.data(), bias.empty() ? nullptr : bias.data()));
+    // cuBLASLt's bias epilogue wants an aligned bias; a bias at an odd offset is added by a kernel.
+    const bool epilogue = !bias.empty() && (reinterpret_cast<uintptr_t>(bias.data()) % 16) == 0;
+    const cudagemm::GemmArgs g = cudagemm::ForwardArgs(N, C, OC, epilogue, false);
+    Must(gemms_.Run(S(s), g, E(inp.dtype()), w.data(), inp.data(), out.data(), epilogue ? bias.data() : nullptr));
+    if (!bias.empty() && !epilogue) Must(cuda::BiasAdd(D(s), E(out.dtype()), out.data(), bias.data(), N, OC));
     if (!gelu_out.empty()) Must(cuda::Gelu(D(s), E(out.dtype()), gelu_out.data(), out.data(), out.numel()));
   }
   void LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp,
@@ -150,7 +160,7 @@ class CudaBackend : public Backend {
     const Elem t = E(dout.dtype());
     if (!dinp.empty()) Must(gemms_.Run(S(s), cudagemm::InputGradArgs(N, C, OC), t, w.data(), dout.data(), dinp.data()));
     if (!dw.empty()) Must(gemms_.Run(S(s), cudagemm::WeightGradArgs(N, C, OC), t, inp.data(), dout.data(), dw.data()));
-    if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC));
+    if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC, scratch_));
   }
   void BiasAdd(const Stream& s, const TV& out, const TV& bias) override {
     Must(cuda::BiasAdd(D(s), E(out.dtype()), out.data(), bias.data(), RowsOf(out), Cols(out)));
@@ -161,13 +171,15 @@ class CudaBackend : public Backend {
                         int H) override;
   void AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout, const TV& q,
                          const TV& k, const TV& v, const TV& out, const TV& lse, int H) override;
-  void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache, const TV&,
-                       int H) override {
+  void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
+                       const TV& scores, int H) override {
     const int64_t rows = kcache.dim(0);
-    auto p = decode_scratch_.Get(static_cast<size_t>(std::max<int64_t>(1, rows)) * sizeof(float));
-    Must(p.status());
+    if (scores.dtype() != DType::kF32 || scores.numel() < rows) {
+      Must(Internal("AttentionDecode's scores must be f32 of at least " + std::to_string(rows) + " floats: " +
+                    scores.ToString()));
+    }
     Must(cuda::AttentionDecode(D(s), E(q.dtype()), out.data(), q.data(), kcache.data(), kcache.stride(0),
-                               vcache.data(), vcache.stride(0), rows, q.numel(), H, static_cast<float*>(*p)));
+                               vcache.data(), vcache.stride(0), rows, q.numel(), H, scores.f32()));
   }
 
   // ---- elementwise ----
@@ -219,6 +231,7 @@ class CudaBackend : public Backend {
                      lr, beta1, beta2, eps, wd, t));
   }
   void Zero(const Stream& s, const TV& x) override {
+    if (x.empty()) return;
     if (!x.contiguous()) Must(Internal("Zero of a strided view on the CUDA backend: " + x.ToString()));
     MUST_CUDA(cudaMemsetAsync(x.data(), 0, x.bytes(), S(s)));
   }
@@ -239,7 +252,7 @@ class CudaBackend : public Backend {
   size_t next_event_ = 0;
   cuda::Device1D d_;
   cuda::Gemms gemms_;
-  cuda::Scratch scratch_, attn_scratch_, decode_scratch_;
+  cuda::Scratch scratch_, attn_scratch_;
 };
 
 void* CudaBackend::AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int copies_btc, int copies_scores) {
@@ -312,7 +325,9 @@ void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk,
 }
 
 void CudaBackend::Copy(const Stream& s, const TV& dst, const TV& src) {
-  if (dst.numel() != src.numel()) Must(Internal("Copy of " + src.ToString() + " into " + dst.ToString()));
+  if (dst.numel() != src.numel() || dst.ndim() != src.ndim()) {
+    Must(Internal("Copy of " + src.ToString() + " into " + dst.ToString()));
+  }
   if (dst.dtype() != src.dtype()) {
     if (!dst.contiguous() || !src.contiguous()) Must(Internal("a converting Copy of strided views: " + src.ToString()));
     Must(cuda::Convert(D(s), E(dst.dtype()), dst.data(), E(src.dtype()), src.data(), static_cast<size_t>(src.numel())));
@@ -324,7 +339,7 @@ void CudaBackend::Copy(const Stream& s, const TV& dst, const TV& src) {
   }
   int64_t shape[4], ds[4], ss[4];
   for (int i = 0; i < dst.ndim(); ++i) shape[i] = dst.dim(i), ds[i] = dst.stride(i), ss[i] = src.stride(i);
-  Must(cuda::StridedCopy(D(s), E(dst.dtype()), dst.data(), ds, src.data(), ss, shape, dst.ndim()));
+  Must(cuda::StridedCopy(D(s), SizeOf(dst.dtype()), dst.data(), ds, src.data(), ss, shape, dst.ndim()));
 }
 
 // A square GEMM of 4096 (bf16) or 2048 (f32), timed with events after warm-ups: the best of 5.

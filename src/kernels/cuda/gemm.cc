@@ -100,7 +100,12 @@ Status Gemms::Run(cudaStream_t s, const cudagemm::GemmArgs& g, Elem t, const voi
   ANNEAL_RETURN_IF_ERROR(MakeLayout(&l.c, type, g.m, g.n, g.ldc, batch, batch.stride_c));
   const uint32_t al_a = AlignmentOf(A), al_b = AlignmentOf(B), al_c = AlignmentOf(C),
                  al_bias = with_bias ? AlignmentOf(bias) : 256u;
-  const uint32_t aligns = (al_a << 24) | (al_b << 16) | (al_c << 8) | (al_bias == 256 ? 0u : al_bias);
+  auto log2 = [](uint32_t v) {
+    uint32_t l = 0;
+    while (v > 1) v >>= 1, ++l;
+    return l;
+  };
+  const uint32_t aligns = (log2(al_a) << 12) | (log2(al_b) << 8) | (log2(al_c) << 4) | log2(al_bias);
   const Key key{g.transa, g.transb, g.m,           g.n,            g.k,            g.lda,          g.ldb, g.ldc,
                 static_cast<int>(t), with_bias, batch.count, batch.stride_a, batch.stride_b, batch.stride_c, g.beta != 0,
                 aligns};

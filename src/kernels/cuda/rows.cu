@@ -19,7 +19,11 @@ Result<void*> Scratch::Get(size_t bytes) {
   if (p_) ANNEAL_CUDA_CHECK(cudaFree(p_));
   p_ = nullptr;
   bytes_ = 0;
-  ANNEAL_CUDA_CHECK(cudaMalloc(&p_, bytes));
+  if (const cudaError_t e = cudaMalloc(&p_, bytes); e != cudaSuccess) {
+    p_ = nullptr;
+    cudaGetLastError();  // not left pending for the next launch's check
+    return CudaStatus(e, "cudaMalloc (scratch)", __FILE__, __LINE__);
+  }
   bytes_ = bytes;
   return p_;
 }
@@ -157,18 +161,37 @@ __global__ void LnBackwardRows(cudalaunch::Rows r, void* dinp, const void* dout,
   }
 }
 
-// Per column, the rows in order: dw += sum dout * xhat, db += sum dout.
+// Column sums over rows, deterministic and parallel in two passes: block (x, y) sums rows
+// [y * kRowChunk, (y + 1) * kRowChunk) of its columns into partial row y (one thread per column,
+// rows in order); the second pass adds the chunks' partials in chunk order. With inp given, the
+// first sum is of dout * xhat (LayerNorm's dw) and the second of dout (db); without, only dout.
+constexpr int64_t kRowChunk = 128;
+
 template <class T>
-__global__ void LnBackwardColumns(int64_t N, int64_t C, void* dw, void* db, const void* dout, const void* inp,
-                                  const float* mean, const float* rstd) {
+__global__ void ColumnPartials(int64_t N, int64_t C, const void* dout, const void* inp, const float* mean,
+                               const float* rstd, float* pw, float* pb) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowChunk, r1 = r0 + kRowChunk < N ? r0 + kRowChunk : N;
+  float aw = 0, ab = 0;
+  for (int64_t n = r0; n < r1; ++n) {
+    const float d = Ld<T>(dout, n * C + c);
+    if (inp) aw += d * (Ld<T>(inp, n * C + c) - mean[n]) * rstd[n];
+    ab += d;
+  }
+  if (pw) pw[blockIdx.y * C + c] = aw;
+  pb[blockIdx.y * C + c] = ab;
+}
+
+template <class T>
+__global__ void ColumnFinish(int64_t chunks, int64_t C, void* dw, void* db, const float* pw, const float* pb) {
   ANNEAL_GRID_STRIDE(c, C) {
     float aw = 0, ab = 0;
-    for (int64_t n = 0; n < N; ++n) {
-      const float d = Ld<T>(dout, n * C + c);
-      aw += d * (Ld<T>(inp, n * C + c) - mean[n]) * rstd[n];
-      ab += d;
+    for (int64_t k = 0; k < chunks; ++k) {
+      if (pw) aw += pw[k * C + c];
+      ab += pb[k * C + c];
     }
-    St<T>(dw, c, Ld<T>(dw, c) + aw);
+    if (dw) St<T>(dw, c, Ld<T>(dw, c) + aw);
     St<T>(db, c, Ld<T>(db, c) + ab);
   }
 }
@@ -176,15 +199,6 @@ __global__ void LnBackwardColumns(int64_t N, int64_t C, void* dw, void* db, cons
 template <class T>
 __global__ void BiasAddKernel(int64_t N, int64_t OC, void* out, const void* bias) {
   ANNEAL_GRID_STRIDE(i, N * OC) { St<T>(out, i, Ld<T>(out, i) + Ld<T>(bias, i % OC)); }
-}
-
-template <class T>
-__global__ void ColumnSums(int64_t N, int64_t OC, void* dbias, const void* dout) {
-  ANNEAL_GRID_STRIDE(c, OC) {
-    float a = 0;
-    for (int64_t n = 0; n < N; ++n) a += Ld<T>(dout, n * OC + c);
-    St<T>(dbias, c, Ld<T>(dbias, c) + a);
-  }
 }
 
 // ---- losses ----
@@ -454,15 +468,32 @@ Status LayerNormForward(const Device1D& d, Elem t, void* out, float* mean, float
   return Status::Ok();
 }
 
+namespace {
+
+// dw += column sums of dout * xhat (when inp is given), db += column sums of dout.
+Status ColumnSumsInto(const Device1D& d, Elem t, void* dw, void* db, const void* dout, const void* inp,
+                      const float* mean, const float* rstd, int64_t N, int64_t C, Scratch& scratch) {
+  const int64_t chunks = (N + kRowChunk - 1) / kRowChunk;
+  if (chunks > 65535) return Internal("column sums over " + std::to_string(N) + " rows: more than 65535 chunks");
+  ANNEAL_ASSIGN_OR_RETURN(void* p, scratch.Get(2 * static_cast<size_t>(chunks * C) * sizeof(float)));
+  float* pb = static_cast<float*>(p);
+  float* pw = inp ? pb + chunks * C : nullptr;
+  const dim3 grid(static_cast<uint32_t>((C + kThreads - 1) / kThreads), static_cast<uint32_t>(chunks));
+  ANNEAL_LAUNCH_T(t, ColumnPartials, grid, kThreads, d.stream, N, C, dout, inp, mean, rstd, pw, pb);
+  ANNEAL_LAUNCH_T(t, ColumnFinish, GridFor(C, d.sms), kThreads, d.stream, chunks, C, dw, db, pw, pb);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status LayerNormBackward(const Device1D& d, Elem t, void* dinp, void* dw, void* db, const void* dout, const void* inp,
-                         const void* w, const float* mean, const float* rstd, int64_t N, int64_t C) {
+                         const void* w, const float* mean, const float* rstd, int64_t N, int64_t C, Scratch& scratch) {
   if (N == 0) return Status::Ok();
   cudalaunch::Rows r;
   r.rows = N;
   r.cols = C;
   ANNEAL_LAUNCH_T(t, LnBackwardRows, r.blocks(), r.threads(), d.stream, r, dinp, dout, inp, w, mean, rstd);
-  ANNEAL_LAUNCH_T(t, LnBackwardColumns, GridFor(C, d.sms), kThreads, d.stream, N, C, dw, db, dout, inp, mean, rstd);
-  return Status::Ok();
+  return ColumnSumsInto(d, t, dw, db, dout, inp, mean, rstd, N, C, scratch);
 }
 
 Status BiasAdd(const Device1D& d, Elem t, void* out, const void* bias, int64_t N, int64_t OC) {
@@ -471,10 +502,9 @@ Status BiasAdd(const Device1D& d, Elem t, void* out, const void* bias, int64_t N
   return Status::Ok();
 }
 
-Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_t N, int64_t OC) {
-  if (OC == 0) return Status::Ok();
-  ANNEAL_LAUNCH_T(t, ColumnSums, GridFor(OC, d.sms), kThreads, d.stream, N, OC, dbias, dout);
-  return Status::Ok();
+Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_t N, int64_t OC, Scratch& scratch) {
+  if (OC == 0 || N == 0) return Status::Ok();
+  return ColumnSumsInto(d, t, nullptr, dbias, dout, nullptr, nullptr, nullptr, N, OC, scratch);
 }
 
 Status CrossEntropy(const Device1D& d, Elem t, void* logits, float* losses, const int32_t* targets, int64_t N,
@@ -568,7 +598,7 @@ Status AddPositions(const Device1D& d, Elem t, void* out, const void* wpe, int64
   return Status::Ok();
 }
 
-Status StridedCopy(const Device1D& d, Elem t, void* dst, const int64_t* dst_strides, const void* src,
+Status StridedCopy(const Device1D& d, size_t elem_bytes, void* dst, const int64_t* dst_strides, const void* src,
                    const int64_t* src_strides, const int64_t* shape, int ndim) {
   if (ndim < 1 || ndim > 4) return Internal("StridedCopy: " + std::to_string(ndim) + " dimensions (at most 4)");
   Strides4 s{};
@@ -581,7 +611,17 @@ Status StridedCopy(const Device1D& d, Elem t, void* dst, const int64_t* dst_stri
     n *= shape[k];
   }
   if (n == 0) return Status::Ok();
-  ANNEAL_LAUNCH_T(t, StridedCopyKernel, GridFor(n, d.sms), kThreads, d.stream, n, s, dst, src);
+  const uint32_t grid = GridFor(n, d.sms);
+  if (elem_bytes == 2) {
+    StridedCopyKernel<uint16_t><<<grid, kThreads, 0, d.stream>>>(n, s, dst, src);
+  } else if (elem_bytes == 4) {
+    StridedCopyKernel<uint32_t><<<grid, kThreads, 0, d.stream>>>(n, s, dst, src);
+  } else if (elem_bytes == 8) {
+    StridedCopyKernel<uint64_t><<<grid, kThreads, 0, d.stream>>>(n, s, dst, src);
+  } else {
+    return Internal("StridedCopy of " + std::to_string(elem_bytes) + "-byte elements");
+  }
+  ANNEAL_CUDA_LAUNCHED("StridedCopyKernel");
   return Status::Ok();
 }
 

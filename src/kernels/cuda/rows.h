@@ -33,11 +33,11 @@ Status LayerNormForward(const Device1D& d, Elem t, void* out, float* mean, float
                         const void* ra = nullptr, const void* rb = nullptr);
 // dinp += ..., dw += ..., db += ...
 Status LayerNormBackward(const Device1D& d, Elem t, void* dinp, void* dw, void* db, const void* dout, const void* inp,
-                         const void* w, const float* mean, const float* rstd, int64_t N, int64_t C);
+                         const void* w, const float* mean, const float* rstd, int64_t N, int64_t C, Scratch& scratch);
 // out (N,OC) += bias on every row.
 Status BiasAdd(const Device1D& d, Elem t, void* out, const void* bias, int64_t N, int64_t OC);
 // dbias (OC) += column sums of dout (N,OC), rows in order.
-Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_t N, int64_t OC);
+Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_t N, int64_t OC, Scratch& scratch);
 // The fused softmax + cross-entropy of kernels' contract (tensor/backend.h CrossEntropy); *sum gets
 // the losses' sum in row order (host, double).
 Status CrossEntropy(const Device1D& d, Elem t, void* logits, float* losses, const int32_t* targets, int64_t N,
@@ -63,8 +63,8 @@ Status VocabEmbeddingBackward(const Device1D& d, Elem t, void* dwte_slice, void*
                               Scratch& scratch);
 // out (R,C) += wpe[(row0 + n) % T]
 Status AddPositions(const Device1D& d, Elem t, void* out, const void* wpe, int64_t R, int64_t C, int64_t row0, int T);
-// dst = src of equal dtype through up-to-4-D strides (elements), shape[] and both stride sets given.
-Status StridedCopy(const Device1D& d, Elem t, void* dst, const int64_t* dst_strides, const void* src,
+// dst = src of equal dtype (elements of elem_bytes: 2, 4 or 8) through up-to-4-D strides (elements).
+Status StridedCopy(const Device1D& d, size_t elem_bytes, void* dst, const int64_t* dst_strides, const void* src,
                    const int64_t* src_strides, const int64_t* shape, int ndim);
 
 // Attention, path 1 (the device's reference): per (batch, head) products through cuBLASLt
