@@ -2,7 +2,7 @@
 # scripts/gpu_bundle.sh: packs anneal for a machine that has a GPU, the CUDA libraries and glibc but
 # none of our Debian libraries (the lent H200: ../shared/PEERS.md, issue 18):
 #   bin/anneal, bin/anneal_unit_tests, bin/anneal_cuda_tests   (RPATH $ORIGIN/../lib)
-#   lib/        every shared library they need except glibc, libstdc++/libgcc_s and the CUDA
+#   lib/        libanneal_cuda.so (the CUDA backend's plugin) and every shared library they need except glibc, libstdc++/libgcc_s and the CUDA
 #               libraries (libcudart, libcublas*, libnccl, libcuda: the device's own), found with ldd
 #   data/kjv/   the prepared demo corpus (the device check's training step)
 #   run.sh      puts the device's CUDA libraries (its CUDA toolkit, or the nvidia pip packages of
@@ -22,14 +22,18 @@ done
 bins=("$BUILD/src/anneal" "$BUILD/tests/anneal_unit_tests")
 [ -x "$BUILD/tests/anneal_cuda_tests" ] && bins+=("$BUILD/tests/anneal_cuda_tests")
 for b in "${bins[@]}"; do [ -x "$b" ] || { echo "gpu_bundle: $b is not built: cmake --build $BUILD" >&2; exit 2; }; done
+plugin=$BUILD/src/libanneal_cuda.so  # the CUDA backend, dlopened from lib/ on the first use of cuda
+[ -f "$plugin" ] || echo "gpu_bundle: no $plugin (this build has no CUDA kernels): the bundle trains on the CPU only" >&2
 [ -f "$DATA/dataset.json" ] || { echo "gpu_bundle: $DATA is not a prepared dataset: make run (or anneal prep) first" >&2; exit 2; }
 STAGE=$(mktemp -d /tmp/anneal_bundle.XXXXXX)
 trap 'rm -rf "$STAGE"' EXIT
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/data"
 # glibc's libraries, the C++ runtime and the CUDA libraries stay the device's.
 keep_out='^(linux-vdso|ld-linux|libc\.so|libm\.so|libmvec|libpthread|libdl\.so|librt\.so|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libnccl|libnvrtc|libnvJitLink)'
-for b in "${bins[@]}"; do
-  cp "$b" "$STAGE/bin/"
+scan=("${bins[@]}")
+[ -f "$plugin" ] && cp "$plugin" "$STAGE/lib/" && scan+=("$plugin")
+for b in "${scan[@]}"; do
+  [ "$b" = "$plugin" ] || cp "$b" "$STAGE/bin/"
   ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | while read -r soname path; do
     if ! [[ $soname =~ $keep_out ]] && [ ! -f "$STAGE/lib/$soname" ]; then cp -L "$path" "$STAGE/lib/$soname"; fi
   done

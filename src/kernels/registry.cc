@@ -5,7 +5,10 @@
 
 #include "kernels/host_backend.h"
 #if defined(ANNEAL_WITH_CUDA_KERNELS)
-#include "kernels/cuda/cuda_backend.h"
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include "kernels/cuda/plugin.h"
 #endif
 
 namespace anneal {
@@ -30,12 +33,43 @@ Registry& Reg() {
 }
 }  // namespace
 
+#if defined(ANNEAL_WITH_CUDA_KERNELS)
+// The CUDA plugin (kernels/cuda/plugin.h), loaded once: next to the executable, in ../lib (the GPU
+// bundle) or ../src (the tests of a build tree), else wherever the dynamic loader finds it.
+void* CudaPlugin(std::string* why) {
+  static void* handle = [] {
+    char exe[4096] = {0};
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
+    dir = dir.substr(0, dir.find_last_of('/') + 1);
+    for (const std::string& p : {dir + kCudaPluginFile, dir + "../lib/" + kCudaPluginFile,
+                                 dir + "../src/" + kCudaPluginFile, std::string(kCudaPluginFile)}) {
+      if (void* h = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    }
+    return static_cast<void*>(nullptr);
+  }();
+  if (!handle && why) {
+    const char* e = ::dlerror();
+    *why = std::string("the CUDA plugin ") + kCudaPluginFile + " did not load (" + (e ? e : "not found") +
+           "): install the CUDA 13 runtime and cuBLAS, or keep the plugin beside the anneal binary";
+  }
+  return handle;
+}
+#endif
+
 // The CUDA backend, made once on the first lookup of "cuda" (r.mu held).
 void TryCuda(Registry& r) {
   if (r.cuda_tried) return;
   r.cuda_tried = true;
 #if defined(ANNEAL_WITH_CUDA_KERNELS)
-  std::unique_ptr<Backend> b = MakeCudaBackend(0, &r.cuda_why);
+  void* h = CudaPlugin(&r.cuda_why);
+  if (!h) return;
+  auto make = reinterpret_cast<MakeCudaBackendFn>(::dlsym(h, kMakeCudaBackendSymbol));
+  if (!make) {
+    r.cuda_why = std::string("the CUDA plugin has no ") + kMakeCudaBackendSymbol;
+    return;
+  }
+  std::unique_ptr<Backend> b(make(0, &r.cuda_why));
   if (b) {
     r.order.push_back(b.get());
     r.owned.push_back(std::move(b));
@@ -56,7 +90,11 @@ Backend* BackendByName(const std::string& name, std::string* why) {
 
 bool CudaDevicePresent() {
 #if defined(ANNEAL_WITH_CUDA_KERNELS)
-  return CudaDeviceCount() > 0;
+  // No NVIDIA device node: no GPU, and no need to load the plugin (and cuBLASLt) to learn it.
+  if (::access("/dev/nvidiactl", F_OK) != 0 && ::access("/dev/nvidia0", F_OK) != 0) return false;
+  void* h = CudaPlugin(nullptr);
+  auto count = h ? reinterpret_cast<CudaDeviceCountFn>(::dlsym(h, kCudaDeviceCountSymbol)) : nullptr;
+  return count && count() > 0;
 #else
   return false;
 #endif

@@ -17,7 +17,8 @@ namespace anneal {
 // The backend called `name` (ref, cpu, cuda), or null; *why then says why (for cuda: no kernels in
 // this build, no driver or no device). "cuda" is created on its first lookup.
 Backend* BackendByName(const std::string& name, std::string* why = nullptr);
-// Whether this build has CUDA kernels and a CUDA device is visible (no context is created).
+// Whether this build has CUDA kernels, their plugin loads and a CUDA device is visible (no context
+// is created).
 bool CudaDevicePresent();
 // Names of the backends this build and machine have, in registry order.
 std::vector<std::string> BackendNames();

@@ -15,6 +15,9 @@ mkdir -p "$TMP/u"
 zstd -q -d -c "$TMP/b.tar.zst" | tar -C "$TMP/u" -xf -
 check "it holds anneal, its tests, run.sh and the corpus" test -x "$TMP/u/bin/anneal" -a -x "$TMP/u/run.sh" \
   -a -f "$TMP/u/data/kjv/dataset.json" -a -x "$TMP/u/bin/anneal_unit_tests"
+if [ -f "$BUILD/src/libanneal_cuda.so" ]; then
+  check "it holds the CUDA plugin beside the libraries" test -f "$TMP/u/lib/libanneal_cuda.so"
+fi
 check "no glibc, libstdc++ or CUDA library in it" bash -c "! ls '$TMP/u/lib' | grep -Eq '^(libc\.so|libstdc|libcudart|libcublas|libnccl)'"
 cat >"$TMP/u/cfg.yaml" <<YAML
 model: {vocab_size: 50257, max_seq_len: 64, n_layer: 1, n_head: 2, n_embd: 32}
@@ -38,4 +41,10 @@ sandbox /bundle/bin/anneal train --config /bundle/cfg.yaml >"$TMP/train.out" 2>&
 rc=$?
 check "a CPU training step runs with only the bundle visible (exit $rc): $(tail -c 300 "$TMP/train.out" | tr '\n' ' ')" \
   grep -Eq '^step +1/1 \| loss' "$TMP/train.out"
+if [ -f "$BUILD/src/libanneal_cuda.so" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+  sandbox /bundle/bin/anneal train --config /bundle/cfg.yaml --set train.device=cuda >"$TMP/cuda.out" 2>&1
+  rc=$?
+  check "train.device=cuda loads the bundle's plugin from lib/ and, with no GPU, is exit 2 naming why (exit $rc): $(tail -c 200 "$TMP/cuda.out")" \
+    bash -c "[ $rc -eq 2 ] && grep -q 'no CUDA device' '$TMP/cuda.out'"
+fi
 finish
