@@ -7,16 +7,16 @@
 #   data/kjv/   the prepared demo corpus (the device check's training step)
 #   run.sh      puts the device's CUDA libraries (its CUDA toolkit, or the nvidia pip packages of
 #               its python3) on LD_LIBRARY_PATH and runs bin/NAME
-# into one zstd-compressed tar, refused over 40 MiB.
+# into one gzip-compressed tar (which the device can unpack with tar or python alone), refused over 40 MiB.
 #   scripts/gpu_bundle.sh [BUILD_DIR] [OUT] [DATASET]
-#   (defaults: build/release, build/release/anneal-gpu.tar.zst, out/kjv — which `make run` prepares)
+#   (defaults: build/release, build/release/anneal-gpu.tar.gz, out/kjv — which `make run` prepares)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
-OUT=$(readlink -f "${2:-$BUILD/anneal-gpu.tar.zst}")
+OUT=$(readlink -f "${2:-$BUILD/anneal-gpu.tar.gz}")
 DATA=${3:-out/kjv}
 LIMIT_MB=40
-for tool in ldd patchelf zstd; do
+for tool in ldd patchelf gzip; do
   command -v "$tool" >/dev/null || { echo "gpu_bundle: $tool is missing: run scripts/setup.sh" >&2; exit 2; }
 done
 bins=("$BUILD/src/anneal" "$BUILD/tests/anneal_unit_tests")
@@ -66,7 +66,7 @@ shift
 exec "$here/bin/$name" "$@"
 RUN
 chmod +x "$STAGE/run.sh"
-tar -C "$STAGE" -cf - . | zstd -q -12 -T0 -o "$OUT" -f
+tar -C "$STAGE" -cf - . | gzip -6 >"$OUT"
 mb=$(du -m "$OUT" | cut -f1)
 echo "gpu_bundle: $OUT ($mb MiB; $(ls "$STAGE/lib" | wc -l) libraries bundled: $(ls "$STAGE/lib" | tr '\n' ' '))"
 [ "$mb" -le "$LIMIT_MB" ] || { echo "gpu_bundle: $mb MiB is over the $LIMIT_MB MiB limit" >&2; exit 1; }

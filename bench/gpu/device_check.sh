@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu/device_check.sh: the CUDA backend's check on a lent GPU machine (issue 18), in one call of
 # the device tool. It needs the bundle made here (scripts/gpu_bundle.sh after `make run`), carried as
-# build/release/anneal-gpu.tar.zst:
-#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.zst"], timeout_s=420)
+# build/release/anneal-gpu.tar.gz:
+#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.gz"], timeout_s=420)
 # Stages (--stages a,b,...; default all), each isolated — a failure is recorded and the next runs:
 #   probe     nvidia-smi, glibc, the CUDA libraries the bundle will use, PyTorch's version
 #   load      unpack the bundle, anneal --version (no fallback build yet: the slim CMake mode is not built)
@@ -23,7 +23,7 @@ OUT=${OUT:-/tmp/device_check_out}
 mkdir -p "$OUT"
 STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench}
 [ "${1:-}" = --stages ] && STAGES=$2
-BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.zst}
+BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.gz}
 B=/tmp/anneal-bundle
 declare -a SUMMARY
 note() { SUMMARY+=("$(printf '%-9s %-6s %s' "$1" "$2" "$3")"); }
@@ -50,19 +50,8 @@ stage_probe() {
 stage_load() {
   [ -f "$BUNDLE" ] || { echo "no bundle at $BUNDLE: make it with scripts/gpu_bundle.sh and carry it"; return 1; }
   rm -rf "$B" && mkdir -p "$B"
-  python3 -c "import sys, tarfile, io, subprocess" >/dev/null
-  if command -v zstd >/dev/null; then zstd -q -d -c "$BUNDLE" | tar -C "$B" -xf -
-  else python3 - "$BUNDLE" "$B" <<'PY' || return 1
-import io, sys, tarfile
-try:
-    import zstandard
-except ImportError:
-    sys.exit("neither zstd nor python's zstandard is here: unpack impossible")
-with open(sys.argv[1], "rb") as f:
-    data = zstandard.ZstdDecompressor().stream_reader(f).read()
-tarfile.open(fileobj=io.BytesIO(data)).extractall(sys.argv[2])
-PY
-  fi
+  tar -C "$B" -xzf "$BUNDLE" || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE" "$B" \
+    || return 1
   "$B/run.sh" anneal --version || return 1
   echo "load: the bundle runs ($("$B/run.sh" anneal --version 2>&1 | head -1))"
 }
