@@ -2,8 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <vector>
 
@@ -70,11 +72,20 @@ class CudaBackend : public Backend {
     alloc_.set_stream(stream_);
     events_.resize(4096);
     for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    for (Staging& slot : staging_) {
+      MUST_CUDA(cudaHostAlloc(&slot.p, kStagingBytes, cudaHostAllocDefault));
+      MUST_CUDA(cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming));
+    }
     d_.stream = stream_;
     d_.sms = sms;
     Must(gemms_.Init());
   }
   ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    for (Staging& slot : staging_) {
+      cudaFreeHost(slot.p);
+      cudaEventDestroy(slot.done);
+    }
     for (auto& e : events_) cudaEventDestroy(e);
     cudaStreamDestroy(stream_);
   }
@@ -83,9 +94,23 @@ class CudaBackend : public Backend {
   Device device() const override { return Device::Cuda(index_); }
   bool Supports(Op, DType t) const override { return t == DType::kF32 || t == DType::kBF16; }
   Allocator& allocator() override { return alloc_; }
+  // Small copies (a micro-batch's tokens and targets) go through a ring of pinned staging buffers:
+  // from pageable memory the driver would first wait for all the stream's work, so the host could
+  // not run ahead of the GPU. A slot is reused once the copy from it has completed (its event).
   void CopyFromHost(const TV& dst, const void* src, const Stream& s) override {
     if (!dst.contiguous()) Must(Internal("CopyFromHost into a strided view: " + dst.ToString()));
-    MUST_CUDA(cudaMemcpyAsync(dst.data(), src, dst.bytes(), cudaMemcpyHostToDevice, S(s)));
+    const size_t n = dst.bytes();
+    if (n == 0) return;
+    if (n <= kStagingBytes) {
+      Staging& slot = staging_[next_staging_++ % staging_.size()];
+      if (slot.used) MUST_CUDA(cudaEventSynchronize(slot.done));
+      std::memcpy(slot.p, src, n);
+      MUST_CUDA(cudaMemcpyAsync(dst.data(), slot.p, n, cudaMemcpyHostToDevice, S(s)));
+      MUST_CUDA(cudaEventRecord(slot.done, S(s)));
+      slot.used = true;
+      return;
+    }
+    MUST_CUDA(cudaMemcpyAsync(dst.data(), src, n, cudaMemcpyHostToDevice, S(s)));
   }
   void CopyToHost(void* dst, const TV& src, const Stream& s) override {
     if (!src.contiguous()) Must(Internal("CopyToHost from a strided view: " + src.ToString()));
@@ -250,6 +275,14 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;
+  static constexpr size_t kStagingBytes = 4u << 20;
+  struct Staging {
+    void* p = nullptr;
+    cudaEvent_t done = nullptr;
+    bool used = false;
+  };
+  std::array<Staging, 8> staging_{};
+  size_t next_staging_ = 0;
   cuda::Device1D d_;
   cuda::Gemms gemms_;
   cuda::Scratch scratch_, attn_scratch_;
