@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/launch.h"
@@ -304,15 +305,26 @@ __global__ void PositionGrad(int64_t N, int64_t T_, int64_t C, void* dwpe, const
   }
 }
 
-// One block per distinct token: its rows (ascending) summed per channel, added to its row of dwte.
+__global__ void Iota(int64_t n, int32_t* v) {
+  ANNEAL_GRID_STRIDE(i, n) { v[i] = static_cast<int32_t>(i); }
+}
+
+// Over the rows sorted by token (stable: rows ascending within a token): block i handles the run of
+// equal tokens that starts at sorted position i (other blocks return at once), summing its rows per
+// channel in row order and adding the sum to the token's row of dwte — tokens outside [lo, hi)
+// (another slice's) skipped. No atomics: each token's row is written by one block.
 template <class T>
-__global__ void TokenGrad(int64_t C, void* dwte, const void* dout, const int32_t* uniq, const int32_t* offsets,
-                          const int32_t* rows, int64_t row_offset) {
-  const int u = blockIdx.x;
-  const int64_t trow = uniq[u] - row_offset;
+__global__ void TokenRunGrad(int64_t N, int64_t C, void* dwte, const void* dout, const int32_t* sorted_tok,
+                             const int32_t* sorted_row, int64_t lo, int64_t hi) {
+  const int64_t i = blockIdx.x;
+  const int32_t tok = sorted_tok[i];
+  if ((i > 0 && sorted_tok[i - 1] == tok) || tok < lo || tok >= hi) return;
+  int64_t end = i + 1;
+  while (end < N && sorted_tok[end] == tok) ++end;
+  const int64_t trow = tok - lo;
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
     float a = 0;
-    for (int k = offsets[u]; k < offsets[u + 1]; ++k) a += Ld<T>(dout, static_cast<int64_t>(rows[k]) * C + c);
+    for (int64_t k = i; k < end; ++k) a += Ld<T>(dout, static_cast<int64_t>(sorted_row[k]) * C + c);
     St<T>(dwte, trow * C + c, Ld<T>(dwte, trow * C + c) + a);
   }
 }
@@ -420,40 +432,36 @@ __global__ void DecodeHead(void* out, const void* q, const void* kcache, int64_t
     ANNEAL_CUDA_LAUNCHED(#kernel);                                            \
   } while (0)
 
-// Groups the rows of `tokens` (copied to the host) by token, rows ascending; only tokens in
-// [lo, hi). Uploads uniq, offsets and rows into scratch and returns their device pointers.
-struct Groups {
-  int32_t *uniq = nullptr, *offsets = nullptr, *rows = nullptr;
-  int count = 0;
-};
-Result<Groups> GroupRows(const Device1D& d, const int32_t* tokens, int64_t N, int64_t lo, int64_t hi, Scratch& scratch) {
-  std::vector<int32_t> host(static_cast<size_t>(N));
-  ANNEAL_CUDA_CHECK(cudaMemcpyAsync(host.data(), tokens, N * sizeof(int32_t), cudaMemcpyDeviceToHost, d.stream));
-  ANNEAL_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  std::map<int32_t, std::vector<int32_t>> by_token;
-  for (int64_t n = 0; n < N; ++n) {
-    if (host[n] >= lo && host[n] < hi) by_token[host[n]].push_back(static_cast<int32_t>(n));
-  }
-  std::vector<int32_t> packed;  // uniq | offsets | rows
-  for (const auto& kv : by_token) packed.push_back(kv.first);
-  int32_t off = 0;
-  for (const auto& kv : by_token) {
-    packed.push_back(off);
-    off += static_cast<int32_t>(kv.second.size());
-  }
-  packed.push_back(off);
-  for (const auto& kv : by_token) packed.insert(packed.end(), kv.second.begin(), kv.second.end());
-  Groups g;
-  g.count = static_cast<int>(by_token.size());
-  if (g.count == 0) return g;
-  ANNEAL_ASSIGN_OR_RETURN(void* p, scratch.Get(packed.size() * sizeof(int32_t)));
-  ANNEAL_CUDA_CHECK(cudaMemcpyAsync(p, packed.data(), packed.size() * sizeof(int32_t), cudaMemcpyHostToDevice, d.stream));
-  // The host vector must outlive the copy: wait for it.
-  ANNEAL_CUDA_CHECK(cudaStreamSynchronize(d.stream));
-  g.uniq = static_cast<int32_t*>(p);
-  g.offsets = g.uniq + g.count;
-  g.rows = g.offsets + g.count + 1;
-  return g;
+// The token rows of dwte receive their rows' gradients: the (token, row) pairs sorted by token on
+// the device (CUB's radix sort is stable, so each token's rows stay ascending), then one block per
+// run of equal tokens. Deterministic, no atomics, no host round trip.
+template <class T>
+Status TokenGrads(const Device1D& d, void* dwte, const void* dout, const int32_t* tokens, int64_t N, int64_t C,
+                  int64_t lo, int64_t hi, Scratch& scratch) {
+  if (N > INT32_MAX) return Internal("embedding backward over " + std::to_string(N) + " rows (at most 2^31)");
+  const int n = static_cast<int>(N);
+  size_t temp = 0;
+  ANNEAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp, static_cast<const int32_t*>(nullptr),
+                                                    static_cast<int32_t*>(nullptr), static_cast<const int32_t*>(nullptr),
+                                                    static_cast<int32_t*>(nullptr), n, 0, 32, d.stream));
+  const size_t ints = 3 * static_cast<size_t>(n);
+  ANNEAL_ASSIGN_OR_RETURN(void* p, scratch.Get(ints * sizeof(int32_t) + temp + 256));
+  int32_t* rows = static_cast<int32_t*>(p);
+  int32_t *sorted_tok = rows + n, *sorted_row = rows + 2 * n;
+  void* cub_temp = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(rows + ints) + 255) & ~uintptr_t{255});
+  Iota<<<GridFor(N, d.sms), kThreads, 0, d.stream>>>(N, rows);
+  ANNEAL_CUDA_LAUNCHED("Iota");
+  ANNEAL_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_temp, temp, tokens, sorted_tok, rows, sorted_row, n, 0, 32,
+                                                    d.stream));
+  TokenRunGrad<T><<<static_cast<uint32_t>(N), kThreads, 0, d.stream>>>(N, C, dwte, dout, sorted_tok, sorted_row, lo, hi);
+  ANNEAL_CUDA_LAUNCHED("TokenRunGrad");
+  return Status::Ok();
+}
+
+Status TokenGrads(const Device1D& d, Elem t, void* dwte, const void* dout, const int32_t* tokens, int64_t N, int64_t C,
+                  int64_t lo, int64_t hi, Scratch& scratch) {
+  return t == Elem::kF32 ? TokenGrads<float>(d, dwte, dout, tokens, N, C, lo, hi, scratch)
+                         : TokenGrads<uint16_t>(d, dwte, dout, tokens, N, C, lo, hi, scratch);
 }
 
 }  // namespace
@@ -565,11 +573,7 @@ Status EmbeddingBackward(const Device1D& d, Elem t, void* dwte, void* dwpe, cons
                          int64_t B, int64_t T, int64_t C, Scratch& scratch) {
   if (B * T == 0) return Status::Ok();
   ANNEAL_LAUNCH_T(t, PositionGrad, GridFor(T * C, d.sms), kThreads, d.stream, B * T, T, C, dwpe, dout);
-  ANNEAL_ASSIGN_OR_RETURN(Groups g, GroupRows(d, tokens, B * T, 0, INT32_MAX, scratch));
-  if (g.count == 0) return Status::Ok();
-  ANNEAL_LAUNCH_T(t, TokenGrad, static_cast<uint32_t>(g.count), kThreads, d.stream, C, dwte, dout, g.uniq, g.offsets,
-                  g.rows, 0);
-  return Status::Ok();
+  return TokenGrads(d, t, dwte, dout, tokens, B * T, C, 0, INT32_MAX, scratch);
 }
 
 Status VocabEmbeddingForward(const Device1D& d, Elem t, void* rows, const int32_t* tokens, const void* wte_slice,
@@ -585,11 +589,7 @@ Status VocabEmbeddingBackward(const Device1D& d, Elem t, void* dwte_slice, void*
   if (N == 0) return Status::Ok();
   ANNEAL_LAUNCH_T(t, PositionGrad, GridFor(static_cast<int64_t>(T) * C, d.sms), kThreads, d.stream, N,
                   static_cast<int64_t>(T), C, dwpe, dall);
-  ANNEAL_ASSIGN_OR_RETURN(Groups g, GroupRows(d, tokens, N, v0, v0 + Vl, scratch));
-  if (g.count == 0) return Status::Ok();
-  ANNEAL_LAUNCH_T(t, TokenGrad, static_cast<uint32_t>(g.count), kThreads, d.stream, C, dwte_slice, dall, g.uniq,
-                  g.offsets, g.rows, v0);
-  return Status::Ok();
+  return TokenGrads(d, t, dwte_slice, dall, tokens, N, C, v0, v0 + Vl, scratch);
 }
 
 Status AddPositions(const Device1D& d, Elem t, void* out, const void* wpe, int64_t R, int64_t C, int64_t row0, int T) {
