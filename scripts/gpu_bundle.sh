@@ -34,6 +34,10 @@ scan=("${bins[@]}")
 [ -f "$plugin" ] && cp "$plugin" "$STAGE/lib/" && scan+=("$plugin")
 for b in "${scan[@]}"; do
   [ "$b" = "$plugin" ] || cp "$b" "$STAGE/bin/"
+  if ldd "$b" | sed 's/^[[:space:]]*//' | grep -v -E "$keep_out" | grep -q "not found"; then
+    echo "gpu_bundle: $b needs a library ldd cannot find: $(ldd "$b" | grep "not found" | head -3 | tr '\n' ' ')" >&2
+    exit 1
+  fi
   ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | while read -r soname path; do
     if ! [[ $soname =~ $keep_out ]] && [ ! -f "$STAGE/lib/$soname" ]; then cp -L "$path" "$STAGE/lib/$soname"; fi
   done
@@ -55,12 +59,14 @@ try:
     roots = list(getattr(nvidia, "__path__", []))
 except Exception:
     roots = []
-print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + "/**/lib*.so*", recursive=True)})))
+print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + "/**/lib*.so*", recursive=True)
+                       if "/stubs/" not in p})))
 PY
 )
   [ -n "$pipdirs" ] && extra=$extra:$pipdirs
 fi
 export LD_LIBRARY_PATH=${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+if [ "${1:-}" = --ldd ]; then exec ldd "$here/bin/$2"; fi  # what the loader resolves, for a probe
 name=$1
 shift
 exec "$here/bin/$name" "$@"

@@ -2,13 +2,17 @@
 # bench/gpu/device_check.sh: the CUDA backend's check on a lent GPU machine (issue 18), in one call of
 # the device tool. It needs the bundle made here (scripts/gpu_bundle.sh after `make run`), carried as
 # build/release/anneal-gpu.tar.gz:
-#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.gz"], timeout_s=420)
+#   cmake --build build/release && bash scripts/gpu_bundle.sh     (here, right before: a stale bundle
+#                                                                  tests old code; load names its commit)
+#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.gz"], timeout_s=390)
+# and rerun only a failing stage with --stages NAME. Every external command has its own timeout.
 # Stages (--stages a,b,...; default all), each isolated — a failure is recorded and the next runs:
 #   probe     nvidia-smi, glibc, the CUDA libraries the bundle will use, PyTorch's version
 #   load      unpack the bundle, anneal --version (no fallback build yet: the slim CMake mode is not built)
 #   ceilings  device-to-device copy GB/s and an 8192^3 bf16 GEMM TFLOP/s through PyTorch (random data)
 #   parity    every cuda op against ref on this machine's CPU (the parity harness, f32 and bf16) and
-#             the elementwise tests, then the same with CUDA_FORCE_PTX_JIT=1 (the compute_80 PTX)
+#             the elementwise tests, then those again with CUDA_FORCE_PTX_JIT=1 (our compute_80 PTX;
+#             not the parity suite: cuBLASLt 13 ships no PTX for sm_90, so a forced JIT fails in it)
 #   memcheck  compute-sanitizer memcheck over the elementwise tests
 #   step      the golden config (tests/e2e/golden_test.sh) for 6 steps with train.kernels=cuda: f32
 #             losses against the CPU engine's golden ones (relative 1e-5), bf16 within 2e-2; two runs
@@ -16,7 +20,8 @@
 #             step-3 checkpoint comes back in $OUT (a CPU resume of it is issue 18's remaining test)
 #   bench     GPT-2 124M, B=16, T=1024, bf16: anneal against PyTorch 2.11 compiled (bench/gpu/
 #             torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak NVML process memory
-# Writes at most 8 files to $OUT (flat) and prints the summary table last.
+# Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, the step-3
+# checkpoint in two parts under the 16 MiB per-file limit) and prints the summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/device_check_out}
@@ -28,22 +33,24 @@ B=/tmp/anneal-bundle
 declare -a SUMMARY
 note() { SUMMARY+=("$(printf '%-9s %-6s %s' "$1" "$2" "$3")"); }
 want() { [[ ",$STAGES," == *",$1,"* ]]; }
-run_stage() {  # run_stage NAME: runs stage_NAME with its output in $OUT/NAME.log; a failure is noted
+LOGS=/tmp/device_check_logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+run_stage() {  # run_stage NAME: runs stage_NAME with its output in $LOGS/NAME.log; a failure is noted
   local name=$1 t0=$SECONDS
   want "$name" || return 0
   echo "=== $name $(date -u +%T)"
-  if "stage_$name" >"$OUT/$name.log" 2>&1; then note "$name" ok "$(tail -1 "$OUT/$name.log") ($((SECONDS - t0)) s)"
-  else note "$name" FAIL "$(tail -1 "$OUT/$name.log") ($((SECONDS - t0)) s)"; fi
-  tail -5 "$OUT/$name.log"
+  if "stage_$name" >"$LOGS/$name.log" 2>&1; then note "$name" ok "$(tail -1 "$LOGS/$name.log") ($((SECONDS - t0)) s)"
+  else note "$name" FAIL "$(tail -1 "$LOGS/$name.log") ($((SECONDS - t0)) s)"; fi
+  tail -5 "$LOGS/$name.log"
+  { echo "=== $name"; cat "$LOGS/$name.log"; } >>"$OUT/stages.log"
 }
 
 stage_probe() {
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv || return 1
   ldd --version | head -1
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
-  for l in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
-    echo "$l: $(find / -name "$l" -not -path '*/proc/*' 2>/dev/null | head -3 | tr '\n' ' ')"
-  done
+  timeout 60 find / -xdev \( -path /proc -o -path /sys \) -prune -o \
+    \( -name libcudart.so.13 -o -name libcublasLt.so.13 -o -name libnccl.so.2 \) -print 2>/dev/null | head -12
   echo "probe: $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 }
 
@@ -52,8 +59,17 @@ stage_load() {
   rm -rf "$B" && mkdir -p "$B"
   tar -C "$B" -xzf "$BUNDLE" || python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$BUNDLE" "$B" \
     || return 1
-  "$B/run.sh" anneal --version || return 1
-  echo "load: the bundle runs ($("$B/run.sh" anneal --version 2>&1 | head -1))"
+  timeout 30 "$B/run.sh" anneal --version || return 1
+  timeout 30 "$B/run.sh" --ldd anneal | grep -E "cudart|cublas|nccl|not found"
+  timeout 30 "$B/run.sh" --ldd ../lib/libanneal_cuda.so | grep -E "cudart|cublas|not found"
+  local built head
+  built=$("$B/run.sh" anneal --version 2>&1 | sed -nE 's/.*commit ([0-9a-f]+).*/\1/p' | head -1)
+  head=$(git rev-parse --short=12 HEAD 2>/dev/null || true)
+  if [ -n "$head" ] && [ "$built" != "$head" ]; then
+    echo "load: the bundle was built at $built but the tree is at $head: rebuild it (scripts/gpu_bundle.sh)"
+    return 1
+  fi
+  echo "load: the bundle runs (built at commit ${built:-unknown})"
 }
 
 stage_ceilings() {
@@ -79,19 +95,19 @@ PY
 
 stage_parity() {
   local rc=0
-  "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
-  "$B/run.sh" anneal_cuda_tests || rc=1
-  CUDA_FORCE_PTX_JIT=1 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
+  timeout 120 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
+  timeout 60 "$B/run.sh" anneal_cuda_tests || rc=1
+  CUDA_FORCE_PTX_JIT=1 timeout 120 "$B/run.sh" anneal_cuda_tests || rc=1
   local n
   n=$("$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' --gtest_list_tests | grep -c '^  ')
   [ "$n" -gt 0 ] || { echo "parity: no cuda case ran (is the backend registered?)"; return 1; }
-  echo "parity: $n cuda parity cases and the elementwise tests, native and PTX-JIT: $([ $rc = 0 ] && echo passed || echo FAILED)"
+  echo "parity: $n cuda parity cases and the CUDA tests (those also PTX-JIT): $([ $rc = 0 ] && echo passed || echo FAILED)"
   return $rc
 }
 
 stage_memcheck() {
   command -v compute-sanitizer >/dev/null || { echo "memcheck: no compute-sanitizer"; return 1; }
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$B/run.sh" anneal_cuda_tests --gtest_filter='*Convert*:*AdamW*'
+  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/run.sh" anneal_cuda_tests --gtest_filter='*Convert*:*AdamW*'
   local rc=$?
   echo "memcheck: exit $rc"
   return $rc
@@ -114,13 +130,14 @@ stage_step() {
   golden_cfg f32 "$w/a" >"$w/f32a.yaml"
   golden_cfg f32 "$w/b" >"$w/f32b.yaml"
   golden_cfg bf16 "$w/c" >"$w/bf16.yaml"
-  "$B/run.sh" anneal train --config "$w/f32a.yaml" >"$w/a.log" 2>&1 || { tail -5 "$w/a.log"; return 1; }
-  "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/b.log" 2>&1 || { tail -5 "$w/b.log"; return 1; }
-  "$B/run.sh" anneal train --config "$w/bf16.yaml" >"$w/c.log" 2>&1 || { tail -5 "$w/c.log"; return 1; }
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32a.yaml" >"$w/a.log" 2>&1 || { tail -5 "$w/a.log"; return 1; }
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/b.log" 2>&1 || { tail -5 "$w/b.log"; return 1; }
+  timeout 90 "$B/run.sh" anneal train --config "$w/bf16.yaml" >"$w/c.log" 2>&1 || { tail -5 "$w/c.log"; return 1; }
   # A resume from step 3: the run's step-6 checkpoint removed, run again from step 3.
   rm -rf "$w/b/step-00000006"
-  "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/r.log" 2>&1 || { tail -5 "$w/r.log"; return 1; }
-  tar -C "$w/a" -czf "$OUT/ckpt_step3.tgz" step-00000003
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/r.log" 2>&1 || { tail -5 "$w/r.log"; return 1; }
+  # 19 MB: two parts under the 16 MiB a returned file may have (cat ckpt_step3.tgz.* | tar -xz)
+  tar -C "$w/a" -czf - step-00000003 | split -b 15m -d - "$OUT/ckpt_step3.tgz."
   python3 - "$w" tests/e2e/golden/runs.txt <<'PY'
 import re, sys
 w, golden = sys.argv[1], sys.argv[2]
@@ -162,19 +179,19 @@ stage_bench() {
 model: {preset: gpt2}
 data: {dir: $B/data/kjv, seq_len: 1024, batch_size: 16, seed: 1, verify_checksums: false}
 optim: {lr: 6.0e-4, warmup_steps: 0}
-train: {steps: 12, log_every: 1, eval_every: 0, kernels: cuda, dtype: bf16, resume: none}
+train: {steps: 12, log_every: 1, eval_every: 0, eval_batches: 1, kernels: cuda, dtype: bf16, resume: none}
 YAML
-  "$B/run.sh" anneal train --config "$w/gpt2.yaml" >"$w/anneal.log" 2>&1 &
+  timeout 150 "$B/run.sh" anneal train --config "$w/gpt2.yaml" >"$w/anneal.log" 2>&1 &
   local pid=$!
   local apeak
   apeak=$(nvml_peak $pid)
   wait $pid || { tail -5 "$w/anneal.log"; return 1; }
-  python3 bench/gpu/torch_gpt2.py --batch 16 --seq 1024 --steps 12 --warmup 3 >"$w/torch.log" 2>&1 &
+  cp "$w/anneal.log" "$OUT/bench_anneal.log"  # kept even if the peer fails
+  timeout 200 python3 bench/gpu/torch_gpt2.py --batch 16 --seq 1024 --steps 12 --warmup 3 >"$w/torch.log" 2>&1 &
   pid=$!
   local tpeak
   tpeak=$(nvml_peak $pid)
   wait $pid || { tail -5 "$w/torch.log"; return 1; }
-  cp "$w/anneal.log" "$OUT/bench_anneal.log"
   python3 - "$w/anneal.log" "$w/torch.log" "$apeak" "$tpeak" <<'PY'
 import re, statistics, sys
 a = open(sys.argv[1]).read()

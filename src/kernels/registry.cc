@@ -37,6 +37,7 @@ Registry& Reg() {
 // The CUDA plugin (kernels/cuda/plugin.h), loaded once: next to the executable, in ../lib (the GPU
 // bundle) or ../src (the tests of a build tree), else wherever the dynamic loader finds it.
 void* CudaPlugin(std::string* why) {
+  static std::string first_error;  // dlerror() of the first candidate that exists (the real reason)
   static void* handle = [] {
     char exe[4096] = {0};
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -45,12 +46,14 @@ void* CudaPlugin(std::string* why) {
     for (const std::string& p : {dir + kCudaPluginFile, dir + "../lib/" + kCudaPluginFile,
                                  dir + "../src/" + kCudaPluginFile, std::string(kCudaPluginFile)}) {
       if (void* h = ::dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+      const char* e = ::dlerror();
+      if (first_error.empty() && e && (p.find('/') == std::string::npos || ::access(p.c_str(), F_OK) == 0)) first_error = e;
     }
     return static_cast<void*>(nullptr);
   }();
   if (!handle && why) {
-    const char* e = ::dlerror();
-    *why = std::string("the CUDA plugin ") + kCudaPluginFile + " did not load (" + (e ? e : "not found") +
+    *why = std::string("the CUDA plugin ") + kCudaPluginFile + " did not load (" +
+           (first_error.empty() ? std::string("not found") : first_error) +
            "): install the CUDA 13 runtime and cuBLAS, or keep the plugin beside the anneal binary";
   }
   return handle;

@@ -389,7 +389,7 @@ double CudaBackend::MeasurePeakGflops(DType t) {
   for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
   void* staged = nullptr;
   MUST_CUDA(cudaMalloc(&staged, host.size() * 4));
-  MUST_CUDA(cudaMemcpy(staged, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  MUST_CUDA(cudaMemcpyAsync(staged, host.data(), host.size() * 4, cudaMemcpyHostToDevice, stream_));
   Must(cuda::Convert(d_, e, a, Elem::kF32, staged, host.size()));
   Must(cuda::Convert(d_, e, b, Elem::kF32, staged, host.size()));
   const cudagemm::GemmArgs g = cudagemm::ForwardArgs(n, n, n, false, false);
