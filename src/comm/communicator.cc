@@ -65,8 +65,9 @@ std::unique_ptr<Work> Communicator::StartSend(const TensorView& x, int peer, con
   return StartSend(x.data(), x.bytes(), peer);
 }
 
-std::unique_ptr<Work> Communicator::StartRecv(const TensorView& x, int peer) {
+std::unique_ptr<Work> Communicator::StartRecv(const TensorView& x, int peer, const Event& ready) {
   if (Status s = CheckViews(*this, "recv", {&x}); !s.ok()) return FailedWork(s);
+  WaitFor(ready);
   return StartRecv(x.data(), x.bytes(), peer);
 }
 

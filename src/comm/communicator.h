@@ -90,7 +90,9 @@ class Communicator {
   // out (size() x in) <- every rank's in, in rank order (any dtype).
   std::unique_ptr<Work> StartAllGather(const TensorView& in, const TensorView& out, const Event& ready);
   std::unique_ptr<Work> StartSend(const TensorView& x, int peer, const Event& ready);
-  std::unique_ptr<Work> StartRecv(const TensorView& x, int peer);
+  // ready: the compute stream's event after which x may be overwritten (its zeroing done, its last
+  // reader finished) — a GPU communicator's stream waits for it before receiving.
+  std::unique_ptr<Work> StartRecv(const TensorView& x, int peer, const Event& ready);
 
   // Blocking forms (a backend may run them without the queue when nothing else is pending).
   virtual Status AllReduceSum(float* x, size_t n) { return StartAllReduceSum(x, n)->Wait(); }

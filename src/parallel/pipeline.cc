@@ -88,11 +88,11 @@ void PipelineEngine::PostReceives() {
   const size_t nf = model_->StageFloats(o_.B, o_.T);
   while (s > 0 && next_in_ < m && next_in_ <= fdone_ && owner_[next_in_ % slots_] < 0 && !recv_in_[next_in_ % slots_]) {
     const int slot = next_in_ % slots_;
-    recv_in_[slot] = fwd_->StartRecv(StageView(model_->StageInput(slot, o_.B, o_.T), nf), s - 1);
+    recv_in_[slot] = fwd_->StartRecv(StageView(model_->StageInput(slot, o_.B, o_.T), nf), s - 1, Ready());
     ++next_in_;
   }
   if (s < o_.stages - 1 && next_grad_ < m && next_grad_ <= bdone_ && !recv_grad_) {
-    recv_grad_ = bwd_->StartRecv(grad_recv_[0].View(), s + 1);
+    recv_grad_ = bwd_->StartRecv(grad_recv_[0].View(), s + 1, Ready());
     ++next_grad_;
   }
 }
@@ -141,7 +141,7 @@ Result<double> PipelineEngine::End() {
 Result<double> PipelineEngine::Evaluate(const int32_t* in, const int32_t* tgt) {
   const int s = o_.stage, B = o_.B, T = o_.T;
   const size_t nf = model_->StageFloats(B, T);
-  if (s > 0) ANNEAL_RETURN_IF_ERROR(fwd_->StartRecv(StageView(model_->StageInput(0, B, T), nf), s - 1)->Wait());
+  if (s > 0) ANNEAL_RETURN_IF_ERROR(fwd_->StartRecv(StageView(model_->StageInput(0, B, T), nf), s - 1, Ready())->Wait());
   const double loss = model_->ForwardStage(0, in, tgt, B, T, 0.0f);
   if (s < o_.stages - 1) {
     ANNEAL_RETURN_IF_ERROR(fwd_->StartSend(StageView(model_->StageOutput(0), nf), s + 1, Ready())->Wait());
