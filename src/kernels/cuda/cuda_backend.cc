@@ -226,7 +226,7 @@ class CudaBackend : public Backend {
                       float dscale) override {
     double sum = 0;
     Must(cuda::CrossEntropy(D(s), E(logits.dtype()), logits.data(), losses.f32(), I32(targets), logits.dim(0),
-                            logits.dim(1), V, dscale, scratch_, &sum));
+                            logits.dim(1), V, dscale, &sum));
     return sum;
   }
   void VocabLossStats(const Stream& s, const TV& stats, const TV& logits, const TV& targets, int64_t v0,

@@ -88,7 +88,15 @@ Status Gemms::Run(cudaStream_t s, const cudagemm::GemmArgs& g, Elem t, const voi
   const cublasOperation_t ta = g.transa ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.transb ? CUBLAS_OP_T : CUBLAS_OP_N;
   ANNEAL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   ANNEAL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  const bool with_bias = bias && g.epilogue == cudagemm::Epilogue::kBias;
+  // Only the bias epilogue is implemented (GELU is a separate kernel): refuse the others rather than
+  // drop their bias or activation unnoticed.
+  if (g.epilogue == cudagemm::Epilogue::kGelu || g.epilogue == cudagemm::Epilogue::kGeluBias) {
+    return Internal("Gemms::Run: the GELU epilogues are not implemented (call Gelu after the GEMM)");
+  }
+  if ((g.epilogue == cudagemm::Epilogue::kBias) != (bias != nullptr)) {
+    return Internal("Gemms::Run: the bias epilogue needs a bias pointer, and a bias needs the bias epilogue");
+  }
+  const bool with_bias = bias != nullptr;
   if (with_bias) {
     const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
     ANNEAL_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.d, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));

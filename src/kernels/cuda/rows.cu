@@ -516,7 +516,7 @@ Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_
 }
 
 Status CrossEntropy(const Device1D& d, Elem t, void* logits, float* losses, const int32_t* targets, int64_t N,
-                    int64_t Vp, int V, float dscale, Scratch&, double* sum) {
+                    int64_t Vp, int V, float dscale, double* sum) {
   *sum = 0;
   if (N == 0) return Status::Ok();
   ANNEAL_LAUNCH_T(t, CrossEntropyRows, static_cast<uint32_t>(N), kThreads, d.stream, logits, losses, targets, Vp, V,

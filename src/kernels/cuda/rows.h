@@ -41,7 +41,7 @@ Status BiasGrad(const Device1D& d, Elem t, void* dbias, const void* dout, int64_
 // The fused softmax + cross-entropy of kernels' contract (tensor/backend.h CrossEntropy); *sum gets
 // the losses' sum in row order (host, double).
 Status CrossEntropy(const Device1D& d, Elem t, void* logits, float* losses, const int32_t* targets, int64_t N,
-                    int64_t Vp, int V, float dscale, Scratch& scratch, double* sum);
+                    int64_t Vp, int V, float dscale, double* sum);
 // The vocabulary-parallel loss (tensor/backend.h VocabLossStats / VocabLossCombine).
 Status VocabLossStats(const Device1D& d, Elem t, double* stats, const void* logits, const int32_t* targets, int64_t N,
                       int64_t Vl, int64_t v0, int nreal);
