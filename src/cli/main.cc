@@ -11,6 +11,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("anneal ") + ANNEAL_VERSION + " (commit " + ANNEAL_GIT_COMMIT + ")");
   app.require_subcommand(1);
   anneal::cli::RunFn run;
+#ifdef ANNEAL_SLIM  // the slim build (cmake/slim.cmake): the training commands only
+  anneal::cli::AddDatasetCommand(app, &run);
+  anneal::cli::AddTrainCommand(app, &run);
+  anneal::cli::AddSampleCommand(app, &run);
+  anneal::cli::AddCkptCommand(app, &run);
+#else
   anneal::cli::AddTokenizeCommand(app, &run);
   anneal::cli::AddPrepCommand(app, &run);
   anneal::cli::AddDatasetCommand(app, &run);
@@ -23,6 +29,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddAgentCommand(app, &run);
   anneal::cli::AddJobCommands(app, &run);
   anneal::cli::AddUserCommands(app, &run);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -84,15 +84,6 @@ class QueuedWork : public Work {
   GlooCommunicator* comm_;
 };
 
-class DoneWork : public Work {
- public:
-  explicit DoneWork(Status s) : s_(std::move(s)) {}
-  Status Wait() override { return s_; }
-
- private:
-  Status s_;
-};
-
 // An operation's name for errors, formatted only when one happens ("allreduce of 1024 values").
 struct OpLabel {
   const char* text;
@@ -345,7 +336,7 @@ class GlooCommunicator : public Communicator {
     auto st = std::make_shared<WorkState>();
     {
       std::lock_guard<std::mutex> l(mu_);
-      if (!first_error_.ok()) return std::make_unique<DoneWork>(first_error_);
+      if (!first_error_.ok()) return FailedWork(first_error_);
       queue_.push_back({what, collective, std::move(fn), st});
     }
     cv_.notify_all();
@@ -428,37 +419,6 @@ Status QueuedWork::Wait() {
   return s_->status;
 }
 
-class SoloCommunicator : public Communicator {
- public:
-  explicit SoloCommunicator(std::string g) : group_(std::move(g)) {}
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  const std::string& group() const override { return group_; }
-  std::unique_ptr<Work> StartAllReduceSum(float*, size_t) override { return Ok(); }
-  std::unique_ptr<Work> StartAllReduceSum(double*, size_t) override { return Ok(); }
-  std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& c, float* y) override {
-    if (x != y) std::memmove(y, x, c[0] * sizeof(float));
-    return Ok();
-  }
-  std::unique_ptr<Work> StartAllGatherV(float*, const std::vector<size_t>&) override { return Ok(); }
-  std::unique_ptr<Work> StartBroadcast(void*, size_t, int) override { return Ok(); }
-  std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {
-    std::memmove(out, in, bytes);
-    return Ok();
-  }
-  std::unique_ptr<Work> StartSend(const void*, size_t, int) override {
-    return std::make_unique<DoneWork>(Internal("send to self in a one-rank group"));
-  }
-  std::unique_ptr<Work> StartRecv(void*, size_t, int) override {
-    return std::make_unique<DoneWork>(Internal("receive from self in a one-rank group"));
-  }
-  std::unique_ptr<Work> StartBarrier() override { return Ok(); }
-
- private:
-  static std::unique_ptr<Work> Ok() { return std::make_unique<DoneWork>(Status::Ok()); }
-  std::string group_;
-};
-
 }  // namespace
 
 Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOptions& options) {
@@ -482,10 +442,6 @@ Result<std::unique_ptr<Communicator>> ConnectGloo(Store* store, const CommOption
   ANNEAL_ASSIGN_OR_RETURN(std::unique_ptr<ShmGroup> shm, ShmGroup::Create(store, o));
   return std::unique_ptr<Communicator>(
       new GlooCommunicator(store, o, std::move(ctx), ReadAddresses(store, o), std::move(shm)));
-}
-
-std::unique_ptr<Communicator> MakeSoloCommunicator(const std::string& group) {
-  return std::make_unique<SoloCommunicator>(group);
 }
 
 }  // namespace anneal

@@ -25,7 +25,9 @@ Registry& Reg() {
   static Registry* r = [] {
     auto* reg = new Registry;
     reg->owned.push_back(std::make_unique<HostBackend>("ref", RefKernels(), false, true));
+#ifndef ANNEAL_NO_BLAS  // the slim build has no OpenBLAS, so no optimized CPU kernels
     reg->owned.push_back(std::make_unique<HostBackend>("cpu", CpuKernels(), true, false));
+#endif
     for (auto& b : reg->owned) reg->order.push_back(b.get());
     return reg;
   }();
@@ -122,6 +124,10 @@ void RegisterBackend(std::unique_ptr<Backend> b) {
 }
 
 Backend& RefBackend() { return *BackendByName("ref"); }
+#ifdef ANNEAL_NO_BLAS
+Backend& CpuBackend() { return *BackendByName("ref"); }  // the slim build's only host backend
+#else
 Backend& CpuBackend() { return *BackendByName("cpu"); }
+#endif
 
 }  // namespace anneal

@@ -1,13 +1,12 @@
 #include "train/config.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
 #include "core/env.h"
 #include "kernels/registry.h"
+#include "train/config_text.h"
 
 namespace anneal {
 
@@ -90,19 +89,6 @@ const KeySpec kSpecs[] = {
     {"dist.bucket_mb", "4", "gradient bucket size for the overlapped communication, MB"},
     {"dist.timeout_s", "300", "every collective's timeout: a lost rank fails the run after this long (exit 3)"},
 };
-
-void Flatten(const YAML::Node& n, const std::string& prefix, std::map<std::string, std::string>* out,
-             std::vector<std::string>* errors) {
-  if (n.IsMap()) {
-    for (const auto& kv : n) Flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out, errors);
-  } else if (n.IsScalar()) {
-    (*out)[prefix] = n.as<std::string>();
-  } else if (n.IsNull()) {
-    (*out)[prefix] = "";
-  } else {
-    errors->push_back(prefix + " must be a single value");
-  }
-}
 
 std::string Closest(const std::string& key) {
   std::string best;
@@ -325,17 +311,20 @@ void CheckTogether(Reader& r, TrainConfig* c) {
   }
 }
 
+Status FlattenConfigText(const std::string& text, const std::string& where, std::map<std::string, std::string>* out,
+                         std::vector<std::string>* errors) {
+#ifdef ANNEAL_HAVE_YAML
+  return FlattenYamlConfig(text, where, out, errors);
+#else
+  return FlattenJsonConfig(text, where, out, errors);
+#endif
+}
+
 // The given keys (the YAML file's, then the overrides') over the defaults; unknown keys are errors.
 Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                                    const std::string& where, std::vector<std::string>* errors) {
   std::map<std::string, std::string> given;
-  try {
-    YAML::Node root = YAML::Load(yaml_text);
-    if (!root.IsNull() && !root.IsMap()) return InvalidInput(where + ": a config is a YAML mapping of sections");
-    if (!root.IsNull()) Flatten(root, "", &given, errors);
-  } catch (const YAML::Exception& e) {
-    return InvalidInput(where + ": YAML error at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
+  ANNEAL_RETURN_IF_ERROR(FlattenConfigText(yaml_text, where, &given, errors));
   for (const auto& o : overrides) {
     size_t eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -15,6 +15,9 @@ mkdir -p "$TMP/u"
 tar -C "$TMP/u" -xzf "$TMP/b.tar.gz"
 check "it holds anneal, its tests, run.sh and the corpus" test -x "$TMP/u/bin/anneal" -a -x "$TMP/u/run.sh" \
   -a -f "$TMP/u/data/kjv/dataset.json" -a -x "$TMP/u/bin/anneal_unit_tests"
+check "it holds the slim build's third_party/ (headers, GoogleTest's sources, encoder.json)" \
+  test -f "$TMP/u/third_party/nlohmann/json.hpp" -a -f "$TMP/u/third_party/CLI/CLI.hpp" -a -f "$TMP/u/third_party/xxhash.h" \
+  -a -f "$TMP/u/third_party/googletest/CMakeLists.txt" -a -f "$TMP/u/third_party/encoder.json"
 if [ -f "$BUILD/src/libanneal_cuda.so" ]; then
   check "it holds the CUDA plugin beside the libraries" test -f "$TMP/u/lib/libanneal_cuda.so"
 fi
@@ -24,17 +27,9 @@ model: {vocab_size: 50257, max_seq_len: 64, n_layer: 1, n_head: 2, n_embd: 32}
 data: {dir: /bundle/data/kjv, seq_len: 32, batch_size: 2, seed: 1}
 train: {steps: 1, log_every: 1, threads: 1, peak_gflops: 1}
 YAML
-# A root holding only the bundle, the loader, glibc, the C++ runtime and the CUDA libraries.
-sys=(--ro-bind /lib64/ld-linux-x86-64.so.2 /lib64/ld-linux-x86-64.so.2)
-for l in libc.so.6 libm.so.6 libmvec.so.1 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libstdc++.so.6 libgcc_s.so.1; do
-  sys+=(--ro-bind "/lib/x86_64-linux-gnu/$l" "/lib/x86_64-linux-gnu/$l")
-done
-cuda_dir=$(dirname "$(ldd "$ANNEAL" | awk '$1 ~ /^libcudart/ { print $3 }')" 2>/dev/null)
-[ -n "$cuda_dir" ] && [ "$cuda_dir" != . ] && sys+=(--ro-bind "$cuda_dir" /cuda)
-sandbox() {
-  bwrap --tmpfs / "${sys[@]}" --ro-bind "$TMP/u" /bundle --dev /dev --proc /proc --tmpfs /tmp --chdir /tmp \
-    --setenv LD_LIBRARY_PATH /cuda --setenv OMP_NUM_THREADS 1 --unshare-net "$@"
-}
+source "$(dirname "$0")/sandbox.sh"
+sandbox_root "$ANNEAL"
+sandbox() { bwrap "${SANDBOX[@]}" --ro-bind "$TMP/u" /bundle "$@"; }
 sandbox /bundle/bin/anneal --version >"$TMP/version.out" 2>&1
 check "anneal --version runs inside the sandbox (exit $?): $(head -c 200 "$TMP/version.out")" grep -q anneal "$TMP/version.out"
 sandbox /bundle/bin/anneal train --config /bundle/cfg.yaml >"$TMP/train.out" 2>&1
