@@ -228,6 +228,14 @@ std::map<Op, OpCase> Cases() {
       b.LinearForward(b.DefaultStream(), out.v(), x.v(), w.v(), bias.v(), g.v());
       b.LinearForward(b.DefaultStream(), out2.v(), x.v(), w.v(), TV());
       Append(&all, {&out, &out2, &g});
+      // OC a multiple of 8 (GPT-2's 4C): where a backend fuses GELU into the GEMM (cuda, bf16).
+      const int OC8 = 8 * (s.C / 2 + 1);
+      Arg w8(b, t, Rand(OC8 * s.C, 19), {OC8, s.C}), bias8(b, t, Rand(OC8, 20), {OC8});
+      Arg pre(b, t, Vec(N * OC8), {N, OC8}), act(b, t, Vec(N * OC8), {N, OC8}), act2(b, t, Vec(N * OC8), {N, OC8});
+      Arg pre2(b, t, Vec(N * OC8), {N, OC8});
+      b.LinearForward(b.DefaultStream(), pre.v(), x.v(), w8.v(), bias8.v(), act.v());
+      b.LinearForward(b.DefaultStream(), pre2.v(), x.v(), w8.v(), TV(), act2.v());
+      Append(&all, {&pre, &act, &pre2, &act2});
     }
     return all;
   }, kSums, 1e-2};

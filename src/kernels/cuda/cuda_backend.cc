@@ -172,8 +172,19 @@ class CudaBackend : public Backend {
   void LinearForward(const Stream& s, const TV& out, const TV& inp, const TV& w, const TV& bias,
                      const TV& gelu_out) override {
     const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
+    auto aligned = [](const TV& v) { return v.empty() || (reinterpret_cast<uintptr_t>(v.data()) % 16) == 0; };
+    // bf16 with GELU: one GEMM writing GELU(x) to gelu_out and x to out (cuBLASLt's GELU_AUX
+    // epilogues, which want OC % 8 == 0 and aligned operands). f32 keeps the separate kernel: the
+    // f32 path is the exact one, and cuBLASLt does not document its GELU's formula.
+    if (!gelu_out.empty() && inp.dtype() == DType::kBF16 && OC % 8 == 0 && aligned(bias) && aligned(out) &&
+        aligned(gelu_out)) {
+      const cudagemm::GemmArgs g = cudagemm::ForwardArgs(N, C, OC, !bias.empty(), true);
+      Must(gemms_.Run(S(s), g, Elem::kBF16, w.data(), inp.data(), gelu_out.data(), bias.empty() ? nullptr : bias.data(),
+                      cuda::Batch{}, out.data()));
+      return;
+    }
     // cuBLASLt's bias epilogue wants an aligned bias; a bias at an odd offset is added by a kernel.
-    const bool epilogue = !bias.empty() && (reinterpret_cast<uintptr_t>(bias.data()) % 16) == 0;
+    const bool epilogue = !bias.empty() && aligned(bias);
     const cudagemm::GemmArgs g = cudagemm::ForwardArgs(N, C, OC, epilogue, false);
     Must(gemms_.Run(S(s), g, E(inp.dtype()), w.data(), inp.data(), out.data(), epilogue ? bias.data() : nullptr));
     if (!bias.empty() && !epilogue) Must(cuda::BiasAdd(D(s), E(out.dtype()), out.data(), bias.data(), N, OC));

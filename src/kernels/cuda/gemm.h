@@ -1,14 +1,16 @@
 // GEMMs through cuBLASLt for the CUDA backend: the column-major arguments of kernels/cuda/gemm_args.h,
 // f32 (compute 32F, TF32 off: CUBLAS_COMPUTE_32F is never the fast-TF32 mode) or bf16 (fp32
-// accumulation), an optional bias epilogue, optional strided batches (attention's per-head
-// products), a workspace, and the algorithm chosen once per shape by cuBLASLt's heuristic and
-// cached. Every cuBLASLt call is checked.
+// accumulation), the bias and GELU epilogues, optional strided batches (attention's per-head
+// products), a workspace. Per shape (with dtype, epilogue, batch and the operands' alignment) the
+// descriptors and the algorithm cuBLASLt's heuristic chose are made once and cached as a plan; a
+// call sets only its pointers. Every cuBLASLt call is checked.
 #pragma once
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -25,24 +27,29 @@ struct Batch {
 
 class Gemms {
  public:
-  Gemms() = default;
+  Gemms();  // (out of line: Plan is complete in gemm.cc only)
   ~Gemms();
   Gemms(const Gemms&) = delete;
   Gemms& operator=(const Gemms&) = delete;
   Status Init();  // the handle and the workspace
-  // C = alpha op(A) op(B) + beta C (+ bias over the m rows, with Epilogue::kBias), all of dtype t.
+  // C = alpha op(A) op(B) + beta C, all of dtype t; with Epilogue::kBias + bias over the m rows;
+  // with kGeluBias / kGelu, C = GELU(x) of x = that sum (+ bias), and x itself written to aux (same
+  // layout and leading dimension as C; cuBLASLt wants ldc % 8 == 0 and aligned pointers for it).
   Status Run(cudaStream_t s, const cudagemm::GemmArgs& g, Elem t, const void* A, const void* B, void* C,
-             const void* bias = nullptr, const Batch& batch = {});
-  size_t algorithms_cached() const { return algos_.size(); }
+             const void* bias = nullptr, const Batch& batch = {}, void* aux = nullptr);
+  size_t plans_cached() const { return plans_.size(); }
 
  private:
+  struct Plan;
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int64_t,
                          int64_t, int64_t, bool, uint32_t>;
+  Status MakePlan(const cudagemm::GemmArgs& g, Elem t, const Batch& batch, const void* bias, void* aux,
+                  const uint32_t (&align)[5], Plan* plan);
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 32u << 20;
   std::mutex mu_;
-  std::map<Key, cublasLtMatmulAlgo_t> algos_;
+  std::map<Key, std::unique_ptr<Plan>> plans_;
 };
 
 // A cuBLAS status as a Status naming the call, file and line.
