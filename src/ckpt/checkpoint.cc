@@ -154,13 +154,21 @@ DevPtr CanonicalParams(const GptModel& model, const AdamW* opt) {
   return opt ? opt->MasterOr(model.params_ptr()) : model.params_ptr();
 }
 
-// The model's parameters and the optimizer's moments readable on the host while this lives: the
-// memory itself on a host backend, a staged copy otherwise.
+// The model's parameters and the optimizer's moments as host fp32 memory.
 struct HostState {
-  HostState(const GptModel& model, const AdamW* opt)
+  const float* params = nullptr;
+  const float* m = nullptr;
+  const float* v = nullptr;
+};
+
+// The same, readable on the host while this lives: the memory itself on a host backend, a
+// synchronous copy otherwise.
+struct HostCopies {
+  HostCopies(const GptModel& model, const AdamW* opt)
       : params(model.backend(), CanonicalParams(model, opt), model.num_floats()),
         m(model.backend(), opt ? opt->m().data() : nullptr, opt ? opt->m().size() : 0),
         v(model.backend(), opt ? opt->v().data() : nullptr, opt ? opt->v().size() : 0) {}
+  HostState state() const { return {params.data(), m.data(), v.data()}; }
   HostRead params, m, v;
 };
 
@@ -177,10 +185,10 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptMode
       const WrittenPart& part = parts[i];
       const ParamInfo& p = *part.p;
       if (part.count < 0) {
-        const float* src = (part.what == 'p' ? host.params : part.what == 'm' ? host.m : host.v).data() + p.offset;
+        const float* src = (part.what == 'p' ? host.params : part.what == 'm' ? host.m : host.v) + p.offset;
         w.AddF32View(part.key, p.box_length, src);
       } else {
-        const float* mom = (part.what == 'm' ? host.m : host.v).data();
+        const float* mom = part.what == 'm' ? host.m : host.v;
         w.AddF32View(part.key, {part.count}, mom + (p.offset + part.start - opt->begin()));
       }
     }
@@ -192,10 +200,36 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptMode
 
 }  // namespace
 
+namespace {
+
+// Each file's image, serialized into a buffer of an earlier snapshot where there is one.
+void SerializeFiles(const GptModel& model, const AdamW* opt, const HostState& host, const CheckpointWriters& writers,
+                    const std::string& dir, std::vector<std::string>* spare,
+                    std::vector<std::pair<std::string, std::string>>* files) {
+  for (auto& [file, w] : FileWriters(model, opt, host, writers)) {
+    std::string image;
+    if (spare && !spare->empty()) {
+      image = std::move(spare->back());
+      spare->pop_back();
+    }
+    w.SerializeTo(&image);
+    files->emplace_back(dir + file, std::move(image));
+  }
+}
+
+}  // namespace
+
+Status FinishSnapshot(CheckpointSnapshot* snap) {
+  if (!snap->finish) return Status::Ok();
+  auto finish = std::move(snap->finish);
+  snap->finish = nullptr;
+  return finish(snap);
+}
+
 std::vector<size_t> CheckpointImageSizes(const GptModel& model, const AdamW* opt, const CheckpointWriters& writers) {
   std::vector<size_t> out;
-  const HostState host(model, opt);
-  for (const auto& [file, w] : FileWriters(model, opt, host, writers)) out.push_back(w.SerializedSize());
+  const HostCopies host(model, opt);
+  for (const auto& [file, w] : FileWriters(model, opt, host.state(), writers)) out.push_back(w.SerializedSize());
   return out;
 }
 
@@ -222,7 +256,7 @@ Result<std::unique_ptr<ObjectStore>> OpenCheckpointStore(const std::string& dir_
 Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt,
                                               const TrainerState& state, const CheckpointLineage& lineage,
                                               const CheckpointWriters& writers, const CheckpointOptions& o,
-                                              std::vector<std::string>* spare) {
+                                              std::vector<std::string>* spare, SnapshotStaging* staging) {
   CheckpointSnapshot snap;
   snap.name = CheckpointName(state.step);
   snap.step = state.step;
@@ -235,16 +269,20 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
     return snap;
   }
   const std::string dir = "attempt-" + std::to_string(snap.attempt) + "/";
-  const HostState host(model, opt);
-  for (auto& [file, w] : FileWriters(model, opt, host, writers)) {
-    // One copy of the state into a buffer of the previous snapshot when there is one.
-    std::string image;
-    if (spare && !spare->empty()) {
-      image = std::move(spare->back());
-      spare->pop_back();
-    }
-    w.SerializeTo(&image);
-    snap.files.emplace_back(dir + file, std::move(image));
+  if (staging) {  // copies queued now, the files serialized on the writer's thread once they are done
+    ANNEAL_RETURN_IF_ERROR(staging->Begin(
+        model.stream(), {CanonicalParams(model, opt), opt ? opt->m().ptr() : DevPtr{}, opt ? opt->v().ptr() : DevPtr{}},
+        {model.num_floats(), opt ? opt->m().size() : 0, opt ? opt->v().size() : 0}));
+    std::vector<std::string> images;
+    if (spare) images = std::move(*spare), spare->clear();
+    snap.finish = [staging, &model, opt, writers, dir, images = std::move(images)](CheckpointSnapshot* s) mutable {
+      const std::vector<const float*> h = staging->Wait();
+      SerializeFiles(model, opt, HostState{h[0], h[1], h[2]}, writers, dir, &images, &s->files);
+      return Status::Ok();
+    };
+  } else {
+    const HostCopies host(model, opt);
+    SerializeFiles(model, opt, host.state(), writers, dir, spare, &snap.files);
   }
   if (writers.rank == 0) {
     // Every rank's parts, recomputed from the layout rule every rank used.
@@ -446,7 +484,8 @@ Status AsyncCheckpointer::Start(CheckpointSnapshot snap) {
   done_ = std::move(snap);
   thread_ = std::thread([this] {
     const double t0 = o_.clock->Monotonic();
-    status_ = WriteSnapshot(*store_, done_, o_);
+    status_ = FinishSnapshot(&done_);
+    if (status_.ok()) status_ = WriteSnapshot(*store_, done_, o_);
     write_s_ = o_.clock->Monotonic() - t0;
   });
   return Status::Ok();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,7 @@
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "core/clock.h"
+#include "ckpt/snapshot_staging.h"
 #include "parallel/plan.h"
 #include "storage/object_store.h"
 
@@ -79,20 +81,29 @@ std::string CheckpointName(int step);
 Result<std::unique_ptr<ObjectStore>> OpenCheckpointStore(const std::string& dir_or_uri);
 
 // One rank's part of a checkpoint, copied to host memory: its file images, ready to write. Taking it
-// is what training waits for; writing it can happen on another thread while training goes on.
+// is what training waits for; writing it can happen on another thread while training goes on. With
+// a SnapshotStaging (a device the host cannot read) the copies are still in flight when it is
+// taken: FinishSnapshot, on the writer's thread, waits for them and serializes the files.
 struct CheckpointSnapshot {
   std::string name;  // step-NNNNNNNN
   int step = 0, rank = 0, ranks = 1, attempt = 0;
   bool skip = false;  // a complete checkpoint of this step exists already: nothing to write
   std::vector<std::pair<std::string, std::string>> files;  // name (attempt-A/...), image
   std::string manifest;  // rank 0: the manifest without "files" (filled in from every rank's record)
+  std::function<Status(CheckpointSnapshot*)> finish;  // fills `files` once staged copies are done
   uint64_t bytes() const;
 };
 // spare: file buffers of an earlier snapshot to reuse (AsyncCheckpointer::spare()); may be null.
+// staging: queue the device-to-host copies there instead of copying now (ckpt/snapshot_staging.h);
+// the caller then makes the optimizer's next update wait for staging->copied() (the values copied
+// must not change until then) and hands the snapshot to a writer, which calls FinishSnapshot.
 Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt,
                                               const TrainerState& state, const CheckpointLineage& lineage,
                                               const CheckpointWriters& writers, const CheckpointOptions& o,
-                                              std::vector<std::string>* spare = nullptr);
+                                              std::vector<std::string>* spare = nullptr,
+                                              SnapshotStaging* staging = nullptr);
+// Waits for a staged snapshot's copies and serializes its files (a no-op for one taken without staging).
+Status FinishSnapshot(CheckpointSnapshot* snap);
 // The sizes of this rank's file images (AsyncCheckpointer::Reserve).
 std::vector<size_t> CheckpointImageSizes(const GptModel& model, const AdamW* opt, const CheckpointWriters& writers);
 // Writes the snapshot's files, then this rank's record step-N/attempt-A/done-RRRRR.json (names,

@@ -51,6 +51,10 @@ StepStats AdamW::StepWithNorm(DevPtr params, DevPtr grads, int step, double grad
   }
   const size_t n = end_ - begin_;
   const Stream st = be_.DefaultStream();
+  if (fence_.handle) {
+    be_.WaitEvent(st, fence_);
+    fence_ = Event{};
+  }
   auto view = [&](DevPtr p, size_t len) {
     return TensorView(p.p, p.t, {static_cast<int64_t>(len)}, be_.device());
   };

@@ -72,6 +72,9 @@ class AdamW {
   // The canonical fp32 parameters given the working copy: the masters where they exist, else the
   // working copy itself (what checkpoints and the state hash read).
   DevPtr MasterOr(DevPtr working) const { return master_.empty() ? working : master_.ptr(); }
+  // The next update first waits, on the compute stream, for `e`: a checkpoint snapshot still copying
+  // the parameters and moments that update overwrites (ckpt/snapshot_staging.h).
+  void WaitBeforeNextUpdate(const Event& e) { fence_ = e; }
   // Writes the working copy (at element begin()) from the masters after they were loaded.
   void WriteWorking(DevPtr working);
   size_t begin() const { return begin_; }
@@ -96,6 +99,7 @@ class AdamW {
   DeviceArray master_;  // fp32 master weights of the shard when the working copy is not fp32
   Status status_;
   int updates_ = 0;
+  Event fence_;  // WaitBeforeNextUpdate's
 };
 
 }  // namespace anneal

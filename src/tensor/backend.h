@@ -20,6 +20,7 @@
 // so ops return nothing; allocation returns a Result.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,14 @@ class Backend {
   // Work issued to `s` after this waits for `e`.
   virtual void WaitEvent(const Stream& /*s*/, const Event& /*e*/) {}
   virtual void Synchronize(const Stream& /*s*/) {}
+  // A second stream for copies that overlap compute (checkpoint snapshots); the default one where
+  // a backend has one stream (the host, whose copies are done when they return). Synchronize on it
+  // may be called from another thread than the one issuing work.
+  virtual Stream CopyStream() { return DefaultStream(); }
+  // Zeroed host memory this backend copies to and from fastest (CUDA: page-locked), for buffers
+  // reused by many copies; null when it cannot be had. Freed with FreeHostStaging.
+  virtual void* AllocateHostStaging(size_t bytes) { return std::calloc(bytes ? bytes : 1, 1); }
+  virtual void FreeHostStaging(void* p) { std::free(p); }
 
   // ---- the machine ----
   // The measured dense-GEMM rate in GFLOP/s for dtype t at the current thread count: the ceiling MFU

@@ -27,6 +27,9 @@ Result<std::unique_ptr<TrainCheckpoints>> TrainCheckpoints::Open(const Checkpoin
     t->copts_.local_rank = rt.re.local_rank;
     t->copts_.local_world = rt.re.local_world;
   }
+  if (t->store_ && !rt.model->backend().HostAccessible()) {
+    t->device_staging_ = std::make_unique<SnapshotStaging>(rt.model->backend());
+  }
   t->checkpointer_ = std::make_unique<AsyncCheckpointer>(t->store_.get(), t->copts_);
   return t;
 }
@@ -76,7 +79,10 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());  // the previous one first (its buffers are reused)
   const double t_wait = copts_.clock->Monotonic() - t0;
   ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, *rt.model, rt.opt.get(), *st, lineage_,
-                                                                      Writers(rt), copts_, checkpointer_->spare()));
+                                                                      Writers(rt), copts_, checkpointer_->spare(),
+                                                                      device_staging_.get()));
+  // Staged: the copies run on; the update that overwrites what they read waits for them.
+  if (device_staging_ && !snap.skip && rt.opt) rt.opt->WaitBeforeNextUpdate(device_staging_->copied());
   const double t_snap = copts_.clock->Monotonic() - t0 - t_wait;
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Start(std::move(snap)));
   if (!writing_.empty()) {

@@ -1,6 +1,8 @@
 // The trainer's checkpoints (train.checkpoint_*, train.resume): where they go, resuming from the
 // newest complete one, and saving — a snapshot to host memory that training waits for (and for the
-// previous save still being written), written on the checkpointer's thread (ckpt/checkpoint.h).
+// previous save still being written), written on the checkpointer's thread (ckpt/checkpoint.h). On
+// a GPU the snapshot's copies run on the copy stream while training goes on, and only the next
+// optimizer update waits for them (ckpt/snapshot_staging.h).
 #pragma once
 
 #include <memory>
@@ -41,6 +43,8 @@ class TrainCheckpoints {
   CheckpointLineage lineage_;
   std::unique_ptr<ObjectStore> store_, staging_;
   CheckpointOptions copts_;
+  std::unique_ptr<SnapshotStaging> device_staging_;  // a device the host cannot read (before the writer:
+                                                     // destroyed after it)
   std::unique_ptr<AsyncCheckpointer> checkpointer_;
   std::string writing_;  // the checkpoint being written in the background
   std::string last_path_;

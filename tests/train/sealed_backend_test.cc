@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 
 #include "ckpt/checkpoint.h"
@@ -120,6 +121,26 @@ TEST(SealedBackendTest, TrainSaveResumeEvaluateAndSampleNeverTouchTensorMemory) 
   const std::vector<uint32_t> sealed = sample(Sealed()), cpu = sample(CpuBackend());
   EXPECT_EQ(sealed.size(), 10u);
   EXPECT_EQ(sealed, cpu);
+}
+
+// A backend the host cannot read snapshots through SnapshotStaging: the step-2 checkpoint is taken
+// while steps 3 and 4 run (written by the checkpointer's thread from the staged copies). It holds
+// the step-2 state: resumed from it, the run reaches the uninterrupted run's hash, as on the cpu.
+TEST(SealedBackendTest, StagedSnapshotTakenWhileTrainingGoesOnResumesToTheSameState) {
+  testing::TempDir dir;
+  const std::string ds = MakeDataset(dir);
+  Sealed();  // registers "sealed"
+  auto a4 = Train(ds, dir.File("sealed"), "sealed", 4);
+  auto c4 = Train(ds, dir.File("cpu"), "cpu", 4);
+  ASSERT_TRUE(a4.ok()) << a4.status().ToString();
+  ASSERT_TRUE(c4.ok()) << c4.status().ToString();
+  EXPECT_EQ(a4->state_hash, c4->state_hash);
+  ASSERT_TRUE(std::filesystem::exists(dir.File("sealed") + "/step-00000002/manifest.json"));
+  std::filesystem::remove_all(dir.File("sealed") + "/step-00000004");
+  auto r4 = Train(ds, dir.File("sealed"), "sealed", 4);
+  ASSERT_TRUE(r4.ok()) << r4.status().ToString();
+  EXPECT_EQ(r4->steps_done, 4);
+  EXPECT_EQ(r4->state_hash, c4->state_hash);
 }
 
 }  // namespace

@@ -63,12 +63,14 @@ class CudaAllocator : public Allocator {
  private:
   int index_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots' device-to-host copies
 };
 
 class CudaBackend : public Backend {
  public:
   CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
     MUST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    MUST_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
     alloc_.set_stream(stream_);
     events_.resize(4096);
     for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -82,6 +84,8 @@ class CudaBackend : public Backend {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    cudaStreamSynchronize(copy_stream_);
+    cudaStreamDestroy(copy_stream_);
     for (Staging& slot : staging_) {
       cudaFreeHost(slot.p);
       cudaEventDestroy(slot.done);
@@ -126,6 +130,17 @@ class CudaBackend : public Backend {
     if (e.handle) MUST_CUDA(cudaStreamWaitEvent(S(s), static_cast<cudaEvent_t>(e.handle), 0));
   }
   void Synchronize(const Stream& s) override { MUST_CUDA(cudaStreamSynchronize(S(s))); }
+  Stream CopyStream() override { return Stream{copy_stream_, device()}; }
+  void* AllocateHostStaging(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+      (void)cudaGetLastError();  // a failed pinned allocation is not sticky: the caller falls back
+      return nullptr;
+    }
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void FreeHostStaging(void* p) override { cudaFreeHost(p); }
   double MeasurePeakGflops(DType t) override;
   void SetThreads(int) override {}
   int Threads() const override { return 1; }
@@ -284,6 +299,7 @@ class CudaBackend : public Backend {
   int index_;
   CudaAllocator alloc_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots' device-to-host copies
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;
   static constexpr size_t kStagingBytes = 4u << 20;
