@@ -10,12 +10,13 @@ foreach(t gtest gtest_main)  # GoogleTest's own code is not held to our -Werror 
 endforeach()
 include(GoogleTest)
 add_executable(anneal_unit_tests kernels/parity_test.cc kernels/cuda_math_test.cc kernels/cuda_launch_test.cc
-               kernels/cuda_gemm_args_test.cc core/checksum_test.cc train/config_text_test.cc)
+               kernels/cuda_gemm_args_test.cc kernels/cuda_flash_plan_test.cc core/checksum_test.cc
+               train/config_text_test.cc)
 target_include_directories(anneal_unit_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR} ${XXHASH_INCLUDE})
 target_link_libraries(anneal_unit_tests PRIVATE anneal_lib GTest::gtest GTest::gtest_main)
 gtest_discover_tests(anneal_unit_tests PROPERTIES LABELS unit DISCOVERY_TIMEOUT 60)
 if(ANNEAL_WITH_CUDA_KERNELS)
-  add_executable(anneal_cuda_tests kernels/cuda_elementwise_test.cc)
+  add_executable(anneal_cuda_tests kernels/cuda_elementwise_test.cc kernels/cuda_flash_test.cc)
   target_include_directories(anneal_cuda_tests PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(anneal_cuda_tests PRIVATE anneal_kernels_cuda anneal_lib GTest::gtest GTest::gtest_main)
   gtest_discover_tests(anneal_cuda_tests PROPERTIES LABELS "unit;needs-gpu" DISCOVERY_TIMEOUT 60)

@@ -22,8 +22,9 @@
 #             give the same hash; a resume from step 3 reaches the uninterrupted run's hash; the
 #             CPU engine's kept fixture checkpoint resumes on cuda with the golden losses; a 2-step
 #             GPU checkpoint of the fixture config comes back in $OUT for tests/e2e/gpu_checkpoint_test.sh
-#   bench     GPT-2 124M, B=16, T=1024, bf16: anneal against PyTorch 2.11 compiled (bench/gpu/
-#             torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak NVML process memory
+#   bench     GPT-2 124M, B=16, T=1024, bf16: anneal (attention path 1 and path 2) against PyTorch 2.11
+#             compiled (bench/gpu/torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak
+#             NVML process memory; then 4 steps of each path with ANNEAL_CUDA_OP_TIMES=1 (kernels.txt)
 # Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, kernels.txt,
 # gpu_fixture_step2.tgz) and prints the summary table last.
 set -uo pipefail
@@ -119,7 +120,9 @@ PY
 stage_parity() {
   local rc=0
   timeout 120 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
-  timeout 60 "$B/run.sh" anneal_cuda_tests || rc=1
+  # the GELU-fused GEMM and attention path 2 too: the whole harness with ANNEAL_CUDA_ATTENTION=flash
+  ANNEAL_CUDA_ATTENTION=flash timeout 120 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
+  timeout 90 "$B/run.sh" anneal_cuda_tests || rc=1
   CUDA_FORCE_PTX_JIT=1 timeout 120 "$B/run.sh" anneal_cuda_tests || rc=1
   local n
   n=$("$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' --gtest_list_tests | grep -c '^  ')
@@ -130,9 +133,16 @@ stage_parity() {
 
 stage_memcheck() {
   command -v compute-sanitizer >/dev/null || { echo "memcheck: no compute-sanitizer"; return 1; }
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/run.sh" anneal_cuda_tests --gtest_filter='*Convert*:*AdamW*'
-  local rc=$?
-  echo "memcheck: exit $rc"
+  local rc=0 tool
+  # memcheck over the elementwise kernels and path 2 (small shapes); racecheck and synccheck over path 2
+  # (its shared-memory tiles and barriers)
+  ANNEAL_TEST_SMALL=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$B/run.sh" anneal_cuda_tests \
+    --gtest_filter='*Convert*:*AdamW*:CudaFlashTest.ForwardAndBackward*' || rc=1
+  for tool in racecheck synccheck; do
+    ANNEAL_TEST_SMALL=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 9 "$B/run.sh" anneal_cuda_tests \
+      --gtest_filter='CudaFlashTest.ForwardAndBackward*' || rc=1
+  done
+  echo "memcheck: memcheck, racecheck, synccheck: $([ $rc = 0 ] && echo clean || echo FAILED)"
   return $rc
 }
 
@@ -225,29 +235,40 @@ stage_bench() {
  "train": {"steps": 12, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
            "resume": "none"}}
 JSON
-  timeout 150 "$B/run.sh" anneal train --config "$w/gpt2.json" >"$w/anneal.log" 2>&1 &
-  local pid=$!
-  local apeak
-  apeak=$(nvml_peak $pid)
-  wait $pid || { tail -5 "$w/anneal.log"; return 1; }
-  cp "$w/anneal.log" "$OUT/bench_anneal.log"  # kept even if the peer fails
+  # anneal with each attention path, its peak memory as the peer's; then 4 steps of each with the
+  # op times (perturbed by their event reads: throughput is the runs without)
+  local path peak apeak fpeak pid
+  for path in gemm flash; do
+    ANNEAL_CUDA_ATTENTION=$path timeout 150 "$B/run.sh" anneal train --config "$w/gpt2.json" >"$w/$path.log" 2>&1 &
+    pid=$!
+    peak=$(nvml_peak $pid)
+    wait $pid || { tail -5 "$w/$path.log"; cat "$w/$path.log" >>"$OUT/bench_anneal.log"; return 1; }
+    cat "$w/$path.log" >>"$OUT/bench_anneal.log"  # kept even if the peer fails
+    [ $path = gemm ] && apeak=$peak || fpeak=$peak
+  done
+  for path in gemm flash; do
+    { echo "== ANNEAL_CUDA_ATTENTION=$path"; ANNEAL_CUDA_OP_TIMES=1 ANNEAL_CUDA_ATTENTION=$path timeout 90 "$B/run.sh" anneal train \
+        --config "$w/gpt2.json" --set train.steps=4 2>&1 | sed -n '/CUDA op times/,/all ops/p'; } >>"$OUT/kernels.txt"
+  done
   timeout 200 python3 bench/gpu/torch_gpt2.py --batch 16 --seq 1024 --steps 12 --warmup 3 >"$w/torch.log" 2>&1 &
   pid=$!
   local tpeak
   tpeak=$(nvml_peak $pid)
   wait $pid || { tail -5 "$w/torch.log"; return 1; }
-  python3 - "$w/anneal.log" "$w/torch.log" "$apeak" "$tpeak" <<'PY'
+  python3 - "$w" "$apeak" "$fpeak" "$tpeak" <<'PY'
 import re, statistics, sys
-a = open(sys.argv[1]).read()
-ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms \|", a, re.M)][3:]
-tps_a = 16 * 1024 / (statistics.median(ms) / 1e3)
-t = dict(kv.split("=") for kv in re.search(r"RESULT (.*)", open(sys.argv[2]).read()).group(1).split())
-tps_t = float(t["tokens_per_s"])
-n = int(t["params"])
-fpt = 6 * n + 6 * 12 * 768 * 1024
-print(f"bench: GPT-2 124M B=16 T=1024 bf16 — anneal {tps_a:.0f} tok/s (MFU {100 * tps_a * fpt / 989e12:.1f} %, "
-      f"{sys.argv[3]} MiB), PyTorch compiled {tps_t:.0f} tok/s (MFU {100 * tps_t * fpt / 989e12:.1f} %, {sys.argv[4]} MiB); "
-      f"ratio {tps_a / tps_t:.2f}x")
+w, apeak, fpeak, tpeak = sys.argv[1:]
+def tokens_per_s(log):
+    ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms \|", open(log).read(), re.M)][3:]
+    return 16 * 1024 / (statistics.median(ms) / 1e3)
+t = dict(kv.split("=") for kv in re.search(r"RESULT (.*)", open(w + "/torch.log").read()).group(1).split())
+tps_t, n = float(t["tokens_per_s"]), int(t["params"])
+fpt = 6 * n + 6 * 12 * 768 * 1024  # training FLOPs per token: 6N + 6 L T C (attention's QK^T and PV)
+mfu = lambda tps: 100 * tps * fpt / 989e12
+g, f = tokens_per_s(w + "/gemm.log"), tokens_per_s(w + "/flash.log")
+print(f"bench: GPT-2 124M B=16 T=1024 bf16 — anneal path 1 {g:.0f} tok/s (MFU {mfu(g):.1f} %, {apeak} MiB), "
+      f"path 2 {f:.0f} tok/s (MFU {mfu(f):.1f} %, {fpeak} MiB); PyTorch compiled {tps_t:.0f} tok/s "
+      f"(MFU {mfu(tps_t):.1f} %, {tpeak} MiB); ratio {g / tps_t:.2f}x and {f / tps_t:.2f}x")
 PY
 }
 

@@ -101,6 +101,9 @@ class Backend {
   // reused by many copies; null when it cannot be had. Freed with FreeHostStaging.
   virtual void* AllocateHostStaging(size_t bytes) { return std::calloc(bytes ? bytes : 1, 1); }
   virtual void FreeHostStaging(void* p) { std::free(p); }
+  // Where the device's time went, op by op, when the backend keeps such a table (CUDA:
+  // ANNEAL_CUDA_OP_TIMES=1); "" otherwise. The trainer prints it at the end of a run.
+  virtual std::string OpTimeTable() { return ""; }
 
   // ---- the machine ----
   // The measured dense-GEMM rate in GFLOP/s for dtype t at the current thread count: the ceiling MFU

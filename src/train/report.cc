@@ -169,6 +169,7 @@ Status TrainReport::Finish(int steps_done, const std::string& state_hash, double
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   log_(Fmt("peak RSS of rank 0: %.1f MB", ru.ru_maxrss / 1024.0));
+  if (const std::string ops = rt_.model->backend().OpTimeTable(); !ops.empty()) log_(ops);
   if (rt_.tp_group) log_(Fmt("tensor parallelism: rank 0 sent %.1f MB in its group's collectives", rt_.tp_group->bytes() / 1e6));
   if (rt_.par && c_.dist.zero == 2) {
     log_(Fmt("ZeRO-2: at most %.1f MB of gradient buffers at once during backward (a full buffer: %.1f MB)",

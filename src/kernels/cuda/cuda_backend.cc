@@ -11,8 +11,13 @@
 
 #include "kernels/cuda/check.h"
 #include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/op_times.h"
 #include "kernels/cuda/rows.h"
+
+// Times the op it opens (kernels/cuda/op_times.h) when ANNEAL_CUDA_OP_TIMES is set.
+#define ANNEAL_TIMED(s) const cuda::OpTimes::Scope anneal_timed_(&times_, __func__, S(s))
 
 namespace anneal {
 
@@ -63,7 +68,6 @@ class CudaAllocator : public Allocator {
  private:
   int index_;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots' device-to-host copies
 };
 
 class CudaBackend : public Backend {
@@ -81,6 +85,7 @@ class CudaBackend : public Backend {
     d_.stream = stream_;
     d_.sms = sms;
     Must(gemms_.Init());
+    flash_ = UseFlashAttention();
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
@@ -131,6 +136,7 @@ class CudaBackend : public Backend {
   }
   void Synchronize(const Stream& s) override { MUST_CUDA(cudaStreamSynchronize(S(s))); }
   Stream CopyStream() override { return Stream{copy_stream_, device()}; }
+  std::string OpTimeTable() override { return times_.Table(); }
   void* AllocateHostStaging(size_t bytes) override {
     void* p = nullptr;
     if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
@@ -147,38 +153,46 @@ class CudaBackend : public Backend {
 
   // ---- embeddings, LayerNorm ----
   void EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) override {
+    ANNEAL_TIMED(s);
     Must(cuda::EmbeddingForward(D(s), E(out.dtype()), out.data(), I32(tokens), wte.data(), wpe.data(), tokens.dim(0),
                                 tokens.dim(1), Cols(out)));
   }
   void EmbeddingBackward(const Stream& s, const TV& dwte, const TV& dwpe, const TV& dout, const TV& tokens) override {
+    ANNEAL_TIMED(s);
     Must(cuda::EmbeddingBackward(D(s), E(dout.dtype()), dwte.data(), dwpe.data(), dout.data(), I32(tokens),
                                  tokens.dim(0), tokens.dim(1), Cols(dout), scratch_));
   }
   void VocabEmbeddingForward(const Stream& s, const TV& rows, const TV& tokens, const TV& wte_slice,
                              int64_t v0) override {
+    ANNEAL_TIMED(s);
     Must(cuda::VocabEmbeddingForward(D(s), E(rows.dtype()), rows.data(), I32(tokens), wte_slice.data(), tokens.numel(),
                                      Cols(rows), wte_slice.dim(0), v0));
   }
   void VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, const TV& dwpe, const TV& dall, const TV& tokens,
                               int64_t v0, int T) override {
+    ANNEAL_TIMED(s);
     Must(cuda::VocabEmbeddingBackward(D(s), E(dall.dtype()), dwte_slice.data(), dwpe.data(), dall.data(), I32(tokens),
                                       tokens.numel(), Cols(dall), dwte_slice.dim(0), v0, T, scratch_));
   }
   void AddPositions(const Stream& s, const TV& out, const TV& wpe, int64_t row0, int T) override {
+    ANNEAL_TIMED(s);
     Must(cuda::AddPositions(D(s), E(out.dtype()), out.data(), wpe.data(), RowsOf(out), Cols(out), row0, T));
   }
   void LayerNormForward(const Stream& s, const TV& out, const TV& mean, const TV& rstd, const TV& inp, const TV& w,
                         const TV& b) override {
+    ANNEAL_TIMED(s);
     Must(cuda::LayerNormForward(D(s), E(inp.dtype()), out.data(), mean.f32(), rstd.f32(), inp.data(), w.data(),
                                 b.data(), RowsOf(inp), Cols(inp)));
   }
   void LayerNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& db, const TV& dout, const TV& inp,
                          const TV& w, const TV& mean, const TV& rstd) override {
+    ANNEAL_TIMED(s);
     Must(cuda::LayerNormBackward(D(s), E(inp.dtype()), dinp.data(), dw.data(), db.data(), dout.data(), inp.data(),
                                  w.data(), mean.f32(), rstd.f32(), RowsOf(inp), Cols(inp), scratch_));
   }
   void ResidualLayerNormForward(const Stream& s, const TV& resid, const TV& out, const TV& mean, const TV& rstd,
                                 const TV& a, const TV& b, const TV& w, const TV& bias) override {
+    ANNEAL_TIMED(s);
     Must(cuda::LayerNormForward(D(s), E(a.dtype()), out.data(), mean.f32(), rstd.f32(), resid.data(), w.data(),
                                 bias.data(), RowsOf(a), Cols(a), resid.data(), a.data(), b.data()));
   }
@@ -186,6 +200,7 @@ class CudaBackend : public Backend {
   // ---- linear layers ----
   void LinearForward(const Stream& s, const TV& out, const TV& inp, const TV& w, const TV& bias,
                      const TV& gelu_out) override {
+    ANNEAL_TIMED(s);
     const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
     auto aligned = [](const TV& v) { return v.empty() || (reinterpret_cast<uintptr_t>(v.data()) % 16) == 0; };
     // bf16 with GELU: one GEMM writing GELU(x) to gelu_out and x to out (cuBLASLt's GELU_AUX
@@ -207,6 +222,7 @@ class CudaBackend : public Backend {
   }
   void LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp,
                       const TV& w) override {
+    ANNEAL_TIMED(s);
     const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
     const Elem t = E(dout.dtype());
     if (!dinp.empty()) Must(gemms_.Run(S(s), cudagemm::InputGradArgs(N, C, OC), t, w.data(), dout.data(), dinp.data()));
@@ -214,6 +230,7 @@ class CudaBackend : public Backend {
     if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC, scratch_));
   }
   void BiasAdd(const Stream& s, const TV& out, const TV& bias) override {
+    ANNEAL_TIMED(s);
     Must(cuda::BiasAdd(D(s), E(out.dtype()), out.data(), bias.data(), RowsOf(out), Cols(out)));
   }
 
@@ -224,6 +241,7 @@ class CudaBackend : public Backend {
                          const TV& k, const TV& v, const TV& out, const TV& lse, int H) override;
   void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
                        const TV& scores, int H) override {
+    ANNEAL_TIMED(s);
     const int64_t rows = kcache.dim(0);
     if (scores.dtype() != DType::kF32 || scores.numel() < rows) {
       Must(Internal("AttentionDecode's scores must be f32 of at least " + std::to_string(rows) + " floats: " +
@@ -235,21 +253,26 @@ class CudaBackend : public Backend {
 
   // ---- elementwise ----
   void GeluForward(const Stream& s, const TV& out, const TV& inp) override {
+    ANNEAL_TIMED(s);
     Must(cuda::Gelu(D(s), E(inp.dtype()), out.data(), inp.data(), inp.numel()));
   }
   void GeluBackward(const Stream& s, const TV& dinp, const TV& inp, const TV& dout) override {
+    ANNEAL_TIMED(s);
     Must(cuda::GeluBackward(D(s), E(inp.dtype()), dinp.data(), inp.data(), dout.data(), inp.numel()));
   }
   void ResidualForward(const Stream& s, const TV& out, const TV& a, const TV& b) override {
+    ANNEAL_TIMED(s);
     Must(cuda::Residual(D(s), E(a.dtype()), out.data(), a.data(), b.data(), a.numel()));
   }
   void Accumulate(const Stream& s, const TV& dst, const TV& src) override {
+    ANNEAL_TIMED(s);
     Must(cuda::Accumulate(D(s), E(dst.dtype()), dst.data(), src.data(), dst.numel()));
   }
 
   // ---- losses, norms, optimizer ----
   double CrossEntropy(const Stream& s, const TV& logits, const TV& losses, const TV& targets, int V,
                       float dscale) override {
+    ANNEAL_TIMED(s);
     double sum = 0;
     Must(cuda::CrossEntropy(D(s), E(logits.dtype()), logits.data(), losses.f32(), I32(targets), logits.dim(0),
                             logits.dim(1), V, dscale, &sum));
@@ -257,11 +280,13 @@ class CudaBackend : public Backend {
   }
   void VocabLossStats(const Stream& s, const TV& stats, const TV& logits, const TV& targets, int64_t v0,
                       int nreal) override {
+    ANNEAL_TIMED(s);
     Must(cuda::VocabLossStats(D(s), E(logits.dtype()), stats.f64(), logits.data(), I32(targets), logits.dim(0),
                               logits.dim(1), v0, nreal));
   }
   double VocabLossCombine(const Stream& s, const TV& logits, const TV& losses, const TV& row_loss, const TV& gathered,
                           const TV& targets, int64_t v0, int nreal, float dscale) override {
+    ANNEAL_TIMED(s);
     double sum = 0;
     Must(cuda::VocabLossCombine(D(s), E(logits.dtype()), logits.data(), losses.f32(), row_loss.f64(), gathered.f64(),
                                 static_cast<int>(gathered.dim(0)), I32(targets), logits.dim(0), logits.dim(1), v0,
@@ -269,19 +294,23 @@ class CudaBackend : public Backend {
     return sum;
   }
   double SumSquares(const Stream& s, const TV& g) override {
+    ANNEAL_TIMED(s);
     double out = 0;
     Must(cuda::SumSquares(D(s), E(g.dtype()), g.data(), static_cast<size_t>(g.numel()), scratch_, &out));
     return out;
   }
   void Scale(const Stream& s, const TV& g, float f) override {
+    ANNEAL_TIMED(s);
     Must(cuda::Scale(D(s), E(g.dtype()), g.data(), f, static_cast<size_t>(g.numel())));
   }
   void AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, float lr, float beta1, float beta2,
              float eps, float wd, int t) override {
+    ANNEAL_TIMED(s);
     Must(cuda::AdamW(D(s), p.f32(), E(g.dtype()), g.data(), m.f32(), v.f32(), nullptr, static_cast<size_t>(p.numel()),
                      lr, beta1, beta2, eps, wd, t));
   }
   void Zero(const Stream& s, const TV& x) override {
+    ANNEAL_TIMED(s);
     if (x.empty()) return;
     if (!x.contiguous()) Must(Internal("Zero of a strided view on the CUDA backend: " + x.ToString()));
     MUST_CUDA(cudaMemsetAsync(x.data(), 0, x.bytes(), S(s)));
@@ -294,6 +323,10 @@ class CudaBackend : public Backend {
   // Attention's per-head buffers in scratch: q, k, v, out (or their gradients) split by head, and
   // the (B*H, T, T) scores (twice in backward).
   void* AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int copies_btc, int copies_scores);
+  // ANNEAL_CUDA_ATTENTION: "gemm" (path 1, the default until a GPU shows path 2 equal and faster)
+  // or "flash" (path 2, kernels/cuda/flash_attention.h, where it has the head size and alignment).
+  static bool UseFlashAttention();
+  bool FlashFits(const TV& q, int H, std::initializer_list<const TV*> views) const;
 
   std::string name_;
   int index_;
@@ -313,7 +346,27 @@ class CudaBackend : public Backend {
   cuda::Device1D d_;
   cuda::Gemms gemms_;
   cuda::Scratch scratch_, attn_scratch_;
+  bool flash_ = false;
+  cuda::OpTimes times_;  // ANNEAL_CUDA_OP_TIMES
 };
+
+bool CudaBackend::UseFlashAttention() {
+  const char* v = std::getenv("ANNEAL_CUDA_ATTENTION");
+  const std::string path = v ? v : "gemm";
+  if (path != "gemm" && path != "flash") {
+    Must(InvalidInput("ANNEAL_CUDA_ATTENTION=" + path + ": use gemm (path 1: cuBLASLt products around a causal "
+                      "softmax) or flash (path 2: fused flash attention)"));
+  }
+  return path == "flash";
+}
+
+bool CudaBackend::FlashFits(const TV& q, int H, std::initializer_list<const TV*> views) const {
+  if (!flash_ || !cuda::FlashAttentionSupports(q.dim(2) / H) || q.dim(2) % H != 0) return false;
+  for (const TV* v : views) {
+    if (q.dtype() == DType::kBF16 && reinterpret_cast<uintptr_t>(v->data()) % 16 != 0) return false;
+  }
+  return true;
+}
 
 void* CudaBackend::AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int copies_btc, int copies_scores) {
   auto p = attn_scratch_.Get(elem * static_cast<size_t>(BTC * copies_btc + BHTT * copies_scores));
@@ -325,8 +378,13 @@ void* CudaBackend::AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int 
 //   S = Q K^T (scaled in the softmax), P = causal softmax(S) with lse, O = P V.
 void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
                                    int H) {
+  ANNEAL_TIMED(s);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
+  if (FlashFits(q, H, {&out, &q, &k, &v})) {
+    Must(cuda::FlashAttentionForward(D(s), t, out.data(), lse.f32(), q.data(), k.data(), v.data(), B, T, C, H));
+    return;
+  }
   const size_t es = t == Elem::kF32 ? 4 : 2;
   char* base = static_cast<char*>(AttentionScratch(es, BTC, BH * T * T, 4, 1));
   void *qh = base, *kh = base + es * BTC, *vh = base + 2 * es * BTC, *oh = base + 3 * es * BTC,
@@ -347,8 +405,16 @@ void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse
 //   dP = dO V^T; dS = P (dP - rowsum(dO O)); dV = P^T dO; dQ = scale dS K; dK = scale dS^T Q.
 void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
                                     const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) {
+  ANNEAL_TIMED(s);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
+  if (FlashFits(q, H, {&dq, &dk, &dv, &dout, &q, &k, &v, &out})) {
+    auto scratch = attn_scratch_.Get(cuda::FlashBackwardScratchBytes(B, T, H));
+    Must(scratch.status());
+    Must(cuda::FlashAttentionBackward(D(s), t, dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
+                                      v.data(), out.data(), lse.f32(), B, T, C, H, *scratch));
+    return;
+  }
   const size_t es = t == Elem::kF32 ? 4 : 2;
   char* base = static_cast<char*>(AttentionScratch(es, BTC, BH * T * T, 8, 2));
   void* h[8];
@@ -385,6 +451,7 @@ void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk,
 }
 
 void CudaBackend::Copy(const Stream& s, const TV& dst, const TV& src) {
+  ANNEAL_TIMED(s);
   if (dst.numel() != src.numel() || dst.ndim() != src.ndim()) {
     Must(Internal("Copy of " + src.ToString() + " into " + dst.ToString()));
   }
