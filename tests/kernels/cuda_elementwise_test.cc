@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "testing/gpu.h"
 #include "testing/numeric.h"
 
 #include <cmath>
@@ -26,13 +27,6 @@ std::vector<float> Random(size_t n, uint64_t seed, float scale = 1.0f) { return 
 
 using cuda::Elem;
 
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define NEED_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: this test needs a GPU"
 
 // Device copies of host fp32 values in dtype t, `offset` elements into the allocation.
 struct DeviceVec {

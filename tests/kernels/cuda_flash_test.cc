@@ -16,6 +16,7 @@
 #include "kernels/cuda/elementwise.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
+#include "testing/gpu.h"
 #include "testing/numeric.h"
 
 namespace anneal {
@@ -24,13 +25,6 @@ namespace {
 using cuda::Elem;
 using testing::NormErr;
 
-bool HaveGpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
-#define NEED_GPU() \
-  if (!HaveGpu()) GTEST_SKIP() << "no CUDA device: this test needs a GPU"
 
 // A device array of n values in dtype t (f32 lse stays f32 whatever t).
 struct Dev {
