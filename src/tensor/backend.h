@@ -95,7 +95,8 @@ class Backend {
   virtual void Synchronize(const Stream& /*s*/) {}
   // A second stream for copies that overlap compute (checkpoint snapshots); the default one where
   // a backend has one stream (the host, whose copies are done when they return). Synchronize on it
-  // may be called from another thread than the one issuing work.
+  // may be called from another thread than the one issuing work. An event recorded on it stays
+  // valid until the next one recorded on it (other events live for a ring of recordings).
   virtual Stream CopyStream() { return DefaultStream(); }
   // Zeroed host memory this backend copies to and from fastest (CUDA: page-locked), for buffers
   // reused by many copies; null when it cannot be had. Freed with FreeHostStaging.

@@ -75,6 +75,7 @@ class CudaBackend : public Backend {
   CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
     MUST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MUST_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    MUST_CUDA(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
     alloc_.set_stream(stream_);
     events_.resize(4096);
     for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -91,6 +92,7 @@ class CudaBackend : public Backend {
     cudaStreamSynchronize(stream_);
     cudaStreamSynchronize(copy_stream_);
     cudaStreamDestroy(copy_stream_);
+    cudaEventDestroy(copy_done_);
     for (Staging& slot : staging_) {
       cudaFreeHost(slot.p);
       cudaEventDestroy(slot.done);
@@ -127,14 +129,19 @@ class CudaBackend : public Backend {
   }
   Stream DefaultStream() override { return Stream{stream_, device()}; }
   Event RecordEvent(const Stream& s) override {
-    cudaEvent_t e = events_[next_event_++ % events_.size()];
+    // The copy stream's events mark checkpoint copies that an optimizer update waits for a whole
+    // step later, longer than a slot of the ring lives: its own event (one snapshot at a time).
+    cudaEvent_t e = S(s) == copy_stream_ ? copy_done_ : events_[next_event_++ % events_.size()];
     MUST_CUDA(cudaEventRecord(e, S(s)));
     return Event{e, device()};
   }
   void WaitEvent(const Stream& s, const Event& e) override {
     if (e.handle) MUST_CUDA(cudaStreamWaitEvent(S(s), static_cast<cudaEvent_t>(e.handle), 0));
   }
-  void Synchronize(const Stream& s) override { MUST_CUDA(cudaStreamSynchronize(S(s))); }
+  void Synchronize(const Stream& s) override {
+    MUST_CUDA(cudaSetDevice(index_));  // also called from the checkpoint writer's thread
+    MUST_CUDA(cudaStreamSynchronize(S(s)));
+  }
   Stream CopyStream() override { return Stream{copy_stream_, device()}; }
   std::string OpTimeTable() override { return times_.Table(); }
   void* AllocateHostStaging(size_t bytes) override {
@@ -333,6 +340,7 @@ class CudaBackend : public Backend {
   CudaAllocator alloc_;
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots' device-to-host copies
+  cudaEvent_t copy_done_ = nullptr;      // the one event recorded on it (RecordEvent)
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;
   static constexpr size_t kStagingBytes = 4u << 20;
