@@ -121,7 +121,7 @@ stage_parity() {
   local rc=0
   timeout 120 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
   # NCCL on this GPU at one rank (two ranks on one GPU NCCL refuses: multi-rank stays tested over Gloo)
-  timeout 60 "$B/run.sh" anneal_unit_tests --gtest_filter='NcclCommunicatorTest.*' || rc=1
+  timeout 60 "$B/run.sh" anneal_cuda_tests --gtest_filter='NcclCommunicatorTest.*' || rc=1
   # the GELU-fused GEMM and attention path 2 too: the whole harness with ANNEAL_CUDA_ATTENTION=flash
   ANNEAL_CUDA_ATTENTION=flash timeout 120 "$B/run.sh" anneal_unit_tests --gtest_filter='Registered/BackendParity.*cuda*' || rc=1
   timeout 90 "$B/run.sh" anneal_cuda_tests || rc=1

@@ -139,11 +139,13 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   ASSERT_TRUE(reg.ok()) << reg.status().ToString();
   ApiClient::SetProcessToken((*reg)["token"].get<std::string>());
   ASSERT_TRUE((*admin)->Post("/v1/jobs", {{"name", "job"}, {"entrypoint", {{"command", "true"}}}}).ok());
-  for (int i = 0; i < 200; ++i) {
+  bool placed = false;
+  for (int i = 0; i < 500 && !placed; ++i) {
     auto inst = (*admin)->Get("/v1/jobs/job-0001");
-    if (inst.ok() && !(*inst)["instances"].empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    placed = inst.ok() && !(*inst)["instances"].empty();
+    if (!placed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  ASSERT_TRUE(placed) << "job-0001 was never placed on the joined agent within 10 s";
   Shipper ship(url, "job-0001", 0, 0);
   for (int i = 0; i < 100; ++i) ship.AddLine(0, "stdout", "line " + std::to_string(i));
   ASSERT_TRUE(ship.Flush(10));

@@ -139,8 +139,15 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   auto gpu = api->Post("/v1/jobs", {{"name", "gpu"}, {"entrypoint", {{"command", "true"}}}, {"resources", {{"instance_type", "h200"}}}});
   ASSERT_TRUE(gpu.ok());
   const std::string gid = (*gpu)["id"];
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  EXPECT_EQ((*api->Get("/v1/jobs/" + gid))["secondary_status"], "Pending");
+  // A scheduler pass has considered it once it carries a pending reason (no sleep-then-assert).
+  json pend;
+  for (int i = 0; i < 500; ++i) {
+    pend = *api->Get("/v1/jobs/" + gid);
+    if (pend.contains("pending_reason")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(pend.contains("pending_reason")) << "no scheduler pass considered the job in 5 s: " << pend.dump();
+  EXPECT_EQ(pend["secondary_status"], "Pending") << pend.dump();
   ASSERT_TRUE(api->Post("/v1/jobs/" + gid + "/stop", json::object()).ok());
   EXPECT_EQ((*api->Get("/v1/jobs/" + gid))["status"], "Stopped");
 

@@ -67,12 +67,17 @@ YAML
 
 # ---- 1. a rank SIGKILLed ----
 id=$(job rankkill "$TMP/ck1" "")
-wait_step "$id" 12
+check "rank kill: the job reaches step 12" wait_step "$id" 12
+# The rank's own pid (exactly one process trains into ck1), killed by pid, not by a pattern.
+rank_pid=$(pgrep -f -- "checkpoint_dir=$TMP/ck1")
+check "... one rank process found (pid ${rank_pid//$'\n'/ })" test "$(wc -w <<<"$rank_pid")" -eq 1
 t_kill=$(date +%s.%N)
-pkill -9 -f "checkpoint_dir=$TMP/ck1" && echo "  killed the rank of $id"
+kill -9 "$rank_pid" && echo "  killed rank pid $rank_pid of $id"
 check "rank killed: the job completes" wait_status "$id" Completed 90
 history "$id" >"$TMP/h1"
 check "... through Restarting (infrastructure, attempt 1)" grep -q 'Restarting attempt 0 failed (infrastructure' "$TMP/h1"
+check "... and the failure reported is that rank's death by SIGKILL: $(grep -m1 Restarting "$TMP/h1")" \
+  grep -qE "Restarting attempt 0 failed \(infrastructure: .*pid $rank_pid\).*SIGKILL" "$TMP/h1"
 check "... with final parameters equal to the uninterrupted run's" test "$(final_hash "$id")" = "$ref_hash"
 check "... having resumed from a checkpoint" bash -c "'$ANNEAL' logs '$id' --server '$URL' | grep -q 'resumed from'"
 t_restart=$(awk '$2 == "Restarting" { print $1 }' "$TMP/h1"); t_train=$(awk '$2 == "Training" { t = $1 } END { print t }' "$TMP/h1")
@@ -80,9 +85,11 @@ echo "  detection $(awk -v a="$t_kill" -v b="$t_restart" 'BEGIN { printf "%.2f",
 
 # ---- 2. an agent SIGKILLed ----
 id=$(job agentkill "$TMP/ck2" "")
-wait_step "$id" 12
+check "agent kill: the job reaches step 12" wait_step "$id" 12
+agent_pid=$(pgrep -f -- "--instance-id $id-a0-n0( |$)")
+check "... one agent process found (pid ${agent_pid//$'\n'/ })" test "$(wc -w <<<"$agent_pid")" -eq 1
 t_kill=$(date +%s.%N)
-pkill -9 -f "instance-id $id-a0-n0" && echo "  killed the agent of $id"
+kill -9 "$agent_pid" && echo "  killed agent pid $agent_pid of $id"
 check "agent killed: the job completes" wait_status "$id" Completed 90
 history "$id" >"$TMP/h2"
 check "... after its lost heartbeat" grep -q 'Restarting attempt 0 failed (infrastructure: instance .* lost: no heartbeat' "$TMP/h2"
@@ -92,9 +99,11 @@ echo "  detection $(awk -v a="$t_kill" -v b="$(awk '$2 == "Restarting" { print $
 
 # ---- 3. a rank frozen with SIGSTOP ----
 id=$(job frozen "$TMP/ck3" "stopping: {hang_timeout_s: 4, hang_startup_s: 60}")
-wait_step "$id" 12
+check "frozen rank: the job reaches step 12" wait_step "$id" 12
+frozen_pid=$(pgrep -f -- "checkpoint_dir=$TMP/ck3")
+check "... one rank process found (pid ${frozen_pid//$'\n'/ })" test "$(wc -w <<<"$frozen_pid")" -eq 1
 t_stop=$(date +%s.%N)
-pkill -STOP -f "checkpoint_dir=$TMP/ck3" && echo "  froze the rank of $id"
+kill -STOP "$frozen_pid" && echo "  froze rank pid $frozen_pid of $id"
 check "frozen rank: the job completes" wait_status "$id" Completed 90
 history "$id" >"$TMP/h3"
 check "... the hang was detected and restarted" grep -q 'Restarting attempt 0 failed (infrastructure: node 0: hung: no rank printed' "$TMP/h3"

@@ -2,7 +2,10 @@
 """Compares distributed training against one process (tests/e2e/dist_*_test.sh).
 
   dist_compare.py losses REF.log RUN.log N RTOL     the first N step losses (hex floats in the log)
-  dist_compare.py params REF_CKPT RUN_CKPT          every parameter tensor: |a-b| <= 1e-5*|a| + 1e-7*sqrt(n)
+  dist_compare.py params REF_CKPT RUN_CKPT          every parameter tensor: max |a-b| <= 1e-5*|a| + 1e-7*sqrt(n)
+                                                    and |a-b| <= 1e-5*|a| + 1e-7*sqrt(n) over the whole
+                                                    tensor (|.|: L2 norm; the floor: float noise of a
+                                                    tensor that stays near 0, as attn.k.bias does)
 
 Reads the checkpoints' manifests and safetensors files itself (numpy only), so it checks what
 anneal wrote, not what anneal reads back. Prints the worst deviation; exit 1 on a mismatch.
@@ -63,17 +66,24 @@ def main():
         return 0 if worst <= rtol else 1
     if mode == "params":
         ref, run = read_params(sys.argv[2]), read_params(sys.argv[3])
-        worst, worst_name, ok = 0.0, "", True
+        worst, worst_name, worst_rel, rel_name, ok = 0.0, "", 0.0, "", True
         for name, a in ref.items():
             b = run[name]
             dev = float(np.max(np.abs(a - b)))
-            tol = 1e-5 * float(np.linalg.norm(a)) + 1e-7 * math.sqrt(a.size)
+            norm = float(np.linalg.norm(a))
+            tol = 1e-5 * norm + 1e-7 * math.sqrt(a.size)
+            # The largest element alone allows ~1 % per element of a large tensor: the whole tensor too
+            # (rel: its L2 difference as a fraction of its own bound, which must stay <= 1).
+            rel = float(np.linalg.norm(a - b)) / tol
             if dev / tol > worst:
                 worst, worst_name = dev / tol, name
-            if dev > tol:
+            if rel > worst_rel:
+                worst_rel, rel_name = rel, name
+            if dev > tol or rel > 1:
                 ok = False
-                print(f"{name}: max |a-b| {dev:.3e} > tolerance {tol:.3e}")
-        print(f"parameters: worst deviation {worst:.3f} of the tolerance ({worst_name})")
+                print(f"{name}: max |a-b| {dev:.3e}, |a-b| {rel * tol:.3e} (tolerance {tol:.3e} for both)")
+        print(f"parameters: worst element {worst:.3f} of the tolerance ({worst_name}); worst tensor |a-b| "
+              f"{worst_rel:.3f} of it ({rel_name})")
         return 0 if ok else 1
     return 2
 

@@ -19,9 +19,12 @@ check "uninterrupted run completes" grep -q "state hash" "$TMP/ref.log"
 ref_hash=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)/\1/p' "$TMP/ref.log")
 
 CK="$TMP/ckpt"; : >"$TMP/all.log"
-# Kill points: seeded random steps, increasing (each attempt resumes and must get past the last),
-# each followed by a random extra delay so the kill lands anywhere inside a step or a checkpoint.
-RANDOM=20241129
+# Kill points: random steps drawn per run, increasing (each attempt resumes and must get past the
+# last), each followed by a random extra delay so the kill lands anywhere inside a step or a
+# checkpoint. The seed is printed; RESUME_SEED=N replays a run's kill points.
+seed=${RESUME_SEED:-$(( $(date +%s%N) % 1000000007 ))}
+echo "kill points drawn with RESUME_SEED=$seed"
+RANDOM=$seed
 kills=0 target=0
 for i in 1 2 3 4; do
   target=$((target + 3 + RANDOM % 8))

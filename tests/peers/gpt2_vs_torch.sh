@@ -9,4 +9,5 @@ BIN=${1:-build/release/tests/anneal_peer_tests}
 TMP=$(mktemp -d /tmp/anneal_golden.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 /usr/bin/python3 tests/peers/torch_gpt2_golden.py --out "$TMP/gpt2.safetensors"
-ANNEAL_GOLDEN="$TMP/gpt2.safetensors" OMP_NUM_THREADS=2 "$BIN" --gtest_filter='Backends/GptVsTorch.*'
+source tests/testing/gtest_run.sh
+ANNEAL_GOLDEN="$TMP/gpt2.safetensors" OMP_NUM_THREADS=2 gtest_run "$BIN" 'Backends/GptVsTorch.*'

@@ -18,7 +18,8 @@ $S3CMD put "$DIR/peer.txt" "s3://anneal-test/interop/from peer.txt" >/dev/null |
 export ANNEAL_S3_URI=s3://anneal-test/conformance-$$ ANNEAL_S3_PEER_URI=s3://anneal-test/interop ANNEAL_S3_VHOST=1
 export ANNEAL_S3_PEER_KEY="from peer.txt" ANNEAL_S3_PEER_CONTENT="$(cat "$DIR/peer.txt")
 "
-"$TESTS" || { echo "FAIL the S3 conformance tests"; exit 1; }
+source tests/testing/gtest_run.sh
+gtest_run "$TESTS" '*' || { echo "FAIL the S3 conformance tests"; exit 1; }
 $S3CMD get "s3://anneal-test/interop/written by anneal.txt" "$DIR/back.txt" >/dev/null 2>&1 \
   && [ "$(cat "$DIR/back.txt")" = "hello from anneal" ] || { echo "FAIL s3cmd could not read what anneal wrote"; exit 1; }
 echo "ok   s3cmd reads the object anneal wrote"
@@ -38,6 +39,13 @@ echo "ok   training wrote asynchronous checkpoints to radosgw"
 "$ANNEAL" train --config "$DIR/cfg.yaml" --set train.steps=6 >"$DIR/run2.log" 2>&1 || { echo "FAIL resume from s3://"; exit 1; }
 grep -q "resumed from s3://anneal-test/run-$$/step-00000004 at step 4" "$DIR/run2.log" || { echo "FAIL did not resume: $(head -3 "$DIR/run2.log")"; exit 1; }
 echo "ok   a second run resumed from the newest manifest on radosgw"
+# ... and the resumed run is the uninterrupted one: steps 5-6 and the final state, bit for bit.
+"$ANNEAL" train --config "$DIR/cfg.yaml" --set train.steps=6 --set train.checkpoint_dir= >"$DIR/whole.log" 2>&1 ||
+  { echo "FAIL the uninterrupted 6-step run"; exit 1; }
+after4() { grep -E '^step +[56]/6 \| loss' "$1" | grep -oE 'loss [0-9.]+ \(0x[^)]*\)'; grep -E '^state hash' "$1"; }
+[ "$(after4 "$DIR/whole.log" | wc -l)" -eq 3 ] && [ "$(after4 "$DIR/run2.log")" = "$(after4 "$DIR/whole.log")" ] ||
+  { echo "FAIL the run resumed from s3:// differs from the uninterrupted one: $(after4 "$DIR/run2.log" | tr '\n' ' ') vs $(after4 "$DIR/whole.log" | tr '\n' ' ')"; exit 1; }
+echo "ok   ... and its steps 5-6 and final state hash are the uninterrupted run's ($(grep -oE '[0-9a-f]{16}$' "$DIR/whole.log" | tail -1))"
 "$ANNEAL" ckpt ls "s3://anneal-test/run-$$" | grep -q "step-00000006   complete" || { echo "FAIL anneal ckpt ls"; exit 1; }
 "$ANNEAL" ckpt verify "s3://anneal-test/run-$$" --all >/dev/null || { echo "FAIL anneal ckpt verify"; exit 1; }
 $S3CMD ls --recursive "s3://anneal-test/run-$$/step-00000006/" | grep -q "manifest.json" || { echo "FAIL s3cmd does not see the manifest"; exit 1; }
