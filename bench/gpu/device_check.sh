@@ -4,7 +4,7 @@
 # build/release/anneal-gpu.tar.gz:
 #   cmake --build build/release && bash scripts/gpu_bundle.sh     (here, right before: a stale bundle
 #                                                                  tests old code; load names its commit)
-#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.gz"], timeout_s=390)
+#   run(command="bash bench/gpu/device_check.sh", carry=["build/release/anneal-gpu.tar.gz"], timeout_s=540)
 # and rerun only a failing stage with --stages NAME. Every external command has its own timeout.
 # Stages (--stages a,b,...; default all), each isolated — a failure is recorded and the next runs:
 #   probe     nvidia-smi, glibc, the CUDA libraries the bundle will use, PyTorch's version
