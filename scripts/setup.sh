@@ -14,7 +14,7 @@ DEB_PKGS=(
   build-essential g++ cmake ninja-build ccache pkg-config git clang-format
   libopenblas0-openmp libopenblas-openmp-dev    # BLAS built on OpenMP: one thread pool with ours
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libxxhash-dev zlib1g-dev
+  libgtest-dev libgmock-dev googletest libbenchmark-dev libxxhash-dev zlib1g-dev
   libgloo-dev                                   # CPU collectives over TCP (src/comm)
   libssl-dev                                    # SHA-256/HMAC for S3 Signature Version 4 (src/storage)
   libcurl4-openssl-dev                          # the S3 client's HTTP (src/storage)
