@@ -9,6 +9,10 @@
 #     manifest) against dd copying 1.5 GB of random bytes from /dev/shm (memory: no disk read, and not
 #     zeros, which this VM's disk writes about 3x faster) with bs=16M conv=fdatasync into a new file in
 #     the same folder, just before and just after the training runs (the mean is used).
+#   - the whole cost (issue 19): the wall time of the same 24 steps with no saves, with asynchronous
+#     and with synchronous saves, in this run, each less the last save (always waited for), as an
+#     overhead against no saves — on 2 cores the background write takes CPU from the next steps,
+#     which the blocked time alone does not show.
 # Targets (the storage issue): blocked <= 10% of synchronous; write rate >= 70% of dd's.
 set -euo pipefail
 source "$(dirname "$0")/train_lib.sh"
@@ -19,10 +23,25 @@ model: {preset: gpt2, max_seq_len: 32}
 data: {dir: $DATA, seq_len: 32, batch_size: 1, seed: 1}
 train: {steps: 24, checkpoint_every: 8, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, resume: none}
 YAML
-run() {  # $1 = async true|false; prints each periodic save's blocked ms and the write seconds
+run() {  # $1 = async true|false|none; prints "wall SECONDS", then each save's checkpoint lines
   rm -rf "$OUT/ck"
-  OMP_NUM_THREADS=2 "$ANNEAL" train --config "$cfg" --set train.checkpoint_dir="$OUT/ck" \
-    --set train.checkpoint_async=$1 2>&1 | grep "^checkpoint"
+  local extra=(--set train.checkpoint_dir="$OUT/ck" --set train.checkpoint_async="$1") t0 t1
+  [ "$1" = none ] && extra=(--set train.checkpoint_dir=)
+  t0=$(date +%s.%N)
+  OMP_NUM_THREADS=2 "$ANNEAL" train --config "$cfg" "${extra[@]}" >"$OUT/run-$1.log" 2>&1
+  t1=$(date +%s.%N)
+  echo "wall $(echo "$t1 - $t0" | bc -l)"
+  grep "^checkpoint" "$OUT/run-$1.log" || true  # (and "checkpoints blocked training N ms in all")
+}
+# The wall seconds of a run's output less its last save (always waited for): the run's whole blocked
+# time less the periodic saves' (steps 8 and 16).
+steps_wall() {
+  local w all periodic
+  w=$(sed -nE 's/^wall ([0-9.]+)$/\1/p' <<<"$1")
+  all=$(sed -nE 's/^checkpoints blocked training ([0-9]+) ms in all$/\1/p' <<<"$1")
+  periodic=$(grep -E "step-000000(08|16)(: snapshot taken| committed \(training blocked)" <<<"$1" |
+    sed -E 's/.*blocked ([0-9]+) ms.*/\1/' | awk '{ s += $1 } END { print s + 0 }')
+  echo "$w - (${all:-0} - $periodic) / 1000" | bc -l
 }
 dd_rate() {  # MB/s of dd copying file $1 with fdatasync into a new file $OUT/$2 (kept, as checkpoints
   # are: on this VM's thin-provisioned disk a write into blocks just freed runs ~3x faster than into
@@ -35,6 +54,7 @@ src=$(mktemp /dev/shm/anneal_ckpt_bench.XXXXXX)
 trap 'rm -rf "$OUT" "$cfg" "$src"' EXIT
 head -c 1500000000 /dev/urandom >"$src"
 dd1=$(dd_rate "$src" dd1.bin)
+n=$(run none)
 a=$(run true)
 s=$(run false)
 dd2=$(dd_rate "$src" dd2.bin)
@@ -47,6 +67,12 @@ blocked_sync=$(grep -E "step-000000(08|16) committed \(training blocked" <<<"$s"
 write_s=$(grep -E "committed \(training blocked" <<<"$s" | sed -E 's/.*written in ([0-9.]+) s.*/\1/' | awk '{s+=$1} END {print s/NR}')
 mb_s=$(echo "$bytes / 1000000 / $write_s" | bc -l)
 printf "checkpoint: %.0f MB (parameters and Adam moments of a 124M model)\n" "$(echo "$bytes / 1000000" | bc -l)"
+wall_none=$(steps_wall "$n") wall_async=$(steps_wall "$a") wall_sync=$(steps_wall "$s")
+over_async=$(echo "100 * ($wall_async / $wall_none - 1)" | bc -l)
+over_sync=$(echo "100 * ($wall_sync / $wall_none - 1)" | bc -l)
+printf "%-44s %10.1f s\n" "24 steps, no saves (wall)" "$wall_none"
+printf "%-44s %10.1f s (%+.1f%%)\n" "24 steps, async saves at 8, 16 (wall)" "$wall_async" "$over_async"
+printf "%-44s %10.1f s (%+.1f%%)\n" "24 steps, sync saves at 8, 16 (wall)" "$wall_sync" "$over_sync"
 printf "%-44s %10s\n" "training blocked per periodic save, async" "$(printf %.0f "$blocked_async") ms"
 printf "%-44s %10s\n" "  of which waiting for the previous write" "$(printf %.0f "$wait_async") ms"
 printf "%-44s %10s\n" "training blocked per periodic save, sync" "$(printf %.0f "$blocked_sync") ms"
@@ -54,4 +80,5 @@ printf "%-44s %10.1f%%\n" "async / sync" "$(echo "100 * $blocked_async / $blocke
 printf "%-44s %10.0f MB/s\n" "checkpoint write (mean of the sync saves)" "$mb_s"
 printf "%-44s %10.0f MB/s (%.0f, %.0f)\n" "dd from /dev/shm, fdatasync, same disk" "$dd_mb_s" "$dd1" "$dd2"
 printf "%-44s %10.2f\n" "ratio" "$(echo "$mb_s / $dd_mb_s" | bc -l)"
+echo "RESULT ckpt_whole_cost wall_none_s=$(printf %.2f "$wall_none") wall_async_s=$(printf %.2f "$wall_async") wall_sync_s=$(printf %.2f "$wall_sync") overhead_async_pct=$(printf %.1f "$over_async") overhead_sync_pct=$(printf %.1f "$over_sync")" >&2
 echo "RESULT ckpt bytes=$bytes blocked_async_ms=$(printf %.0f "$blocked_async") blocked_sync_ms=$(printf %.0f "$blocked_sync") async_over_sync=$(printf %.3f "$(echo "$blocked_async / $blocked_sync" | bc -l)") write_mb_s=$(printf %.0f "$mb_s") dd_mb_s=$(printf %.0f "$dd_mb_s") ratio=$(printf %.2f "$(echo "$mb_s / $dd_mb_s" | bc -l)")" >&2
