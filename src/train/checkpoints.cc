@@ -60,7 +60,11 @@ Result<std::string> TrainCheckpoints::Resume(Runtime& rt, TrainerState* st) {
 }
 
 void TrainCheckpoints::Reserve(const Runtime& rt) {
-  if (store_ && k_.async) checkpointer_->Reserve(CheckpointImageSizes(*rt.model, rt.opt.get(), Writers(rt)));
+  // A staged snapshot serializes on the writer's thread, where fresh buffers fault in without
+  // blocking training: nothing to reserve (and sizing the images would copy the device state once).
+  if (store_ && k_.async && !device_staging_) {
+    checkpointer_->Reserve(CheckpointImageSizes(*rt.model, rt.opt.get(), Writers(rt)));
+  }
 }
 
 Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {

@@ -28,7 +28,8 @@ class TrainCheckpoints {
   // Saves step st->step (recording the loader's and optimizer's positions in st); `last` waits for
   // the write. A save right after a periodic save of the same step only waits for that one.
   Status Save(Runtime& rt, TrainerState* st, bool last);
-  // Faults in the snapshot buffers on the checkpointer's thread while the first steps run.
+  // Faults in the snapshot buffers on the checkpointer's thread while the first steps run (host
+  // backends; a staged snapshot serializes on that thread anyway).
   void Reserve(const Runtime& rt);
   const std::string& last_path() const { return last_path_; }
   double blocked_seconds() const { return blocked_s_; }

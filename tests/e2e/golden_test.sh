@@ -37,12 +37,7 @@ for z in 1 2; do
 done
 
 # The fixture: a 1-layer model (C=8) trained 2 steps, its checkpoint kept in the tree.
-cat >"$TMP/fix.yaml" <<YAML
-model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 8}
-data: {dir: $TMP/ds, seq_len: 16, batch_size: 2, seed: 5}
-optim: {lr: 1.0e-2, warmup_steps: 1}
-train: {steps: 4, log_every: 1, eval_every: 0, checkpoint_every: 2, seed: 21, resume: auto, threads: 1, peak_gflops: 100}
-YAML
+fixture_config "$TMP/ds" >"$TMP/fix.yaml"
 if [ "${GOLDEN_RECORD:-0}" = 1 ]; then
   OMP_NUM_THREADS=1 "$ANNEAL" train --config "$TMP/fix.yaml" --set train.steps=2 \
     --set train.checkpoint_dir="$TMP/fixrec" >"$TMP/fixrec.log" 2>&1 || bad "fixture: exit $?"

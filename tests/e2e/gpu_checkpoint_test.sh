@@ -10,16 +10,10 @@ GPU_FIX=tests/e2e/golden/gpu_fixture
 [ -f "$GPU_FIX/step-00000002/manifest.json" ] ||
   skip "no GPU checkpoint kept at $GPU_FIX: run bench/gpu/device_check.sh --stages load,step on a GPU, unpack its gpu_fixture_step2.tgz there"
 "$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
-cat >"$TMP/fix.yaml" <<YAML
-model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 8}
-data: {dir: $TMP/ds, seq_len: 16, batch_size: 2, seed: 5}
-optim: {lr: 1.0e-2, warmup_steps: 1}
-train: {steps: 4, log_every: 1, eval_every: 0, checkpoint_every: 2, seed: 21, resume: auto, threads: 1, peak_gflops: 100,
-        checkpoint_dir: $TMP/run}
-YAML
+fixture_config "$TMP/ds" >"$TMP/fix.yaml"
 mkdir -p "$TMP/run" && cp -r "$GPU_FIX/step-00000002" "$TMP/run/"
 check "the GPU checkpoint verifies on the CPU" "$ANNEAL" ckpt verify "$TMP/run" --step 2
-OMP_NUM_THREADS=1 "$ANNEAL" train --config "$TMP/fix.yaml" >"$TMP/run.log" 2>&1
+OMP_NUM_THREADS=1 "$ANNEAL" train --config "$TMP/fix.yaml" --set train.checkpoint_dir="$TMP/run" >"$TMP/run.log" 2>&1
 rc=$?
 check "the CPU engine resumes it (exit $rc): $(tail -c 200 "$TMP/run.log" | tr '\n' ' ')" \
   grep -q "resumed from .*step-00000002" "$TMP/run.log"

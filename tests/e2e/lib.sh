@@ -49,3 +49,15 @@ golden_check() {  # NAME LOG
   elif [ "$got" = "$want" ]; then ok "golden $1 identical (${got##* })"
   else bad "golden $1 differs: got '$got', want '$want'"; fi
 }
+
+# fixture_config DATASET: the config of the golden fixture run (1 layer, C=8), whose step-2 checkpoint
+# is kept in tests/e2e/golden/fixture (golden_test.sh) and, trained on a GPU, gpu_fixture
+# (gpu_checkpoint_test.sh; bench/gpu/device_check.sh writes the same as JSON for cuda).
+fixture_config() {
+  cat <<YAML
+model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 8}
+data: {dir: $1, seq_len: 16, batch_size: 2, seed: 5}
+optim: {lr: 1.0e-2, warmup_steps: 1}
+train: {steps: 4, log_every: 1, eval_every: 0, checkpoint_every: 2, seed: 21, resume: auto, threads: 1, peak_gflops: 100}
+YAML
+}
