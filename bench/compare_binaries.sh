@@ -5,6 +5,7 @@
 # BENCH names scripts in bench/ taking the binary as their first argument (default: the training
 # benchmarks train_cpu_vs_torch dp_scaling tp_overhead pipeline_bubble). Prints each run's output
 # under a "=== BENCH start|end" line; compare the RESULT lines of a pair.
+# BENCH_SMOKE=1 (in the environment) reaches every benchmark: each runs in its smoke mode.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/compare_binaries.sh START_ANNEAL END_ANNEAL [BENCH...]" >&2; exit 2; }

@@ -8,15 +8,25 @@
 #      `anneal launch` and as a job (the agent shipping its logs, step times and system metrics every
 #      second), alternating A B A B A B; mean step time of steps 6-40 from the trainer's own lines.
 # Targets (issue 8): start under 1 s; agent overhead under 1 %.
+# BENCH_SMOKE=1: 1 start of each; 1 round (A B) of a 4-step L=2 C=32 T=32 B=2 trainer, mean of steps 2-4:
+# figures mean nothing.
 set -euo pipefail
 source "$(dirname "$0")/train_lib.sh"
 ANNEAL=$(readlink -f "$ANNEAL")
 DATA=$(readlink -f "$DATA")
 PY=/usr/bin/python3
+if [ "$SMOKE" = 1 ]; then
+  REPS=1 ROUNDS=1 STEPS=4 FROM=2 MODEL="n_layer: 2, n_head: 2, n_embd: 32" T=32 B=2
+else
+  REPS=5 ROUNDS=3 STEPS=40 FROM=6 MODEL="n_layer: 2, n_head: 4, n_embd: 128" T=128 B=8
+fi
+# need NAME...: fails, naming them, unless every variable has a value (no RESULT with empty fields)
+need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "job_latency: no figure for $v" >&2; exit 1; }; done; }
 TMP=$(mktemp -d /tmp/anneal_job_latency.XXXXXX)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 1 >"$TMP/server.log" 2>&1 &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP" "$cfg"' EXIT
+source "$(dirname "$0")/server_lib.sh"  # running, stop_server
+trap 'stop_server; rm -rf "$TMP" "$cfg"' EXIT
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
 export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
@@ -26,9 +36,9 @@ name: hello
 entrypoint: {command: 'date +%s.%N'}
 YAML
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-echo "start latency (median of 5):"
+echo "start latency (median of $REPS):"
 : >"$TMP/job.lat"; : >"$TMP/launch.lat"; : >"$TMP/phases"
-for i in 1 2 3 4 5; do
+for i in $(seq 1 $REPS); do
   t0=$(date +%s.%N)
   id=$("$ANNEAL" submit "$TMP/hello.yaml" --server "$URL")
   for _ in $(seq 1 600); do
@@ -36,6 +46,7 @@ for i in 1 2 3 4 5; do
     [ -n "$line" ] && break
     sleep 0.02
   done
+  need line
   awk -v a="$t0" -v b="${line##* }" 'BEGIN { printf "%.4f\n", b - a }' >>"$TMP/job.lat"
   "$ANNEAL" describe "$id" --server "$URL" --json | $PY -c '
 import json, sys
@@ -43,38 +54,47 @@ j = json.load(sys.stdin); h = {x["secondary_status"]: x["at"] for x in j["histor
 print("%.4f %.4f %.4f" % (h["Starting"] - h["Pending"], h["Downloading"] - h["Starting"], h["Training"] - h["Downloading"]))' >>"$TMP/phases"
   t0=$(date +%s.%N)
   t1=$("$ANNEAL" launch --nproc-per-node 1 -- sh -c 'date +%s.%N' 2>/dev/null | tail -1)
+  need t1
   awk -v a="$t0" -v b="${t1##* }" 'BEGIN { printf "%.4f\n", b - a }' >>"$TMP/launch.lat"
   sleep 0.5
 done
 job=$(median <"$TMP/job.lat"); launch=$(median <"$TMP/launch.lat")
+need job launch
 read -r q o p <<<"$(awk '{ q += $1; o += $2; p += $3 } END { printf "%.3f %.3f %.3f", q / NR, o / NR, p / NR }' "$TMP/phases")"
 printf "  %-58s %8.3f s\n" "anneal submit -> first rank instruction (job)" "$job"
 printf "  %-58s %8.3f s\n" "anneal launch -> first rank instruction (peer)" "$launch"
 printf "  %-58s %8.3f s\n" "  of the job's: queued (Pending -> Starting, mean)" "$q"
 printf "  %-58s %8.3f s\n" "  obtaining the instance (Starting -> Downloading, mean)" "$o"
 printf "  %-58s %8.3f s\n" "  agent: package, channels, ports (Downloading -> Training)" "$p"
-echo "RESULT job_start_s=$job launch_start_s=$launch ratio=$(echo "$job / $launch" | bc -l | cut -c1-5)"
+ratio=$(echo "$job / $launch" | bc -l | cut -c1-5); need q o p ratio
+echo "RESULT job_start_s=$job launch_start_s=$launch ratio=$ratio"
 
 write_config <<YAML
-model: {vocab_size: 50257, max_seq_len: 128, n_layer: 2, n_head: 4, n_embd: 128}
-data: {dir: $DATA, seq_len: 128, batch_size: 8, seed: 1}
-train: {steps: 40, log_every: 1, eval_every: 0, eval_batches: 1, resume: none}
+model: {vocab_size: 50257, max_seq_len: $T, $MODEL}
+data: {dir: $DATA, seq_len: $T, batch_size: $B, seed: 1}
+train: {steps: $STEPS, log_every: 1, eval_every: 0, eval_batches: 1, resume: none}
 YAML
 cp "$cfg" "$TMP/train.yaml"
 cat >"$TMP/train_job.yaml" <<YAML
 name: overhead
 entrypoint: {command: [anneal, train, --config, $TMP/train.yaml]}
 YAML
-mean_step() { grep -E "step +([6-9]|[1-3][0-9]|40)/40 " | sed -n 's/.* | \([0-9]*\) ms | .*/\1/p' | awk '{ s += $1 } END { printf "%.2f", s / NR }'; }
-echo "agent overhead on a training step (mean ms of steps 6-40):"
+# mean_step: the mean ms of steps FROM..STEPS in the trainer's lines on standard input (nothing if none)
+mean_step() {
+  sed -n "s/.*step \+\([0-9]\+\)\/$STEPS .* | \([0-9]*\) ms | .*/\1 \2/p" |
+    awk -v from=$FROM '$1 >= from { s += $2; n++ } END { if (n) printf "%.2f", s / n }'
+}
+echo "agent overhead on a training step (mean ms of steps $FROM-$STEPS):"
 a=(); b=()
-for round in 1 2 3; do
+for round in $(seq 1 $ROUNDS); do
   a+=("$(OMP_NUM_THREADS=2 "$ANNEAL" launch --nproc-per-node 1 -- "$ANNEAL" train --config "$TMP/train.yaml" 2>&1 | mean_step)")
   id=$(OMP_NUM_THREADS=2 "$ANNEAL" submit "$TMP/train_job.yaml" --server "$URL" --wait --quiet 2>/dev/null)
   b+=("$("$ANNEAL" logs "$id" --server "$URL" --rank 0 | sed 's/^\[rank 0\] //' | mean_step)")
+  need "a[-1]" "b[-1]"
   echo "  round $round: anneal launch ${a[-1]} ms, as a job ${b[-1]} ms"
 done
 ma=$(printf '%s\n' "${a[@]}" | awk '{ s += $1 } END { printf "%.2f", s / NR }')
 mb=$(printf '%s\n' "${b[@]}" | awk '{ s += $1 } END { printf "%.2f", s / NR }')
 printf "  %-58s %8s ms\n" "anneal launch (peer)" "$ma" "as a job under the agent" "$mb"
-echo "RESULT step_ms_launch=$ma step_ms_job=$mb overhead_pct=$(echo "($mb - $ma) * 100 / $ma" | bc -l | cut -c1-6)"
+pct=$(echo "($mb - $ma) * 100 / $ma" | bc -l | cut -c1-6); need pct
+echo "RESULT step_ms_launch=$ma step_ms_job=$mb overhead_pct=$pct"

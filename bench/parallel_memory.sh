@@ -5,12 +5,16 @@
 # scratch), and Korthikanti et al.'s per-layer estimate for the same local layers and micro-batches
 # in flight (fp16 activations with dropout masks and attention scores, no logits or scratch: a
 # different implementation, printed for scale). The trainer prints each rank's figures after step 1.
+# BENCH_SMOKE=1: the same 18 runs of L=2 H=2 C=32, T=16, B=1, 2 micro-batches (figures mean nothing).
 set -euo pipefail
+# shellcheck source=bench/train_lib.sh
 source "$(dirname "$0")/train_lib.sh"
+L=4 H=4 C=128 T=64 B=4 M=4
+[ "$SMOKE" = 0 ] || L=2 H=2 C=32 T=16 B=1 M=2
 write_config <<YAML
-model: {vocab_size: 50257, max_seq_len: 64, n_layer: 4, n_head: 4, n_embd: 128}
-data: {dir: $DATA, seq_len: 64, batch_size: 4, seed: 1}
-train: {steps: 1, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1, grad_accum: 4}
+model: {vocab_size: 50257, max_seq_len: $T, n_layer: $L, n_head: $H, n_embd: $C}
+data: {dir: $DATA, seq_len: $T, batch_size: $B, seed: 1}
+train: {steps: 1, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1, grad_accum: $M}
 YAML
 export OMP_NUM_THREADS=1
 printf "%-9s %-10s %-16s %10s %12s %12s %14s\n" "dp,tp,pp" recompute rank "params MB" "acts MB" "formula MB" "Korthikanti MB"

@@ -5,12 +5,16 @@
 # (p-1)/(m+p-1), which assumes equal stages. The model (16 layers of C=256 and GPT-2's vocabulary)
 # gives stages of nearly equal estimated cost (the balancer's report is printed). Only p=2 is
 # measured: with 2 cores, more stages would share cores and blocked time would not be idle time.
+# BENCH_SMOKE=1: the same 8 runs of L=2 H=2 C=32, T=16, 2 steps (idle over step 2; figures mean nothing).
 set -euo pipefail
+# shellcheck source=bench/train_lib.sh
 source "$(dirname "$0")/train_lib.sh"
+L=16 H=4 C=256 T=64 S=4
+[ "$SMOKE" = 0 ] || L=2 H=2 C=32 T=16 S=2
 write_config <<YAML
-model: {vocab_size: 50257, max_seq_len: 64, n_layer: 16, n_head: 4, n_embd: 256}
-data: {dir: $DATA, seq_len: 64, batch_size: 1, seed: 1}
-train: {steps: 4, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1}
+model: {vocab_size: 50257, max_seq_len: $T, n_layer: $L, n_head: $H, n_embd: $C}
+data: {dir: $DATA, seq_len: $T, batch_size: 1, seed: 1}
+train: {steps: $S, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1}
 dist: {pp: 2}
 YAML
 export OMP_NUM_THREADS=1

@@ -8,18 +8,28 @@
 # Side by side, in the same run: the tokenizer oracle tiktoken encoding the demo text in memory (no
 # I/O), and a plain copy of the corpus (the disk's own speed here) — the peers that bound prep.
 #   bench/prep.sh [ANNEAL]
+# BENCH_SMOKE=1: the same, on the first 3 books of data/kjv (~0.5 MB) and the JSON Lines cut to ~1 MB,
+# 1 run instead of 3 (a check that the script still runs; the figures mean nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ANNEAL=$(readlink -f "${1:-build/release/src/anneal}")
 TMP=$(mktemp -d /tmp/anneal_bench_prep.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 CORPUS=data/kjv
+RUNS=3
+if [ "${BENCH_SMOKE:-0}" = 1 ]; then
+  RUNS=1
+  mkdir "$TMP/demo"
+  books=("$CORPUS"/*.txt)
+  cp "${books[@]:0:3}" "$TMP/demo"
+  CORPUS=$TMP/demo
+fi
 BYTES=$(cat "$CORPUS"/*.txt | wc -c)
 MB=$(awk -v b="$BYTES" 'BEGIN{printf "%.3f", b/1e6}')
 
-best() {  # best wall seconds of 3 runs of "$@" (run in a fresh output folder each time)
+best() {  # best wall seconds of $RUNS runs of "$@" (run in a fresh output folder each time)
   local b=999999
-  for i in 1 2 3; do
+  for ((i = 0; i < RUNS; i++)); do
     rm -rf "$TMP/out"
     local t0=$EPOCHREALTIME
     "$@" >/dev/null 2>&1
@@ -38,9 +48,9 @@ tk=$(node -e '
   const enc = get_encoding("gpt2");
   const text = require("fs").readFileSync(process.argv[1], "utf8");
   let best = 1e9;
-  for (let i = 0; i < 3; i++) { const t0 = process.hrtime.bigint(); enc.encode(text, [], []);
+  for (let i = 0; i < Number(process.argv[2]); i++) { const t0 = process.hrtime.bigint(); enc.encode(text, [], []);
     best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e9); }
-  console.log(best);' "$TMP/corpus.txt")
+  console.log(best);' "$TMP/corpus.txt" "$RUNS")
 cp_s=$(best cp -r "$CORPUS" "$TMP/out")
 
 p1=$(mbps "$t1"); p2=$(mbps "$t2"); ptk=$(mbps "$tk"); pcp=$(mbps "$cp_s")
@@ -58,6 +68,10 @@ node -e '
     add(new TextDecoder("utf-8").decode(fs.readFileSync(p)), /\n%\n/);
   }
   fs.writeFileSync(process.argv[1], out.join("\n") + "\n");' "$TMP/corpus.jsonl"
+if [ "${BENCH_SMOKE:-0}" = 1 ]; then  # the first 1 MB and the rest of that line
+  { head -c 1000000 "$TMP/corpus.jsonl"; tail -c +1000001 "$TMP/corpus.jsonl" | sed -n 1p; } >"$TMP/cut.jsonl"
+  mv "$TMP/cut.jsonl" "$TMP/corpus.jsonl"
+fi
 JBYTES=$(wc -c <"$TMP/corpus.jsonl")
 JMB=$(awk -v b="$JBYTES" 'BEGIN{printf "%.3f", b/1e6}')
 j1=$(best "$ANNEAL" prep --input "$TMP/corpus.jsonl" --output "$TMP/out" --workers 1 --unit-mb 1 --quiet)

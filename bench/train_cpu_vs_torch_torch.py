@@ -34,9 +34,22 @@ import resource
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+KEEP_MEMORY_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "1000000000000", "MALLOC_TOP_PAD_": "0"}
+
+
+def reexec_keeping_memory():
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable] + sys.argv, dict(os.environ, **KEEP_MEMORY_ENV))
+
+
+# --keep-memory re-executes before torch is imported (importing it takes ~1 s); main() does it for
+# an abbreviated flag.
+if __name__ == "__main__" and "--keep-memory" in sys.argv[1:] and os.environ.get("MALLOC_MMAP_MAX_") != "0":
+    reexec_keeping_memory()
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 class Block(nn.Module):
@@ -114,10 +127,7 @@ def main():
                     help="re-exec with glibc malloc never returning memory to the kernel")
     a = ap.parse_args()
     if a.keep_memory and os.environ.get("MALLOC_MMAP_MAX_") != "0":
-        env = dict(os.environ, MALLOC_MMAP_MAX_="0", MALLOC_TRIM_THRESHOLD_="1000000000000",
-                   MALLOC_TOP_PAD_="0")
-        sys.stdout.flush()
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+        reexec_keeping_memory()
     if a.C % a.H != 0 or a.T > a.maxT or a.steps <= 0 or a.threads <= 0:
         print("bad config: need C %% H == 0, T <= maxT, steps > 0, threads > 0", file=sys.stderr)
         return 2

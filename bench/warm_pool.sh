@@ -6,14 +6,18 @@
 # median of 5 each, with the pre-start health checks on (both pay them: every start checks again)
 # and with them off. The job's history splits it: obtaining the instances (Starting -> Downloading,
 # registration and health checks) and the agents' preparation (Downloading -> Training).
+# BENCH_SMOKE=1: 1 start of each (and the one that leaves the warm pool) per setting: figures mean nothing.
 set -euo pipefail
 ANNEAL=$(readlink -f "${1:-build/release/src/anneal}")
 PY=/usr/bin/python3
+REPS=5; [ "${BENCH_SMOKE:-}" = 1 ] && REPS=1
+# need NAME...: fails, naming them, unless every variable has a value (no RESULT with empty fields)
+need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "warm_pool: no figure for $v" >&2; exit 1; }; done; }
 TMP=$(mktemp -d /tmp/anneal_warm_pool.XXXXXX)
-SERVER=
-trap '[ -n "$SERVER" ] && kill $SERVER 2>/dev/null; rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/server_lib.sh"  # running, stop_server
+trap 'stop_server; rm -rf "$TMP"' EXIT
 start_server() {
-  [ -n "$SERVER" ] && { kill $SERVER; wait $SERVER 2>/dev/null || true; }
+  stop_server
   rm -rf "$TMP/srv"
   "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 4 "$@" >>"$TMP/server.log" 2>&1 &
   SERVER=$!
@@ -60,14 +64,16 @@ for health in on off; do
   flags=(); [ "$health" = off ] && flags=(--no-health-checks)
   start_server "${flags[@]}"
   spec 0
-  : >"$TMP/cold"; for _ in 1 2 3 4 5; do run_one >>"$TMP/cold"; sleep 0.3; done
+  : >"$TMP/cold"; for _ in $(seq 1 $REPS); do run_one >>"$TMP/cold"; sleep 0.3; done
   spec 120
   run_one >/dev/null  # leaves the first warm pool
-  : >"$TMP/warm"; for _ in 1 2 3 4 5; do run_one >>"$TMP/warm"; done
+  : >"$TMP/warm"; for _ in $(seq 1 $REPS); do run_one >>"$TMP/warm"; done
   read -r cm co cp cr <<<"$(stats "$TMP/cold")"
   read -r wm wo wp wr <<<"$(stats "$TMP/warm")"
-  echo "health checks $health (median of 5, 2 instances):"
+  need cm co cp cr wm wo wp wr
+  echo "health checks $health (median of $REPS, 2 instances):"
   printf "  %-48s %7.3f s  (obtaining %.3f, preparing %.3f)\n" "cold start: fresh instances (peer)" "$cm" "$co" "$cp"
-  printf "  %-48s %7.3f s  (obtaining %.3f, preparing %.3f; %d of 5 reused)\n" "warm start: the previous job's warm pool" "$wm" "$wo" "$wp" "$wr"
-  echo "RESULT health=$health cold_s=$cm warm_s=$wm saved_s=$(echo "$cm - $wm" | bc -l | cut -c1-6) ratio=$(echo "$cm / $wm" | bc -l | cut -c1-5)"
+  printf "  %-48s %7.3f s  (obtaining %.3f, preparing %.3f; %d of %d reused)\n" "warm start: the previous job's warm pool" "$wm" "$wo" "$wp" "$wr" $REPS
+  saved=$(echo "$cm - $wm" | bc -l | cut -c1-6); ratio=$(echo "$cm / $wm" | bc -l | cut -c1-5); need saved ratio
+  echo "RESULT health=$health cold_s=$cm warm_s=$wm saved_s=$saved ratio=$ratio"
 done

@@ -4,11 +4,15 @@
 # H=12, C=768; N = 124.5 M floats with the padded vocabulary), T=64, B=1, two steps; fp32 throughout.
 #   formula, bytes per rank: params 4N + gradients (4N; ZeRO-2: 4N/dp accumulated + the per-range
 #   buffers backward holds at once) + Adam moments 8N / (ZeRO >= 1 ? dp : 1)
+# BENCH_SMOKE=1: the same 9 runs of a model of L=2, H=2, C=32, T=16 (figures mean nothing).
 set -euo pipefail
+# shellcheck source=bench/train_lib.sh
 source "$(dirname "$0")/train_lib.sh"
+L=12 H=12 C=768 T=64
+[ "$SMOKE" = 0 ] || L=2 H=2 C=32 T=16
 write_config <<YAML
-model: {vocab_size: 50257, max_seq_len: 64, n_layer: 12, n_head: 12, n_embd: 768}
-data: {dir: $DATA, seq_len: 64, batch_size: 1, seed: 1}
+model: {vocab_size: 50257, max_seq_len: $T, n_layer: $L, n_head: $H, n_embd: $C}
+data: {dir: $DATA, seq_len: $T, batch_size: 1, seed: 1}
 train: {steps: 2, log_every: 1, eval_every: 0, eval_batches: 1, peak_gflops: 100, threads: 1}
 YAML
 export OMP_NUM_THREADS=1

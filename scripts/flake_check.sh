@@ -18,10 +18,18 @@ if [ -n "$REGEX" ]; then
     [ "$rc" -eq 0 ] || { grep -E 'Failed|FAIL' /tmp/flake.log | head -20; exit 1; }
   done
 fi
-echo "== the suite"
-bash scripts/run_tests.sh | tail -6 || exit 1
-echo "== the suite with the other core loaded (stress-ng --cpu 1)"
+# Each run's whole output is kept (FLAKE_LOG_DIR, default /tmp): a failure's details are in it.
+LOGS=${FLAKE_LOG_DIR:-/tmp}
+echo "== the suite (whole output: $LOGS/flake_suite_1.log)"
+bash scripts/run_tests.sh >"$LOGS/flake_suite_1.log" 2>&1
+rc=$?
+tail -6 "$LOGS/flake_suite_1.log"
+[ "$rc" -eq 0 ] || exit 1
+echo "== the suite with the other core loaded (stress-ng --cpu 1; whole output: $LOGS/flake_suite_2.log)"
 stress-ng --cpu 1 --timeout 3600 --quiet &
 STRESS=$!
 trap 'kill $STRESS 2>/dev/null' EXIT
-bash scripts/run_tests.sh | tail -6
+bash scripts/run_tests.sh >"$LOGS/flake_suite_2.log" 2>&1
+rc=$?
+tail -6 "$LOGS/flake_suite_2.log"
+exit "$rc"

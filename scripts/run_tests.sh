@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 TIERS=${TIERS:-"unit unit-asan e2e peers"}
-total_pass=0 total_fail=0 total_skip=0 summary=()
+total_pass=0 total_fail=0 total_skip=0 summary=() failures=()
 for tier in $TIERS; do
   dir=build/release label=$tier
   if [ "$tier" = unit-asan ]; then dir=build/asan; label=unit; fi
@@ -29,7 +29,12 @@ for tier in $TIERS; do
   f=$(sed -E 's/.*passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
   if [ -z "$line" ]; then n=0; f=1; cat "$log"; echo "tier $tier: ctest ran no test (rc=$rc)"; fi
   [ "$rc" -ne 0 ] && [ "$f" = 0 ] && f=1
-  if [ "$f" != 0 ]; then grep -vE '^\s+(Start|[0-9]+/[0-9]+ Test .* Passed)' "$log" | tail -80; fi
+  if [ "$f" != 0 ]; then
+    grep -vE '^\s+(Start|[0-9]+/[0-9]+ Test .* Passed)' "$log" | tail -80
+    # The failing checks themselves (e2e's "FAIL ...", gtest's "[  FAILED  ] ..."), kept for the end:
+    # a CI log that shows only its last lines still says what failed.
+    while read -r l; do failures+=("$tier: ${l:0:300}"); done < <(grep -E '^(FAIL |\[  FAILED  \] [A-Za-z])' "$log" | head -6)
+  fi
   k=$(grep -cE '^\s+[0-9]+ - .* \(Skipped\)$' "$log")
   # A skip of a test not labelled needs-gpu is a failure (see the header).
   hw=$(ctest --test-dir "$dir" -N -L needs-gpu | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p')
@@ -47,5 +52,6 @@ for tier in $TIERS; do
 done
 echo "---"
 printf '%s\n' "${summary[@]}"
+[ ${#failures[@]} -eq 0 ] || printf 'failed check: %s\n' "${failures[@]}"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

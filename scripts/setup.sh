@@ -21,7 +21,7 @@ DEB_PKGS=(
   libcpp-httplib-dev libsqlite3-dev sqlite3     # the control plane: HTTP API server/client, job store (src/control)
   wrk                                           # closed-loop HTTP load for bench/api_load
   curl                                          # tests drive the API as any HTTP client would
-  ceph-mon ceph-osd radosgw s3cmd               # a real S3 server (Ceph radosgw) and a peer client, for the peers tier
+  ceph-mon ceph-osd radosgw s3cmd awscli        # a real S3 server (Ceph radosgw) and two peer clients (s3cmd, the AWS CLI)
   libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
   iproute2                                      # network namespaces for the multi-host tests
   bubblewrap patchelf                           # the GPU bundle: RPATH $ORIGIN/lib, and its check with only the bundle visible

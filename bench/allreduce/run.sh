@@ -7,17 +7,21 @@
 # temporary every call, and this VM's first-touch page faults are slow); the ratio is against the
 # stronger of the two at each size. Bus bandwidth = bytes / time x 2(n-1)/n (NCCL's convention).
 # Prints a side-by-side table and RESULT lines; ratio = anneal / best MPI (higher is better for anneal).
+# BENCH_SMOKE=1: the same, 1 KB .. 1 MB, 1 timed repetition of at most 3 operations per size (a check
+# that the script still runs; the figures mean nothing).
 set -euo pipefail
 BUILD=${1:-build/release}
 NP=${NP:-2}
 ANNEAL=$BUILD/src/anneal
+ARGS=()  # both binaries' defaults: 1 KB .. 256 MB, best of 3, up to 1000 operations per repetition
+if [ "${BENCH_SMOKE:-0}" = 1 ]; then ARGS=(1048576 1 3); fi  # MAX_BYTES REPS MAX_ITERS
 export OMP_NUM_THREADS=1
 a=$(mktemp) m=$(mktemp) k=$(mktemp)
 trap 'rm -f "$a" "$m" "$k"' EXIT
-"$ANNEAL" launch --nproc-per-node "$NP" -- "$BUILD/bench/allreduce_anneal" 2>/dev/null | sed 's/^\[rank 0\] //' >"$a"
-mpirun --allow-run-as-root --oversubscribe -np "$NP" "$BUILD/bench/allreduce_mpi" >"$m"
+"$ANNEAL" launch --nproc-per-node "$NP" -- "$BUILD/bench/allreduce_anneal" "${ARGS[@]}" 2>/dev/null | sed 's/^\[rank 0\] //' >"$a"
+mpirun --allow-run-as-root --oversubscribe -np "$NP" "$BUILD/bench/allreduce_mpi" "${ARGS[@]}" >"$m"
 mpirun --allow-run-as-root --oversubscribe -np "$NP" -x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=4294967296 \
-  "$BUILD/bench/allreduce_mpi" >"$k"
+  "$BUILD/bench/allreduce_mpi" "${ARGS[@]}" >"$k"
 printf "%12s %12s %12s %12s %14s %8s\n" bytes "anneal us" "anneal GB/s" "MPI GB/s" "MPI kept GB/s" ratio
 paste "$a" "$m" "$k" | while read -r b1 s1 g1 _ _ g2 _ _ g3; do
   best=$(echo "if ($g2 > $g3) $g2 else $g3" | bc -l)

@@ -169,16 +169,28 @@ std::string Upper(std::string s) {
   return s;
 }
 
+// A run assignment this agent cannot use (a spec it cannot read: a server of another version) ends
+// the attempt on this node as a user error, with the reason, instead of being asked again for ever.
+void RefuseAssignment(ApiClient& client, const json& reply, const Status& why) {
+  const json a = reply.value("assignment", json::object());
+  if (reply.value("action", std::string()) != "run" || !a.is_object() || !a.contains("job") || !a["job"].is_string()) return;
+  const json report = {{"attempt", a.value("attempt", 0)}, {"node", a.value("node", 0)}, {"state", "finished"},
+                       {"exit_code", 2}, {"cause", ExitCauseName(ExitCause::kUserError)}, {"local", true},
+                       {"failed_rank", -1},
+                       {"message", "this agent cannot run the assignment: " + why.message()}};
+  (void)client.Post("/v1/jobs/" + a["job"].get<std::string>() + "/reports", report);
+}
+
 // One job attempt on this instance, on its own thread.
 class JobRunner {
  public:
   // on_done is called from the runner's thread once the job's end is reported.
-  JobRunner(const AgentOptions& o, std::string address, json assignment, std::function<void()> on_done)
+  JobRunner(const AgentOptions& o, std::string address, Assignment assignment, std::function<void()> on_done)
       : o_(o), address_(std::move(address)), a_(std::move(assignment)), on_done_(std::move(on_done)) {
-    job_ = a_["job"].get<std::string>();
-    attempt_ = a_["attempt"].get<int>();
-    node_ = a_["node"].get<int>();
-    nnodes_ = a_["nnodes"].get<int>();
+    job_ = a_.job;
+    attempt_ = a_.attempt;
+    node_ = a_.node;
+    nnodes_ = static_cast<int>(a_.addresses.size());
     thread_ = std::thread([this] { Run(); });
   }
   ~JobRunner() {
@@ -214,15 +226,29 @@ class JobRunner {
       body["cause"] = ExitCauseName(cause);
       body["local"] = local;  // false: this node stopped because another one failed
     }
-    const double deadline = o_.clock->Monotonic() + o_.orphan_timeout_s;
     double backoff = 0.1;
-    while (o_.clock->Monotonic() < deadline) {
+    for (;;) {
       auto c = ApiClient::Make(o_.server_url, 10);
-      if (c.ok() && (*c)->Post("/v1/jobs/" + job_ + "/reports", body).ok()) return;
+      if (c.ok() && (*c)->Post("/v1/jobs/" + job_ + "/reports", body).ok()) {
+        unreachable_since_ = -1;
+        return;
+      }
+      if (unreachable_since_ < 0) unreachable_since_ = o_.clock->Monotonic();
+      if (ServerBudgetLeft() <= 0) break;
       o_.clock->SleepFor(backoff);
       backoff = std::min(2.0, backoff * 2);
     }
     Say("could not report '" + state + "' for " + job_ + ": the server stayed unreachable");
+  }
+
+  // How much longer calls to the server may keep retrying. One budget for all of this job's calls,
+  // counted from the first that failed: the orphan timeout, or 10 s once the agent was told to stop
+  // (SIGTERM). Each report used to retry for the whole orphan timeout on its own, so an agent whose
+  // server was gone, signalled or not, took one timeout per report and flush to exit.
+  double ServerBudgetLeft() const {
+    if (unreachable_since_ < 0) return o_.orphan_timeout_s;
+    const double budget = g_agent_signal.load() ? std::min(10.0, o_.orphan_timeout_s) : o_.orphan_timeout_s;
+    return budget - (o_.clock->Monotonic() - unreachable_since_);
   }
 
   void Run() {
@@ -290,7 +316,7 @@ class JobRunner {
       Upload();
     }
     while (!summary.empty() && summary.back() == '\n') summary.pop_back();
-    if (!shipper_->Flush(o_.orphan_timeout_s)) Say("log lines for " + job_ + " could not all be delivered");
+    if (!shipper_->Flush(std::max(1.0, ServerBudgetLeft()))) Say("log lines for " + job_ + " could not all be delivered");
     Report("finished", exit_code, summary, failed_rank, cause, local);
     // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent): the
     // job's folder is removed (the role's credentials lived only in this runner and the ranks'
@@ -305,13 +331,7 @@ class JobRunner {
 
   Status Prepare(LaunchOptions* lo) {
     Env& env = Env::Default();
-    JobSpec spec;
-    {
-      std::string field;
-      auto s = JobSpecFromJson(a_["spec"], &field);
-      if (!s.ok()) return s.status();
-      spec = *s;
-    }
+    const JobSpec& spec = a_.spec;
     const std::string jobdir = JoinPath(JoinPath(o_.work_dir, "jobs"), job_);
     const std::string code = JoinPath(jobdir, "code");
     std::error_code ec;
@@ -334,11 +354,9 @@ class JobRunner {
     }
     // The execution role's storage credentials: for the ranks' environment, and passed explicitly to
     // this job's own storage calls here (channels, checkpoint, output) — never into the agent's
-    // environment, which other jobs' threads share. (A named copy: items() of the temporary that
-    // value() returns would dangle in the range-for.)
-    const json credentials = a_.value("credentials", json::object());
-    for (const auto& [k, v] : credentials.items()) {
-      vars[k] = v.get<std::string>();
+    // environment, which other jobs' threads share.
+    for (const auto& [k, v] : a_.credentials) {
+      vars[k] = v;
       storage_[k] = vars[k];
       if (k == "AWS_SECRET_ACCESS_KEY") secret_values_.push_back(vars[k]);
     }
@@ -401,7 +419,7 @@ class JobRunner {
                {"current_host", "node-" + std::to_string(node_)},
                {"current_address", address_},
                {"hosts", json::array()},
-               {"addresses", a_["addresses"]},
+               {"addresses", a_.addresses},
                {"procs_per_instance", spec.procs_per_instance},
                {"instance_type", spec.instance_type}};
     for (int n = 0; n < nnodes_; ++n) rc["hosts"].push_back("node-" + std::to_string(n));
@@ -508,7 +526,7 @@ class JobRunner {
 
   const AgentOptions& o_;
   std::string address_;
-  json a_;
+  Assignment a_;
   std::function<void()> on_done_;
   std::string job_;
   int attempt_ = 0, node_ = 0, nnodes_ = 1;
@@ -519,6 +537,7 @@ class JobRunner {
   std::mutex metrics_mu_;
   std::condition_variable metrics_cv_;
   std::unique_ptr<Shipper> shipper_;
+  double unreachable_since_ = -1;  // when a call to the server first failed (Report), -1 once one succeeds
   std::unique_ptr<MetricExtractor> extractor_;
   std::vector<std::string> secret_values_;  // masked in every line shipped (Mask)
   StorageVars storage_;  // the execution role's credentials, for this job's storage calls
@@ -866,7 +885,7 @@ Status RunAgent(const AgentOptions& in) {
     if (health && health->done()) health.reset();
     next_s = o.heartbeat_s;
     Status st;
-    json action;
+    HeartbeatReply action;
     if (!registered) {
       st = register_once();
       if (st.code() == Code::kCancelled) {
@@ -880,12 +899,16 @@ Status RunAgent(const AgentOptions& in) {
       }
     }
     if (registered) {
-      json hb = json::object();
-      if (runner) hb = {{"job", runner->job()}, {"attempt", runner->attempt()}};
-      if (health) hb["health"] = health->Key();  // so the server does not ask again meanwhile
-      auto r = client->Post("/v1/agents/" + id + "/heartbeat", hb);
-      if (r.ok()) {
-        action = *r;
+      HeartbeatMsg hb;
+      if (runner) hb.job = runner->job(), hb.attempt = runner->attempt();
+      if (health) hb.health = health->Key();  // so the server does not ask again meanwhile
+      auto r = client->Post("/v1/agents/" + id + "/heartbeat", ToJson(hb));
+      auto reply = r.ok() ? HeartbeatReplyFromJson(*r) : Result<HeartbeatReply>(r.status());
+      if (reply.ok()) {
+        action = std::move(*reply);
+      } else if (r.ok()) {  // an answer this agent cannot use
+        Say("the server's heartbeat answer is unusable: " + reply.status().message());
+        RefuseAssignment(*client, *r, reply.status());
       } else {
         st = r.status();
         // A server that lost us (404), or dropped our token with the instance (401): join again.
@@ -897,18 +920,17 @@ Status RunAgent(const AgentOptions& in) {
     }
     if (st.ok()) {
       unreachable_since = -1;
-      const std::string a = action.value("action", std::string("none"));
-      next_s = std::min(o.heartbeat_s, action.value("next_s", o.heartbeat_s));
+      const std::string& a = action.action;
+      if (action.next_s >= 0) next_s = std::min(o.heartbeat_s, action.next_s);
       if (a == "run" && !runner) {
         if (health) health->Stop();  // the server has decided without it
-        Say("assigned " + action["assignment"]["job"].get<std::string>() + " (node " +
-            std::to_string(action["assignment"]["node"].get<int>()) + ")");
-        runner = std::make_unique<JobRunner>(o, address, action["assignment"], [&] {
+        Say("assigned " + action.assignment.job + " (node " + std::to_string(action.assignment.node) + ")");
+        runner = std::make_unique<JobRunner>(o, address, std::move(action.assignment), [&] {
           std::lock_guard<std::mutex> l(wake_mu);
           wake.notify_all();
         });
       } else if (a == "health") {
-        const json h = action.contains("health") ? action["health"] : json::object();
+        const json& h = action.health;
         if (health && !health->Is(h)) {
           health->Stop();  // a different round: abandon this one; the server asks again once it ended
         } else if (!health && !runner && h.is_object() && h.contains("job") && h["job"].is_string()) {

@@ -1,9 +1,18 @@
 // Backend: how the control plane obtains and releases instances (DESIGN.md src/backends). An instance
 // is an `anneal agent` with slots and an address; once started it registers with the server under the
 // id it was given and from then on is reached only through the API (heartbeats), never by PID or a
-// shared path — so Slurm and Kubernetes backends implement the same three calls.
+// shared path — so Slurm and Kubernetes backends implement the same calls.
 //
-// Thread-safety: called from the server's scheduler thread only.
+// Two kinds, told by obtains():
+//   - a backend that obtains instances (local processes; a cluster engine): the scheduler asks it for
+//     a job's N instances as one gang request (Obtain: all or nothing, since separate single-instance
+//     requests deadlock on a busy cluster), the backend may report them pending with its reason
+//     (Poll: shown as the job's pending_reason; pending time does not count against the start
+//     timeout), and releases them when the job no longer needs them;
+//   - agents that joined by themselves (StaticBackend): the scheduler assigns idle joined instances
+//     of the job's type and slots; nothing is obtained, and a released instance returns to the pool.
+// Poll also reports instances whose agent is gone (exited, or lost to the engine).
+//
 #pragma once
 
 #include <map>
@@ -22,20 +31,42 @@ struct InstanceRequest {
   std::string server_url;     // where the agent registers
 };
 
+// One job attempt's new instances, obtained together.
+struct GangRequest {
+  std::string job;
+  int attempt = 0;
+  std::vector<InstanceRequest> instances;
+};
+
+// What changed since the last Poll.
+struct BackendReport {
+  std::vector<std::string> gone;                // instances whose agent exited or was lost
+  std::map<std::string, std::string> pending;   // instance -> why it is not running yet (engine's words)
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // true: obtains a fresh gang of instances per job; false: jobs run on agents that joined.
+  virtual bool obtains() const = 0;
   // Most instances this backend runs at once (for the "can never fit" check at submit); -1: unknown.
   virtual int capacity() const = 0;
-  // Starts obtaining the instance; it is usable once its agent registers. Failure: PeerError.
-  virtual Status Launch(const InstanceRequest& r) = 0;
+  // Starts obtaining every instance of the request, or none of them (Failure: PeerError, and nothing
+  // is left running). Each is usable once its agent registers. Only when obtains().
+  virtual Status Obtain(const GangRequest& g) = 0;
   // The instance is no longer needed: the server has told its agent to exit; the backend makes sure
-  // it is gone (after a grace period) and frees what it held.
+  // it is gone (after a grace period) and frees what it held (joined agents: nothing to free).
   virtual void Release(const std::string& id) = 0;
-  // Housekeeping on the scheduler's tick (reaping exited agents); returns ids whose agent is gone.
-  virtual std::vector<std::string> Poll() = 0;
+  // Housekeeping on the scheduler's tick (reaping exited agents, reading the engine's queue).
+  virtual BackendReport Poll() = 0;
 };
+
+// The name joined agents' instance records carry (InstanceRecord::backend), and StaticBackend's.
+inline constexpr const char* kJoinedBackend = "static";
+
+// Agents that join by themselves (`anneal agent --server URL`): nothing to obtain or free.
+std::unique_ptr<Backend> MakeStaticBackend();
 
 struct LocalBackendOptions {
   std::string agent_binary;   // the anneal executable ("" = this process's own, /proc/self/exe)

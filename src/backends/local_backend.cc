@@ -32,9 +32,53 @@ class LocalBackend : public Backend {
   ~LocalBackend() override { (void)Poll(); }
 
   std::string name() const override { return "local"; }
+  bool obtains() const override { return true; }
   int capacity() const override { return o_.max_instances; }
 
-  Status Launch(const InstanceRequest& r) override {
+  // Processes start at once: nothing is ever pending. A fork that fails stops the ones started.
+  Status Obtain(const GangRequest& g) override {
+    for (size_t n = 0; n < g.instances.size(); ++n) {
+      Status st = Launch(g.instances[n]);
+      if (st.ok()) continue;
+      for (size_t k = 0; k < n; ++k) Kill(g.instances[k].id);
+      return st.Annotate("obtaining " + std::to_string(g.instances.size()) + " instance(s) for " + g.job);
+    }
+    return Status::Ok();
+  }
+
+  void Release(const std::string& id) override {
+    auto it = procs_.find(id);
+    if (it != procs_.end() && it->second.released_at < 0) it->second.released_at = MonotonicSeconds();
+  }
+
+  BackendReport Poll() override {
+    BackendReport r;
+    for (auto it = procs_.begin(); it != procs_.end();) {
+      int st = 0;
+      const pid_t p = ::waitpid(it->second.pid, &st, WNOHANG);
+      if (p == it->second.pid || (p < 0 && errno == ECHILD)) {
+        r.gone.push_back(it->first);
+        it = procs_.erase(it);
+        continue;
+      }
+      if (it->second.released_at >= 0 && MonotonicSeconds() - it->second.released_at > o_.release_grace_s) {
+        ::kill(it->second.pid, SIGKILL);
+      }
+      ++it;
+    }
+    return r;
+  }
+
+ private:
+  void Kill(const std::string& id) {
+    auto it = procs_.find(id);
+    if (it == procs_.end()) return;
+    ::kill(it->second.pid, SIGKILL);
+    ::waitpid(it->second.pid, nullptr, 0);
+    procs_.erase(it);
+  }
+
+  Status Launch(const InstanceRequest& r) {
     ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(o_.work_root));
     const std::string work = JoinPath(o_.work_root, r.id);
     const std::string log = work + ".log";
@@ -78,30 +122,6 @@ class LocalBackend : public Backend {
     return Status::Ok();
   }
 
-  void Release(const std::string& id) override {
-    auto it = procs_.find(id);
-    if (it != procs_.end() && it->second.released_at < 0) it->second.released_at = MonotonicSeconds();
-  }
-
-  std::vector<std::string> Poll() override {
-    std::vector<std::string> gone;
-    for (auto it = procs_.begin(); it != procs_.end();) {
-      int st = 0;
-      const pid_t p = ::waitpid(it->second.pid, &st, WNOHANG);
-      if (p == it->second.pid || (p < 0 && errno == ECHILD)) {
-        gone.push_back(it->first);
-        it = procs_.erase(it);
-        continue;
-      }
-      if (it->second.released_at >= 0 && MonotonicSeconds() - it->second.released_at > o_.release_grace_s) {
-        ::kill(it->second.pid, SIGKILL);
-      }
-      ++it;
-    }
-    return gone;
-  }
-
- private:
   struct Proc {
     pid_t pid;
     double released_at;
@@ -113,5 +133,6 @@ class LocalBackend : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> MakeLocalBackend(const LocalBackendOptions& o) { return std::make_unique<LocalBackend>(o); }
+
 
 }  // namespace anneal

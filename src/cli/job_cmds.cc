@@ -102,8 +102,32 @@ struct SubmitOptions {
   std::string file;
   std::vector<std::string> hyperparameters;  // k=v, over the spec's
   bool wait = false, quiet = false;
+  std::string idempotency_key;  // "" = a random one
+  double retry_s = 20;          // how long a submit with no answer is retried
   Target target;
 };
+
+// POST /v1/jobs with the submit's idempotency key, retried while the server gives no answer (down,
+// restarting, the connection cut) or a 5xx, for up to retry_s: a retry after a lost answer gets the
+// job the first try created (200), never a second one.
+Result<json> PostJob(ApiClient* c, const json& spec, const std::string& key, double retry_s) {
+  const double deadline = WallSeconds() + retry_s;
+  double backoff = 0.2;
+  for (int tries = 1;; ++tries) {
+    auto r = c->PostRaw("/v1/jobs", spec.dump(), "application/json", {{"Idempotency-Key", key}});
+    if (r.ok() || r.status().code() != Code::kPeer) return r;
+    if (WallSeconds() + backoff > deadline) {
+      return r.status().Annotate("submitting (" + std::to_string(tries) + " tries in " +
+                                 std::to_string(static_cast<int>(retry_s)) + " s, --retry-s)");
+    }
+    if (tries == 1) {
+      std::fprintf(stderr, "anneal submit: %s; retrying for up to %.0f s with idempotency key %s\n",
+                   r.status().message().c_str(), retry_s, key.c_str());
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    backoff = std::min(backoff * 2, 2.0);
+  }
+}
 
 Result<std::string> PackSource(const std::string& dir) {
   if (!Env::Default().IsDirectory(dir)) {
@@ -150,7 +174,8 @@ Status RunSubmit(const SubmitOptions& o) {
                                                            {{"X-Anneal-Sha256", Sha256Hex(pkg)}}));
     spec.source = up["package"].get<std::string>();
   }
-  auto posted = conn.client->Post("/v1/jobs", spec.ToJson());
+  const std::string key = o.idempotency_key.empty() ? RandomHex(16) : o.idempotency_key;
+  auto posted = PostJob(conn.client.get(), spec.ToJson(), key, o.retry_s);
   if (!posted.ok()) return posted.status().Annotate(o.file);
   const std::string id = (*posted)["id"].get<std::string>();
   std::printf("%s\n", id.c_str());
@@ -324,6 +349,11 @@ void AddJobCommands(CLI::App& app, RunFn* run) {
     c->add_flag("--wait", o->wait, "Wait for the job to end, printing its status changes and logs; exit with its outcome");
     c->add_flag("--quiet", o->quiet, "With --wait: status changes only, no log lines");
     c->add_option("-H,--hyperparameter", o->hyperparameters, "KEY=VALUE over the spec's entrypoint.hyperparameters (repeatable)");
+    c->add_option("--idempotency-key", o->idempotency_key,
+                  "The submit's key (default: a random one): submitting again with the same key returns the job it "
+                  "created instead of a second one (letters, digits, -_.:, at most 200)");
+    c->add_option("--retry-s", o->retry_s, "Retry a submit that got no answer (or a 5xx) for this long, with the same key")
+        ->capture_default_str();
     AddTargetOptions(c, &o->target, true);
     c->callback([run, o] { *run = [o] { return RunSubmit(*o); }; });
   }

@@ -45,12 +45,12 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory counter
 
 ShmGroup::Header* ShmGroup::header(int r) const { return reinterpret_cast<Header*>(static_cast<char*>(base_) + r * sizeof(Header)); }
 char* ShmGroup::slot(int r) const {
-  return static_cast<char*>(base_) + size_ * sizeof(Header) + static_cast<size_t>(r) * kChunkFloats * sizeof(double);
+  return static_cast<char*>(base_) + size_ * sizeof(Header) + static_cast<size_t>(r) * slot_bytes_;
 }
 char* ShmGroup::result() const { return slot(size_); }
 
 ShmGroup::ShmGroup(void* base, size_t bytes, int rank, int size, std::vector<int> members)
-    : base_(base), bytes_(bytes), rank_(rank), size_(size), members_(std::move(members)) {}
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), slot_bytes_(SlotBytes(size)), members_(std::move(members)) {}
 
 ShmGroup::~ShmGroup() { ::munmap(base_, bytes_); }
 
@@ -71,7 +71,7 @@ Result<std::unique_ptr<ShmGroup>> ShmGroup::Create(Store* store, const CommOptio
                                                                                       std::to_string(Clock::now().time_since_epoch().count()))))
                                                      : store->Get(o.group + "/shm/name", o.timeout));
   const std::string name = "/anneal-" + nonce;
-  const size_t bytes = n * sizeof(Header) + static_cast<size_t>(n + 1) * kChunkFloats * sizeof(double);
+  const size_t bytes = n * sizeof(Header) + static_cast<size_t>(n + 1) * SlotBytes(n);
   int fd = -1;
   if (me == 0) {
     fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -118,7 +118,7 @@ Status ShmGroup::WaitAll(int which, uint64_t seq, Clock::time_point deadline, co
 template <typename T>
 Status ShmGroup::Reduce(T* x, size_t n, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  const size_t chunk = kChunkFloats * sizeof(double) / sizeof(T);  // a slot holds kChunkFloats doubles
+  const size_t chunk = slot_bytes_ / sizeof(T);
   if (n * sizeof(T) <= kSmallBytes) {
     // Latency-bound: one barrier. Everyone posts, then everyone sums all slots itself, in rank order
     // (the same bits on every rank). Our slot may be rewritten only once every rank has finished
@@ -177,7 +177,7 @@ Status ShmGroup::ReduceScatterSum(const float* x, const std::vector<size_t>& cou
   const auto deadline = Clock::now() + timeout;
   std::vector<size_t> lo(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
-  const size_t total = lo[size_], chunk = kChunkFloats * sizeof(double) / sizeof(float);
+  const size_t total = lo[size_], chunk = slot_bytes_ / sizeof(float);
   const size_t my_lo = lo[rank_], my_hi = lo[rank_ + 1];
   // y may alias x's own piece: own values are read at index i before y[i - my_lo] is written.
   for (size_t a = 0; a < total; a += chunk) {
@@ -208,7 +208,7 @@ Status ShmGroup::AllGatherV(float* x, const std::vector<size_t>& counts, std::ch
   const auto deadline = Clock::now() + timeout;
   std::vector<size_t> lo(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
-  const size_t total = lo[size_], chunk = kChunkFloats * sizeof(double) / sizeof(float);
+  const size_t total = lo[size_], chunk = slot_bytes_ / sizeof(float);
   const size_t my_lo = lo[rank_], my_hi = lo[rank_ + 1];
   float* out = reinterpret_cast<float*>(result());
   for (size_t a = 0; a < total; a += chunk) {

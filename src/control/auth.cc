@@ -12,21 +12,6 @@ namespace anneal {
 
 namespace {
 
-std::string RandomHex(size_t bytes) {
-  std::string raw(bytes, '\0');
-  FILE* f = std::fopen("/dev/urandom", "rb");
-  const size_t got = f ? std::fread(raw.data(), 1, bytes, f) : 0;
-  if (f) std::fclose(f);
-  if (got != bytes) std::abort();  // no randomness: refusing to issue guessable tokens
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : raw) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
-}
-
 // Writes a secret to a file only its owner can read.
 Status WriteSecretFile(const std::string& path, const std::string& secret) {
   ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(path, secret + "\n"));

@@ -170,22 +170,8 @@ bool IsBuiltinTrainer(const std::vector<std::string>& cmd) {
   return b == "anneal" || (b.size() > 7 && b.compare(b.size() - 7, 7, "/anneal") == 0);
 }
 
-}  // namespace
-
-Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
-  Reader r(error_field);
-  JobSpec s;
-  if (!doc.is_object()) return r.Fail("", "a job spec must be a mapping of fields (name, entrypoint, resources, ...)");
-  ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(doc, "", {"name", "role", "entrypoint", "source", "channels", "output",
-                                               "checkpoint", "resources", "stopping", "retry", "metric_definitions",
-                                               "environment", "secrets"}));
-  ANNEAL_RETURN_IF_ERROR(r.String(doc, "name", "", &s.name, true));
-  static const std::regex kName("^[a-z0-9][a-z0-9-]{0,47}$");
-  if (!std::regex_match(s.name, kName)) {
-    return r.Fail("name", "'" + s.name + "' must be 1-48 characters of a-z, 0-9 and '-', starting with a letter or digit");
-  }
-  ANNEAL_RETURN_IF_ERROR(r.String(doc, "role", "", &s.role, false));
-
+// entrypoint: command (a list, or one shell string) and hyperparameters.
+Status ReadEntrypoint(Reader& r, const json& doc, JobSpec* s) {
   const json* ep = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "entrypoint", "", &ep));
   if (!ep) return r.Fail("entrypoint", "is required: give entrypoint.command, e.g. [anneal, train, --config, x.yaml]");
@@ -193,16 +179,16 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
   if (!ep->contains("command") || (*ep)["command"].is_null()) return r.Fail("entrypoint.command", "is required");
   const json& cmd = (*ep)["command"];
   if (cmd.is_string()) {
-    s.command = {cmd.get<std::string>()};
-    s.shell = true;
-    if (s.command[0].empty()) return r.Fail("entrypoint.command", "must not be empty");
+    s->command = {cmd.get<std::string>()};
+    s->shell = true;
+    if (s->command[0].empty()) return r.Fail("entrypoint.command", "must not be empty");
   } else if (cmd.is_array()) {
     if (cmd.empty()) return r.Fail("entrypoint.command", "must not be an empty list");
     for (size_t i = 0; i < cmd.size(); ++i) {
       if (cmd[i].is_string()) {
-        s.command.push_back(cmd[i].get<std::string>());
+        s->command.push_back(cmd[i].get<std::string>());
       } else if (cmd[i].is_number() || cmd[i].is_boolean()) {
-        s.command.push_back(cmd[i].dump());
+        s->command.push_back(cmd[i].dump());
       } else {
         return r.Fail("entrypoint.command[" + std::to_string(i) + "]", "must be a string, got " + Reader::TypeName(cmd[i]));
       }
@@ -211,10 +197,13 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
     return r.Fail("entrypoint.command", "must be a list of arguments or one shell command string, got " +
                                             Reader::TypeName(cmd));
   }
-  ANNEAL_RETURN_IF_ERROR(r.StringMap(*ep, "hyperparameters", "entrypoint", &s.hyperparameters));
+  ANNEAL_RETURN_IF_ERROR(r.StringMap(*ep, "hyperparameters", "entrypoint", &s->hyperparameters));
 
-  ANNEAL_RETURN_IF_ERROR(r.String(doc, "source", "", &s.source, false));
+  return Status::Ok();
+}
 
+// channels: each {name, uri, mode}, names unique.
+Status ReadChannels(Reader& r, const json& doc, JobSpec* s) {
   if (doc.contains("channels") && !doc["channels"].is_null()) {
     const json& ch = doc["channels"];
     if (!ch.is_array()) return r.Fail("channels", "must be a list of {name, uri, mode}, got " + Reader::TypeName(ch));
@@ -233,53 +222,69 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
         return r.Fail(p + ".mode", "'" + c.mode + "' must be file, fastfile or shared");
       }
       if (!seen.insert(c.name).second) return r.Fail(p + ".name", "channel '" + c.name + "' is given twice");
-      s.channels.push_back(c);
+      s->channels.push_back(c);
     }
   }
+  return Status::Ok();
+}
+
+// output and checkpoint.
+Status ReadOutputAndCheckpoint(Reader& r, const json& doc, JobSpec* s) {
   const json* out = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "output", "", &out));
   if (out) {
     ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*out, "output", {"uri"}));
-    ANNEAL_RETURN_IF_ERROR(r.String(*out, "uri", "output", &s.output_uri, false));
+    ANNEAL_RETURN_IF_ERROR(r.String(*out, "uri", "output", &s->output_uri, false));
   }
   const json* ck = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "checkpoint", "", &ck));
   if (ck) {
     ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ck, "checkpoint", {"uri", "local_path", "sync"}));
-    ANNEAL_RETURN_IF_ERROR(r.String(*ck, "uri", "checkpoint", &s.checkpoint_uri, true));
-    ANNEAL_RETURN_IF_ERROR(r.String(*ck, "local_path", "checkpoint", &s.checkpoint_local_path, false));
+    ANNEAL_RETURN_IF_ERROR(r.String(*ck, "uri", "checkpoint", &s->checkpoint_uri, true));
+    ANNEAL_RETURN_IF_ERROR(r.String(*ck, "local_path", "checkpoint", &s->checkpoint_local_path, false));
     if (ck->contains("sync") && !(*ck)["sync"].is_null()) {
       if (!(*ck)["sync"].is_boolean()) return r.Fail("checkpoint.sync", "must be true or false");
-      s.checkpoint_sync = (*ck)["sync"].get<bool>();
+      s->checkpoint_sync = (*ck)["sync"].get<bool>();
     }
   }
+  return Status::Ok();
+}
+
+// resources, stopping and retry.
+Status ReadResourcesAndStopping(Reader& r, const json& doc, JobSpec* s) {
   const json* res = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "resources", "", &res));
   if (res) {
     ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*res, "resources", {"instance_type", "instance_count", "procs_per_instance", "keep_alive_s"}));
-    ANNEAL_RETURN_IF_ERROR(r.String(*res, "instance_type", "resources", &s.instance_type, false));
-    if (s.instance_type.empty()) return r.Fail("resources.instance_type", "must not be empty");
-    ANNEAL_RETURN_IF_ERROR(r.Int(*res, "instance_count", "resources", &s.instance_count, 1, 4096));
-    ANNEAL_RETURN_IF_ERROR(r.Int(*res, "procs_per_instance", "resources", &s.procs_per_instance, 1, 1024));
-    ANNEAL_RETURN_IF_ERROR(r.Number(*res, "keep_alive_s", "resources", &s.keep_alive_s, 0, 86400 * 7));
+    ANNEAL_RETURN_IF_ERROR(r.String(*res, "instance_type", "resources", &s->instance_type, false));
+    if (s->instance_type.empty()) return r.Fail("resources.instance_type", "must not be empty");
+    ANNEAL_RETURN_IF_ERROR(r.Int(*res, "instance_count", "resources", &s->instance_count, 1, 4096));
+    ANNEAL_RETURN_IF_ERROR(r.Int(*res, "procs_per_instance", "resources", &s->procs_per_instance, 1, 1024));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*res, "keep_alive_s", "resources", &s->keep_alive_s, 0, 86400 * 7));
   }
   const json* stop = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "stopping", "", &stop));
   if (stop) {
     ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*stop, "stopping", {"max_runtime_s", "max_pending_s", "grace_period_s",
                                                            "hang_timeout_s", "hang_startup_s"}));
-    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_runtime_s", "stopping", &s.max_runtime_s, 0, 86400.0 * 365));
-    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_pending_s", "stopping", &s.max_pending_s, 0, 86400.0 * 365));
-    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "grace_period_s", "stopping", &s.grace_period_s, 0, 3600));
-    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_timeout_s", "stopping", &s.hang_timeout_s, 0, 86400.0 * 7));
-    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_startup_s", "stopping", &s.hang_startup_s, 0, 86400.0 * 7));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_runtime_s", "stopping", &s->max_runtime_s, 0, 86400.0 * 365));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_pending_s", "stopping", &s->max_pending_s, 0, 86400.0 * 365));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "grace_period_s", "stopping", &s->grace_period_s, 0, 3600));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_timeout_s", "stopping", &s->hang_timeout_s, 0, 86400.0 * 7));
+    ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_startup_s", "stopping", &s->hang_startup_s, 0, 86400.0 * 7));
   }
   const json* retry = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "retry", "", &retry));
   if (retry) {
     ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*retry, "retry", {"max_attempts"}));
-    ANNEAL_RETURN_IF_ERROR(r.Int(*retry, "max_attempts", "retry", &s.max_attempts, 1, 100));
+    ANNEAL_RETURN_IF_ERROR(r.Int(*retry, "max_attempts", "retry", &s->max_attempts, 1, 100));
   }
+  return Status::Ok();
+}
+
+// metric_definitions: each {name, regex}, the regex with a capture group.
+// compile: check each regex by compiling it (~30 us each): at submit, not for a spec read back.
+Status ReadMetricDefinitions(Reader& r, const json& doc, JobSpec* s, bool compile) {
   if (doc.contains("metric_definitions") && !doc["metric_definitions"].is_null()) {
     const json& md = doc["metric_definitions"];
     if (!md.is_array()) return r.Fail("metric_definitions", "must be a list of {name, regex}");
@@ -291,27 +296,67 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) {
       ANNEAL_RETURN_IF_ERROR(r.String(md[i], "name", p, &m.name, true));
       ANNEAL_RETURN_IF_ERROR(r.String(md[i], "regex", p, &m.regex, true));
       try {
+        if (!compile) {
+          s->metric_definitions.push_back(m);
+          continue;
+        }
         std::regex re(m.regex);
         if (re.mark_count() < 1) return r.Fail(p + ".regex", "needs a capture group around the value, e.g. 'loss ([0-9.]+)'");
       } catch (const std::regex_error& e) {
         return r.Fail(p + ".regex", std::string("is not a valid regular expression: ") + e.what());
       }
-      s.metric_definitions.push_back(m);
+      s->metric_definitions.push_back(m);
     }
   }
-  ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "environment", "", &s.environment));
+  return Status::Ok();
+}
+
+// environment and secrets: variable names; a secret long enough to hide, given once.
+Status ReadEnvironment(Reader& r, const json& doc, JobSpec* s) {
+  ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "environment", "", &s->environment));
   static const std::regex kEnv("^[A-Za-z_][A-Za-z0-9_]*$");
-  for (const auto& [k, v] : s.environment) {
+  for (const auto& [k, v] : s->environment) {
     if (!std::regex_match(k, kEnv)) return r.Fail("environment." + k, "is not a valid environment variable name");
   }
-  ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "secrets", "", &s.secrets));
-  for (const auto& [k, v] : s.secrets) {
+  ANNEAL_RETURN_IF_ERROR(r.StringMap(doc, "secrets", "", &s->secrets));
+  for (const auto& [k, v] : s->secrets) {
     if (!std::regex_match(k, kEnv)) return r.Fail("secrets." + k, "is not a valid environment variable name");
     if (v.size() < 4) return r.Fail("secrets." + k, "is shorter than 4 characters: too short to hide in logs");
-    if (s.environment.count(k)) return r.Fail("secrets." + k, "is also in environment: give it in one place");
+    if (s->environment.count(k)) return r.Fail("secrets." + k, "is also in environment: give it in one place");
   }
+  return Status::Ok();
+}
+
+Result<JobSpec> SpecFromJson(const json& doc, std::string* error_field, bool compile_regexes) {
+  Reader r(error_field);
+  JobSpec s;
+  if (!doc.is_object()) return r.Fail("", "a job spec must be a mapping of fields (name, entrypoint, resources, ...)");
+  ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(doc, "", {"name", "role", "entrypoint", "source", "channels", "output",
+                                               "checkpoint", "resources", "stopping", "retry", "metric_definitions",
+                                               "environment", "secrets"}));
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "name", "", &s.name, true));
+  static const std::regex kName("^[a-z0-9][a-z0-9-]{0,47}$");
+  if (!std::regex_match(s.name, kName)) {
+    return r.Fail("name", "'" + s.name + "' must be 1-48 characters of a-z, 0-9 and '-', starting with a letter or digit");
+  }
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "role", "", &s.role, false));
+
+  ANNEAL_RETURN_IF_ERROR(ReadEntrypoint(r, doc, &s));
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "source", "", &s.source, false));
+
+  ANNEAL_RETURN_IF_ERROR(ReadChannels(r, doc, &s));
+  ANNEAL_RETURN_IF_ERROR(ReadOutputAndCheckpoint(r, doc, &s));
+  ANNEAL_RETURN_IF_ERROR(ReadResourcesAndStopping(r, doc, &s));
+  ANNEAL_RETURN_IF_ERROR(ReadMetricDefinitions(r, doc, &s, compile_regexes));
+  ANNEAL_RETURN_IF_ERROR(ReadEnvironment(r, doc, &s));
   return s;
 }
+
+}  // namespace
+
+Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) { return SpecFromJson(doc, error_field, true); }
+
+Result<JobSpec> JobSpecFromStored(const json& doc) { return SpecFromJson(doc, nullptr, false); }
 
 Result<JobSpec> ParseJobSpec(const std::string& text, std::string* error_field) {
   YAML::Node root;

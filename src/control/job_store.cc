@@ -1,9 +1,15 @@
 #include "control/job_store.h"
 
+#include <algorithm>
+
+#include <mutex>
+
 #include <sqlite3.h>
 
 #include <cstdio>
 #include <functional>
+
+#include "control/sql_stmt.h"
 
 namespace anneal {
 
@@ -126,76 +132,35 @@ CREATE TABLE kv (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL);
 )sql",
+    // 4: submits' idempotency keys, one job per (owner, key).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
+CREATE UNIQUE INDEX jobs_idempotency ON jobs(owner, idempotency_key) WHERE idempotency_key != '';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
 
-// A prepared statement, finalized on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) : db_(db), sql_(sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &s_, nullptr); }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Status prepared() const { return rc_ == SQLITE_OK ? Status::Ok() : Error(); }
-  Stmt& Bind(int i, const std::string& v) {
-    sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(s_, i, v);
-    return *this;
-  }
-  Stmt& Bind(int i, int v) { return Bind(i, static_cast<int64_t>(v)); }
-  Stmt& Bind(int i, double v) {
-    sqlite3_bind_double(s_, i, v);
-    return *this;
-  }
-  // true: a row is ready; false: done. Errors through *st.
-  bool Step(Status* st) {
-    rc_ = sqlite3_step(s_);
-    if (rc_ == SQLITE_ROW) return true;
-    if (rc_ != SQLITE_DONE) *st = Error();
-    return false;
-  }
-  Status Run() {
-    Status st;
-    while (Step(&st)) {
-    }
-    return st;
-  }
-  void Reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  std::string Text(int c) const {
-    const unsigned char* t = sqlite3_column_text(s_, c);
-    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(s_, c)) : std::string();
-  }
-  int64_t Int(int c) const { return sqlite3_column_int64(s_, c); }
-  double Real(int c) const { return sqlite3_column_double(s_, c); }
-
- private:
-  Status Error() const { return IoError(std::string("job store: ") + sqlite3_errmsg(db_) + " (in: " + Short() + ")"); }
-  std::string Short() const {
-    std::string s(sql_);
-    return s.size() > 60 ? s.substr(0, 60) + "..." : s;
-  }
-  sqlite3* db_;
-  const char* sql_;
-  sqlite3_stmt* s_ = nullptr;
-  int rc_ = SQLITE_OK;
-};
 
 constexpr const char* kJobColumns =
     "seq, id, name, owner, spec, phase, failure_reason, exit_code, attempt, created_at, updated_at, started_at, ended_at, "
-    "warm_pool";
+    "warm_pool, idempotency_key";
 
-Result<JobRecord> ReadJob(const Stmt& s) {
+// summary: column 4 is the spec's instance_count alone (a listing), not the whole document.
+Result<JobRecord> ReadJob(const SqlStmt& s, bool summary = false) {
   JobRecord r;
   r.seq = s.Int(0);
   r.id = s.Text(1);
   r.name = s.Text(2);
   r.owner = s.Text(3);
-  r.spec = nlohmann::json::parse(s.Text(4), nullptr, false);
+  if (summary) {
+    r.spec.instance_count = static_cast<int>(s.Int(4));
+  } else {
+    const nlohmann::json doc = nlohmann::json::parse(s.Text(4), nullptr, false);
+    auto spec = JobSpecFromStored(doc);
+    if (!spec.ok()) return IoError("the stored spec of job " + r.id + " cannot be read: " + spec.status().message());
+    r.spec = std::move(*spec);
+  }
   ANNEAL_ASSIGN_OR_RETURN(r.phase, ParsePhase(s.Text(5)));
   r.failure_reason = s.Text(6);
   r.exit_code = static_cast<int>(s.Int(7));
@@ -206,11 +171,12 @@ Result<JobRecord> ReadJob(const Stmt& s) {
   r.ended_at = s.Real(12);
   const std::string pool = s.Text(13);
   if (!pool.empty()) r.warm_pool = nlohmann::json::parse(pool, nullptr, false);
+  r.idempotency_key = s.Text(14);
   return r;
 }
 
 // Columns: id, attempt, node, seq, rank, stream, at, text.
-LogLine ReadLogLine(const Stmt& s) {
+LogLine ReadLogLine(const SqlStmt& s) {
   LogLine x;
   x.id = s.Int(0);
   x.attempt = static_cast<int>(s.Int(1));
@@ -224,18 +190,18 @@ LogLine ReadLogLine(const Stmt& s) {
 }
 
 // Every row of a statement selecting kJobColumns.
-Result<std::vector<JobRecord>> ReadJobs(Stmt& s) {
+Result<std::vector<JobRecord>> ReadJobs(SqlStmt& s, bool summary = false) {
   std::vector<JobRecord> out;
   Status st;
   while (s.Step(&st)) {
-    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s));
+    ANNEAL_ASSIGN_OR_RETURN(JobRecord r, ReadJob(s, summary));
     out.push_back(std::move(r));
   }
   ANNEAL_RETURN_IF_ERROR(st);
   return out;
 }
 
-InstanceRecord ReadInstance(const Stmt& s) {
+Result<InstanceRecord> ReadInstance(const SqlStmt& s) {
   InstanceRecord r;
   r.id = s.Text(0);
   r.job_id = s.Text(1);
@@ -243,7 +209,7 @@ InstanceRecord ReadInstance(const Stmt& s) {
   r.address = s.Text(3);
   r.instance_type = s.Text(4);
   r.slots = static_cast<int>(s.Int(5));
-  r.state = s.Text(6);
+  ANNEAL_ASSIGN_OR_RETURN(r.state, ParseInstanceState(s.Text(6)));
   r.backend = s.Text(7);
   r.registered_at = s.Real(8);
   r.last_heartbeat = s.Real(9);
@@ -254,7 +220,21 @@ InstanceRecord ReadInstance(const Stmt& s) {
 
 }  // namespace
 
+std::vector<InstanceRecord> InstancesHolding(const std::vector<InstanceRecord>& all, const std::string& job) {
+  std::vector<InstanceRecord> mine;
+  for (const auto& i : all) {
+    if (i.job_id == job && i.state != InstanceState::kReleased && i.state != InstanceState::kAvailable) mine.push_back(i);
+  }
+  std::sort(mine.begin(), mine.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+  return mine;
+}
+
 Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
+  // SQLite's memory statistics take one process-wide mutex on every allocation: the API's
+  // concurrent reads contend on it. Off, before SQLite initializes (later calls are refused, and
+  // harmless).
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
@@ -266,10 +246,46 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   std::unique_ptr<JobStore> s(new JobStore(db, path));
   ANNEAL_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"));
   ANNEAL_RETURN_IF_ERROR(s->Migrate());
+  ANNEAL_RETURN_IF_ERROR(s->OpenReaders());
   return s;
 }
 
-JobStore::~JobStore() { sqlite3_close(db_); }
+Status JobStore::OpenReaders() {
+  for (int n = 0; n < kReaders; ++n) {
+    sqlite3* r = nullptr;
+    // One thread at a time uses each (a Reader borrows it): no SQLite mutex needed.
+    const int rc = sqlite3_open_v2(path_.c_str(), &r, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      std::string m = r ? sqlite3_errmsg(r) : "out of memory";
+      sqlite3_close(r);
+      return IoError("cannot open the job store " + path_ + " for reading: " + m);
+    }
+    sqlite3_busy_timeout(r, 10000);
+    readers_.push_back(r);
+    free_readers_.push_back(r);
+  }
+  return Status::Ok();
+}
+
+JobStore::Reader::Reader(JobStore* s) : s_(s) {
+  std::unique_lock<std::mutex> l(s_->readers_mu_);
+  s_->readers_cv_.wait(l, [&] { return !s_->free_readers_.empty(); });
+  db_ = s_->free_readers_.back();
+  s_->free_readers_.pop_back();
+}
+
+JobStore::Reader::~Reader() {
+  {
+    std::lock_guard<std::mutex> l(s_->readers_mu_);
+    s_->free_readers_.push_back(db_);
+  }
+  s_->readers_cv_.notify_one();
+}
+
+JobStore::~JobStore() {
+  for (sqlite3* r : readers_) sqlite3_close(r);
+  sqlite3_close(db_);
+}
 
 Status JobStore::Exec(const std::string& sql) {
   char* err = nullptr;
@@ -283,7 +299,7 @@ Status JobStore::Exec(const std::string& sql) {
 
 Status JobStore::Migrate() {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt v(db_, "PRAGMA user_version");
+  SqlStmt v(db_, "PRAGMA user_version");
   Status st;
   int version = 0;
   if (v.Step(&st)) version = static_cast<int>(v.Int(0));
@@ -305,52 +321,9 @@ Status JobStore::Migrate() {
   return Status::Ok();
 }
 
-Result<JobRecord> JobStore::CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec,
-                                      double now) {
-  std::lock_guard<std::mutex> l(mu_);
-  ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  auto body = [&]() -> Result<JobRecord> {
-    Stmt next(db_, "SELECT COALESCE(MAX(seq), 0) + 1 FROM jobs");
-    Status st;
-    int64_t seq = 1;
-    if (next.Step(&st)) seq = next.Int(0);
-    ANNEAL_RETURN_IF_ERROR(st);
-    char num[32];
-    std::snprintf(num, sizeof(num), "%04lld", static_cast<long long>(seq));
-    std::string id = name;
-    id.append("-").append(num);
-    const std::string phase = PhaseName(JobPhase::kPending);
-    Stmt ins(db_,
-             "INSERT INTO jobs(seq, id, name, owner, spec, phase, primary_status, created_at, updated_at) "
-             "VALUES(?,?,?,?,?,?,?,?,?)");
-    ANNEAL_RETURN_IF_ERROR(ins.prepared());
-    ins.Bind(1, seq).Bind(2, id).Bind(3, name).Bind(4, owner).Bind(5, spec.dump()).Bind(6, phase);
-    ins.Bind(7, std::string(PrimaryStatus(JobPhase::kPending))).Bind(8, now).Bind(9, now);
-    ANNEAL_RETURN_IF_ERROR(ins.Run());
-    Stmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
-    tr.Bind(1, id).Bind(2, now).Bind(3, phase).Bind(4, std::string("submitted"));
-    ANNEAL_RETURN_IF_ERROR(tr.Run());
-    JobRecord r;
-    r.seq = seq;
-    r.id = id;
-    r.name = name;
-    r.owner = owner;
-    r.spec = spec;
-    r.created_at = r.updated_at = now;
-    return r;
-  };
-  auto r = body();
-  if (!r.ok()) {
-    (void)Exec("ROLLBACK");
-    return r.status();
-  }
-  ANNEAL_RETURN_IF_ERROR(Exec("COMMIT"));
-  return r;
-}
-
-Result<std::optional<JobRecord>> JobStore::GetJobLocked(const std::string& id) {
+Result<std::optional<JobRecord>> JobStore::GetJobOn(sqlite3* db, const std::string& id) {
   const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?";
-  Stmt s(db_, sql.c_str());
+  SqlStmt s(db, sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
   s.Bind(1, id);
   Status st;
@@ -363,23 +336,23 @@ Result<std::optional<JobRecord>> JobStore::GetJobLocked(const std::string& id) {
 }
 
 Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& id) {
-  std::lock_guard<std::mutex> l(mu_);
-  return GetJobLocked(id);
+  Reader r(this);  // no lock on the writer (WAL)
+  return GetJobOn(r.db(), id);
 }
 
 Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, int64_t before_seq,
                                                   const std::string& owner) {
-  std::lock_guard<std::mutex> l(mu_);
+  Reader r(this);  // no lock on the writer (WAL)
   // A listing needs only resources.instance_count of each spec: SQLite extracts it, so a page of 100
   // jobs does not parse 100 whole specs.
   std::string cols = kJobColumns;
   cols.replace(cols.find(" spec,"), 6,
-               " json_object('resources', json_object('instance_count', json_extract(spec, '$.resources.instance_count'))),");
+               " json_extract(spec, '$.resources.instance_count'),");
   std::string sql = "SELECT " + cols + " FROM jobs WHERE seq < ?";
   if (active_only) sql += " AND primary_status IN ('InProgress', 'Stopping')";
   if (!owner.empty()) sql += " AND owner = ?";
   sql += " ORDER BY seq DESC LIMIT ?";
-  Stmt s(db_, sql.c_str());
+  SqlStmt s(r.db(), sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
   s.Bind(1, before_seq > 0 ? before_seq : INT64_MAX);
   if (!owner.empty()) {
@@ -387,30 +360,30 @@ Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, i
   } else {
     s.Bind(2, limit);
   }
-  return ReadJobs(s);
+  return ReadJobs(s, /*summary=*/true);
 }
 
 Result<std::vector<JobRecord>> JobStore::ActiveJobs() {
-  std::lock_guard<std::mutex> l(mu_);
+  Reader r(this);  // no lock on the writer (WAL)
   const std::string sql = std::string("SELECT ") + kJobColumns +
                           " FROM jobs WHERE primary_status IN ('InProgress', 'Stopping') AND phase != 'Pending' ORDER BY seq";
-  Stmt s(db_, sql.c_str());
+  SqlStmt s(r.db(), sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
   return ReadJobs(s);
 }
 
 Result<std::vector<JobRecord>> JobStore::PendingJobs(int limit) {
-  std::lock_guard<std::mutex> l(mu_);
+  Reader r(this);  // no lock on the writer (WAL)
   const std::string sql = std::string("SELECT ") + kJobColumns + " FROM jobs WHERE phase = 'Pending' ORDER BY seq LIMIT ?";
-  Stmt s(db_, sql.c_str());
+  SqlStmt s(r.db(), sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
   s.Bind(1, limit);
   return ReadJobs(s);
 }
 
 Result<int64_t> JobStore::CountJobs() {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT COUNT(*) FROM jobs");
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(), "SELECT COUNT(*) FROM jobs");
   Status st;
   int64_t n = 0;
   if (s.Step(&st)) n = s.Int(0);
@@ -422,10 +395,10 @@ Status JobStore::Transition(const std::string& id, JobPhase to, const std::strin
                             const std::string& failure_reason, int exit_code) {
   std::lock_guard<std::mutex> l(mu_);
   return InTransaction([&]() -> Status {
-    ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> j, GetJobLocked(id));
+    ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> j, GetJobOn(db_, id));
     if (!j) return NotFound("no job " + id);
     ANNEAL_RETURN_IF_ERROR(CheckTransition(j->phase, to).Annotate("job " + id));
-    Stmt u(db_,
+    SqlStmt u(db_,
            "UPDATE jobs SET phase = ?, primary_status = ?, updated_at = ?, "
            "failure_reason = CASE WHEN ? = '' THEN failure_reason ELSE ? END, "
            "exit_code = CASE WHEN ? < 0 THEN exit_code ELSE ? END, "
@@ -437,7 +410,7 @@ Status JobStore::Transition(const std::string& id, JobPhase to, const std::strin
     u.Bind(8, static_cast<int>(to == JobPhase::kStarting)).Bind(9, now);
     u.Bind(10, static_cast<int>(IsTerminal(to))).Bind(11, now).Bind(12, id);
     ANNEAL_RETURN_IF_ERROR(u.Run());
-    Stmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
+    SqlStmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
     tr.Bind(1, id).Bind(2, now).Bind(3, std::string(PhaseName(to))).Bind(4, message);
     return tr.Run();
   });
@@ -445,14 +418,14 @@ Status JobStore::Transition(const std::string& id, JobPhase to, const std::strin
 
 Status JobStore::SetAttempt(const std::string& id, int attempt, double now) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt u(db_, "UPDATE jobs SET attempt = ?, updated_at = ? WHERE id = ?");
+  SqlStmt u(db_, "UPDATE jobs SET attempt = ?, updated_at = ? WHERE id = ?");
   u.Bind(1, attempt).Bind(2, now).Bind(3, id);
   return u.Run();
 }
 
 Result<std::vector<TransitionRecord>> JobStore::History(const std::string& id) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT at, phase, message FROM transitions WHERE job_id = ? ORDER BY id");
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(), "SELECT at, phase, message FROM transitions WHERE job_id = ? ORDER BY id");
   s.Bind(1, id);
   std::vector<TransitionRecord> out;
   Status st;
@@ -469,51 +442,71 @@ Result<std::vector<TransitionRecord>> JobStore::History(const std::string& id) {
 
 Status JobStore::PutInstance(const InstanceRecord& r) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  SqlStmt was(db_, "SELECT state FROM instances WHERE id = ?");
+  was.Bind(1, r.id);
+  Status wst;
+  if (was.Step(&wst)) {
+    ANNEAL_ASSIGN_OR_RETURN(InstanceState from, ParseInstanceState(was.Text(0)));
+    if (!CanMoveInstance(from, r.state)) {
+      return Internal("instance " + r.id + ": no move from " + InstanceStateName(from) + " to " + InstanceStateName(r.state));
+    }
+  } else {
+    ANNEAL_RETURN_IF_ERROR(wst);
+    if (!IsInitialInstanceState(r.state)) {
+      return Internal("instance " + r.id + ": a new instance cannot start " + InstanceStateName(r.state));
+    }
+  }
+  SqlStmt s(db_,
          "INSERT OR REPLACE INTO instances(id, job_id, node, address, instance_type, slots, state, backend, "
          "registered_at, last_heartbeat, pool_key, keep_until) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)");
   s.Bind(1, r.id).Bind(2, r.job_id).Bind(3, r.node).Bind(4, r.address).Bind(5, r.instance_type).Bind(6, r.slots);
-  s.Bind(7, r.state).Bind(8, r.backend).Bind(9, r.registered_at).Bind(10, r.last_heartbeat);
+  s.Bind(7, std::string(InstanceStateName(r.state))).Bind(8, r.backend).Bind(9, r.registered_at).Bind(10, r.last_heartbeat);
   s.Bind(11, r.pool_key).Bind(12, r.keep_until);
   return s.Run();
 }
 
 Result<std::optional<InstanceRecord>> JobStore::GetInstance(const std::string& id) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat, "
          "pool_key, keep_until "
          "FROM instances WHERE id = ?");
   s.Bind(1, id);
   Status st;
-  if (s.Step(&st)) return std::optional<InstanceRecord>(ReadInstance(s));
+  if (s.Step(&st)) {
+    ANNEAL_ASSIGN_OR_RETURN(InstanceRecord r, ReadInstance(s));
+    return std::optional<InstanceRecord>(std::move(r));
+  }
   ANNEAL_RETURN_IF_ERROR(st);
   return std::optional<InstanceRecord>();
 }
 
 Result<std::vector<InstanceRecord>> JobStore::Instances() {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT id, job_id, node, address, instance_type, slots, state, backend, registered_at, last_heartbeat, "
          "pool_key, keep_until "
          "FROM instances ORDER BY registered_at, id");
   std::vector<InstanceRecord> out;
   Status st;
-  while (s.Step(&st)) out.push_back(ReadInstance(s));
+  while (s.Step(&st)) {
+    ANNEAL_ASSIGN_OR_RETURN(InstanceRecord r, ReadInstance(s));
+    out.push_back(std::move(r));
+  }
   ANNEAL_RETURN_IF_ERROR(st);
   return out;
 }
 
 Status JobStore::Heartbeat(const std::string& id, double now) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "UPDATE instances SET last_heartbeat = ? WHERE id = ?");
+  SqlStmt s(db_, "UPDATE instances SET last_heartbeat = ? WHERE id = ?");
   s.Bind(1, now).Bind(2, id);
   return s.Run();
 }
 
 Status JobStore::DeleteInstance(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "DELETE FROM instances WHERE id = ?");
+  SqlStmt s(db_, "DELETE FROM instances WHERE id = ?");
   s.Bind(1, id);
   return s.Run();
 }
@@ -531,7 +524,7 @@ Status JobStore::InTransaction(const std::function<Status()>& body) {
 Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& lines) {
   std::lock_guard<std::mutex> l(mu_);
   return InTransaction([&]() -> Status {
-    Stmt s(db_,
+    SqlStmt s(db_,
            "INSERT OR IGNORE INTO logs(job_id, attempt, node, seq, rank, stream, at, text) VALUES(?,?,?,?,?,?,?,?)");
     ANNEAL_RETURN_IF_ERROR(s.prepared());
     for (const LogLine& x : lines) {
@@ -545,8 +538,8 @@ Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& 
 }
 
 Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t after_id, int rank, int limit) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? "
          "AND (? = -2 OR rank = ?) ORDER BY id LIMIT ?");
   s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, limit);
@@ -560,8 +553,8 @@ Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t afte
 }
 
 Result<std::vector<LogLine>> JobStore::LastLogs(const std::string& job, int rank, int n) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND rank = ? "
          "ORDER BY id DESC LIMIT ?");
   s.Bind(1, job).Bind(2, rank).Bind(3, n);
@@ -575,8 +568,8 @@ Result<std::vector<LogLine>> JobStore::LastLogs(const std::string& job, int rank
 }
 
 Result<std::vector<JobStore::RankMean>> JobStore::RankMeans(const std::string& job, const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT rank, AVG(value), COUNT(*) FROM metrics WHERE job_id = ? AND name = ? GROUP BY rank "
          "ORDER BY 2 DESC, rank");
   s.Bind(1, job).Bind(2, name);
@@ -590,7 +583,7 @@ Result<std::vector<JobStore::RankMean>> JobStore::RankMeans(const std::string& j
 Status JobStore::AppendMetrics(const std::string& job, const std::vector<MetricPoint>& points) {
   std::lock_guard<std::mutex> l(mu_);
   return InTransaction([&]() -> Status {
-    Stmt s(db_,
+    SqlStmt s(db_,
            "INSERT OR IGNORE INTO metrics(job_id, attempt, node, seq, name, rank, at, value) VALUES(?,?,?,?,?,?,?,?)");
     ANNEAL_RETURN_IF_ERROR(s.prepared());
     for (const MetricPoint& p : points) {
@@ -605,8 +598,8 @@ Status JobStore::AppendMetrics(const std::string& job, const std::vector<MetricP
 
 Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const std::string& name, int64_t after_id,
                                                    int limit) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT id, attempt, node, seq, name, rank, at, value FROM metrics WHERE job_id = ? AND id > ? "
          "AND (? = '' OR name = ?) ORDER BY id LIMIT ?");
   s.Bind(1, job).Bind(2, after_id).Bind(3, name).Bind(4, name).Bind(5, limit);
@@ -630,7 +623,7 @@ Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const
 
 Status JobStore::PutNodeReport(const std::string& job, const NodeReport& r) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  SqlStmt s(db_,
          "INSERT OR REPLACE INTO node_reports(job_id, attempt, node, state, exit_code, message, at, cause, local, "
          "failed_rank) VALUES(?,?,?,?,?,?,?,?,?,?)");
   s.Bind(1, job).Bind(2, r.attempt).Bind(3, r.node).Bind(4, r.state).Bind(5, r.exit_code).Bind(6, r.message).Bind(7, r.at);
@@ -639,8 +632,8 @@ Status JobStore::PutNodeReport(const std::string& job, const NodeReport& r) {
 }
 
 Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, int attempt) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT attempt, node, state, exit_code, message, at, cause, local, failed_rank FROM node_reports "
          "WHERE job_id = ? AND attempt = ? ORDER BY node");
   s.Bind(1, job).Bind(2, attempt);
@@ -666,7 +659,7 @@ Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, in
 Result<std::string> JobStore::SetRendezvous(const std::string& job, int attempt, const std::string& value) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    Stmt s(db_, "INSERT OR IGNORE INTO rendezvous(job_id, attempt, value) VALUES(?,?,?)");
+    SqlStmt s(db_, "INSERT OR IGNORE INTO rendezvous(job_id, attempt, value) VALUES(?,?,?)");
     s.Bind(1, job).Bind(2, attempt).Bind(3, value);
     ANNEAL_RETURN_IF_ERROR(s.Run());
   }
@@ -676,8 +669,8 @@ Result<std::string> JobStore::SetRendezvous(const std::string& job, int attempt,
 }
 
 Result<std::optional<std::string>> JobStore::GetRendezvous(const std::string& job, int attempt) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT value FROM rendezvous WHERE job_id = ? AND attempt = ?");
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(), "SELECT value FROM rendezvous WHERE job_id = ? AND attempt = ?");
   s.Bind(1, job).Bind(2, attempt);
   Status st;
   if (s.Step(&st)) return std::optional<std::string>(s.Text(0));
@@ -686,8 +679,8 @@ Result<std::optional<std::string>> JobStore::GetRendezvous(const std::string& jo
 }
 
 Result<std::vector<EventRecord>> JobStore::EventsAfter(int64_t after_id, int limit) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT t.id, t.job_id, j.owner, j.attempt, t.at, t.phase, t.message FROM transitions t "
          "JOIN jobs j ON j.id = t.job_id WHERE t.id > ? ORDER BY t.id LIMIT ?");
   s.Bind(1, after_id).Bind(2, limit);
@@ -710,14 +703,14 @@ Result<std::vector<EventRecord>> JobStore::EventsAfter(int64_t after_id, int lim
 
 Status JobStore::SetWarmPool(const std::string& id, const nlohmann::json& pool) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "UPDATE jobs SET warm_pool = ? WHERE id = ?");
+  SqlStmt s(db_, "UPDATE jobs SET warm_pool = ? WHERE id = ?");
   s.Bind(1, pool.is_null() ? std::string() : pool.dump()).Bind(2, id);
   return s.Run();
 }
 
 Status JobStore::PutHealth(const std::string& job, int attempt, const HealthRecord& r) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  SqlStmt s(db_,
          "INSERT OR REPLACE INTO health_checks(job_id, attempt, instance_id, node, ok, result, at) VALUES(?,?,?,?,?,?,?)");
   s.Bind(1, job).Bind(2, attempt).Bind(3, r.instance_id).Bind(4, r.node).Bind(5, r.ok ? 1 : 0);
   s.Bind(6, r.result.dump()).Bind(7, r.at);
@@ -725,8 +718,8 @@ Status JobStore::PutHealth(const std::string& job, int attempt, const HealthReco
 }
 
 Result<std::vector<HealthRecord>> JobStore::Health(const std::string& job, int attempt) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_,
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
          "SELECT instance_id, node, ok, result, at FROM health_checks WHERE job_id = ? AND attempt = ? ORDER BY at, node");
   s.Bind(1, job).Bind(2, attempt);
   std::vector<HealthRecord> out;
@@ -746,7 +739,7 @@ Result<std::vector<HealthRecord>> JobStore::Health(const std::string& job, int a
 
 namespace {
 
-UserRecord ReadUser(const Stmt& s) {
+UserRecord ReadUser(const SqlStmt& s) {
   UserRecord u;
   u.name = s.Text(0);
   u.role = s.Text(1);
@@ -755,7 +748,7 @@ UserRecord ReadUser(const Stmt& s) {
   return u;
 }
 
-TokenRecord ReadToken(const Stmt& s) {
+TokenRecord ReadToken(const SqlStmt& s) {
   TokenRecord t;
   t.id = s.Text(0);
   t.principal = s.Text(1);
@@ -772,21 +765,27 @@ constexpr const char* kTokenColumns = "SELECT id, principal, kind, sha256, descr
 
 Status JobStore::PutUser(const UserRecord& u) {
   std::lock_guard<std::mutex> l(mu_);
-  ClearAuthCache();
-  Stmt s(db_, "INSERT OR REPLACE INTO users(name, role, max_instances, created_at) VALUES(?,?,?,?)");
+  const AuthChange auth_change(this);  // no cached answer during the write; cleared after it
+  SqlStmt s(db_, "INSERT OR REPLACE INTO users(name, role, max_instances, created_at) VALUES(?,?,?,?)");
   s.Bind(1, u.name).Bind(2, u.role).Bind(3, u.max_instances).Bind(4, u.created_at);
   return s.Run();
 }
 
 Result<std::optional<UserRecord>> JobStore::GetUser(const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (auto it = user_cache_.find(name); it != user_cache_.end()) return std::optional<UserRecord>(it->second);
-  Stmt s(db_, "SELECT name, role, max_instances, created_at FROM users WHERE name = ?");
+  uint64_t gen = 0;
+  {
+    std::lock_guard<std::mutex> c(cache_mu_);
+    if (auto it = user_cache_.find(name); it != user_cache_.end()) return std::optional<UserRecord>(it->second);
+    gen = cache_gen_;
+  }
+  Reader r(this);
+  SqlStmt s(r.db(), "SELECT name, role, max_instances, created_at FROM users WHERE name = ?");
   s.Bind(1, name);
   Status st;
   if (s.Step(&st)) {
     UserRecord u = ReadUser(s);
-    user_cache_[name] = u;
+    std::lock_guard<std::mutex> c(cache_mu_);
+    if (gen == cache_gen_) user_cache_[name] = u;  // not if a change cleared the cache meanwhile
     return std::optional<UserRecord>(u);
   }
   ANNEAL_RETURN_IF_ERROR(st);
@@ -794,8 +793,8 @@ Result<std::optional<UserRecord>> JobStore::GetUser(const std::string& name) {
 }
 
 Result<std::vector<UserRecord>> JobStore::Users() {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT name, role, max_instances, created_at FROM users ORDER BY name");
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(), "SELECT name, role, max_instances, created_at FROM users ORDER BY name");
   std::vector<UserRecord> out;
   Status st;
   while (s.Step(&st)) out.push_back(ReadUser(s));
@@ -805,12 +804,12 @@ Result<std::vector<UserRecord>> JobStore::Users() {
 
 Status JobStore::DeleteUser(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
-  ClearAuthCache();
+  const AuthChange auth_change(this);  // no cached answer during the write; cleared after it
   return InTransaction([&]() -> Status {
-    Stmt t(db_, "DELETE FROM tokens WHERE principal = ? AND kind = 'user'");
+    SqlStmt t(db_, "DELETE FROM tokens WHERE principal = ? AND kind = 'user'");
     t.Bind(1, name);
     ANNEAL_RETURN_IF_ERROR(t.Run());
-    Stmt u(db_, "DELETE FROM users WHERE name = ?");
+    SqlStmt u(db_, "DELETE FROM users WHERE name = ?");
     u.Bind(1, name);
     return u.Run();
   });
@@ -818,22 +817,30 @@ Status JobStore::DeleteUser(const std::string& name) {
 
 Status JobStore::PutToken(const TokenRecord& t) {
   std::lock_guard<std::mutex> l(mu_);
-  ClearAuthCache();
-  Stmt s(db_, "INSERT OR REPLACE INTO tokens(id, principal, kind, sha256, description, created_at) VALUES(?,?,?,?,?,?)");
+  const AuthChange auth_change(this);  // no cached answer during the write; cleared after it
+  SqlStmt s(db_, "INSERT OR REPLACE INTO tokens(id, principal, kind, sha256, description, created_at) VALUES(?,?,?,?,?,?)");
   s.Bind(1, t.id).Bind(2, t.principal).Bind(3, t.kind).Bind(4, t.sha256).Bind(5, t.description).Bind(6, t.created_at);
   return s.Run();
 }
 
 Result<std::optional<TokenRecord>> JobStore::FindToken(const std::string& sha256) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (auto it = token_cache_.find(sha256); it != token_cache_.end()) return std::optional<TokenRecord>(it->second);
+  uint64_t gen = 0;
+  {
+    std::lock_guard<std::mutex> c(cache_mu_);
+    if (auto it = token_cache_.find(sha256); it != token_cache_.end()) return std::optional<TokenRecord>(it->second);
+    gen = cache_gen_;
+  }
+  Reader r(this);
   const std::string sql = std::string(kTokenColumns) + " WHERE sha256 = ?";
-  Stmt s(db_, sql.c_str());
+  SqlStmt s(r.db(), sql.c_str());
   s.Bind(1, sha256);
   Status st;
   if (s.Step(&st)) {
     TokenRecord t = ReadToken(s);
-    token_cache_[sha256] = t;  // only known tokens: unknown ones cannot grow the cache
+    std::lock_guard<std::mutex> c(cache_mu_);
+    // Only known tokens (unknown ones cannot grow the cache), and not if a change (a revocation)
+    // cleared the cache while this one was read.
+    if (gen == cache_gen_) token_cache_[sha256] = t;
     return std::optional<TokenRecord>(t);
   }
   ANNEAL_RETURN_IF_ERROR(st);
@@ -841,9 +848,9 @@ Result<std::optional<TokenRecord>> JobStore::FindToken(const std::string& sha256
 }
 
 Result<std::vector<TokenRecord>> JobStore::Tokens(const std::string& principal) {
-  std::lock_guard<std::mutex> l(mu_);
+  Reader r(this);  // no lock on the writer (WAL)
   const std::string sql = std::string(kTokenColumns) + (principal.empty() ? "" : " WHERE principal = ?") + " ORDER BY created_at, id";
-  Stmt s(db_, sql.c_str());
+  SqlStmt s(r.db(), sql.c_str());
   if (!principal.empty()) s.Bind(1, principal);
   std::vector<TokenRecord> out;
   Status st;
@@ -854,8 +861,8 @@ Result<std::vector<TokenRecord>> JobStore::Tokens(const std::string& principal) 
 
 Status JobStore::DeleteToken(const std::string& id) {
   std::lock_guard<std::mutex> l(mu_);
-  ClearAuthCache();
-  Stmt s(db_, "DELETE FROM tokens WHERE id = ?");
+  const AuthChange auth_change(this);  // no cached answer during the write; cleared after it
+  SqlStmt s(db_, "DELETE FROM tokens WHERE id = ?");
   s.Bind(1, id);
   ANNEAL_RETURN_IF_ERROR(s.Run());
   if (sqlite3_changes(db_) == 0) return NotFound("no token " + id + " (list them with anneal tokens list)");
@@ -864,15 +871,15 @@ Status JobStore::DeleteToken(const std::string& id) {
 
 Status JobStore::DeleteTokensOf(const std::string& principal, const std::string& kind) {
   std::lock_guard<std::mutex> l(mu_);
-  ClearAuthCache();
-  Stmt s(db_, "DELETE FROM tokens WHERE principal = ? AND kind = ?");
+  const AuthChange auth_change(this);  // no cached answer during the write; cleared after it
+  SqlStmt s(db_, "DELETE FROM tokens WHERE principal = ? AND kind = ?");
   s.Bind(1, principal).Bind(2, kind);
   return s.Run();
 }
 
 Result<std::optional<std::string>> JobStore::GetValue(const std::string& key) {
-  std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "SELECT value FROM kv WHERE key = ?");
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(), "SELECT value FROM kv WHERE key = ?");
   s.Bind(1, key);
   Status st;
   if (s.Step(&st)) return std::optional<std::string>(s.Text(0));
@@ -882,7 +889,7 @@ Result<std::optional<std::string>> JobStore::GetValue(const std::string& key) {
 
 Status JobStore::SetValue(const std::string& key, const std::string& value) {
   std::lock_guard<std::mutex> l(mu_);
-  Stmt s(db_, "INSERT OR REPLACE INTO kv(key, value) VALUES(?,?)");
+  SqlStmt s(db_, "INSERT OR REPLACE INTO kv(key, value) VALUES(?,?)");
   s.Bind(1, key).Bind(2, value);
   return s.Run();
 }

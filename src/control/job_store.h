@@ -1,13 +1,16 @@
 // JobStore: the control plane's durable state in one SQLite file (docs/formats/job-store.md has the
 // schema). WAL journal, synchronous=NORMAL for logs and metrics but every status change in its own
-// committed transaction, schema migrations by PRAGMA user_version. Restarting the server re-opens the
-// file and finds every job, instance, log line and metric point as it was.
+// committed transaction, and submits synced to disk before they are answered (CreateJob); schema
+// migrations by PRAGMA user_version. Restarting the server re-opens the file and finds every job,
+// instance, log line and metric point as it was (after a crash of the machine too: every submit).
 //
-// Thread-safety: every method may be called from any thread (one connection behind a mutex).
+// Thread-safety: every method may be called from any thread (writes on one connection behind a
+// mutex; reads on a pool of read-only connections, without it).
 // Failure: SQLite errors are IoError naming the statement and the file; a status change the state
 // machine does not allow is Internal (job_state.h).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -19,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "control/instance_state.h"
+#include "control/job_spec.h"
 #include "control/job_state.h"
 #include "core/status.h"
 
@@ -29,7 +34,9 @@ namespace anneal {
 struct JobRecord {
   int64_t seq = 0;  // submission order
   std::string id, name, owner;
-  nlohmann::json spec;  // normalized (JobSpec::ToJson)
+  // Typed, parsed from the stored normalized document (JobSpec::ToJson) when the record is read. A
+  // listing's records (ListJobs) carry only spec.instance_count.
+  JobSpec spec;
   JobPhase phase = JobPhase::kPending;
   std::string failure_reason;
   int exit_code = -1;  // -1 until the job ends
@@ -38,6 +45,7 @@ struct JobRecord {
   // The warm pool this job's instances formed when it ended (resources.keep_alive_s), null if none:
   // {"status": Available|InUse|Reused|Terminated, "expires_at", "instances", "reused_by"}.
   nlohmann::json warm_pool;
+  std::string idempotency_key;  // the submit's Idempotency-Key ("" = none)
 };
 
 struct TransitionRecord {
@@ -53,13 +61,16 @@ struct InstanceRecord {
   std::string address;
   std::string instance_type;
   int slots = 1;
-  std::string state;    // requested | idle | assigned | available (warm pool) | released
+  InstanceState state = InstanceState::kRequested;  // control/instance_state.h
   std::string backend;  // local | static
   double registered_at = 0, last_heartbeat = 0;
   // Warm pool (state available): what a job must match to reuse it, and until when it is kept.
   std::string pool_key;
   double keep_until = 0;
 };
+
+// The instances holding `job` now (neither released nor kept as a warm pool), by node.
+std::vector<InstanceRecord> InstancesHolding(const std::vector<InstanceRecord>& all, const std::string& job);
 
 // A status change with its job, for event delivery (webhooks) in the order they happened.
 struct EventRecord {
@@ -134,13 +145,28 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
-  // A new job in Pending; its id is "<name>-<submission number, 4+ digits>".
-  Result<JobRecord> CreateJob(const std::string& name, const std::string& owner, const nlohmann::json& spec, double now);
+  // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
+  // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key
+  // already used returns that job (existed) and creates nothing.
+  struct NewJob {
+    std::string name, owner;
+    JobSpec spec;  // stored as its normalized JSON
+    std::string idempotency_key;
+  };
+  struct Created {
+    JobRecord job;
+    bool existed = false;
+  };
+  // Durable when it returns: the commit is synced to disk (synchronous=FULL for it, where the store
+  // is NORMAL otherwise). Submits arriving while one commit is being synced wait and are committed
+  // together in the next (group commit: one sync for a batch, each submit in its own savepoint, so a
+  // bad one fails alone).
+  Result<Created> CreateJob(const NewJob& j, double now);
   Result<std::optional<JobRecord>> GetJob(const std::string& id);
   // Newest first; active_only: not terminal. before_seq > 0: only jobs submitted before it (paging).
-  // The records' spec holds only resources.instance_count (GetJob has the whole spec).
+  // The records' spec holds only instance_count (GetJob has the whole spec).
   // owner non-empty: only that user's jobs.
   Result<std::vector<JobRecord>> ListJobs(int limit, bool active_only, int64_t before_seq = 0,
                                           const std::string& owner = "");
@@ -159,6 +185,8 @@ class JobStore {
   Status SetWarmPool(const std::string& id, const nlohmann::json& pool);
   Result<int64_t> CountJobs();
 
+  // Creates or replaces the record; its state must be a move instance_state.h allows from the stored
+  // one (or an initial state for a new record), else Internal naming both.
   Status PutInstance(const InstanceRecord& r);
   Result<std::optional<InstanceRecord>> GetInstance(const std::string& id);
   Result<std::vector<InstanceRecord>> Instances();
@@ -216,20 +244,59 @@ class JobStore {
   // BEGIN IMMEDIATE, body, then COMMIT, or ROLLBACK and body's error. mu_ held.
   Status InTransaction(const std::function<Status()>& body);
   Status Migrate();
-  Result<std::optional<JobRecord>> GetJobLocked(const std::string& id);
+  Result<std::optional<JobRecord>> GetJobOn(sqlite3* db, const std::string& id);
+  // Reads run on read-only connections (WAL: a reader sees the last commit and neither waits for
+  // the writer nor makes it wait), borrowed one per call; writes on db_ behind mu_.
+  static constexpr int kReaders = 4;
+  Status OpenReaders();
+  class Reader {
+   public:
+    explicit Reader(JobStore* s);
+    ~Reader();
+    sqlite3* db() const { return db_; }
+
+   private:
+    JobStore* s_;
+    sqlite3* db_ = nullptr;
+  };
+  // Group commit of submits (job_submit.cc).
+  struct SubmitWait;
+  void CommitSubmits(const std::vector<SubmitWait*>& batch);
+  Status InsertJobLocked(const NewJob& j, double now, Created* out);
 
   // Tokens and users as last read, for the lookup every API request makes; cleared by every change
-  // to either table (this process is the store's only writer), so a revocation counts at once.
-  void ClearAuthCache() {
-    token_cache_.clear();
-    user_cache_.clear();
-  }
+  // to either table (this process is the store's only writer), so a revocation counts at once. Its
+  // own lock (cache_mu_): a lookup never holds it while SQLite works, so a request's authentication
+  // does not wait for a submit's sync. cache_gen_ counts clears, so a lookup that read the table
+  // before a change does not put back what the change removed.
+  // AuthChange guards a write to users or tokens (mu_ held): it holds cache_mu_ for the write, so no
+  // lookup is answered from the cache meanwhile, and clears the cache when the write is done
+  // (success or not). Such writes are rare.
+  struct AuthChange {
+    explicit AuthChange(JobStore* st) : s(st), l(st->cache_mu_) {}
+    ~AuthChange() {
+      s->token_cache_.clear();
+      s->user_cache_.clear();
+      ++s->cache_gen_;
+    }
+    JobStore* s;
+    std::lock_guard<std::mutex> l;
+  };
 
   sqlite3* db_;
   std::string path_;
   std::mutex mu_;
-  std::map<std::string, TokenRecord> token_cache_;  // by sha256; mu_
-  std::map<std::string, UserRecord> user_cache_;    // by name; mu_
+  std::mutex cache_mu_;
+  std::map<std::string, TokenRecord> token_cache_;  // by sha256; cache_mu_
+  std::map<std::string, UserRecord> user_cache_;    // by name; cache_mu_
+  uint64_t cache_gen_ = 0;                          // cache_mu_
+  std::mutex readers_mu_;                // free_readers_
+  std::condition_variable readers_cv_;   // a reader was given back
+  std::vector<sqlite3*> readers_, free_readers_;
+  std::mutex submit_mu_;                     // submit_queue_, committing_
+  std::condition_variable submit_cv_;        // a batch of submits was committed
+  std::vector<SubmitWait*> submit_queue_;    // waiting for the next commit
+  bool committing_ = false;                  // a submit thread is writing a batch
 };
 
 }  // namespace anneal

@@ -21,20 +21,10 @@
 #include <vector>
 
 #include "control/quota.h"
+#include "control/scheduler.h"
 #include "core/status.h"
 
 namespace anneal {
-
-// Pre-start health checks (docs/health-checks.md): every instance of a job, once all registered.
-struct HealthPolicy {
-  bool enabled = true;
-  double min_free_memory_gb = 0.25;
-  double min_free_disk_gb = 0.5;
-  int collective_mb = 16;             // allreduce across the job's instances (0: none)
-  double collective_timeout_s = 60;
-  std::string command;                // an operator's own check, run by /bin/sh on each instance
-  int max_replacements = 3;           // rounds of replacing unhealthy instances before failing
-};
 
 struct ServerOptions {
   std::string data_dir;            // the store (anneal.db), packages, agents' working areas

@@ -45,6 +45,8 @@ json ParseBody(const httplib::Request& req, httplib::Response& res) {
   return b;
 }
 
+void AddTokenRoutes(httplib::Server& http, JobStore* store);
+
 }  // namespace
 
 void AddUserRoutes(httplib::Server& http, JobStore* store) {
@@ -95,7 +97,13 @@ void AddUserRoutes(httplib::Server& http, JobStore* store) {
     if (Status st = store->DeleteUser(name); !st.ok()) return ReplyError(res, 500, st.message());
     Reply(res, 200, {{"removed", name}});
   }));
+  AddTokenRoutes(http, store);
+}
 
+namespace {
+
+// /v1/tokens: one's own, anyone's for an admin; a token's secret is answered once, when it is made.
+void AddTokenRoutes(httplib::Server& http, JobStore* store) {
   http.Get("/v1/tokens", Guarded(store, Access::kUser, [store](const httplib::Request& req, httplib::Response& res, const Principal& p) {
     std::string who = p.name;
     if (p.admin()) who = req.has_param("user") ? req.get_param_value("user") : "";
@@ -132,5 +140,7 @@ void AddUserRoutes(httplib::Server& http, JobStore* store) {
     Reply(res, 200, {{"revoked", id}});
   }));
 }
+
+}  // namespace
 
 }  // namespace anneal

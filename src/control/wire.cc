@@ -1,6 +1,9 @@
 #include "control/wire.h"
 
+#include <charconv>
+#include <cmath>
 #include <chrono>
+#include <string_view>
 #include <ctime>
 
 namespace anneal {
@@ -64,6 +67,121 @@ NodeReport NodeReportFromJson(const nlohmann::json& j) {
   r.local = j.value("local", false);
   r.failed_rank = j.value("failed_rank", -1);
   return r;
+}
+
+nlohmann::json ToJson(const HeartbeatMsg& m) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!m.job.empty()) j = {{"job", m.job}, {"attempt", m.attempt}};
+  if (m.health.is_object() && !m.health.empty()) j["health"] = m.health;
+  return j;
+}
+
+HeartbeatMsg HeartbeatMsgFromJson(const nlohmann::json& j) {
+  HeartbeatMsg m;
+  m.job = j.value("job", std::string());
+  m.attempt = j.value("attempt", -1);
+  m.health = j.value("health", nlohmann::json::object());
+  return m;
+}
+
+nlohmann::json ToJson(const Assignment& a) {
+  nlohmann::json j = {{"job", a.job},           {"attempt", a.attempt},     {"node", a.node},
+                      {"nnodes", a.addresses.size()}, {"addresses", a.addresses}, {"spec", a.spec.ToJson()}};
+  if (!a.credentials.empty()) j["credentials"] = a.credentials;
+  return j;
+}
+
+Result<Assignment> AssignmentFromJson(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("job") || !j["job"].is_string() || !j.contains("spec")) {
+    return InvalidInput("the server's assignment has no job or spec: " + j.dump().substr(0, 200));
+  }
+  Assignment a;
+  a.job = j["job"].get<std::string>();
+  a.attempt = j.value("attempt", 0);
+  a.node = j.value("node", 0);
+  a.addresses = j.value("addresses", std::vector<std::string>());
+  a.credentials = j.value("credentials", std::map<std::string, std::string>());
+  std::string field;
+  auto spec = JobSpecFromJson(j["spec"], &field);
+  if (!spec.ok()) return spec.status().Annotate("the assignment of " + a.job);
+  a.spec = std::move(*spec);
+  return a;
+}
+
+nlohmann::json ToJson(const HeartbeatReply& r) {
+  nlohmann::json j = {{"action", r.action}};
+  if (r.next_s >= 0) j["next_s"] = r.next_s;
+  if (r.action == "run") j["assignment"] = ToJson(r.assignment);
+  if (r.action == "health") j["health"] = r.health;
+  return j;
+}
+
+Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j) {
+  HeartbeatReply r;
+  r.action = j.value("action", std::string("none"));
+  r.next_s = j.value("next_s", -1.0);
+  if (r.action == "run") {
+    ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFromJson(j.value("assignment", nlohmann::json())));
+  }
+  if (r.action == "health") r.health = j.value("health", nlohmann::json::object());
+  return r;
+}
+
+namespace {
+
+void AppendString(std::string& out, const std::string& s) {
+  bool plain = true;  // nothing to escape and nothing to check as UTF-8
+  for (unsigned char c : s) plain = plain && c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+  if (plain) {
+    out += '"';
+    out += s;
+    out += '"';
+  } else {
+    out += nlohmann::json(s).dump();  // escapes; refuses invalid UTF-8 as every answer does
+  }
+}
+
+void AppendNumber(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";  // as nlohmann writes NaN and infinities
+    return;
+  }
+  char buf[32];
+  // Fixed notation within nlohmann's range for it (times: ~1.8e9), its exponent form outside.
+  const double a = v < 0 ? -v : v;
+  const bool fixed = a == 0 || (a >= 1e-4 && a < 1e15);
+  const auto r = fixed ? std::to_chars(buf, buf + sizeof(buf), v, std::chars_format::fixed)
+                       : std::to_chars(buf, buf + sizeof(buf), v);
+  const std::string_view t(buf, r.ptr - buf);
+  out += t;
+  if (t.find_first_of(".eEn") == std::string_view::npos) out += ".0";  // a double, as nlohmann writes it
+}
+
+}  // namespace
+
+std::string JobSummaryJson(const JobRecord& j, const std::string* pending_reason) {
+  // The keys in nlohmann's (sorted) order, so the text is what it wrote before.
+  std::string o = "{\"attempt\":" + std::to_string(j.attempt) + ",\"created_at\":";
+  AppendNumber(o, j.created_at);
+  o += ",\"ended_at\":";
+  AppendNumber(o, j.ended_at);
+  o += ",\"exit_code\":" + std::to_string(j.exit_code) + ",\"failure_reason\":";
+  AppendString(o, j.failure_reason);
+  o += ",\"id\":";
+  AppendString(o, j.id);
+  o += ",\"instance_count\":" + std::to_string(j.spec.instance_count) + ",\"name\":";
+  AppendString(o, j.name);
+  o += ",\"owner\":";
+  AppendString(o, j.owner);
+  if (pending_reason) {
+    o += ",\"pending_reason\":";
+    AppendString(o, *pending_reason);
+  }
+  o += ",\"secondary_status\":\"" + std::string(PhaseName(j.phase)) + "\",\"started_at\":";
+  AppendNumber(o, j.started_at);
+  o += ",\"status\":\"" + std::string(PrimaryStatus(j.phase)) + "\"";
+  if (j.warm_pool.is_object() && !j.warm_pool.empty()) o += ",\"warm_pool\":" + j.warm_pool.dump();
+  return o + "}";
 }
 
 std::string FormatTime(double wall_s) {

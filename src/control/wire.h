@@ -1,11 +1,17 @@
 // The JSON shapes of records that cross the API (docs/api/openapi.yaml, components/schemas): log
-// lines, metric points and node reports, shared by the server and the agents.
+// lines, metric points, node reports and the agent protocol's messages, shared by the server and
+// the agents: each shape's JSON is written and read here only.
 #pragma once
+
+#include <map>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
 
+#include "control/job_spec.h"
 #include "control/job_store.h"
 
 namespace anneal {
@@ -16,6 +22,44 @@ nlohmann::json ToJson(const MetricPoint& p);
 MetricPoint MetricPointFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const NodeReport& r);
 NodeReport NodeReportFromJson(const nlohmann::json& j);
+// The agent protocol (docs/api/openapi.yaml: HeartbeatRequest, HeartbeatResponse, Assignment).
+// What an agent runs, sent with every heartbeat: a job attempt ("" = none) and the health check in
+// progress ({"job", "attempt", "round"}, empty = none), so the server does not ask again.
+struct HeartbeatMsg {
+  std::string job;
+  int attempt = -1;
+  nlohmann::json health = nlohmann::json::object();
+};
+// A job attempt handed to one instance: its node among the job's instances (their addresses, by
+// node), the job's spec, and the execution role's storage credentials (none: empty).
+struct Assignment {
+  std::string job;
+  int attempt = 0, node = 0;
+  std::vector<std::string> addresses;
+  JobSpec spec;
+  std::map<std::string, std::string> credentials;
+};
+// The heartbeat's answer: none, run (the assignment), health (the check to run: health_rounds.h),
+// stop (what runs), exit (the instance was released). next_s >= 0: heartbeat again that soon.
+struct HeartbeatReply {
+  std::string action = "none";
+  double next_s = -1;
+  Assignment assignment;  // action run
+  nlohmann::json health;  // action health
+};
+nlohmann::json ToJson(const HeartbeatMsg& m);
+HeartbeatMsg HeartbeatMsgFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const Assignment& a);
+// The spec is validated as a submit's is (InvalidInput naming the field).
+Result<Assignment> AssignmentFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const HeartbeatReply& r);
+Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
+
+// A job's summary (docs/api/openapi.yaml JobSummary) as JSON text, written directly: a listing of
+// 100 jobs spent most of its time building and dumping nlohmann objects. pending_reason: null for
+// none. Describe parses it and adds to it, so the shape is written here only.
+std::string JobSummaryJson(const JobRecord& j, const std::string* pending_reason);
+
 // "2026-11-30T07:12:03.120Z"
 std::string FormatTime(double wall_s);
 

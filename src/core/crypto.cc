@@ -3,6 +3,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace anneal {
 
 namespace {
@@ -41,6 +44,15 @@ std::string HmacSha256(std::string_view key, std::string_view data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
        data.size(), md, &len);
   return std::string(reinterpret_cast<const char*>(md), len);
+}
+
+std::string RandomHex(size_t bytes) {
+  std::string raw(bytes, '\0');
+  FILE* f = std::fopen("/dev/urandom", "rb");
+  const size_t got = f ? std::fread(raw.data(), 1, bytes, f) : 0;
+  if (f) std::fclose(f);
+  if (got != bytes) std::abort();
+  return HexLower(raw);
 }
 
 }  // namespace anneal

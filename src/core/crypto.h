@@ -15,5 +15,8 @@ std::string HexLower(std::string_view bytes);
 std::string Md5(std::string_view data);
 // Raw HMAC-SHA256 (32 bytes).
 std::string HmacSha256(std::string_view key, std::string_view data);
+// Lower-case hex of `bytes` bytes from /dev/urandom (tokens, idempotency keys); aborts when the
+// system has no randomness rather than issue guessable secrets.
+std::string RandomHex(size_t bytes);
 
 }  // namespace anneal

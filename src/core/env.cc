@@ -9,7 +9,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 
 namespace anneal {
 
@@ -49,34 +52,34 @@ class PosixRandomAccessFile final : public RandomAccessFile {
   uint64_t size_;
 };
 
+// Writes large pieces around the page cache (O_DIRECT on a second descriptor, 4 KB-aligned, through an
+// aligned bounce buffer unless the source is aligned itself), the rest through the page cache.
+// Measured on this project's VM writing a 1.5 GB checkpoint: buffered 290-350 MB/s and 3-4 s of CPU
+// (every page-cache page is fresh memory the hypervisor must back), direct 1.2-1.5 GB/s and 0.2-0.3 s
+// of CPU, which the training threads get back during an asynchronous save. A filesystem without
+// O_DIRECT (tmpfs) keeps the buffered path. Close fsyncs either way (data, size, and the device's
+// write cache), so durability is the same.
 class PosixWritableFile final : public WritableFile {
  public:
   PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
   ~PosixWritableFile() override {
     if (fd_ >= 0) ::close(fd_);
+    if (direct_fd_ >= 0) ::close(direct_fd_);
   }
   Status Append(std::string_view data) override {
     if (fd_ < 0) return Internal("append to closed file " + path_);
-    const char* p = data.data();
-    size_t left = data.size();
-    // In 8 MB writes: one huge write() makes the kernel throttle the whole buffer's dirty pages at
-    // once (measured: a 1.5 GB buffer written whole reached 215 MB/s, in 16 MB pieces 370 MB/s).
-    constexpr size_t kChunk = 8 << 20;
-    while (left > 0) {
-      ssize_t w = ::write(fd_, p, std::min(left, kChunk));
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        return ErrnoStatus("writing", path_, errno);
-      }
-      p += w;
-      left -= static_cast<size_t>(w);
+    if (data.size() >= kDirectMin && offset_ % kAlign == 0 && OpenDirect()) {
+      const size_t body = data.size() / kAlign * kAlign;
+      ANNEAL_ASSIGN_OR_RETURN(size_t done, AppendDirect(data.substr(0, body)));
+      data.remove_prefix(done);
     }
-    return Status::Ok();
+    return AppendBuffered(data);
   }
   Status Close() override {
     if (fd_ < 0) return Status::Ok();
     int fd = fd_;
     fd_ = -1;
+    if (direct_fd_ >= 0) ::close(direct_fd_), direct_fd_ = -1;
     if (::fsync(fd) != 0) {
       int e = errno;
       ::close(fd);
@@ -87,8 +90,67 @@ class PosixWritableFile final : public WritableFile {
   }
 
  private:
+  static constexpr size_t kAlign = 4096;
+  static constexpr size_t kChunk = 8 << 20;
+  static constexpr size_t kDirectMin = 8 << 20;  // below this the page cache is cheap enough
+
+  bool OpenDirect() {
+    if (direct_fd_ < 0 && !direct_failed_) {
+      direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+      direct_failed_ = direct_fd_ < 0;
+    }
+    return direct_fd_ >= 0;
+  }
+  static char* Bounce() {  // one per writing thread, kept: fresh memory is what this path avoids
+    thread_local std::unique_ptr<char, decltype(&std::free)> buf(static_cast<char*>(std::aligned_alloc(kAlign, kChunk)),
+                                                                 &std::free);
+    return buf.get();
+  }
+  // Writes whole aligned chunks of data (a multiple of kAlign) directly; returns how much was written
+  // (less than all when the filesystem refuses O_DIRECT writes: the rest goes through the page cache).
+  Result<size_t> AppendDirect(std::string_view data) {
+    size_t done = 0;
+    const bool aligned = reinterpret_cast<uintptr_t>(data.data()) % kAlign == 0;
+    while (done < data.size()) {
+      const size_t len = std::min(kChunk, data.size() - done);
+      const char* src = data.data() + done;
+      if (!aligned) {
+        if (Bounce() == nullptr) return done;  // no memory for it: the page cache takes the rest
+        src = static_cast<const char*>(std::memcpy(Bounce(), src, len));
+      }
+      const ssize_t w = ::pwrite(direct_fd_, src, len, static_cast<off_t>(offset_));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && errno == EINVAL && done == 0) {  // O_DIRECT accepted at open, refused on write
+        ::close(direct_fd_), direct_fd_ = -1, direct_failed_ = true;
+        return done;
+      }
+      if (w < 0) return ErrnoStatus("writing", path_, errno);
+      if (static_cast<size_t>(w) % kAlign != 0) return IoError("writing " + path_ + ": a direct write stopped short");
+      done += static_cast<size_t>(w);
+      offset_ += static_cast<uint64_t>(w);
+    }
+    return done;
+  }
+  // In 8 MB writes: one huge write() makes the kernel throttle the whole buffer's dirty pages at once
+  // (measured: a 1.5 GB buffer written whole reached 215 MB/s, in 16 MB pieces 370 MB/s).
+  Status AppendBuffered(std::string_view data) {
+    while (!data.empty()) {
+      const ssize_t w = ::pwrite(fd_, data.data(), std::min(data.size(), kChunk), static_cast<off_t>(offset_));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoStatus("writing", path_, errno);
+      }
+      data.remove_prefix(static_cast<size_t>(w));
+      offset_ += static_cast<uint64_t>(w);
+    }
+    return Status::Ok();
+  }
+
   std::string path_;
   int fd_;
+  int direct_fd_ = -1;
+  bool direct_failed_ = false;
+  uint64_t offset_ = 0;
 };
 
 class PosixMappedFile final : public MappedFile {

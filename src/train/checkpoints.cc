@@ -73,7 +73,10 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   if (st->step == saved_step_) {  // the end of the run right after a periodic save: wait for it only
     ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());
     blocked_s_ += copts_.clock->Monotonic() - t0;
-    log_(Fmt("checkpoint %s committed (written in %.2f s)", last_path_.c_str(), checkpointer_->last_write_seconds()));
+    // Only a background write is news here: a synchronous save logged its commit already.
+    if (!writing_.empty()) {
+      log_(Fmt("checkpoint %s committed (written in %.2f s)", last_path_.c_str(), checkpointer_->last_write_seconds()));
+    }
     writing_.clear();
     return Status::Ok();
   }

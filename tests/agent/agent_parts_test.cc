@@ -1,10 +1,15 @@
 // The agent's parts that need no job: metric extraction, per-rank progress files, system sampling,
 // checkpoint folder sync (commit markers last), and the Shipper's lossless delivery across a server
-// restart.
+// restart, and the agent refusing an assignment it cannot read.
 #include <gtest/gtest.h>
 
 #include <thread>
 
+#include <httplib.h>
+
+#include <mutex>
+
+#include "agent/agent.h"
 #include "agent/dir_sync.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
@@ -174,6 +179,59 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   auto pts = (*store)->Metrics("job-0001", "loss", 0, 10);
   ASSERT_TRUE(pts.ok());
   EXPECT_EQ(pts->size(), 1u);
+}
+
+}  // namespace
+}  // namespace anneal
+
+namespace anneal {
+namespace {
+
+// A run assignment the agent cannot read (a spec with a field it does not know: a server of another
+// version) ends the node's attempt as a user error naming the field, instead of being asked again
+// for ever. A stand-in server answers the protocol (cpp-httplib).
+TEST(Agent, RefusesAnAssignmentItCannotReadWithANodeReport) {
+  testing::TempDir dir;
+  ASSERT_TRUE(Env::Default().WriteFileAtomic(dir.File("join"), "join-token").ok());
+  httplib::Server fake;
+  std::mutex mu;
+  nlohmann::json report;
+  fake.Post("/v1/agents", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"id":"i-1","heartbeat_s":0.05,"token":"agent-token"})", "application/json");
+  });
+  int beats = 0;  // (without the refusal the agent would be asked again for ever: 100 tries, then exit)
+  fake.Post("/v1/agents/i-1/heartbeat", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu);
+    if (!report.is_null() || ++beats > 100) return res.set_content(R"({"action":"exit"})", "application/json");
+    res.set_content(R"({"action":"run","assignment":{"job":"j-0001","attempt":1,"node":0,"nnodes":1,)"
+                    R"("addresses":["127.0.0.1"],"spec":{"name":"j","entrypoint":{"command":"true"},"bogus":1}}})",
+                    "application/json");
+  });
+  fake.Post("/v1/jobs/j-0001/reports", [&](const httplib::Request& req, httplib::Response& res) {
+    std::lock_guard<std::mutex> l(mu);
+    report = nlohmann::json::parse(req.body);
+    res.set_content(R"({"ok":true})", "application/json");
+  });
+  const int port = fake.bind_to_any_port("127.0.0.1");
+  std::thread serving([&] { fake.listen_after_bind(); });
+  AgentOptions o;
+  o.server_url = "http://127.0.0.1:" + std::to_string(port);
+  o.instance_id = "i-1";
+  o.work_dir = dir.File("work");
+  o.address = "127.0.0.1";
+  o.heartbeat_s = 0.05;
+  o.orphan_timeout_s = 20;
+  o.join_token_file = dir.File("join");
+  const Status st = RunAgent(o);  // ends when the stand-in says exit (after the report)
+  fake.stop();
+  serving.join();
+  ApiClient::SetProcessToken("");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  ASSERT_FALSE(report.is_null()) << "no node report";
+  EXPECT_EQ(report["state"], "finished");
+  EXPECT_EQ(report["attempt"], 1);
+  EXPECT_EQ(report["cause"], "user_error");
+  EXPECT_NE(report["message"].get<std::string>().find("bogus"), std::string::npos) << report.dump();
 }
 
 }  // namespace

@@ -154,7 +154,7 @@ TEST(CommunicatorTest, SharedMemoryAndTcpAllReduceAgree) {
   for (const char* shm : {"1", "0"}) {
     g_shared_memory = std::string(shm) == "1";
     RunGroup(3, [&](int r, Communicator& c) {
-      const size_t n = 1300000;  // 2.5 slots of 512 Ki floats
+      const size_t n = 1300000;  // about 5 slots of 256 Ki floats (ShmGroup::SlotBytes(3) = 1 MB), the last partial
       std::vector<float> x(n);
       for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i % 97) + 100 * r);
       ASSERT_TRUE(c.AllReduceSum(x.data(), n).ok());

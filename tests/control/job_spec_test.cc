@@ -58,6 +58,22 @@ TEST(JobSpec, NormalizedFormRoundTrips) {
   EXPECT_EQ(again->RankArgv(), (std::vector<std::string>{"/bin/sh", "-c", "echo hi --lr '0.1'"}));
 }
 
+// A stored spec reads back whole without compiling its regexes again; its structure is still checked.
+TEST(JobSpec, AStoredSpecReadsBackWhole) {
+  auto s = ParseJobSpec("name: a\nentrypoint: {command: [train]}\nmetric_definitions: [{name: loss, regex: 'loss ([0-9.]+)'}]\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto back = JobSpecFromStored(s->ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->ToJson(), s->ToJson());
+  nlohmann::json broken = s->ToJson();
+  broken["resources"]["instance_count"] = 0;
+  EXPECT_FALSE(JobSpecFromStored(broken).ok());
+  // Only a submit compiles them: an unusable regex is refused there.
+  nlohmann::json bad_regex = s->ToJson();
+  bad_regex["metric_definitions"][0]["regex"] = "no group";
+  EXPECT_FALSE(JobSpecFromJson(bad_regex).ok());
+}
+
 TEST(JobSpec, JsonIsAccepted) {
   auto s = ParseJobSpec(R"({"name": "j", "entrypoint": {"command": ["python3", "train.py"], "hyperparameters": {"epochs": 3}}})");
   ASSERT_TRUE(s.ok()) << s.status().ToString();

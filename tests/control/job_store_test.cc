@@ -3,13 +3,24 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <csignal>
+#include <set>
+#include <thread>
 
 #include "control/exit_cause.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {
 namespace {
+
+// A valid spec named `name` (the store parses what it reads back).
+JobSpec Spec(const std::string& name, const std::string& command = "true") {
+  JobSpec s;
+  s.name = name;
+  s.command = {command};
+  return s;
+}
 
 TEST(JobState, TransitionsFollowTheTable) {
   EXPECT_TRUE(CanTransition(JobPhase::kPending, JobPhase::kStarting));
@@ -29,6 +40,47 @@ TEST(JobState, TransitionsFollowTheTable) {
   EXPECT_FALSE(ParsePhase("Running").ok());
 }
 
+TEST(InstanceState, MovesFollowTheTable) {
+  using S = InstanceState;
+  EXPECT_TRUE(CanMoveInstance(S::kRequested, S::kAssigned));
+  EXPECT_TRUE(CanMoveInstance(S::kAssigned, S::kAvailable));
+  EXPECT_TRUE(CanMoveInstance(S::kAvailable, S::kAssigned));
+  EXPECT_TRUE(CanMoveInstance(S::kUnhealthy, S::kIdle));
+  EXPECT_TRUE(CanMoveInstance(S::kReleased, S::kReleased));
+  EXPECT_FALSE(CanMoveInstance(S::kReleased, S::kAssigned));
+  EXPECT_FALSE(CanMoveInstance(S::kAvailable, S::kIdle));
+  EXPECT_FALSE(CanMoveInstance(S::kRequested, S::kAvailable));
+  EXPECT_FALSE(CanMoveInstance(S::kUnhealthy, S::kAssigned));
+  for (S st : {S::kRequested, S::kIdle, S::kAssigned, S::kAvailable, S::kUnhealthy, S::kReleased}) {
+    auto back = ParseInstanceState(InstanceStateName(st));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, st);
+  }
+  EXPECT_FALSE(ParseInstanceState("busy").ok());
+}
+
+TEST(JobStore, PutInstanceRefusesAMoveTheTableForbids) {
+  testing::TempDir dir;
+  auto s = JobStore::Open(dir.File("anneal.db"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  InstanceRecord r;
+  r.id = "i-1";
+  r.backend = "local";
+  r.state = InstanceState::kAssigned;
+  EXPECT_EQ((*s)->PutInstance(r).code(), Code::kInternal);  // a new record starts requested or idle
+  r.state = InstanceState::kRequested;
+  ASSERT_TRUE((*s)->PutInstance(r).ok());
+  r.state = InstanceState::kAssigned;
+  ASSERT_TRUE((*s)->PutInstance(r).ok());
+  r.state = InstanceState::kReleased;
+  ASSERT_TRUE((*s)->PutInstance(r).ok());
+  r.state = InstanceState::kAssigned;
+  Status back = (*s)->PutInstance(r);
+  EXPECT_EQ(back.code(), Code::kInternal);
+  EXPECT_NE(back.message().find("no move from released to assigned"), std::string::npos) << back.message();
+  EXPECT_EQ((*(*s)->GetInstance("i-1"))->state, InstanceState::kReleased);  // unchanged
+}
+
 TEST(JobStore, JobsTransitionsAndReopen) {
   testing::TempDir dir;
   const std::string db = dir.File("anneal.db");
@@ -36,18 +88,18 @@ TEST(JobStore, JobsTransitionsAndReopen) {
   {
     auto s = JobStore::Open(db);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
-    auto j = (*s)->CreateJob("demo", "alice", {{"name", "demo"}}, 100.0);
+    auto j = (*s)->CreateJob({"demo", "alice", Spec("demo")}, 100.0);
     ASSERT_TRUE(j.ok()) << j.status().ToString();
-    id = j->id;
+    id = j->job.id;
     EXPECT_EQ(id, "demo-0001");
     EXPECT_TRUE((*s)->Transition(id, JobPhase::kStarting, "obtaining", 101.0).ok());
     // A move the state machine forbids is refused and changes nothing.
     Status bad = (*s)->Transition(id, JobPhase::kCompleted, "skip", 102.0);
     EXPECT_EQ(bad.code(), Code::kInternal);
     EXPECT_TRUE((*s)->Transition(id, JobPhase::kFailed, "boom", 103.0, "rank 1 exited 1", 1).ok());
-    auto second = (*s)->CreateJob("demo", "", {{"name", "demo"}}, 104.0);
+    auto second = (*s)->CreateJob({"demo", "", Spec("demo")}, 104.0);
     ASSERT_TRUE(second.ok());
-    EXPECT_EQ(second->id, "demo-0002");
+    EXPECT_EQ(second->job.id, "demo-0002");
   }
   // Everything is still there after reopening (a server restart).
   auto s = JobStore::Open(db);
@@ -203,6 +255,8 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
       " failure_reason TEXT NOT NULL DEFAULT '', exit_code INTEGER NOT NULL DEFAULT -1, attempt INTEGER NOT NULL"
       " DEFAULT 0, created_at REAL NOT NULL, updated_at REAL NOT NULL, started_at REAL NOT NULL DEFAULT 0,"
       " ended_at REAL NOT NULL DEFAULT 0);"
+      "CREATE TABLE transitions (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, at REAL NOT NULL,"
+      " phase TEXT NOT NULL, message TEXT NOT NULL DEFAULT '');"
       "CREATE TABLE node_reports (job_id TEXT NOT NULL, attempt INTEGER NOT NULL, node INTEGER NOT NULL,"
       " state TEXT NOT NULL, exit_code INTEGER NOT NULL DEFAULT -1, message TEXT NOT NULL DEFAULT '',"
       " at REAL NOT NULL, PRIMARY KEY(job_id, attempt, node));"
@@ -212,7 +266,7 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
       " last_heartbeat REAL NOT NULL DEFAULT 0);"
       "INSERT INTO instances(id, state, backend) VALUES('agent-1', 'idle', 'static');"
       "INSERT INTO jobs(id, name, spec, phase, primary_status, created_at, updated_at)"
-      " VALUES('old-0001', 'old', '{}', 'Completed', 'Completed', 1, 2);"
+      " VALUES('old-0001', 'old', '{\"name\": \"old\", \"entrypoint\": {\"command\": \"true\"}}', 'Completed', 'Completed', 1, 2);"
       "INSERT INTO node_reports VALUES('old-0001', 0, 0, 'finished', 0, 'ok', 2);"
       "PRAGMA user_version = 1;";
   ASSERT_EQ(sqlite3_exec(raw, v1, nullptr, nullptr, nullptr), SQLITE_OK);
@@ -239,6 +293,87 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
   EXPECT_EQ((*insts)[0].pool_key, "");
   ASSERT_TRUE((*s)->PutUser({"alice", "user", -1, 1.0}).ok());
   EXPECT_EQ((*(*s)->GetUser("alice"))->role, "user");
+  // Version 4's: the old job has no idempotency key; keyed submits work on the migrated file.
+  EXPECT_EQ((*j)->idempotency_key, "");
+  auto k = (*s)->CreateJob({"new", "alice", Spec("new"), "key-1"}, 3.0);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->job.id, "new-0002");
+  EXPECT_TRUE((*(*s)->CreateJob({"new", "alice", Spec("new"), "key-1"}, 4.0)).existed);
+}
+
+TEST(JobStore, AKeyNamesOneJobPerOwnerForEver) {
+  testing::TempDir dir;
+  const std::string db = dir.File("anneal.db");
+  {
+    auto s = JobStore::Open(db);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    auto a = (*s)->CreateJob({"demo", "alice", Spec("demo"), "k1"}, 1.0);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_FALSE(a->existed);
+    EXPECT_EQ(a->job.idempotency_key, "k1");
+    // The retry of a submit whose answer was lost: the same job, nothing created.
+    auto again = (*s)->CreateJob({"demo", "alice", Spec("demo", "other"), "k1"}, 2.0);
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(again->existed);
+    EXPECT_EQ(again->job.id, a->job.id);
+    EXPECT_EQ(again->job.spec.ToJson(), Spec("demo").ToJson());  // the stored spec: the caller compares
+    // Another owner's key of the same text is another job; no key: a new job each time.
+    auto bob = (*s)->CreateJob({"demo", "bob", Spec("demo"), "k1"}, 3.0);
+    ASSERT_TRUE(bob.ok());
+    EXPECT_FALSE(bob->existed);
+    EXPECT_NE(bob->job.id, a->job.id);
+    EXPECT_FALSE((*(*s)->CreateJob({"demo", "alice", Spec("demo")}, 4.0)).existed);
+    EXPECT_FALSE((*(*s)->CreateJob({"demo", "alice", Spec("demo")}, 5.0)).existed);
+    EXPECT_EQ(*(*s)->CountJobs(), 4);
+  }
+  // After a restart the key still names its job.
+  auto s = JobStore::Open(db);
+  ASSERT_TRUE(s.ok());
+  auto after = (*s)->CreateJob({"demo", "alice", Spec("demo"), "k1"}, 6.0);
+  ASSERT_TRUE(after.ok());
+  EXPECT_TRUE(after->existed);
+  EXPECT_EQ(after->job.id, "demo-0001");
+  EXPECT_EQ(*(*s)->CountJobs(), 4);
+}
+
+// Submits from many threads at once, committed in groups: each is created exactly once, with its own
+// id, and each retry finds its job.
+TEST(JobStore, ConcurrentSubmitsAreEachCreatedOnce) {
+  testing::TempDir dir;
+  auto s = JobStore::Open(dir.File("anneal.db"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  constexpr int kThreads = 8, kEach = 40;
+  std::vector<std::vector<std::string>> ids(kThreads);
+  auto submit_all = [&](bool expect_existed) {
+    std::vector<std::thread> ts;
+    std::atomic<int> wrong{0};
+    for (int t = 0; t < kThreads; ++t) {
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          char key[32];
+          std::snprintf(key, sizeof(key), "t%d-%d", t, i);
+          auto r = (*s)->CreateJob({"job", "alice", Spec("job"), key}, 1.0);
+          if (!r.ok() || r->existed != expect_existed) {
+            ++wrong;
+            continue;
+          }
+          if (expect_existed) {
+            wrong += r->job.id != ids[t][i] ? 1 : 0;
+          } else {
+            ids[t].push_back(r->job.id);
+          }
+        }
+      });
+    }
+    for (auto& th : ts) th.join();
+    return wrong.load();
+  };
+  EXPECT_EQ(submit_all(false), 0);
+  std::set<std::string> distinct;
+  for (const auto& v : ids) distinct.insert(v.begin(), v.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kThreads * kEach));
+  EXPECT_EQ(submit_all(true), 0);
+  EXPECT_EQ(*(*s)->CountJobs(), kThreads * kEach);
 }
 
 }  // namespace

@@ -26,6 +26,14 @@
 namespace anneal {
 namespace {
 
+// A valid spec named `name` (the store parses what it reads back).
+JobSpec Spec(const std::string& name, const std::string& command = "true") {
+  JobSpec s;
+  s.name = name;
+  s.command = {command};
+  return s;
+}
+
 using nlohmann::json;
 
 struct Received {
@@ -128,14 +136,14 @@ std::unique_ptr<JobStore> OpenStore(const testing::TempDir& dir) {
 
 // A job through Pending -> Starting -> Downloading -> Training -> Completed: five events.
 std::string RunJob(JobStore* store, const std::string& name, double t0) {
-  auto j = store->CreateJob(name, "alice", {{"name", name}}, t0);
+  auto j = store->CreateJob({name, "alice", Spec(name)}, t0);
   EXPECT_TRUE(j.ok()) << j.status().ToString();
   if (!j.ok()) return "";
-  EXPECT_TRUE(store->Transition(j->id, JobPhase::kStarting, "obtaining instances", t0 + 1).ok());
-  EXPECT_TRUE(store->Transition(j->id, JobPhase::kDownloading, "downloading", t0 + 2).ok());
-  EXPECT_TRUE(store->Transition(j->id, JobPhase::kTraining, "training", t0 + 3).ok());
-  EXPECT_TRUE(store->Transition(j->id, JobPhase::kCompleted, "done", t0 + 4.5).ok());
-  return j->id;
+  EXPECT_TRUE(store->Transition(j->job.id, JobPhase::kStarting, "obtaining instances", t0 + 1).ok());
+  EXPECT_TRUE(store->Transition(j->job.id, JobPhase::kDownloading, "downloading", t0 + 2).ok());
+  EXPECT_TRUE(store->Transition(j->job.id, JobPhase::kTraining, "training", t0 + 3).ok());
+  EXPECT_TRUE(store->Transition(j->job.id, JobPhase::kCompleted, "done", t0 + 4.5).ok());
+  return j->job.id;
 }
 
 std::vector<EventRecord> AllEvents(JobStore* store) {
@@ -350,14 +358,14 @@ TEST(WebhookSender, FirstStartSkipsHistoryAndNotifyWakesIt) {
   o.poll_s = 60;  // only Notify() can wake it in time
   auto s = WebhookSender::Start(store.get(), o);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
-  auto j = store->CreateJob("new", "bob", {{"name", "new"}}, 300.0);
+  auto j = store->CreateJob({"new", "bob", Spec("new")}, 300.0);
   ASSERT_TRUE(j.ok());
   (*s)->Notify();
   ASSERT_TRUE(WaitUntil([&] { return (*s)->stats().delivered == 1; }));
   const auto got = rx.got();
   ASSERT_EQ(got.size(), 1u);
   json body = json::parse(got[0].body);
-  EXPECT_EQ(body["job"], j->id);
+  EXPECT_EQ(body["job"], j->job.id);
   EXPECT_EQ(body["owner"], "bob");
   EXPECT_EQ(body["secondary_status"], "Pending");
 }

@@ -150,4 +150,20 @@ check "max_pending_s: a job that waits too long is Stopped" wait_status "$id" St
 history "$id" >"$TMP/h6"
 check "... saying why" grep -q 'max_pending_s 2 reached' "$TMP/h6"
 wait_status "$hold" Completed 30 >/dev/null
+
+# The server SIGKILLed mid-job, then the job's agent told to stop (SIGTERM): its reports give the
+# gone server 10 s once it is stopping, where each used to retry for the whole orphan timeout (600 s).
+cat >"$TMP/sleeper.yaml" <<'YAML'
+name: sleeper
+entrypoint: {command: ["sleep", "300"]}
+YAML
+id=$("$ANNEAL" submit "$TMP/sleeper.yaml" --server "$URL")
+check "a sleeper job is Training" wait_status "$id" Training 30
+agent=$(pgrep -P "$SERVER" -f "anneal agent" | head -1)
+check "its agent is the server's child" test -n "$agent"
+kill -9 "$SERVER"; wait "$SERVER" 2>/dev/null
+kill "$agent"
+gone=no
+for _ in $(seq 1 300); do kill -0 "$agent" 2>/dev/null || { gone=yes; break; }; sleep 0.1; done
+check "an agent whose server is gone exits within 30 s of SIGTERM" test "$gone" = yes
 finish

@@ -13,7 +13,7 @@ source "$(dirname "$0")/../e2e/lib.sh"
 PY=/usr/bin/python3
 curl --help all 2>/dev/null | grep -q -- --aws-sigv4 || skip "this curl has no --aws-sigv4"
 SERVER_PID=
-RGW_PORT=$((20000 + RANDOM % 20000)) MON_PORT=$((40000 + RANDOM % 10000))
+read -r RGW_PORT MON_PORT <<<"$(scripts/free_port.sh 2)"
 trap '[ -n "$SERVER_PID" ] && { kill "$SERVER_PID" 2>/dev/null; wait "$SERVER_PID" 2>/dev/null; }
       scripts/start_radosgw.sh --stop "$TMP/ceph"; rm -rf "$TMP"' EXIT
 env_line=$(scripts/start_radosgw.sh "$TMP/ceph" $RGW_PORT $MON_PORT) || { echo "FAIL radosgw did not start"; exit 1; }

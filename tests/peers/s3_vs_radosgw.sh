@@ -6,7 +6,7 @@
 set -uo pipefail
 TESTS=${1:-build/release/tests/anneal_s3_tests}
 DIR=$(mktemp -d /tmp/anneal_rgw.XXXXXX)
-RGW_PORT=$((20000 + RANDOM % 20000)) MON_PORT=$((40000 + RANDOM % 10000))
+read -r RGW_PORT MON_PORT <<<"$(scripts/free_port.sh 2)"
 trap 'scripts/start_radosgw.sh --stop "$DIR/ceph"; rm -rf "$DIR"' EXIT
 env_line=$(scripts/start_radosgw.sh "$DIR/ceph" $RGW_PORT $MON_PORT) || { echo "FAIL radosgw did not start"; exit 1; }
 eval "$env_line"

@@ -4,7 +4,7 @@
 set -uo pipefail
 TESTS=${1:-build/release/tests/anneal_s3_tests}
 DIR=$(mktemp -d /tmp/anneal_s3rver.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
+PORT=$(scripts/free_port.sh)
 NODE_PATH="$(pwd)/tools/npm/node_modules" node --openssl-legacy-provider tests/peers/s3rver.js $PORT "$DIR" >"$DIR.log" 2>&1 &
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$DIR" "$DIR.log"' EXIT

@@ -1,0 +1,300 @@
+// The agent routes of `anneal server` (docs/api/openapi.yaml, "agents"): registration with the join
+// token; the heartbeat and its answer (control/wire.h HeartbeatMsg / HeartbeatReply: run with the
+// assignment, health with the round's check, stop, exit); and, with the agent's own token and only
+// for the jobs its instance serves, logs, metrics, node reports, health results and rendezvous.
+#include "control/agent_routes.h"
+
+#include <algorithm>
+
+#include "control/auth.h"
+#include "control/health_rounds.h"
+#include "control/http_util.h"
+#include "control/job_spec.h"
+#include "control/wire.h"
+#include "core/crypto.h"
+
+namespace anneal {
+
+namespace {
+
+using nlohmann::json;
+
+bool Running(JobPhase p) { return p == JobPhase::kDownloading || p == JobPhase::kTraining || p == JobPhase::kUploading; }
+
+class AgentRoutes : public RoutePart {
+ public:
+  explicit AgentRoutes(ServerContext& c) : c_(c) {}
+
+  void Add(httplib::Server& h) {
+    JobStore* st = c_.store;
+    // Agent-facing: registration with the join token, everything else with the agent's own token and
+    // only for the jobs its instance serves.
+    h.Post("/v1/agents", Guarded(st, Access::kJoin, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
+      Register(req, res);
+    }));
+    h.Post(R"(/v1/agents/([^/]+)/heartbeat)", Guarded(st, Access::kAgent, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      if (p.name != req.matches[1]) return ReplyError(res, 403, "an agent's token is valid for its own instance only");
+      Heartbeat(req, res);
+    }));
+    AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      std::vector<LogLine> lines;
+      for (const json& x : b.value("lines", json::array())) lines.push_back(LogLineFromJson(x));
+      ANNEAL_RETURN_IF_ERROR(c_.store->AppendLogs(req.matches[1], lines));
+      Reply(res, 200, {{"stored", lines.size()}});
+      return Status::Ok();
+    });
+    AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      std::vector<MetricPoint> pts;
+      for (const json& x : b.value("points", json::array())) pts.push_back(MetricPointFromJson(x));
+      ANNEAL_RETURN_IF_ERROR(c_.store->AppendMetrics(req.matches[1], pts));
+      Reply(res, 200, {{"stored", pts.size()}});
+      return Status::Ok();
+    });
+    AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/reports)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      NodeReport r = NodeReportFromJson(b);
+      r.at = WallSeconds();
+      ANNEAL_RETURN_IF_ERROR(c_.store->PutNodeReport(req.matches[1], r));
+      c_.scheduler->Wake();
+      Reply(res, 200, {{"ok", true}});
+      return Status::Ok();
+    });
+    AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/health)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal& p) -> Status {
+      return PostHealth(req.matches[1], b, p, res);
+    });
+    AgentRoute(h, "Put", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      ANNEAL_ASSIGN_OR_RETURN(std::string v, c_.store->SetRendezvous(req.matches[1], std::stoi(req.matches[2]), b.dump()));
+      Reply(res, 200, json::parse(v));
+      return Status::Ok();
+    });
+    AgentRoute(h, "Get", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json&, const Principal&) -> Status {
+      ANNEAL_ASSIGN_OR_RETURN(auto v, c_.store->GetRendezvous(req.matches[1], std::stoi(req.matches[2])));
+      if (!v) {
+        ReplyError(res, 404, "not yet");
+        return Status::Ok();
+      }
+      Reply(res, 200, json::parse(*v));
+      return Status::Ok();
+    });
+  }
+
+ private:
+  // An agent route on a job: the agent's token, its instance serving that job (assigned to it now,
+  // or still running it by its last heartbeat), and a JSON body (GET: none).
+  void AgentRoute(httplib::Server& h, const std::string& method, const std::string& pattern,
+                  std::function<Status(const httplib::Request&, httplib::Response&, const json&, const Principal&)> f) {
+    auto handler = Guarded(c_.store, Access::kAgent,
+                           [this, method, f](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+                             const std::string job = req.matches[1];
+                             auto inst = c_.store->GetInstance(p.name);
+                             if (!inst.ok()) return ReplyError(res, 500, inst.status().message());
+                             bool serves = *inst && (*inst)->job_id == job;
+                             // A job it was given and may still be finishing.
+                             serves = serves || c_.agents->Granted(p.name, job);
+                             if (!serves) return ReplyError(res, 403, "instance " + p.name + " does not serve job " + job);
+                             json b = json::object();
+                             if (method != "Get") {
+                               b = json::parse(req.body, nullptr, false);
+                               if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
+                             }
+                             Status s = f(req, res, b, p);
+                             if (!s.ok()) ReplyError(res, HttpStatusOf(s), s.message());
+                           });
+    if (method == "Post") {
+      h.Post(pattern, handler);
+    } else if (method == "Put") {
+      h.Put(pattern, handler);
+    } else {
+      h.Get(pattern, handler);
+    }
+  }
+
+  template <typename F>
+  void WithJson(const httplib::Request& req, httplib::Response& res, F&& f) {
+    json b = json::parse(req.body, nullptr, false);
+    if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
+    Status st = f(b);
+    if (!st.ok()) ReplyError(res, HttpStatusOf(st), st.message());
+  }
+
+  void Register(const httplib::Request& req, httplib::Response& res) {
+    WithJson(req, res, [&](const json& b) -> Status {
+      std::string id = b.value("id", std::string());
+      const double now = WallSeconds();
+      std::lock_guard<std::mutex> sl(c_.scheduler->writers());
+      std::optional<InstanceRecord> known;
+      if (!id.empty()) {
+        ANNEAL_ASSIGN_OR_RETURN(known, c_.store->GetInstance(id));
+      }
+      InstanceRecord r;
+      if (known) {
+        // An instance that is alive (heartbeating) cannot be taken over by another registration: only
+        // one the backend requested, or one whose agent went quiet (restarted), may join under its id.
+        if (known->state != InstanceState::kRequested && known->state != InstanceState::kUnhealthy &&
+            now - std::max(known->last_heartbeat, c_.start_wall) < c_.o.heartbeat_timeout_s) {
+          ReplyError(res, 409, "instance " + id + " is registered and alive: join under another --instance-id");
+          return Status::Ok();
+        }
+        r = *known;
+        if (r.state == InstanceState::kRequested) r.state = r.job_id.empty() ? InstanceState::kIdle : InstanceState::kAssigned;
+        if (r.state == InstanceState::kUnhealthy) r.state = InstanceState::kIdle;  // its agent joined again: back in the pool
+      } else {
+        if (id.empty()) id = "agent-" + Sha256Hex(b.dump() + std::to_string(now)).substr(0, 12);
+        r.id = id;
+        r.backend = kJoinedBackend;  // an agent that joined by itself
+        r.state = InstanceState::kIdle;
+      }
+      r.address = b.value("address", std::string("127.0.0.1"));
+      r.instance_type = b.value("instance_type", r.instance_type.empty() ? std::string("local") : r.instance_type);
+      r.slots = b.value("slots", r.slots);
+      r.registered_at = now;
+      r.last_heartbeat = now;
+      ANNEAL_RETURN_IF_ERROR(c_.store->PutInstance(r));
+      // A fresh token for the instance; one it held before (an agent re-joining) stops working.
+      ANNEAL_RETURN_IF_ERROR(c_.store->DeleteTokensOf(r.id, "agent"));
+      ANNEAL_ASSIGN_OR_RETURN(std::string token, IssueToken(c_.store, r.id, "agent", "instance token", now));
+      c_.scheduler->Wake();
+      Reply(res, 200, {{"id", r.id}, {"heartbeat_s", c_.o.heartbeat_s}, {"token", token}});
+      return Status::Ok();
+    });
+  }
+
+  void Heartbeat(const httplib::Request& req, httplib::Response& res) {
+    const std::string id = req.matches[1];
+    WithJson(req, res, [&](const json& b) -> Status {
+      const HeartbeatMsg hb = HeartbeatMsgFromJson(b);
+      ANNEAL_ASSIGN_OR_RETURN(std::optional<InstanceRecord> inst, c_.store->GetInstance(id));
+      if (inst) {
+        const double now = WallSeconds();
+        ANNEAL_RETURN_IF_ERROR(c_.store->Heartbeat(id, now));
+        c_.agents->Claim(id, {hb.job, hb.attempt, now});
+      }
+      if (inst && inst->state == InstanceState::kAvailable && hb.job.empty() && hb.health.empty()) {
+        // A warm pool's agent: its heartbeat waits (long poll, up to heartbeat_s) for a job to take
+        // the pool, so the reuse starts at once instead of at the agent's next heartbeat.
+        c_.agents->HoldUntilTaken(id, c_.o.heartbeat_s);
+        ANNEAL_ASSIGN_OR_RETURN(inst, c_.store->GetInstance(id));
+        if (inst) ANNEAL_RETURN_IF_ERROR(c_.store->Heartbeat(id, WallSeconds()));
+      }
+      if (!inst) {
+        ReplyError(res, 404, "unknown instance " + id + ": register again");
+        return Status::Ok();
+      }
+      ANNEAL_ASSIGN_OR_RETURN(HeartbeatReply reply, Answer(*inst, hb));
+      Reply(res, 200, ToJson(reply));
+      return Status::Ok();
+    });
+  }
+
+  // What the instance does next, from its record, its job's status and what it says it runs.
+  Result<HeartbeatReply> Answer(const InstanceRecord& inst, const HeartbeatMsg& hb) {
+    HeartbeatReply r;
+    const bool busy = !hb.job.empty(), checking = !hb.health.empty();
+    if (inst.state == InstanceState::kReleased) {
+      r.action = "exit";
+    } else if (inst.state == InstanceState::kAvailable) {
+      r.action = busy ? "stop" : "none";  // a warm pool: idle until reused,
+      r.next_s = 0;                       // and polling again at once (the hold above)
+    } else if (inst.job_id.empty()) {
+      r.action = busy || checking ? "stop" : "none";
+    } else {
+      ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> job, c_.store->GetJob(inst.job_id));
+      if (job && job->phase == JobPhase::kStarting) {
+        ANNEAL_RETURN_IF_ERROR(c_.scheduler->StartIfReady(job->id));
+        ANNEAL_ASSIGN_OR_RETURN(job, c_.store->GetJob(inst.job_id));
+        if (job && job->phase == JobPhase::kStarting) return WhileStarting(*job, inst, hb);
+      }
+      if (!job || IsTerminal(job->phase)) {
+        r.action = busy ? "stop" : "none";
+      } else if (job->phase == JobPhase::kStopping) {
+        r.action = busy || checking ? "stop" : "none";
+      } else if (Running(job->phase) && !(hb.job == job->id && hb.attempt == job->attempt)) {
+        return ToRun(*job, inst, busy);
+      }
+    }
+    return r;
+  }
+
+  // A Starting job's instance: the round's health check if it is its turn; either way, ask again
+  // soon (the job starts once its other instances registered and passed).
+  Result<HeartbeatReply> WhileStarting(const JobRecord& job, const InstanceRecord& inst, const HeartbeatMsg& hb) {
+    HeartbeatReply r;
+    r.next_s = 0.1;
+    if (!c_.o.health.enabled) return r;
+    // Under the writers' lock: a pass replacing an unhealthy instance writes the release, the new
+    // instance and the next round one after another; read between them, the check would name the
+    // instance being replaced among its peers.
+    std::lock_guard<std::mutex> w(c_.scheduler->writers());
+    ANNEAL_ASSIGN_OR_RETURN(auto mine, InstancesOf(job.id));
+    ANNEAL_ASSIGN_OR_RETURN(auto results, c_.store->Health(job.id, job.attempt));
+    ANNEAL_ASSIGN_OR_RETURN(auto round, c_.store->GetValue(HealthRoundKey(job.id, job.attempt)));
+    auto check = HealthCheckFor(c_.o.health, job, mine, results, round ? std::stoi(*round) : 0, inst, hb.health);
+    if (check) {
+      c_.agents->Grant(inst.id, job.id);
+      r.action = "health";
+      r.health = std::move(*check);
+    }
+    return r;
+  }
+
+  // A running job's instance that is not running this attempt: run it, unless its node already
+  // finished it (the job ends in a moment: the instance is released or pooled).
+  Result<HeartbeatReply> ToRun(const JobRecord& job, const InstanceRecord& inst, bool busy) {
+    HeartbeatReply r;
+    ANNEAL_ASSIGN_OR_RETURN(auto reps, c_.store->NodeReports(job.id, job.attempt));
+    bool finished = false;
+    for (const auto& x : reps) finished |= x.node == inst.node && x.state == "finished";
+    if (finished) {
+      r.next_s = 0.1;
+    } else if (!busy) {
+      r.action = "run";
+      ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFor(job, inst));
+    }
+    return r;
+  }
+
+  // The job's instances that hold it now (not released), by node.
+  Result<std::vector<InstanceRecord>> InstancesOf(const std::string& job) {
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, c_.store->Instances());
+    return InstancesHolding(insts, job);
+  }
+
+  Result<Assignment> AssignmentFor(const JobRecord& job, const InstanceRecord& inst) {
+    c_.agents->Grant(inst.id, job.id);
+    Assignment a;
+    a.job = job.id;
+    a.attempt = job.attempt;
+    a.node = inst.node;
+    a.addresses.resize(job.spec.instance_count);
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, InstancesOf(job.id));
+    for (const auto& i : insts) {
+      if (i.node >= 0 && i.node < static_cast<int>(a.addresses.size())) a.addresses[i.node] = i.address;
+    }
+    a.spec = job.spec;
+    // The execution role's storage credentials: the agent's own storage calls and the ranks use them.
+    auto role = c_.roles.roles.find(a.spec.role);
+    if (role != c_.roles.roles.end() && !role->second.access_key_id.empty()) {
+      a.credentials = {{"AWS_ACCESS_KEY_ID", role->second.access_key_id},
+                       {"AWS_SECRET_ACCESS_KEY", role->second.secret_access_key}};
+    }
+    return a;
+  }
+
+  Status PostHealth(const std::string& job, const json& b, const Principal& p, httplib::Response& res) {
+    ANNEAL_RETURN_IF_ERROR(c_.store->PutHealth(job, b.value("attempt", 0), HealthResultFrom(p.name, b, WallSeconds())));
+    c_.scheduler->Wake();
+    Reply(res, 200, {{"ok", true}});
+    return Status::Ok();
+  }
+
+  ServerContext& c_;
+};
+
+}  // namespace
+
+std::unique_ptr<RoutePart> AddAgentRoutes(httplib::Server& h, ServerContext& c) {
+  auto r = std::make_unique<AgentRoutes>(c);
+  r->Add(h);
+  return r;
+}
+
+}  // namespace anneal

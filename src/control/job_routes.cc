@@ -1,0 +1,278 @@
+// The job routes of `anneal server` (docs/api/openapi.yaml): health, packages, submit (with its
+// checks: the source package, the execution role, the backend's capacity, the quotas, the
+// idempotency key), list, describe, stop, logs and metrics.
+#include "control/job_routes.h"
+
+#include <algorithm>
+
+#include "anneal_version.h"
+#include "control/execution_roles.h"
+#include "control/http_util.h"
+#include "control/job_spec.h"
+#include "control/wire.h"
+#include "core/crypto.h"
+#include "core/env.h"
+
+namespace anneal {
+
+namespace {
+
+using nlohmann::json;
+
+class JobRoutes : public RoutePart {
+ public:
+  explicit JobRoutes(ServerContext& c) : c_(c) {}
+
+  void Add(httplib::Server& h) {
+    JobStore* st = c_.store;
+    h.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
+      Reply(res, 200, {{"ok", true}, {"version", ANNEAL_VERSION}, {"backend", c_.o.backend}});
+    });
+    h.Post("/v1/packages", Guarded(st, Access::kSubmit, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
+      PostPackage(req, res);
+    }));
+    h.Get(R"(/v1/packages/([0-9a-f]{64}))", Guarded(st, Access::kAny, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
+      auto data = Env::Default().ReadFile(PackagePath(req.matches[1]));
+      if (!data.ok()) return ReplyError(res, 404, "no package " + std::string(req.matches[1]));
+      res.set_content(std::move(*data), "application/gzip");
+    }));
+    h.Post("/v1/jobs", Guarded(st, Access::kSubmit, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      PostJob(req, res, p);
+    }));
+    h.Get("/v1/jobs", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      ListJobs(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+))", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      auto j = VisibleJob(p, req.matches[1], res);
+      if (!j) return;
+      auto d = Describe(*j);
+      if (!d.ok()) return ReplyError(res, 500, d.status().message());
+      Reply(res, 200, *d);
+    }));
+    h.Post(R"(/v1/jobs/([^/]+)/stop)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      StopJob(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+)/logs)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      GetLogs(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+)/metrics)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      GetMetrics(req, res, p);
+    }));
+  }
+
+ private:
+  // The job if the caller may see it (its owner, an admin or a viewer); otherwise replies 404, the
+  // same answer as for a job that does not exist, and returns nothing.
+  std::optional<JobRecord> VisibleJob(const Principal& p, const std::string& id, httplib::Response& res) {
+    auto j = c_.store->GetJob(id);
+    if (!j.ok()) {
+      ReplyError(res, 500, j.status().message());
+      return std::nullopt;
+    }
+    if (!*j || (!p.reads_all() && (*j)->owner != p.name)) {
+      ReplyError(res, 404, "no job " + id + " (list yours with anneal jobs)");
+      return std::nullopt;
+    }
+    return **j;
+  }
+
+  std::string PackagePath(const std::string& sha) const {
+    return JoinPath(JoinPath(c_.o.data_dir, "packages"), sha + ".tar.gz");
+  }
+
+  void PostPackage(const httplib::Request& req, httplib::Response& res) {
+    const std::string sha = Sha256Hex(req.body);
+    if (req.has_header("X-Anneal-Sha256") && req.get_header_value("X-Anneal-Sha256") != sha) {
+      return ReplyError(res, 400, "the package arrived damaged: its SHA-256 is " + sha + ", the client sent " +
+                                      req.get_header_value("X-Anneal-Sha256") + "; submit again");
+    }
+    Env& env = Env::Default();
+    if (!env.Exists(PackagePath(sha))) {
+      Status st = env.WriteFileAtomic(PackagePath(sha), req.body);
+      if (!st.ok()) return ReplyError(res, 500, st.message());
+    }
+    Reply(res, 201, {{"package", "package:" + sha}, {"bytes", req.body.size()}});
+  }
+
+  // The user's own instance limit (-1: the server's default).
+  int UserLimit(const std::string& user) {
+    auto u = c_.store->GetUser(user);
+    return u.ok() && *u ? (*u)->max_instances : -1;
+  }
+
+  void PostJob(const httplib::Request& req, httplib::Response& res, const Principal& p) {
+    std::string field;
+    auto spec = ParseJobSpec(req.body, &field);
+    if (!spec.ok()) return ReplyError(res, 400, spec.status().message(), field);
+    if (!spec->source.empty()) {
+      if (spec->source.rfind("package:", 0) != 0) {
+        return ReplyError(res, 400,
+                          "source: '" + spec->source + "' is a local folder the server cannot read; submit with "
+                          "'anneal submit', which packs it and uploads the package",
+                          "source");
+      }
+      if (!Env::Default().Exists(PackagePath(spec->source.substr(8)))) {
+        return ReplyError(res, 400, "source: no package " + spec->source + " on this server; upload it first (POST /v1/packages)",
+                          "source");
+      }
+    }
+    if (Status st = CheckExecutionRole(c_.roles, *spec, p.name, p.admin(), &field); !st.ok()) {
+      return ReplyError(res, 403, st.message(), field);
+    }
+    const int capacity = c_.backend->capacity();  // -1: no limit known
+    if (capacity >= 0 && spec->instance_count > capacity) {
+      return ReplyError(res, 400,
+                        "resources.instance_count: " + std::to_string(spec->instance_count) +
+                            " instances can never run at once here: the " + c_.backend->name() + " backend runs at most " +
+                            std::to_string(capacity) + " at once; ask for fewer or start the server with more" +
+                            (c_.backend->name() == "local" ? " (--max-instances)" : ""),
+                        "resources.instance_count");
+    }
+    if (Status st = CheckQuotaCanFit(c_.o.quota, {p.name, spec->instance_type, spec->instance_count, UserLimit(p.name)}); !st.ok()) {
+      return ReplyError(res, 400, st.message(), "resources.instance_count");
+    }
+    const std::string key = req.get_header_value("Idempotency-Key");
+    if (key.size() > 200 || key.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:") != std::string::npos) {
+      return ReplyError(res, 400, "the Idempotency-Key header must be at most 200 letters, digits and -_.: (anneal submit sends a random one)");
+    }
+    const json normalized = spec->ToJson();
+    auto rec = c_.store->CreateJob({spec->name, p.name, *spec, key}, WallSeconds());
+    if (!rec.ok()) return ReplyError(res, 500, rec.status().message());
+    if (rec->existed && rec->job.spec.ToJson() != normalized) {
+      return ReplyError(res, 409, "Idempotency-Key " + key + " was used for job " + rec->job.id +
+                                      " with a different spec: send a new key for a new job");
+    }
+    if (!rec->existed) c_.scheduler->Wake();
+    // A retried submit (its key known) gets the job it created, 200 instead of 201.
+    Reply(res, rec->existed ? 200 : 201, {{"id", rec->job.id}, {"status", PrimaryStatus(rec->job.phase)},
+                                          {"secondary_status", PhaseName(rec->job.phase)}, {"existed", rec->existed}});
+  }
+
+  // The summary's text (wire.h), with the scheduler's reason while the job waits.
+  std::string SummaryText(const JobRecord& j) {
+    std::optional<std::string> why;
+    if (j.phase == JobPhase::kPending || j.phase == JobPhase::kStarting) why = c_.scheduler->PendingReason(j.id);
+    return JobSummaryJson(j, why ? &*why : nullptr);
+  }
+  json Summary(const JobRecord& j) { return json::parse(SummaryText(j)); }
+
+  void ListJobs(const httplib::Request& req, httplib::Response& res, const Principal& p) {
+    const int limit = std::clamp(IntParam(req, "limit", 100), 1, 10000);
+    const bool active = req.has_param("active") && req.get_param_value("active") != "0";
+    auto jobs = c_.store->ListJobs(limit, active, Int64Param(req, "before", 0), p.reads_all() ? "" : p.name);
+    if (!jobs.ok()) return ReplyError(res, 500, jobs.status().message());
+    std::string body = "{\"jobs\":[";
+    for (size_t n = 0; n < jobs->size(); ++n) {
+      if (n) body += ',';
+      body += SummaryText((*jobs)[n]);
+    }
+    body += ']';
+    if (static_cast<int>(jobs->size()) == limit) {
+      body += ",\"next_before\":";
+      body += std::to_string(jobs->back().seq);
+    }
+    body += '}';
+    res.status = 200;
+    res.set_content(body, "application/json");
+  }
+
+  Result<json> Describe(const JobRecord& j) {
+    json d = Summary(j);
+    d["spec"] = j.spec.ToJson();
+    if (!j.idempotency_key.empty()) d["idempotency_key"] = j.idempotency_key;
+    // Secrets are never shown: their names only.
+    if (d["spec"].contains("secrets")) {
+      for (auto& [k, v] : d["spec"]["secrets"].items()) v = "***";
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto hist, c_.store->History(j.id));
+    d["history"] = json::array();
+    for (const auto& t : hist) {
+      d["history"].push_back({{"at", t.at}, {"status", PrimaryStatus(t.phase)}, {"secondary_status", PhaseName(t.phase)},
+                              {"message", t.message}});
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto insts, c_.store->Instances());
+    d["instances"] = json::array();
+    for (const auto& i : insts) {
+      if (i.job_id != j.id) continue;
+      d["instances"].push_back({{"id", i.id}, {"node", i.node}, {"address", i.address}, {"state", InstanceStateName(i.state)},
+                                {"instance_type", i.instance_type}, {"slots", i.slots}, {"last_heartbeat", i.last_heartbeat}});
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto health, c_.store->Health(j.id, j.attempt));
+    d["health_checks"] = json::array();
+    for (const auto& h : health) {
+      d["health_checks"].push_back({{"instance", h.instance_id}, {"node", h.node}, {"ok", h.ok}, {"at", h.at}, {"result", h.result}});
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto reps, c_.store->NodeReports(j.id, j.attempt));
+    d["nodes"] = json::array();
+    for (const auto& r : reps) d["nodes"].push_back(ToJson(r));
+    ANNEAL_ASSIGN_OR_RETURN(auto means, c_.store->RankMeans(j.id, "step_time_s"));
+    d["slowest_ranks"] = json::array();
+    for (size_t i = 0; i < means.size() && i < 8; ++i) {
+      d["slowest_ranks"].push_back({{"rank", means[i].rank}, {"mean_step_s", means[i].mean}, {"steps", means[i].count}});
+    }
+    return d;
+  }
+
+  void StopJob(const httplib::Request& req, httplib::Response& res, const Principal& p) {
+    const std::string id = req.matches[1];
+    std::lock_guard<std::mutex> sl(c_.scheduler->writers());  // one writer of job statuses at a time
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
+    if (!p.admin() && j->owner != p.name) return ReplyError(res, 403, "the " + p.role + " role cannot stop another user's job");
+    const JobPhase ph = j->phase;
+    Status st;
+    if (ph == JobPhase::kPending) {
+      st = c_.store->Transition(id, JobPhase::kStopped, "stopped by request before it started", WallSeconds(), "", 1);
+    } else if (!IsTerminal(ph) && ph != JobPhase::kStopping && CanTransition(ph, JobPhase::kStopping)) {
+      st = c_.store->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, WallSeconds());
+    }
+    if (!st.ok()) return ReplyError(res, 500, st.message());
+    c_.scheduler->Wake();
+    auto now = c_.store->GetJob(id);
+    Reply(res, 202, now.ok() && *now ? Summary(**now) : json::object());
+  }
+
+  void GetLogs(const httplib::Request& req, httplib::Response& res, const Principal& p) {
+    const std::string id = req.matches[1];
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
+    const int rank = req.has_param("rank") ? IntParam(req, "rank", -2) : -2;
+    auto lines = c_.store->Logs(id, Int64Param(req, "after", 0), rank, std::clamp(IntParam(req, "limit", 1000), 1, 10000));
+    if (!lines.ok()) return ReplyError(res, 500, lines.status().message());
+    json out = json::array();
+    int64_t next = Int64Param(req, "after", 0);
+    for (const LogLine& x : *lines) {
+      out.push_back(ToJson(x));
+      next = x.id;
+    }
+    Reply(res, 200, {{"lines", out}, {"next", next}, {"job_done", IsTerminal(j->phase)}});
+  }
+
+  void GetMetrics(const httplib::Request& req, httplib::Response& res, const Principal& p) {
+    const std::string id = req.matches[1];
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
+    const std::string name = req.has_param("name") ? req.get_param_value("name") : "";
+    auto pts = c_.store->Metrics(id, name, Int64Param(req, "after", 0), std::clamp(IntParam(req, "limit", 10000), 1, 100000));
+    if (!pts.ok()) return ReplyError(res, 500, pts.status().message());
+    json out = json::array();
+    int64_t next = Int64Param(req, "after", 0);
+    for (const MetricPoint& pt : *pts) {
+      out.push_back(ToJson(pt));
+      next = pt.id;
+    }
+    Reply(res, 200, {{"points", out}, {"next", next}});
+  }
+
+  ServerContext& c_;
+};
+
+}  // namespace
+
+std::unique_ptr<RoutePart> AddJobRoutes(httplib::Server& h, ServerContext& c) {
+  auto r = std::make_unique<JobRoutes>(c);
+  r->Add(h);
+  return r;
+}
+
+}  // namespace anneal

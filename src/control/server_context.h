@@ -1,0 +1,35 @@
+// ServerContext: what the parts of `anneal server` share (control/server.cc wires them): the
+// options, the store, the backend, the scheduler loop, the agents' sessions, the execution roles.
+// Owned by the server; the route files hold a reference for the server's life.
+#pragma once
+
+#include <string>
+
+#include "backends/backend.h"
+#include "control/agent_sessions.h"
+#include "control/execution_roles.h"
+#include "control/job_store.h"
+#include "control/scheduler_loop.h"
+#include "control/server.h"
+
+namespace anneal {
+
+struct ServerContext {
+  ServerOptions o;
+  JobStore* store = nullptr;
+  Backend* backend = nullptr;  // local, or StaticBackend for agents that joined by themselves
+  SchedulerLoop* scheduler = nullptr;
+  AgentSessions* agents = nullptr;
+  ExecutionRoles roles;
+  std::string url;         // where agents register
+  double start_wall = 0;   // heartbeat deadlines count from here at the earliest
+};
+
+// A set of routes registered on the HTTP server (job_routes.h, agent_routes.h): it must outlive the
+// serving of its routes.
+class RoutePart {
+ public:
+  virtual ~RoutePart() = default;
+};
+
+}  // namespace anneal

@@ -1,0 +1,78 @@
+// SchedulerLoop against a real job store and a recording backend: a pass reads the store, obtains a
+// job's instances as one gang with the server's URL, writes the job's move and its instances, and
+// keeps the reasons (the queue's, and the backend's for a pending instance). Passes are run by the
+// test (no thread, no sleeping).
+#include "control/scheduler_loop.h"
+
+#include <gtest/gtest.h>
+
+#include "core/clock.h"
+#include "testing/temp_dir.h"
+
+namespace anneal {
+namespace {
+
+class RecordingBackend : public Backend {
+ public:
+  std::string name() const override { return "recording"; }
+  bool obtains() const override { return true; }
+  int capacity() const override { return 4; }
+  Status Obtain(const GangRequest& g) override {
+    gangs.push_back(g);
+    return Status::Ok();
+  }
+  void Release(const std::string& id) override { released.push_back(id); }
+  BackendReport Poll() override { return report; }
+
+  std::vector<GangRequest> gangs;
+  std::vector<std::string> released;
+  BackendReport report;
+};
+
+JobSpec Spec(int count) {
+  JobSpec s;
+  s.name = "job";
+  s.command = {"true"};
+  s.instance_count = count;
+  return s;
+}
+
+TEST(SchedulerLoop, APassObtainsAGangWritesTheMoveAndKeepsTheReasons) {
+  testing::TempDir dir;
+  auto store = JobStore::Open(dir.path() + "/anneal.db");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  RecordingBackend backend;
+  SchedulerConfig c;
+  c.backend_obtains = backend.obtains();
+  c.backend_capacity = backend.capacity();
+  c.backend_name = backend.name();
+  c.health.enabled = false;
+  SchedulerLoop loop(store->get(), &backend, c, "http://server:8470", WallSeconds(), 1.0, {});
+  auto a = (*store)->CreateJob({"job", "alice", Spec(2)}, WallSeconds());
+  auto b = (*store)->CreateJob({"job", "alice", Spec(3)}, WallSeconds());
+  ASSERT_TRUE(a.ok() && b.ok());
+
+  ASSERT_TRUE(loop.Pass().ok());
+  ASSERT_EQ(backend.gangs.size(), 1u);  // a's two instances in one request; b does not fit (2 + 3 > 4)
+  EXPECT_EQ(backend.gangs[0].job, a->job.id);
+  ASSERT_EQ(backend.gangs[0].instances.size(), 2u);
+  EXPECT_EQ(backend.gangs[0].instances[1].server_url, "http://server:8470");
+  auto ja = (*store)->GetJob(a->job.id);
+  ASSERT_TRUE(ja.ok() && *ja);
+  EXPECT_EQ((*ja)->phase, JobPhase::kStarting);
+  auto insts = (*store)->Instances();
+  ASSERT_TRUE(insts.ok());
+  ASSERT_EQ(insts->size(), 2u);
+  EXPECT_EQ((*insts)[0].state, InstanceState::kRequested);
+  EXPECT_EQ((*insts)[0].backend, "recording");
+  EXPECT_EQ(loop.PendingReason(b->job.id).value_or(""), "waiting for instances: the recording backend runs at most 4 at once");
+
+  // The backend says one instance has not started: its reason becomes the Starting job's.
+  backend.report.pending[backend.gangs[0].instances[1].id] = "Resources";
+  ASSERT_TRUE(loop.Pass().ok());
+  EXPECT_EQ(loop.PendingReason(a->job.id).value_or(""), "instance " + backend.gangs[0].instances[1].id + ": Resources");
+  EXPECT_EQ(backend.gangs.size(), 1u);  // nothing obtained twice
+}
+
+}  // namespace
+}  // namespace anneal
