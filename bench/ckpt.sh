@@ -20,7 +20,8 @@
 # and dd copies 32 MB (a check that the script still runs; the figures mean nothing).
 set -euo pipefail
 source "$(dirname "$0")/train_lib.sh"
-OUT=${CKPT_BENCH_DIR:-$(mktemp -d ./out/ckpt_bench.XXXXXX)}
+# On the disk (out/, made here: a fresh checkout has none), not /tmp, which may be a tmpfs.
+OUT=${CKPT_BENCH_DIR:-$(mkdir -p out && mktemp -d ./out/ckpt_bench.XXXXXX)}
 trap 'rm -rf "$OUT" "$cfg"' EXIT
 MODEL="preset: gpt2, max_seq_len: 32" T=32 MODEL_NAME="a 124M model" DD_BYTES=1500000000
 if [ "$SMOKE" = 1 ]; then  # SMOKE: bench/train_lib.sh
