@@ -52,6 +52,14 @@ class Backend {
   virtual bool obtains() const = 0;
   // Most instances this backend runs at once (for the "can never fit" check at submit); -1: unknown.
   virtual int capacity() const = 0;
+  // true: the engine keeps its own queue (a cluster shared with others): a gang is requested as soon
+  // as anneal's quotas allow, and waits there with the engine's reason; capacity() then only refuses a
+  // job that can never fit. false: anneal holds the job until capacity() has room.
+  virtual bool queues() const { return false; }
+  // What bounds capacity(), for the message refusing a job that can never fit (with the fix, if any).
+  virtual std::string CapacityHint() const {
+    return "the " + name() + " backend runs at most " + std::to_string(capacity()) + " at once";
+  }
   // Starts obtaining every instance of the request, or none of them (Failure: PeerError, and nothing
   // is left running). Each is usable once its agent registers. Only when obtains().
   virtual Status Obtain(const GangRequest& g) = 0;

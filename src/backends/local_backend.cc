@@ -34,6 +34,9 @@ class LocalBackend : public Backend {
   std::string name() const override { return "local"; }
   bool obtains() const override { return true; }
   int capacity() const override { return o_.max_instances; }
+  std::string CapacityHint() const override {
+    return "the local backend runs at most " + std::to_string(o_.max_instances) + " at once (start the server with more --max-instances)";
+  }
 
   // Processes start at once: nothing is ever pending. A fork that fails stops the ones started.
   Status Obtain(const GangRequest& g) override {

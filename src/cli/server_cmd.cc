@@ -56,7 +56,22 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
   c->add_option("--data-dir", o->data_dir, "Where the job store (anneal.db), packages and local agents live")->required();
   c->add_option("--listen", *listen, "HOST:PORT to serve on (port 0: any free one, written to DATA_DIR/server.json)")
       ->capture_default_str();
-  c->add_option("--backend", o->backend, "local: start agents on this machine per job; static: use agents that join")
+  c->add_option("--backend", o->backend,
+                "local: start agents on this machine per job; static: use agents that join; slurm: one Slurm job of "
+                "instance_count nodes per job attempt (docs/slurm.md)")
+      ->capture_default_str();
+  // Slurm (docs/slurm.md): the cluster's own settings; job specs name an instance type, never sbatch options.
+  c->add_option("--slurm-partition", o->slurm.partition, "slurm backend: the partition (default: the cluster's default)");
+  c->add_option("--slurm-account", o->slurm.account, "slurm backend: the account jobs are charged to");
+  c->add_option("--slurm-time-limit", o->slurm.time_limit, "slurm backend: sbatch --time for every allocation (e.g. 1-00:00:00)");
+  c->add_option("--slurm-instance-types", o->slurm_instance_types_file,
+                "slurm backend: YAML of sbatch options per instance type (partition, gpus_per_node, cpus_per_task, mem, constraint)");
+  c->add_option("--slurm-agent-binary", o->agent_binary,
+                "slurm backend: anneal's path on the nodes (default: this executable's; checked by one srun at start)");
+  c->add_option("--slurm-work-root", o->slurm.work_root,
+                "slurm backend: the agents' working areas on the nodes (default: DATA_DIR/instances)");
+  c->add_option("--slurm-signal-grace-s", o->slurm.signal_grace_s,
+                "slurm backend: Slurm's SIGTERM this long before a time limit ends an allocation (ranks checkpoint)")
       ->capture_default_str();
   c->add_option("--max-instances", o->max_instances, "local backend: agents running at once")->capture_default_str();
   c->add_option("--heartbeat-s", o->heartbeat_s, "Agents' heartbeat interval")->capture_default_str();

@@ -123,9 +123,7 @@ class JobRoutes : public RoutePart {
     if (capacity >= 0 && spec->instance_count > capacity) {
       return ReplyError(res, 400,
                         "resources.instance_count: " + std::to_string(spec->instance_count) +
-                            " instances can never run at once here: the " + c_.backend->name() + " backend runs at most " +
-                            std::to_string(capacity) + " at once; ask for fewer or start the server with more" +
-                            (c_.backend->name() == "local" ? " (--max-instances)" : ""),
+                            " instances can never run at once here: " + c_.backend->CapacityHint() + "; ask for fewer",
                         "resources.instance_count");
     }
     if (Status st = CheckQuotaCanFit(c_.o.quota, {p.name, spec->instance_type, spec->instance_count, UserLimit(p.name)}); !st.ok()) {

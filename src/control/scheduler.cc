@@ -259,7 +259,7 @@ bool SchedulerPass::Obtain(JobRecord& j) {
 }
 
 // Whether the backend has room for count more instances, after ending idle warm pools (the soonest
-// to expire first) if that is what it takes.
+// to expire first) if that is what it takes; always, for a backend that queues gangs itself.
 bool SchedulerPass::MakeRoom(const std::string& for_job, int count) {
   if (c_.backend_capacity < 0) return true;
   int used = 0, idle = 0;
@@ -273,7 +273,8 @@ bool SchedulerPass::MakeRoom(const std::string& for_job, int count) {
     }
   }
   if (used + count <= c_.backend_capacity) return true;
-  if (used - idle + count > c_.backend_capacity) return false;
+  // An engine with its own queue takes the gang now (it waits there, with the engine's reason).
+  if (used - idle + count > c_.backend_capacity) return c_.backend_queues;
   std::vector<std::pair<double, std::string>> order;
   for (const auto& [from, pool] : pools) order.push_back({pool[0].keep_until, from});
   std::sort(order.begin(), order.end());

@@ -55,6 +55,7 @@ struct SchedulerConfig {
   // by themselves (static), and how many instances it runs at once (-1: no limit known).
   bool backend_obtains = false;
   int backend_capacity = -1;
+  bool backend_queues = false;  // Backend::queues(): gangs wait in the engine's queue, not anneal's
   std::string backend_name;     // for messages
   double heartbeat_s = 1;
   double heartbeat_timeout_s = 30;  // an instance silent this long is lost

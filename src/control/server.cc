@@ -14,6 +14,7 @@
 #include "control/auth.h"
 #include "control/http_util.h"
 #include "control/job_routes.h"
+#include "control/server_backend.h"
 #include "control/server_context.h"
 #include "control/user_routes.h"
 #include "control/webhooks.h"
@@ -121,23 +122,7 @@ class Server : public ControlServer {
   }
 
   Status MakeBackend() {
-    if (o_.backend == kJoinedBackend) {
-      backend_ = MakeStaticBackend();
-      ctx_.backend = backend_.get();
-      return Status::Ok();
-    }
-    if (o_.backend != "local") return InvalidInput("--backend '" + o_.backend + "' must be local or static");
-    LocalBackendOptions lo;
-    Status st;
-    lo.env["ANNEAL_JOIN_TOKEN"] =
-        ReadSecretFile(o_.join_token_file.empty() ? JoinPath(o_.data_dir, "join.token") : o_.join_token_file, &st);
-    ANNEAL_RETURN_IF_ERROR(st);
-    if (tls()) lo.env["ANNEAL_CA_CERT"] = o_.tls_ca.empty() ? o_.tls_cert : o_.tls_ca;
-    lo.agent_binary = o_.agent_binary;
-    lo.work_root = JoinPath(o_.data_dir, "instances");
-    lo.max_instances = o_.max_instances;
-    lo.heartbeat_s = o_.heartbeat_s;
-    backend_ = MakeLocalBackend(lo);
+    ANNEAL_ASSIGN_OR_RETURN(backend_, MakeServerBackend(o_));
     ctx_.backend = backend_.get();
     return Status::Ok();
   }
@@ -189,6 +174,7 @@ class Server : public ControlServer {
     c.health = o_.health;
     c.backend_obtains = backend_->obtains();
     c.backend_capacity = backend_->capacity();
+    c.backend_queues = backend_->queues();
     c.backend_name = backend_->name();
     c.heartbeat_s = o_.heartbeat_s;
     c.heartbeat_timeout_s = o_.heartbeat_timeout_s;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "control/quota.h"
+#include "backends/slurm_text.h"
 #include "control/scheduler.h"
 #include "core/status.h"
 
@@ -30,7 +31,7 @@ struct ServerOptions {
   std::string data_dir;            // the store (anneal.db), packages, agents' working areas
   std::string host = "127.0.0.1";  // listen address
   int port = 8470;                 // 0: any free port (see ControlServer::url and <data_dir>/server.json)
-  std::string backend = "local";   // local | static
+  std::string backend = "local";   // local | static | slurm
   int max_instances = 4;           // local backend: agents at once on this machine
   double heartbeat_s = 1;          // agents' heartbeat interval
   double heartbeat_timeout_s = 30; // an instance silent this long is lost
@@ -38,7 +39,11 @@ struct ServerOptions {
   // Scheduler period for timeouts; it also runs at once on every submit, registration, report and
   // stop. Each tick reads the store: on a small machine its CPU time slows the ranks' steps.
   double tick_s = 1.0;
-  std::string agent_binary;        // local backend: "" = this executable
+  std::string agent_binary;        // local and slurm backends: "" = this executable
+  // Slurm backend (backends/slurm_backend.h): partition, account, time limit, the agents' work root,
+  // the warning signal's grace; the rest is filled from the options above.
+  SlurmOptions slurm;
+  std::string slurm_instance_types_file;  // control/server_backend.h
   bool schedule = true;            // false: serve the API only (read-only tools)
   // Security (control/auth.h, docs/security.md).
   std::string tls_cert, tls_key;   // PEM files: serve https

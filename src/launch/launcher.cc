@@ -387,6 +387,13 @@ class Launcher {
       const char* eq = std::strchr(*e, '=');
       if (eq) env[std::string(*e, eq - *e)] = eq + 1;
     }
+    // The launcher's own Slurm task (an agent's srun step) is not this rank: drop what describes that
+    // task, so that a script reading SLURM_PROCID (as PyTorch Lightning does) cannot take it for its
+    // rank; the job's and node's (SLURM_JOB_ID, SLURMD_NODENAME, ...) stay visible.
+    for (const char* k : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_GTIDS", "SLURM_TASK_PID",
+                          "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
+      env.erase(k);
+    }
     const int world = o_.nnodes * o_.nproc_per_node;
     env["RANK"] = std::to_string(r->global);
     env["LOCAL_RANK"] = std::to_string(r->local);

@@ -92,6 +92,9 @@ std::vector<std::string> Moves(const Decision& d) {
 }
 
 bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+std::string ReasonOf(const Decision& d, const std::string& job) {
+  return d.pending_reasons.count(job) ? d.pending_reasons.at(job) : "(none)";
+}
 
 TEST(Scheduler, FirstComeFirstServedHoldsTheQueueBehindAJobThatDoesNotFit) {
   SimulatedClock clock;
@@ -108,6 +111,27 @@ TEST(Scheduler, FirstComeFirstServedHoldsTheQueueBehindAJobThatDoesNotFit) {
   EXPECT_EQ(d.pending_reasons.at("b"), "waiting for instances: the local backend runs at most 4 at once");
   // c would fit (3 + 1 <= 4) but b came first.
   EXPECT_EQ(d.pending_reasons.at("c"), "queued behind b (first come, first served)");
+}
+
+// A cluster engine with its own queue (Slurm): a gang beyond the capacity in use is requested anyway,
+// and waits in the engine's queue; a job that can never fit is still refused at submit (job_routes).
+TEST(Scheduler, ABackendThatQueuesGetsGangsBeyondTheCapacityInUse) {
+  SimulatedClock clock;
+  const double t0 = clock.Wall();
+  SchedulerView v;
+  v.server_start = t0;
+  v.active = {MakeJob("a", 1, JobPhase::kTraining, t0, {.count = 2})};
+  v.instances = {MakeInstance("a-a0-n0", "a", 0, InstanceState::kAssigned, t0),
+                 MakeInstance("a-a0-n1", "a", 1, InstanceState::kAssigned, t0)};
+  v.pending = {MakeJob("b", 2, JobPhase::kPending, t0, {.count = 2})};
+  SchedulerConfig c = Local(2);
+  EXPECT_EQ(ReasonOf(Decide(c, v, t0), "b"), "waiting for instances: the local backend runs at most 2 at once");
+  c.backend_queues = true;
+  c.backend_name = "slurm";
+  const Decision d = Decide(c, v, t0);
+  ASSERT_EQ(All<act::Obtain>(d).size(), 1u);
+  EXPECT_EQ(All<act::Obtain>(d)[0].job, "b");
+  EXPECT_FALSE(d.pending_reasons.count("b"));
 }
 
 TEST(Scheduler, AJobHeldByItsUsersQuotaLetsLaterJobsPass) {

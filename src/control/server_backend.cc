@@ -1,0 +1,103 @@
+#include "control/server_backend.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "backends/slurm_backend.h"
+#include "core/crypto.h"
+#include "core/env.h"
+
+namespace anneal {
+
+namespace {
+
+bool Tls(const ServerOptions& o) { return !o.tls_cert.empty() || !o.tls_key.empty(); }
+std::string JoinTokenPath(const ServerOptions& o) {
+  return o.join_token_file.empty() ? JoinPath(o.data_dir, "join.token") : o.join_token_file;
+}
+std::string Absolute(const std::string& p) {
+  char buf[PATH_MAX];
+  return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+}
+std::string SelfExe() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "anneal";
+}
+
+Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
+  LocalBackendOptions lo;
+  auto token = Env::Default().ReadFile(JoinTokenPath(o));
+  if (!token.ok()) return token.status();
+  std::string t = *token;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  lo.env["ANNEAL_JOIN_TOKEN"] = t;
+  if (Tls(o)) lo.env["ANNEAL_CA_CERT"] = o.tls_ca.empty() ? o.tls_cert : o.tls_ca;
+  lo.agent_binary = o.agent_binary;
+  lo.work_root = JoinPath(o.data_dir, "instances");
+  lo.max_instances = o.max_instances;
+  lo.heartbeat_s = o.heartbeat_s;
+  return MakeLocalBackend(lo);
+}
+
+Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
+  SlurmOptions so = o.slurm;
+  if (!o.slurm_instance_types_file.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(so.types, ReadSlurmInstanceTypes(o.slurm_instance_types_file));
+  }
+  const std::string data = Absolute(o.data_dir);
+  if (so.agent_binary.empty()) so.agent_binary = o.agent_binary.empty() ? SelfExe() : o.agent_binary;
+  if (so.work_root.empty()) so.work_root = JoinPath(data, "instances");
+  so.script_dir = JoinPath(data, "slurm");
+  so.join_token_file = Absolute(JoinTokenPath(o));
+  if (Tls(o)) so.ca_file = Absolute(o.tls_ca.empty() ? o.tls_cert : o.tls_ca);
+  so.tag = Sha256Hex(data).substr(0, 12);  // this server's jobs among the cluster's
+  so.heartbeat_s = o.heartbeat_s;
+  return MakeSlurmBackend(so, SlurmCommands());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> MakeServerBackend(const ServerOptions& o) {
+  if (o.backend == kJoinedBackend) return MakeStaticBackend();
+  if (o.backend == "local") return MakeLocal(o);
+  if (o.backend == "slurm") return MakeSlurm(o);
+  return InvalidInput("--backend '" + o.backend + "' must be local, static or slurm");
+}
+
+Result<std::map<std::string, SlurmTypeOptions>> ReadSlurmInstanceTypes(const std::string& path) {
+  std::map<std::string, SlurmTypeOptions> out;
+  const std::string where = "--slurm-instance-types " + path;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const std::exception& e) {
+    return InvalidInput(where + ": " + e.what());
+  }
+  if (!root.IsMap()) return InvalidInput(where + ": must map each instance type to its sbatch options");
+  for (const auto& kv : root) {
+    const std::string type = kv.first.as<std::string>();
+    if (!kv.second.IsMap()) return InvalidInput(where + ": " + type + " must be a map of sbatch options");
+    SlurmTypeOptions t;
+    for (const auto& f : kv.second) {
+      const std::string key = f.first.as<std::string>(), field = type + "." + key;
+      try {
+        if (key == "partition") t.partition = f.second.as<std::string>();
+        else if (key == "constraint") t.constraint = f.second.as<std::string>();
+        else if (key == "mem") t.mem = f.second.as<std::string>();
+        else if (key == "gpus_per_node") t.gpus_per_node = f.second.as<int>();
+        else if (key == "cpus_per_task") t.cpus_per_task = f.second.as<int>();
+        else return InvalidInput(where + ": unknown option " + field + " (partition, gpus_per_node, cpus_per_task, mem, constraint)");
+      } catch (const YAML::Exception&) {
+        return InvalidInput(where + ": " + field + " has the wrong type");
+      }
+      if (t.gpus_per_node < 0 || t.cpus_per_task < 0) return InvalidInput(where + ": " + field + " must not be negative");
+    }
+    out[type] = t;
+  }
+  return out;
+}
+
+}  // namespace anneal

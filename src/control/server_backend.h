@@ -1,0 +1,18 @@
+// The server's backend, from its options (--backend local | static | slurm), each with what it needs:
+// the local agents' join token and CA, the Slurm cluster's checks and instance-type options.
+#pragma once
+
+#include <memory>
+
+#include "backends/backend.h"
+#include "control/server.h"
+
+namespace anneal {
+
+Result<std::unique_ptr<Backend>> MakeServerBackend(const ServerOptions& o);
+
+// --slurm-instance-types FILE: YAML, instance type -> {partition, gpus_per_node, cpus_per_task, mem,
+// constraint}; an unknown key or a wrong type is an error naming it.
+Result<std::map<std::string, SlurmTypeOptions>> ReadSlurmInstanceTypes(const std::string& path);
+
+}  // namespace anneal
