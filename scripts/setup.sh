@@ -22,6 +22,7 @@ DEB_PKGS=(
   wrk                                           # closed-loop HTTP load for bench/api_load
   curl                                          # tests drive the API as any HTTP client would
   ceph-mon ceph-osd radosgw s3cmd awscli        # a real S3 server (Ceph radosgw) and two peer clients (s3cmd, the AWS CLI)
+  slurm-wlm munge                               # a real cluster engine: Slurm 22.05 (slurmctld, two slurmd as virtual nodes) for the peers tier
   libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
   iproute2                                      # network namespaces for the multi-host tests
   bubblewrap patchelf                           # the GPU bundle: RPATH $ORIGIN/lib, and its check with only the bundle visible
