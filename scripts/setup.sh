@@ -31,6 +31,7 @@ DEB_PKGS=(
   jargon-text                                   # a technical English corpus for tokenizer tests
   fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)
   python3-torch                                 # the numerical oracle (PyTorch, CPU) for parity tests and benchmarks
+  python3-yaml                                  # tests read the YAML anneal writes (kubernetes render)
 )
 missing=()
 # Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs

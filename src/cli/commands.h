@@ -24,5 +24,6 @@ void AddServerCommand(CLI::App& app, RunFn* run);
 void AddAgentCommand(CLI::App& app, RunFn* run);
 void AddJobCommands(CLI::App& app, RunFn* run);
 void AddUserCommands(CLI::App& app, RunFn* run);
+void AddKubernetesCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

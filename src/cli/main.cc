@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddAgentCommand(app, &run);
   anneal::cli::AddJobCommands(app, &run);
   anneal::cli::AddUserCommands(app, &run);
+  anneal::cli::AddKubernetesCommand(app, &run);
 #endif
   try {
     app.parse(argc, argv);
