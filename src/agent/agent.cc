@@ -271,7 +271,8 @@ class JobRunner {
     } else if (stop_.load()) {
       exit_code = 1;
       summary = "stopped before the ranks started";
-      cause = ExitCause::kStopped;
+      cause = g_agent_signal.load() ? ExitCause::kInterrupted : ExitCause::kStopped;
+      local = cause == ExitCause::kInterrupted;
     } else {
       Report("training");
       const long long oom_before = CgroupOomKills();
@@ -306,6 +307,13 @@ class JobRunner {
         } else if (r->failure_local) {
           cause = ClassifyRankExit(r->failed_status, oom_before >= 0 && oom_after > oom_before);
           if (cause == ExitCause::kOutOfMemory) summary += "\nthe instance's cgroup counted an OOM kill: the rank ran out of memory";
+        } else if (r->interrupted && g_agent_signal.load()) {
+          // The agent itself got SIGTERM (the cluster's pre-emption or time-limit warning): the ranks
+          // were sent SIGTERM to checkpoint; the server resumes the job as a new attempt.
+          cause = ExitCause::kInterrupted;
+          local = true;
+          summary = "interrupted: the instance got SIGTERM from its cluster (pre-emption or a time limit); the ranks "
+                    "were stopped to save a checkpoint\n" + summary;
         } else if (r->interrupted) {
           cause = ExitCause::kStopped;
         } else {

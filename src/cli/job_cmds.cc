@@ -289,9 +289,9 @@ Status RunLogs(const Target& t, const std::string& id, bool follow, int rank) {
   }
 }
 
-Status RunStop(const Target& t, const std::string& id) {
+Status RunStop(const Target& t, const std::string& id, bool requeue) {
   ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(t, false));
-  ANNEAL_ASSIGN_OR_RETURN(json j, conn.client->Post("/v1/jobs/" + id + "/stop", json::object()));
+  ANNEAL_ASSIGN_OR_RETURN(json j, conn.client->Post("/v1/jobs/" + id + "/stop", requeue ? json{{"requeue", true}} : json::object()));
   std::printf("%s: %s (%s)\n", id.c_str(), j.value("status", std::string()).c_str(),
               j.value("secondary_status", std::string()).c_str());
   return Status::Ok();
@@ -395,11 +395,16 @@ void AddJobCommands(CLI::App& app, RunFn* run) {
   {
     auto t = std::make_shared<Target>();
     auto id = std::make_shared<std::string>();
+    auto requeue = std::make_shared<bool>(false);
     CLI::App* c = app.add_subcommand(
-        "stop", "Stop a job: its ranks get SIGTERM, then SIGKILL after stopping.grace_period_s.\nExample: anneal stop kjv-0001");
+        "stop", "Stop a job: its ranks get SIGTERM, then SIGKILL after stopping.grace_period_s.\n"
+                "With --requeue the job is interrupted instead: its ranks checkpoint, and it resumes as a new attempt\n"
+                "from that checkpoint on fresh instances (not counted against retry.max_attempts).\n"
+                "Example: anneal stop kjv-0001");
     c->add_option("id", *id, "Job id")->required();
+    c->add_flag("--requeue", *requeue, "Interrupt and resume the job (pre-emption by hand) instead of stopping it");
     AddTargetOptions(c, t.get(), false);
-    c->callback([run, t, id] { *run = [=] { return RunStop(*t, *id); }; });
+    c->callback([run, t, id, requeue] { *run = [=] { return RunStop(*t, *id, *requeue); }; });
   }
   {
     auto t = std::make_shared<Target>();

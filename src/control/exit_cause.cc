@@ -17,13 +17,14 @@ const char* ExitCauseName(ExitCause c) {
     case ExitCause::kInfrastructure: return "infrastructure";
     case ExitCause::kStopped: return "stopped";
     case ExitCause::kMaxRuntime: return "max_runtime";
+    case ExitCause::kInterrupted: return "interrupted";
   }
   return "infrastructure";
 }
 
 ExitCause ParseExitCause(const std::string& name) {
   for (ExitCause c : {ExitCause::kNone, ExitCause::kUserError, ExitCause::kOutOfMemory, ExitCause::kInfrastructure,
-                      ExitCause::kStopped, ExitCause::kMaxRuntime}) {
+                      ExitCause::kStopped, ExitCause::kMaxRuntime, ExitCause::kInterrupted}) {
     if (name == ExitCauseName(c)) return c;
   }
   return ExitCause::kInfrastructure;

@@ -13,6 +13,9 @@
 //                    heartbeat lost, instances that never registered, a hung
 //                    job, a failed health check, a store that failed
 //   stopped          a stop request                                            no
+//   interrupted      the instance got SIGTERM from its cluster (Slurm's        always resumed, as a new
+//                    pre-emption or time-limit warning, scancel --signal=TERM) attempt that does not count
+//                    or `anneal stop --requeue`: the ranks checkpoint           against retry.max_attempts
 //   max_runtime      stopping.max_runtime_s reached                            no
 #pragma once
 
@@ -20,7 +23,7 @@
 
 namespace anneal {
 
-enum class ExitCause { kNone, kUserError, kOutOfMemory, kInfrastructure, kStopped, kMaxRuntime };
+enum class ExitCause { kNone, kUserError, kOutOfMemory, kInfrastructure, kStopped, kMaxRuntime, kInterrupted };
 
 const char* ExitCauseName(ExitCause c);  // "user_error", ...
 ExitCause ParseExitCause(const std::string& name);  // unknown names: kInfrastructure

@@ -218,8 +218,21 @@ class JobRoutes : public RoutePart {
     if (!j) return;
     if (!p.admin() && j->owner != p.name) return ReplyError(res, 403, "the " + p.role + " role cannot stop another user's job");
     const JobPhase ph = j->phase;
+    bool requeue = false;
+    if (!req.body.empty()) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (!body.is_object() || (body.contains("requeue") && !body["requeue"].is_boolean())) {
+        return ReplyError(res, 400, "requeue: must be true or false", "requeue");
+      }
+      requeue = body.value("requeue", false);
+    }
     Status st;
-    if (ph == JobPhase::kPending) {
+    if (requeue && (ph == JobPhase::kPending || IsTerminal(ph) || ph == JobPhase::kStopping)) {
+      return ReplyError(res, 409, "requeue: job " + id + " is " + PhaseName(ph) + ", not running: nothing to interrupt", "requeue");
+    }
+    if (requeue) {
+      st = c_.store->Transition(id, JobPhase::kStopping, std::string(kRequeueRequested) + " by " + p.name, WallSeconds());
+    } else if (ph == JobPhase::kPending) {
       st = c_.store->Transition(id, JobPhase::kStopped, "stopped by request before it started", WallSeconds(), "", 1);
     } else if (!IsTerminal(ph) && ph != JobPhase::kStopping && CanTransition(ph, JobPhase::kStopping)) {
       st = c_.store->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, WallSeconds());

@@ -62,7 +62,7 @@ bool CanTransition(JobPhase from, JobPhase to) {
     case P::kUploading: return In(to, {P::kCompleted, P::kRestarting, P::kInterrupted, P::kStopping, P::kFailed});
     case P::kRestarting: return In(to, {P::kStarting, P::kStopping, P::kFailed});
     case P::kInterrupted: return In(to, {P::kRestarting, P::kFailed});
-    case P::kStopping: return In(to, {P::kStopped, P::kMaxRuntimeExceeded, P::kCompleted, P::kFailed});
+    case P::kStopping: return In(to, {P::kStopped, P::kMaxRuntimeExceeded, P::kCompleted, P::kFailed, P::kInterrupted});
     default: return false;  // terminal
   }
 }

@@ -14,7 +14,7 @@
 //   Uploading   -> Completed | Restarting | Interrupted | Stopping | Failed
 //   Restarting  -> Starting | Stopping | Failed
 //   Interrupted -> Restarting | Failed
-//   Stopping    -> Stopped | MaxRuntimeExceeded | Completed | Failed
+//   Stopping    -> Stopped | MaxRuntimeExceeded | Completed | Failed | Interrupted (a requeue: anneal stop --requeue)
 #pragma once
 
 #include <string>

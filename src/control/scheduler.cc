@@ -27,6 +27,7 @@ std::string PoolKey(const JobSpec& spec) {
          "|" + spec.role;
 }
 std::string HealthRoundKey(const std::string& job, int attempt) { return "health_round:" + job + ":" + std::to_string(attempt); }
+std::string InterruptionsKey(const std::string& job) { return "interruptions:" + job; }
 std::string PoolFromKey(const std::string& job) { return "pool_from:" + job; }
 
 SchedulerPass::SchedulerPass(const SchedulerConfig& c, const SchedulerView& v, double now)

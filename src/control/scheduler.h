@@ -82,12 +82,14 @@ struct SchedulerView {
   std::map<std::string, std::vector<NodeReport>> reports;    // active job -> its attempt's reports
   std::map<std::string, std::vector<HealthRecord>> health;   // Starting job -> its attempt's checks
   std::map<std::string, int> health_round;                   // Starting job -> replacement round
+  std::map<std::string, int> interruptions;                  // active job -> attempts ended Interrupted
   std::map<std::string, std::string> pool_from;              // job -> the job whose pool it took
   std::map<std::string, int> user_limits;                    // users' own instance limits
   std::map<std::string, AgentBusy> busy;                     // instance -> its last heartbeat's claim
   // The last lines of a rank that failed first on a node: (job, rank) -> lines, oldest first.
   std::map<std::pair<std::string, int>, std::vector<std::string>> last_lines;
   std::set<std::string> stopped_by_runtime;  // Stopping jobs whose stop came from max_runtime_s
+  std::set<std::string> requeued;            // Stopping jobs whose stop is a requeue (anneal stop --requeue)
   std::vector<std::string> gone;             // instances whose agent the backend saw exit
   // Instances the backend has not started yet, with its reason (Backend::Poll), and per job the
   // last time one of its instances was pending: the start timeout counts from then.
@@ -153,6 +155,10 @@ Decision DecideStart(const SchedulerConfig& c, const SchedulerView& v, const std
 std::string PoolKey(const JobSpec& spec);
 // The record key of a job attempt's health round, and of the pool a job took.
 std::string HealthRoundKey(const std::string& job, int attempt);
+// The store's key for how many of a job's attempts were interrupted (they do not count as failures).
+std::string InterruptionsKey(const std::string& job);
+// The start of a Stopping transition's message that makes the stop a requeue (an interruption).
+inline constexpr const char* kRequeueRequested = "requeue requested";
 std::string PoolFromKey(const std::string& job);
 
 }  // namespace anneal

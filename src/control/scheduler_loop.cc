@@ -125,6 +125,8 @@ Status SchedulerLoop::ReadJob(const JobRecord& j, SchedulerView* v) {
   ANNEAL_ASSIGN_OR_RETURN(auto from, store_->GetValue(PoolFromKey(j.id)));
   if (from) v->pool_from[j.id] = *from;
   if (from) ANNEAL_RETURN_IF_ERROR(ReadEnded(*from, v));
+  ANNEAL_ASSIGN_OR_RETURN(auto interrupted, store_->GetValue(InterruptionsKey(j.id)));
+  if (interrupted) v->interruptions[j.id] = std::stoi(*interrupted);
   if (j.phase == JobPhase::kStarting) {
     ANNEAL_ASSIGN_OR_RETURN(v->health[j.id], store_->Health(j.id, j.attempt));
     ANNEAL_ASSIGN_OR_RETURN(auto round, store_->GetValue(HealthRoundKey(j.id, j.attempt)));
@@ -142,6 +144,7 @@ Status SchedulerLoop::ReadJob(const JobRecord& j, SchedulerView* v) {
   if (j.phase == JobPhase::kStopping) {
     ANNEAL_ASSIGN_OR_RETURN(auto hist, store_->History(j.id));
     if (!hist.empty() && hist.back().message.find("max_runtime_s") != std::string::npos) v->stopped_by_runtime.insert(j.id);
+    if (!hist.empty() && hist.back().message.rfind(kRequeueRequested, 0) == 0) v->requeued.insert(j.id);
   }
   return Status::Ok();
 }

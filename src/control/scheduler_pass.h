@@ -34,6 +34,7 @@ class SchedulerPass {
   void Progress(JobRecord& j, const std::vector<InstanceRecord>& mine);
   bool FailedNode(JobRecord& j, const std::vector<NodeReport>& reports, const std::vector<InstanceRecord>& mine);
   void StoppingJob(JobRecord& j, const std::vector<NodeReport>& reports, const std::vector<InstanceRecord>& mine);
+  void Interrupt(JobRecord& j, const std::string& reason, const std::vector<InstanceRecord>& mine);
   void FailOrRetry(JobRecord& j, ExitCause cause, const std::string& reason, int exit_code,
                    const std::vector<InstanceRecord>& mine);
   void Finish(JobRecord& j, JobPhase to, const std::string& reason, int exit_code,

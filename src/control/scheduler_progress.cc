@@ -257,6 +257,7 @@ void SchedulerPass::StoppingJob(JobRecord& j, const std::vector<NodeReport>& rep
   }
   const double grace = j.spec.grace_period_s;
   if (quiet != static_cast<int>(mine.size()) && now_ - j.updated_at <= grace + 3 * c_.heartbeat_s + 30) return;
+  if (v_.requeued.count(j.id)) return Interrupt(j, "requeued by request; the ranks were stopped to save a checkpoint", mine);
   const bool runtime = v_.stopped_by_runtime.count(j.id) > 0;
   Finish(j, runtime ? JobPhase::kMaxRuntimeExceeded : JobPhase::kStopped,
          runtime ? "stopped: max_runtime_s reached" : "stopped by request", 1, mine);
@@ -266,9 +267,13 @@ void SchedulerPass::StoppingJob(JobRecord& j, const std::vector<NodeReport>& rep
 // (retry.max_attempts), otherwise the job fails with the cause first in its reason.
 void SchedulerPass::FailOrRetry(JobRecord& j, ExitCause cause, const std::string& reason, int exit_code,
                                 const std::vector<InstanceRecord>& mine) {
+  if (cause == ExitCause::kInterrupted) return Interrupt(j, reason, mine);
   const int max_attempts = j.spec.max_attempts;
   const std::string what = std::string(ExitCauseName(cause)) + ": " + reason;
-  if (IsRetryable(cause) && j.attempt + 1 < max_attempts) {
+  // Interrupted attempts are not failures: they do not use up retry.max_attempts.
+  const auto interrupted = v_.interruptions.find(j.id);
+  const int failures = j.attempt - (interrupted == v_.interruptions.end() ? 0 : interrupted->second);
+  if (IsRetryable(cause) && failures + 1 < max_attempts) {
     Transition(j, JobPhase::kRestarting,
                "attempt " + std::to_string(j.attempt) + " failed (" + what + "); restarting on fresh instances as attempt " +
                    std::to_string(j.attempt + 1) + " of " + std::to_string(max_attempts) +
@@ -279,6 +284,21 @@ void SchedulerPass::FailOrRetry(JobRecord& j, ExitCause cause, const std::string
   std::string final_reason = what;
   if (IsRetryable(cause) && max_attempts > 1) final_reason += "\n(no attempts left: retry.max_attempts " + std::to_string(max_attempts) + ")";
   Finish(j, JobPhase::kFailed, final_reason, exit_code, mine, cause != ExitCause::kInfrastructure);
+}
+
+// The cluster took the instances back (SIGTERM: pre-emption, a time limit) or a user asked for a
+// requeue: the attempt ends Interrupted and the job is resumed as a new attempt from its newest
+// checkpoint, whatever retry.max_attempts says (an interruption is no failure of the job).
+void SchedulerPass::Interrupt(JobRecord& j, const std::string& reason, const std::vector<InstanceRecord>& mine) {
+  Transition(j, JobPhase::kInterrupted, "attempt " + std::to_string(j.attempt) + " interrupted: " + reason);
+  const auto it = v_.interruptions.find(j.id);
+  const int count = (it == v_.interruptions.end() ? 0 : it->second) + 1;
+  SetValue(InterruptionsKey(j.id), std::to_string(count));
+  Transition(j, JobPhase::kRestarting,
+             "resuming as attempt " + std::to_string(j.attempt + 1) + " from the newest complete checkpoint (interruption " +
+                 std::to_string(count) + "; not counted against retry.max_attempts)");
+  SetAttempt(j, j.attempt + 1);
+  Release(mine);
 }
 
 // The job ended: its instances are released, or kept as a warm pool (resources.keep_alive_s)

@@ -26,6 +26,8 @@ TEST(JobState, TransitionsFollowTheTable) {
   EXPECT_TRUE(CanTransition(JobPhase::kPending, JobPhase::kStarting));
   EXPECT_TRUE(CanTransition(JobPhase::kTraining, JobPhase::kStopping));
   EXPECT_TRUE(CanTransition(JobPhase::kStopping, JobPhase::kMaxRuntimeExceeded));
+  EXPECT_TRUE(CanTransition(JobPhase::kStopping, JobPhase::kInterrupted));  // anneal stop --requeue
+  EXPECT_TRUE(CanTransition(JobPhase::kInterrupted, JobPhase::kRestarting));
   EXPECT_FALSE(CanTransition(JobPhase::kPending, JobPhase::kTraining));
   EXPECT_FALSE(CanTransition(JobPhase::kCompleted, JobPhase::kFailed));
   EXPECT_FALSE(CanTransition(JobPhase::kStopped, JobPhase::kStarting));

@@ -423,6 +423,53 @@ TEST(Scheduler, AFailedRankEndsTheJobWithItsCauseAndLastLines) {
   EXPECT_EQ(t.exit_code, 1);
 }
 
+// The cluster's SIGTERM (pre-emption, a time limit) reaches an agent: its ranks checkpoint, it reports
+// "interrupted", and the job goes through Interrupted to a new attempt even with no attempts left;
+// interruptions never use up retry.max_attempts, failures still do.
+TEST(Scheduler, AnInterruptedAttemptResumesAsANewAttemptThatIsNotAFailure) {
+  SimulatedClock clock;
+  const double t0 = clock.Wall();
+  SchedulerView v = TwoNodeJob(JobPhase::kTraining, t0, {.count = 2, .max_attempts = 1}, t0 + 5);
+  NodeReport r;
+  r.node = 0;
+  r.state = "finished";
+  r.exit_code = 1;
+  r.message = "interrupted: the instance got SIGTERM from its cluster";
+  r.cause = "interrupted";
+  r.local = true;
+  v.reports["job"] = {r};
+  const Decision d = Decide(Local(), v, t0 + 6);
+  const auto moves = Moves(d);
+  ASSERT_GE(moves.size(), 3u);
+  EXPECT_EQ(moves[0], "job Interrupted: attempt 0 interrupted: node 0: interrupted: the instance got SIGTERM from its cluster");
+  EXPECT_TRUE(Contains(moves[1], "job Restarting: resuming as attempt 1 from the newest complete checkpoint (interruption 1;"))
+      << moves[1];
+  EXPECT_EQ(moves[2], "job Starting: attempt 1: obtaining 2 instance(s) from the local backend: job-a1-n0, job-a1-n1");
+  ASSERT_EQ(All<act::SetValue>(d).size(), 1u);
+  EXPECT_EQ(All<act::SetValue>(d)[0].key, InterruptionsKey("job"));
+  EXPECT_EQ(All<act::SetValue>(d)[0].value, "1");
+  // Attempt 1 of a job with 2 attempts, once interrupted: a lost instance is its first failure, retried.
+  SchedulerView lost = TwoNodeJob(JobPhase::kTraining, t0, {.count = 2, .max_attempts = 2}, t0 + 5);
+  lost.active[0].attempt = 1;
+  lost.interruptions["job"] = 1;
+  EXPECT_EQ(All<act::Transition>(Decide(Local(), lost, t0 + 36))[0].to, JobPhase::kRestarting);
+  lost.interruptions.clear();  // without the interruption it was the second failure: Failed
+  EXPECT_EQ(All<act::Transition>(Decide(Local(), lost, t0 + 36))[0].to, JobPhase::kFailed);
+}
+
+TEST(Scheduler, ARequeuedStopEndsInterruptedAndResumes) {
+  SimulatedClock clock;
+  const double t0 = clock.Wall();
+  SchedulerView v = TwoNodeJob(JobPhase::kStopping, t0, {.count = 2}, t0 + 1);
+  v.busy["job-a0-n0"] = {"", -1, t0 + 2};
+  v.busy["job-a0-n1"] = {"", -1, t0 + 2};
+  v.requeued.insert("job");
+  const auto moves = Moves(Decide(Local(), v, t0 + 3));
+  ASSERT_GE(moves.size(), 2u);
+  EXPECT_EQ(moves[0], "job Interrupted: attempt 0 interrupted: requeued by request; the ranks were stopped to save a checkpoint");
+  EXPECT_TRUE(Contains(moves[1], "job Restarting: resuming as attempt 1")) << moves[1];
+}
+
 TEST(Scheduler, AStoppingJobEndsOnceEveryNodeIsQuiet) {
   SimulatedClock clock;
   const double t0 = clock.Wall();

@@ -6,7 +6,8 @@
 #   3. a rank frozen with SIGSTOP -> the hang is detected within stopping.hang_timeout_s -> restarted;
 #   4. max_runtime_s -> MaxRuntimeExceeded, with the checkpoint saved on SIGTERM;
 #   5. a user error -> Failed at once (no retry), the failing rank and its last lines in the reason;
-#   6. max_pending_s -> Stopped while waiting for instances.
+#   6. max_pending_s -> Stopped while waiting for instances;
+#   7. anneal stop --requeue -> Interrupted -> resumed as a new attempt -> the same final state hash.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
@@ -150,6 +151,18 @@ check "max_pending_s: a job that waits too long is Stopped" wait_status "$id" St
 history "$id" >"$TMP/h6"
 check "... saying why" grep -q 'max_pending_s 2 reached' "$TMP/h6"
 wait_status "$hold" Completed 30 >/dev/null
+
+# ---- 7. anneal stop --requeue: interrupted, resumed from the checkpoint its ranks saved ----
+id=$(job requeue "$TMP/ck7" "")
+check "requeue: the job reaches step 12" wait_step "$id" 12
+"$ANNEAL" stop "$id" --requeue --server "$URL" >/dev/null
+check "requeue: the job completes" wait_status "$id" Completed 90
+history "$id" >"$TMP/h7"
+check "... through Interrupted, resumed as attempt 1" \
+  bash -c "grep -q 'Interrupted attempt 0 interrupted: requeued by request' '$TMP/h7' && grep -q 'Restarting resuming as attempt 1' '$TMP/h7'"
+check "... with final parameters equal to the uninterrupted run's" test "$(final_hash "$id")" = "$ref_hash"
+expect_exit "a requeue of a job that is not running is refused (409: exit 2)" 2 "nothing to interrupt" \
+  "$ANNEAL" stop "$id" --requeue --server "$URL"
 
 # The server SIGKILLed mid-job, then the job's agent told to stop (SIGTERM): its reports give the
 # gone server 10 s once it is stopping, where each used to retry for the whole orphan timeout (600 s).

@@ -13,7 +13,10 @@
 #   4. n2 set DOWN mid-run -> the allocation fails (NODE_FAIL) -> an infrastructure failure -> a new
 #      allocation pending with Slurm's reason -> n2 RESUMEd -> Completed with the same state hash;
 #   5. `anneal stop` leaves nothing in squeue and no agent process; the server SIGKILLed and restarted
-#      mid-job finds its allocation again and the job completes.
+#      mid-job finds its allocation again and the job completes;
+#   6. pre-emption (`scancel --signal=TERM --full`): the ranks checkpoint, the job goes Interrupted and
+#      resumes as a new attempt from that checkpoint (even with retry.max_attempts 1: an interruption is
+#      no failure), steps re-done at most one checkpoint interval, Completed with the same state hash.
 source "$(dirname "$0")/../e2e/lib.sh"
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
@@ -168,4 +171,24 @@ check "... on its first allocation (no retry)" test "$(field "$id" attempt)" = 0
 "$ANNEAL" logs "$id" --server "$URL" >"$TMP/restart.logs"
 check "... with the same final state hash" test "$(hash_of <"$TMP/restart.logs")" = "$ref_hash"
 check "... and nothing left in squeue" bash -c 'for _ in $(seq 1 100); do [ -z "$(squeue -h)" ] && exit 0; sleep 0.1; done; exit 1'
+
+# ---- 6. pre-emption ----
+job_yaml preempt "$TMP/ck_preempt"
+sed -i 's/max_attempts: 3/max_attempts: 1/' "$TMP/preempt.yaml"
+id=$("$ANNEAL" submit "$TMP/preempt.yaml" --server "$URL")
+check "pre-emption: the job reaches step 30" wait_step "$id" 30
+slurm_id=$(squeue -h -o %i | head -1)
+scancel --signal=TERM --full "$slurm_id"
+check "... Slurm's SIGTERM to allocation $slurm_id: the job completes" wait_field "$id" status Completed 120
+"$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/preempt.json"
+$PY -c 'import json,sys; [print("  %.2f %-12s %s" % (h["at"], h["secondary_status"], h["message"].splitlines()[0][:150])) for h in json.load(open(sys.argv[1]))["history"]]' "$TMP/preempt.json"
+check "... through Interrupted, then resumed as attempt 1 with retry.max_attempts 1" \
+  $PY -c 'import json,sys; j=json.load(open(sys.argv[1])); s=[h["secondary_status"] for h in j["history"]]; assert "Interrupted" in s and s.index("Interrupted") < s.index("Restarting") and j["attempt"] == 1, (s, j["attempt"])' "$TMP/preempt.json"
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/preempt.logs"
+check "... the ranks saved a checkpoint on SIGTERM" grep -q 'stop requested: saving a checkpoint' "$TMP/preempt.logs"
+stopped_at=$(awk '/\[rank 0\] step +[0-9]+\// { match($0, /step +[0-9]+/); n = substr($0, RSTART + 5) + 0 } /stop requested: saving a checkpoint/ { print n; exit }' "$TMP/preempt.logs")
+resumed_at=$(grep -oE 'resumed from .* at step [0-9]+' "$TMP/preempt.logs" | tail -1 | grep -oE '[0-9]+$')
+check "... resumed at step $resumed_at after stopping at step $stopped_at: at most one checkpoint interval (20) re-done" \
+  test -n "$resumed_at" -a -n "$stopped_at" -a "$((stopped_at - resumed_at))" -le 20 -a "$resumed_at" -le "$stopped_at"
+check "... with the same final state hash" test "$(hash_of <"$TMP/preempt.logs")" = "$ref_hash"
 finish
