@@ -12,6 +12,7 @@
 #include <functional>
 #include <mutex>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -21,6 +22,8 @@
 #include "agent/health_check.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
+#include "backends/command.h"
+#include "backends/slurm_text.h"
 #include "control/api_client.h"
 #include "control/exit_cause.h"
 #include "control/job_spec.h"
@@ -182,6 +185,34 @@ void RefuseAssignment(ApiClient& client, const json& reply, const Status& why) {
 }
 
 // One job attempt on this instance, on its own thread.
+// Why this agent got SIGTERM. Under Slurm (SLURM_JOB_ID set) its allocation's state tells: still
+// RUNNING (a time limit's --signal warning, scancel --signal), PREEMPTED or TIMEOUT (or COMPLETING for
+// one of those two reasons) — an interruption, resumed from the ranks' checkpoint; NODE_FAIL, CANCELLED
+// or any other end (COMPLETING after a node failure) — the allocation was lost, an infrastructure
+// failure. Elsewhere (a local agent, a pod) SIGTERM is an interruption.
+ExitCause SignalCause(std::string* why) {
+  const char* job = std::getenv("SLURM_JOB_ID");
+  if (!job || !*job) {
+    *why = "interrupted: the instance got SIGTERM";
+    return ExitCause::kInterrupted;
+  }
+  CommandOptions co;
+  co.timeout_s = 10;
+  auto r = RunCommand({"scontrol", "-o", "show", "job", job}, co);
+  const std::string state = r.ok() && r->exit_code == 0 ? ScontrolField(r->out, "JobState") : "";
+  const std::string reason = r.ok() ? ScontrolField(r->out, "Reason") : "";
+  // COMPLETING: the allocation is ending; its reason says whether a time limit or pre-emption ended it.
+  const bool warned_end = state == "COMPLETING" && (reason.find("TimeLimit") != std::string::npos ||
+                                                    reason.find("Preempt") != std::string::npos);
+  if (state.empty() || state == "RUNNING" || state == "PREEMPTED" || state == "TIMEOUT" || warned_end) {
+    *why = "interrupted: the instance got SIGTERM from Slurm (allocation " + std::string(job) + " " +
+           (state.empty() ? "state unknown" : state) + ": pre-emption or a time limit)";
+    return ExitCause::kInterrupted;
+  }
+  *why = "Slurm ended allocation " + std::string(job) + ": " + state + " (" + reason + ")";
+  return ExitCause::kInfrastructure;
+}
+
 class JobRunner {
  public:
   // on_done is called from the runner's thread once the job's end is reported.
@@ -271,8 +302,11 @@ class JobRunner {
     } else if (stop_.load()) {
       exit_code = 1;
       summary = "stopped before the ranks started";
-      cause = g_agent_signal.load() ? ExitCause::kInterrupted : ExitCause::kStopped;
-      local = cause == ExitCause::kInterrupted;
+      cause = ExitCause::kStopped;
+      if (g_agent_signal.load()) {
+        cause = SignalCause(&summary);
+        local = true;
+      }
     } else {
       Report("training");
       const long long oom_before = CgroupOomKills();
@@ -308,12 +342,12 @@ class JobRunner {
           cause = ClassifyRankExit(r->failed_status, oom_before >= 0 && oom_after > oom_before);
           if (cause == ExitCause::kOutOfMemory) summary += "\nthe instance's cgroup counted an OOM kill: the rank ran out of memory";
         } else if (r->interrupted && g_agent_signal.load()) {
-          // The agent itself got SIGTERM (the cluster's pre-emption or time-limit warning): the ranks
-          // were sent SIGTERM to checkpoint; the server resumes the job as a new attempt.
-          cause = ExitCause::kInterrupted;
+          // The agent itself got SIGTERM: the ranks were sent SIGTERM to checkpoint. A warning (the
+          // allocation goes on) is an interruption the server resumes; a lost allocation is not.
+          std::string why;
+          cause = SignalCause(&why);
           local = true;
-          summary = "interrupted: the instance got SIGTERM from its cluster (pre-emption or a time limit); the ranks "
-                    "were stopped to save a checkpoint\n" + summary;
+          summary = why + "; the ranks were stopped to save a checkpoint\n" + summary;
         } else if (r->interrupted) {
           cause = ExitCause::kStopped;
         } else {
