@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "control/type_options.h"
+
 namespace anneal {
 
 namespace {
@@ -124,31 +126,16 @@ std::string ManifestsYaml(const std::vector<json>& docs) {
 
 Result<std::map<std::string, KubernetesResources>> ReadKubernetesInstanceTypes(const std::string& path) {
   std::map<std::string, KubernetesResources> out;
-  const std::string where = "--instance-types " + path;
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const std::exception& e) {
-    return InvalidInput(where + ": " + e.what());
-  }
-  if (!root.IsMap()) return InvalidInput(where + ": must map each instance type to {cpu, memory, gpus}");
-  for (const auto& kv : root) {
-    const std::string type = kv.first.as<std::string>();
-    if (!kv.second.IsMap()) return InvalidInput(where + ": " + type + " must be a map of cpu, memory, gpus");
-    KubernetesResources r;
-    for (const auto& f : kv.second) {
-      const std::string key = f.first.as<std::string>();
-      try {
-        if (key == "cpu") r.cpu = f.second.as<std::string>();
-        else if (key == "memory") r.memory = f.second.as<std::string>();
-        else if (key == "gpus") r.gpus = f.second.as<int>();
-        else return InvalidInput(where + ": unknown key " + type + "." + key + " (cpu, memory, gpus)");
-      } catch (const YAML::Exception&) {
-        return InvalidInput(where + ": " + type + "." + key + " has the wrong type");
-      }
-    }
-    out[type] = r;
-  }
+  Status st = ReadTypeOptions("--instance-types", path, "{cpu, memory, gpus}",
+                              [&out](const std::string& type, const std::string& key, const YAML::Node& v) {
+    KubernetesResources& r = out[type];
+    if (key == "cpu") r.cpu = v.as<std::string>();
+    else if (key == "memory") r.memory = v.as<std::string>();
+    else if (key == "gpus") r.gpus = v.as<int>();
+    else return InvalidInput("unknown key " + type + "." + key + " (cpu, memory, gpus)");
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
   return out;
 }
 

@@ -1,12 +1,11 @@
 #include "control/server_backend.h"
 
-#include <yaml-cpp/yaml.h>
-
 #include <climits>
 #include <cstdlib>
 
 #include "backends/slurm_backend.h"
 #include "core/crypto.h"
+#include "control/type_options.h"
 #include "core/env.h"
 
 namespace anneal {
@@ -69,34 +68,19 @@ Result<std::unique_ptr<Backend>> MakeServerBackend(const ServerOptions& o) {
 
 Result<std::map<std::string, SlurmTypeOptions>> ReadSlurmInstanceTypes(const std::string& path) {
   std::map<std::string, SlurmTypeOptions> out;
-  const std::string where = "--slurm-instance-types " + path;
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const std::exception& e) {
-    return InvalidInput(where + ": " + e.what());
-  }
-  if (!root.IsMap()) return InvalidInput(where + ": must map each instance type to its sbatch options");
-  for (const auto& kv : root) {
-    const std::string type = kv.first.as<std::string>();
-    if (!kv.second.IsMap()) return InvalidInput(where + ": " + type + " must be a map of sbatch options");
-    SlurmTypeOptions t;
-    for (const auto& f : kv.second) {
-      const std::string key = f.first.as<std::string>(), field = type + "." + key;
-      try {
-        if (key == "partition") t.partition = f.second.as<std::string>();
-        else if (key == "constraint") t.constraint = f.second.as<std::string>();
-        else if (key == "mem") t.mem = f.second.as<std::string>();
-        else if (key == "gpus_per_node") t.gpus_per_node = f.second.as<int>();
-        else if (key == "cpus_per_task") t.cpus_per_task = f.second.as<int>();
-        else return InvalidInput(where + ": unknown option " + field + " (partition, gpus_per_node, cpus_per_task, mem, constraint)");
-      } catch (const YAML::Exception&) {
-        return InvalidInput(where + ": " + field + " has the wrong type");
-      }
-      if (t.gpus_per_node < 0 || t.cpus_per_task < 0) return InvalidInput(where + ": " + field + " must not be negative");
-    }
-    out[type] = t;
-  }
+  Status st = ReadTypeOptions("--slurm-instance-types", path, "its sbatch options",
+                              [&out](const std::string& type, const std::string& key, const YAML::Node& v) {
+    SlurmTypeOptions& t = out[type];
+    if (key == "partition") t.partition = v.as<std::string>();
+    else if (key == "constraint") t.constraint = v.as<std::string>();
+    else if (key == "mem") t.mem = v.as<std::string>();
+    else if (key == "gpus_per_node") t.gpus_per_node = v.as<int>();
+    else if (key == "cpus_per_task") t.cpus_per_task = v.as<int>();
+    else return InvalidInput("unknown option " + type + "." + key + " (partition, gpus_per_node, cpus_per_task, mem, constraint)");
+    if (t.gpus_per_node < 0 || t.cpus_per_task < 0) return InvalidInput(type + "." + key + " must not be negative");
+    return Status::Ok();
+  });
+  if (!st.ok()) return st;
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "backends/command.h"
 #include "backends/slurm_backend.h"
+#include "control/server_backend.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
 
@@ -272,6 +273,26 @@ TEST(SlurmBackend, StartChecksNameTheFix) {
   ASSERT_TRUE(r.ok());  // a busy cluster only warns
   EXPECT_EQ((*r)->capacity(), 2);
   EXPECT_TRUE(Has((*r)->CapacityHint(), "has 2 node(s)"));
+}
+
+TEST(SlurmInstanceTypes, TheOperatorsFileIsReadAndEveryMistakeNamed) {
+  testing::TempDir t;
+  auto types = ReadSlurmInstanceTypes(
+      t.Write("ok.yaml", "h100x8: {partition: gpu, gpus_per_node: 8, cpus_per_task: 96, mem: 1500G, constraint: h100}\ncpu: {cpus_per_task: 4}\n"));
+  ASSERT_TRUE(types.ok()) << types.status().message();
+  EXPECT_EQ(types->at("h100x8").partition, "gpu");
+  EXPECT_EQ(types->at("h100x8").gpus_per_node, 8);
+  EXPECT_EQ(types->at("h100x8").mem, "1500G");
+  EXPECT_EQ(types->at("cpu").cpus_per_task, 4);
+  auto bad = ReadSlurmInstanceTypes(t.Write("bad.yaml", "gpu: {gpus: 8}\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Has(bad.status().message(), "unknown option gpu.gpus")) << bad.status().message();
+  bad = ReadSlurmInstanceTypes(t.Write("type.yaml", "gpu: {gpus_per_node: eight}\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Has(bad.status().message(), "gpu.gpus_per_node has the wrong type")) << bad.status().message();
+  bad = ReadSlurmInstanceTypes(t.Write("shape.yaml", "- gpu\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Has(bad.status().message(), "must map each instance type")) << bad.status().message();
 }
 
 }  // namespace

@@ -13,13 +13,7 @@ export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
 "$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
 mkdir -p "$TMP/src"
-cat >"$TMP/src/cfg.yaml" <<YAML
-model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
-data: {dir: $TMP/ds, seq_len: 32, batch_size: 4, seed: 7}
-optim: {lr: 3.0e-3, warmup_steps: 5}
-train: {steps: 40, log_every: 1, eval_every: 0, eval_batches: 2, checkpoint_every: 5, resume: auto, seed: 99,
-        checkpoint_async: false}
-YAML
+job_config "$TMP/ds" 40 5 >"$TMP/src/cfg.yaml"
 "$ANNEAL" train --config "$TMP/src/cfg.yaml" --set train.checkpoint_dir="$TMP/ref_ckpt" >"$TMP/ref.log" 2>&1
 ref_hash=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)/\1/p' "$TMP/ref.log")
 check "the uninterrupted reference run finished" test -n "$ref_hash"

@@ -53,6 +53,18 @@ golden_check() {  # NAME LOG
 # fixture_config DATASET: the config of the golden fixture run (1 layer, C=8), whose step-2 checkpoint
 # is kept in tests/e2e/golden/fixture (golden_test.sh) and, trained on a GPU, gpu_fixture
 # (gpu_checkpoint_test.sh; bench/gpu/device_check.sh writes the same as JSON for cuda).
+# job_config DATASET STEPS CHECKPOINT_EVERY: the 2-layer C=32 trainer config the control-plane fault
+# tests run as jobs (control_faults, peers/slurm): small enough for 2 ranks on 2 cores, long enough to
+# be interrupted mid-run; synchronous checkpoints, resumed automatically.
+job_config() {
+  cat <<YAML
+model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
+data: {dir: $1, seq_len: 32, batch_size: 4, seed: 7}
+optim: {lr: 3.0e-3, warmup_steps: 5}
+train: {steps: $2, log_every: 1, eval_every: 0, eval_batches: 2, checkpoint_every: $3, resume: auto, seed: 99,
+        checkpoint_async: false}
+YAML
+}
 fixture_config() {
   cat <<YAML
 model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 8}

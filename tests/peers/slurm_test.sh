@@ -76,13 +76,7 @@ check "a job asking 3 nodes of a 2-node partition: 400 naming resources.instance
 # ---- 2. the built-in trainer on both nodes, against the local backend ----
 "$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
 mkdir -p "$TMP/src"
-cat >"$TMP/src/cfg.yaml" <<YAML
-model: {vocab_size: 50257, max_seq_len: 32, n_layer: 2, n_head: 2, n_embd: 32}
-data: {dir: $TMP/ds, seq_len: 32, batch_size: 4, seed: 7}
-optim: {lr: 3.0e-3, warmup_steps: 5}
-train: {steps: 120, log_every: 1, eval_every: 0, eval_batches: 2, checkpoint_every: 10, resume: auto, seed: 99,
-        checkpoint_async: false}
-YAML
+job_config "$TMP/ds" 120 10 >"$TMP/src/cfg.yaml"
 job_yaml() {  # NAME CHECKPOINT_DIR: the 2-instance training job
   cat >"$TMP/$1.yaml" <<YAML
 name: $1
