@@ -22,13 +22,18 @@ if [ "${1:-}" = --stop ]; then
   exit 0
 fi
 D=$(readlink -f "${1:?usage: start_slurm.sh DIR}")
-for b in munged slurmctld slurmd sbatch squeue scontrol sinfo; do
+for b in munge munged slurmctld slurmd sbatch squeue scontrol sinfo; do
   command -v $b >/dev/null || [ -x /usr/sbin/$b ] || { echo "start_slurm: $b is missing: run scripts/setup.sh" >&2; exit 2; }
 done
-# munge: the key comes with Debian's package; one munged serves every client on the machine.
-if ! pgrep -x munged >/dev/null; then
+# munge: the key comes with Debian's package; one munged serves every client on the machine. Whether
+# one answers is asked of munge itself (a killed munged can linger as a zombie that pgrep would count);
+# --force: one killed without cleaning up leaves its socket and lock behind.
+if ! munge -n </dev/null >/dev/null 2>&1; then
   mkdir -p /run/munge && chown munge: /run/munge
-  runuser -u munge -- /usr/sbin/munged
+  runuser -u munge -- /usr/sbin/munged --force
+  for _ in $(seq 1 50); do munge -n </dev/null >/dev/null 2>&1 && break; sleep 0.1; done
+  munge -n </dev/null >/dev/null 2>&1 ||
+    { echo "start_slurm: munged does not answer (see /var/log/munge/munged.log)" >&2; exit 1; }
 fi
 rm -rf "$D" && mkdir -p "$D"/run "$D"/log "$D"/ctld "$D"/spool
 read -r CTLD_PORT P1 P2 <<<"$(scripts/free_port.sh 3)"
