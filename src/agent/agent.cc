@@ -25,6 +25,7 @@
 #include "backends/command.h"
 #include "backends/slurm_text.h"
 #include "control/api_client.h"
+#include "control/auth.h"
 #include "control/exit_cause.h"
 #include "control/job_spec.h"
 #include "control/wire.h"
@@ -48,12 +49,6 @@ extern "C" void OnAgentSignal(int sig) { g_agent_signal.store(sig); }
 void Say(const std::string& m) {
   std::fprintf(stderr, "[%s] anneal agent: %s\n", FormatTime(WallSeconds()).c_str(), m.c_str());
   std::fflush(stderr);
-}
-
-std::string SelfExe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "anneal";
 }
 
 // A port free on this host right now (the ranks bind it a moment later).
@@ -439,7 +434,7 @@ class JobRunner {
     vars["ANNEAL_MODEL_DIR"] = model_dir_;
     vars["ANNEAL_PROGRESS_DIR"] = progress_dir_;
     vars["ANNEAL_INSTANCE_ID"] = o_.instance_id;
-    const std::string self_dir = std::filesystem::path(SelfExe()).parent_path().string();
+    const std::string self_dir = std::filesystem::path(SelfExecutable()).parent_path().string();
     const char* path = std::getenv("PATH");
     vars["PATH"] = self_dir + ":" + (path ? path : "/usr/bin:/bin");
 
@@ -758,7 +753,7 @@ class HealthRunner {
     lo.allow_loopback_master = true;
     lo.workdir = o_.work_dir;
     lo.extra_env = {{"ANNEAL_INSTANCE_ID", instance_id_}};
-    lo.command = {SelfExe(), "healthcheck", "--collective-mb", json(mb).dump(), "--timeout-s",
+    lo.command = {SelfExecutable(), "healthcheck", "--collective-mb", json(mb).dump(), "--timeout-s",
                   std::to_string(static_cast<long long>(std::ceil(left)))};
     lo.on_output = [&](int, bool, const std::string& l) {
       if (!l.empty() && l[0] == '{') {
@@ -878,8 +873,7 @@ Status RunAgent(const AgentOptions& in) {
 
   std::string join;
   if (!o.join_token_file.empty()) {
-    ANNEAL_ASSIGN_OR_RETURN(join, Env::Default().ReadFile(o.join_token_file));
-    while (!join.empty() && (join.back() == '\n' || join.back() == ' ')) join.pop_back();
+    ANNEAL_ASSIGN_OR_RETURN(join, ReadSecretFile(o.join_token_file));
   } else if (const char* e = std::getenv("ANNEAL_JOIN_TOKEN")) {
     join = e;
   }

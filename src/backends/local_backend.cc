@@ -23,11 +23,7 @@ namespace {
 class LocalBackend : public Backend {
  public:
   explicit LocalBackend(const LocalBackendOptions& o) : o_(o) {
-    if (o_.agent_binary.empty()) {
-      char buf[4096];
-      const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-      o_.agent_binary = n > 0 ? std::string(buf, static_cast<size_t>(n)) : "anneal";
-    }
+    if (o_.agent_binary.empty()) o_.agent_binary = SelfExecutable();
   }
   ~LocalBackend() override { (void)Poll(); }
 

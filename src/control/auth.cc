@@ -26,6 +26,11 @@ std::string Trim(std::string s) {
 
 }  // namespace
 
+Result<std::string> ReadSecretFile(const std::string& path) {
+  ANNEAL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path));
+  return Trim(text);
+}
+
 std::string NewTokenSecret() { return "ann_" + RandomHex(32); }
 
 std::string NewTokenId(const std::string& kind) {
@@ -96,8 +101,7 @@ Status BootstrapAuth(JobStore* store, const std::string& data_dir, const std::st
   // no longer matches the store, e.g. after it was deleted to rotate it).
   const std::string path = join_token_file.empty() ? JoinPath(data_dir, "join.token") : join_token_file;
   if (env.Exists(path)) {
-    ANNEAL_ASSIGN_OR_RETURN(std::string secret, env.ReadFile(path));
-    secret = Trim(secret);
+    ANNEAL_ASSIGN_OR_RETURN(std::string secret, ReadSecretFile(path));
     if (secret.size() < 16) return InvalidInput("the join token in " + path + " is shorter than 16 characters: use a long random one");
     ANNEAL_ASSIGN_OR_RETURN(auto known, store->FindToken(TokenHash(secret)));
     if (known && known->kind == "join") return Status::Ok();

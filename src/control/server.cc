@@ -26,17 +26,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string ReadSecretFile(const std::string& path, Status* st) {
-  auto text = Env::Default().ReadFile(path);
-  if (!text.ok()) {
-    *st = text.status();
-    return "";
-  }
-  std::string s = *text;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 class Server : public ControlServer {
  public:
   explicit Server(const ServerOptions& o) : o_(o) {}
@@ -49,9 +38,9 @@ class Server : public ControlServer {
     if (!o_.webhook_urls.empty()) {
       WebhookOptions wo;
       wo.urls = o_.webhook_urls;
-      Status st;
-      if (!o_.webhook_secret_file.empty()) wo.secret = ReadSecretFile(o_.webhook_secret_file, &st);
-      ANNEAL_RETURN_IF_ERROR(st);
+      if (!o_.webhook_secret_file.empty()) {
+        ANNEAL_ASSIGN_OR_RETURN(wo.secret, ReadSecretFile(o_.webhook_secret_file));
+      }
       ANNEAL_ASSIGN_OR_RETURN(webhooks_, WebhookSender::Start(store_.get(), wo));
     }
     // Heartbeat deadlines restart now: agents get a full timeout to reach a restarted server.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "backends/slurm_backend.h"
+#include "control/auth.h"
 #include "core/crypto.h"
 #include "control/type_options.h"
 #include "core/env.h"
@@ -20,19 +21,10 @@ std::string Absolute(const std::string& p) {
   char buf[PATH_MAX];
   return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
 }
-std::string SelfExe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "anneal";
-}
 
 Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
   LocalBackendOptions lo;
-  auto token = Env::Default().ReadFile(JoinTokenPath(o));
-  if (!token.ok()) return token.status();
-  std::string t = *token;
-  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
-  lo.env["ANNEAL_JOIN_TOKEN"] = t;
+  ANNEAL_ASSIGN_OR_RETURN(lo.env["ANNEAL_JOIN_TOKEN"], ReadSecretFile(JoinTokenPath(o)));
   if (Tls(o)) lo.env["ANNEAL_CA_CERT"] = o.tls_ca.empty() ? o.tls_cert : o.tls_ca;
   lo.agent_binary = o.agent_binary;
   lo.work_root = JoinPath(o.data_dir, "instances");
@@ -47,7 +39,7 @@ Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
     ANNEAL_ASSIGN_OR_RETURN(so.types, ReadSlurmInstanceTypes(o.slurm_instance_types_file));
   }
   const std::string data = Absolute(o.data_dir);
-  if (so.agent_binary.empty()) so.agent_binary = o.agent_binary.empty() ? SelfExe() : o.agent_binary;
+  if (so.agent_binary.empty()) so.agent_binary = o.agent_binary.empty() ? SelfExecutable() : o.agent_binary;
   if (so.work_root.empty()) so.work_root = JoinPath(data, "instances");
   so.script_dir = JoinPath(data, "slurm");
   so.join_token_file = Absolute(JoinTokenPath(o));

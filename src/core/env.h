@@ -77,6 +77,8 @@ class Env {
 std::string TempPathFor(const std::string& path);
 // "a/b" + "c" -> "a/b/c".
 std::string JoinPath(const std::string& a, const std::string& b);
+// This process's executable (/proc/self/exe), or "anneal" where that cannot be read.
+std::string SelfExecutable();
 std::string BaseName(const std::string& path);
 
 }  // namespace anneal

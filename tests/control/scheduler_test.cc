@@ -400,19 +400,24 @@ TEST(Scheduler, NodesMoveTheJobForwardAndItEndsAsAWarmPool) {
   for (const auto& p : All<act::PutInstance>(d)) EXPECT_EQ(p.instance.state, InstanceState::kAvailable);
 }
 
+// A node's final report, as its agent posts it.
+NodeReport Finished(int node, int exit_code, const std::string& message, const std::string& cause, int failed_rank = -1) {
+  NodeReport r;
+  r.node = node;
+  r.state = "finished";
+  r.exit_code = exit_code;
+  r.message = message;
+  r.cause = cause;
+  r.local = true;
+  r.failed_rank = failed_rank;
+  return r;
+}
+
 TEST(Scheduler, AFailedRankEndsTheJobWithItsCauseAndLastLines) {
   SimulatedClock clock;
   const double t0 = clock.Wall();
   SchedulerView v = TwoNodeJob(JobPhase::kTraining, t0, {.count = 2, .max_attempts = 3}, t0 + 5);
-  NodeReport r;
-  r.node = 1;
-  r.state = "finished";
-  r.exit_code = 1;
-  r.message = "rank 1 exited with code 1";
-  r.cause = "user_error";
-  r.local = true;
-  r.failed_rank = 1;
-  v.reports["job"] = {r};
+  v.reports["job"] = {Finished(1, 1, "rank 1 exited with code 1", "user_error", 1)};
   v.last_lines[{"job", 1}] = {"Traceback", "ValueError: bad"};
   const Decision d = Decide(Local(), v, t0 + 6);
   ASSERT_EQ(All<act::Transition>(d).size(), 1u);
@@ -430,14 +435,7 @@ TEST(Scheduler, AnInterruptedAttemptResumesAsANewAttemptThatIsNotAFailure) {
   SimulatedClock clock;
   const double t0 = clock.Wall();
   SchedulerView v = TwoNodeJob(JobPhase::kTraining, t0, {.count = 2, .max_attempts = 1}, t0 + 5);
-  NodeReport r;
-  r.node = 0;
-  r.state = "finished";
-  r.exit_code = 1;
-  r.message = "interrupted: the instance got SIGTERM from its cluster";
-  r.cause = "interrupted";
-  r.local = true;
-  v.reports["job"] = {r};
+  v.reports["job"] = {Finished(0, 1, "interrupted: the instance got SIGTERM from its cluster", "interrupted")};
   const Decision d = Decide(Local(), v, t0 + 6);
   const auto moves = Moves(d);
   ASSERT_GE(moves.size(), 3u);
