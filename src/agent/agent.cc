@@ -29,6 +29,7 @@
 #include "control/exit_cause.h"
 #include "control/job_spec.h"
 #include "control/wire.h"
+#include "core/crypto.h"
 #include "core/env.h"
 #include "core/progress.h"
 #include "launch/launcher.h"
@@ -70,11 +71,13 @@ Result<int> FreePort() {
 }
 
 // Where the launchers of a multi-instance launch meet: node 0's address and the two ports it chose
-// (MASTER_PORT for the ranks, the launcher's store).
+// (MASTER_PORT for the ranks, the launcher's store), and the key the launchers' launch-rsh requests
+// carry (mpirun off Slurm: launch/remote_exec.h), shared through the server, never the store.
 struct Meeting {
   std::string master_addr;
   int master_port = 0;
   int store_port = -1;
+  std::string exec_key;
 };
 
 // Meets the job's other instances through the server's rendezvous endpoint under `key` (a job attempt
@@ -90,7 +93,8 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
   if (node == 0) {
     ANNEAL_ASSIGN_OR_RETURN(int mp, FreePort());
     ANNEAL_ASSIGN_OR_RETURN(int sp, FreePort());
-    ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp}}));
+    ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp},
+                                                 {"exec_key", RandomHex(16)}}));
   } else {
     const double deadline = clock.Monotonic() + timeout_s;
     for (;;) {
@@ -111,6 +115,7 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
   m.master_addr = value["master_addr"].get<std::string>();
   m.master_port = value["master_port"].get<int>();
   m.store_port = value["store_port"].get<int>();
+  m.exec_key = value.value("exec_key", "");
   return m;
 }
 
@@ -448,6 +453,7 @@ class JobRunner {
       master = m->master_addr;
       master_port = m->master_port;
       store_port = m->store_port;
+      lo->exec_key = m->exec_key;
     } else {
       ANNEAL_ASSIGN_OR_RETURN(master_port, FreePort());
     }
@@ -478,6 +484,12 @@ class JobRunner {
     lo->kill = &kill_;
     lo->first_attempt = attempt_;
     lo->allow_loopback_master = true;
+    ANNEAL_ASSIGN_OR_RETURN(lo->mode, ParseLaunchMode(spec.launcher));
+    const char* slurm_job = std::getenv("SLURM_JOB_ID");
+    const char* slurm_node = std::getenv("SLURMD_NODENAME");
+    lo->under_slurm = slurm_job && *slurm_job;
+    if (lo->under_slurm && slurm_node) lo->node_name = slurm_node;  // mpirun and srun name the nodes so
+    lo->self = SelfExecutable();
     hang_timeout_s_ = spec.hang_timeout_s;
     hang_startup_s_ = spec.hang_startup_s;
     lo->workdir = code;

@@ -1,8 +1,14 @@
 // anneal launch: start and supervise this node's ranks of a job (launch/launcher.h has the contract).
 #include <cstdio>
 
+#include <chrono>
+#include <cstdlib>
+
 #include "cli/commands.h"
+#include "comm/store.h"
 #include "launch/launcher.h"
+#include "launch/rank_shim.h"
+#include "launch/remote_exec.h"
 
 namespace anneal::cli {
 
@@ -19,6 +25,44 @@ Status RunLaunch(const LaunchOptions& o) {
   if (r->exit_code == 2) return InvalidInput(m + "fix the input the failing rank named, then launch again");
   if (r->exit_code == 3) return PeerError(m + "a rank or the network was lost: see the ranks' errors above");
   return Internal(m + "see the failing rank's error above");
+}
+
+// mpirun's rsh agent: HOST then the command line mpirun wants run there (launch/remote_exec.h).
+Status RunLaunchRsh(const std::vector<std::string>& args) {
+  if (args.size() < 2) return InvalidInput("launch-rsh needs HOST and a command: mpirun runs it as plm_rsh_agent");
+  auto get = [](const char* k) { const char* v = std::getenv(k); return std::string(v ? v : ""); };
+  if (get("ANNEAL_STORE").empty() || get("ANNEAL_JOB").empty() || get("ANNEAL_LAUNCH_KEY").empty()) {
+    return InvalidInput("launch-rsh: ANNEAL_STORE, ANNEAL_JOB and ANNEAL_LAUNCH_KEY are not all set: it runs only "
+                        "under mpirun started by anneal (entrypoint.launcher: mpirun)");
+  }
+  std::string command;
+  for (size_t i = 1; i < args.size(); ++i) command += (i > 1 ? " " : "") + args[i];
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenStore(get("ANNEAL_STORE"), std::chrono::seconds(30)));
+  const std::string prefix = LaunchKey(get("ANNEAL_JOB"), std::atoi(get("ANNEAL_ATTEMPT").c_str()), "rsh/" + args[0] + "/");
+  ANNEAL_ASSIGN_OR_RETURN(int code, RemoteExec(store.get(), prefix, args[0], get("ANNEAL_LAUNCH_KEY"), command));
+  std::exit(code);
+}
+
+void AddLaunchHelpers(CLI::App& app, RunFn* run) {
+  auto ppn = std::make_shared<int>(1);
+  auto cmd = std::make_shared<std::vector<std::string>>();
+  CLI::App* r = app.add_subcommand(
+      "launch-rank",
+      "Run as each rank of a job whose entrypoint.launcher is mpirun or srun: set the rank contract (RANK, "
+      "WORLD_SIZE, LOCAL_RANK, ...) and the node's prepared environment, then exec the program. Started by anneal, "
+      "not by hand.");
+  r->add_option("--procs-per-node", *ppn, "Ranks per node (resources.procs_per_instance)")->capture_default_str();
+  r->add_option("command", *cmd, "The program, after --")->required();
+  r->callback([run, ppn, cmd] { *run = [ppn, cmd] { return ExecRank(*ppn, *cmd); }; });
+  CLI::App* h = app.add_subcommand(
+      "launch-rsh",
+      "mpirun's remote-shell agent in an anneal job off Slurm: HOST COMMAND... runs COMMAND on HOST through that "
+      "node's anneal launcher (never sshd). Started by mpirun, not by hand.");
+  h->prefix_command();
+  h->callback([run, h] {
+    auto args = std::make_shared<std::vector<std::string>>(h->remaining());
+    *run = [args] { return RunLaunchRsh(*args); };
+  });
 }
 
 }  // namespace
@@ -53,6 +97,7 @@ void AddLaunchCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   c->add_option("command", o->command, "The rank's command, after --")->required();
   c->callback([run, o] { *run = [o] { return RunLaunch(*o); }; });
+  AddLaunchHelpers(app, run);
 }
 
 }  // namespace anneal::cli

@@ -119,6 +119,13 @@ class JobRoutes : public RoutePart {
     if (Status st = CheckExecutionRole(c_.roles, *spec, p.name, p.admin(), &field); !st.ok()) {
       return ReplyError(res, 403, st.message(), field);
     }
+    if (spec->launcher == "srun" && c_.backend->name() != "slurm") {
+      return ReplyError(res, 400,
+                        "entrypoint.launcher: srun needs a Slurm allocation, and this server's backend is " +
+                            c_.backend->name() + "; use mpirun (Open MPI) or anneal, or submit to a server started "
+                            "with --backend slurm",
+                        "entrypoint.launcher");
+    }
     const int capacity = c_.backend->capacity();  // -1: no limit known
     if (capacity >= 0 && spec->instance_count > capacity) {
       return ReplyError(res, 400,

@@ -175,7 +175,7 @@ Status ReadEntrypoint(Reader& r, const json& doc, JobSpec* s) {
   const json* ep = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "entrypoint", "", &ep));
   if (!ep) return r.Fail("entrypoint", "is required: give entrypoint.command, e.g. [anneal, train, --config, x.yaml]");
-  ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ep, "entrypoint", {"command", "hyperparameters"}));
+  ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*ep, "entrypoint", {"command", "hyperparameters", "launcher"}));
   if (!ep->contains("command") || (*ep)["command"].is_null()) return r.Fail("entrypoint.command", "is required");
   const json& cmd = (*ep)["command"];
   if (cmd.is_string()) {
@@ -198,7 +198,11 @@ Status ReadEntrypoint(Reader& r, const json& doc, JobSpec* s) {
                                             Reader::TypeName(cmd));
   }
   ANNEAL_RETURN_IF_ERROR(r.StringMap(*ep, "hyperparameters", "entrypoint", &s->hyperparameters));
-
+  ANNEAL_RETURN_IF_ERROR(r.String(*ep, "launcher", "entrypoint", &s->launcher, false));
+  if (s->launcher != "anneal" && s->launcher != "mpirun" && s->launcher != "srun") {
+    return r.Fail("entrypoint.launcher", "'" + s->launcher + "' must be anneal (each instance starts its ranks), mpirun "
+                                         "(Open MPI starts every rank) or srun (Slurm starts every rank)");
+  }
   return Status::Ok();
 }
 
@@ -376,6 +380,7 @@ nlohmann::json JobSpec::ToJson() const {
   if (!role.empty()) j["role"] = role;
   j["entrypoint"]["command"] = shell ? json(command[0]) : json(command);
   j["entrypoint"]["hyperparameters"] = hyperparameters;
+  j["entrypoint"]["launcher"] = launcher;
   if (!source.empty()) j["source"] = source;
   j["channels"] = json::array();
   for (const auto& c : channels) j["channels"].push_back({{"name", c.name}, {"uri", c.uri}, {"mode", c.mode}});

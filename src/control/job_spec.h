@@ -39,6 +39,10 @@ struct JobSpec {
   std::vector<std::string> command;
   bool shell = false;  // command was a string
   std::map<std::string, std::string> hyperparameters;
+  // Who starts the ranks (launch/leader_command.h): "anneal" (each instance's agent starts its
+  // procs_per_instance ranks), "mpirun" (Open MPI, from instance 0, across every instance) or "srun"
+  // (Slurm, from instance 0, across the allocation; the slurm backend only).
+  std::string launcher = "anneal";
   std::string source;  // a local folder (CLI side) or "package:<sha256>" (server side); "" = none
   std::vector<ChannelSpec> channels;
   std::string output_uri;

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,8 +15,11 @@
 #include <map>
 #include <thread>
 
-#include "core/progress.h"
 #include "comm/store.h"
+#include "core/crypto.h"
+#include "core/env.h"
+#include "core/progress.h"
+#include "launch/remote_exec.h"
 
 extern char** environ;
 
@@ -40,21 +44,8 @@ struct Rank {
   std::string out_buf, err_buf;
   bool running = false;
   int status = 0;  // waitpid status once exited
+  int64_t remote_seq = -1;  // a command run for launch-rsh (an mpirun daemon), not a rank
 };
-
-// Writes complete lines of buf with the prefix; keeps the incomplete tail.
-void EmitLines(std::string* buf, const std::string& prefix, FILE* to, bool flush_all) {
-  size_t start = 0;
-  for (size_t nl; (nl = buf->find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::fprintf(to, "%s%.*s\n", prefix.c_str(), static_cast<int>(nl - start), buf->data() + start);
-  }
-  buf->erase(0, start);
-  if (flush_all && !buf->empty()) {
-    std::fprintf(to, "%s%s\n", prefix.c_str(), buf->c_str());
-    buf->clear();
-  }
-  std::fflush(to);
-}
 
 std::string Describe(int status) {
   if (WIFEXITED(status)) return "exit code " + std::to_string(WEXITSTATUS(status));
@@ -109,6 +100,7 @@ class Launcher {
     }
     auto host = LocalAddressToward(o_.master_addr);
     host_ = host.ok() ? *host : "127.0.0.1";
+    exec_key_ = o_.exec_key.empty() ? RandomHex(16) : o_.exec_key;
 
     if (!o_.stop) {
       struct sigaction sa {};
@@ -129,8 +121,14 @@ class Launcher {
       if (!out.failure.empty()) res.summary += "attempt " + std::to_string(attempt) + ": " + out.failure + "\n";
       if (out.exit_code == 0) {
         res.exit_code = 0;
-        log_("anneal launch: all " + std::to_string(o_.nproc_per_node) + " local ranks of attempt " +
-             std::to_string(attempt) + " finished (exit code 0)");
+        if (!Leading()) {
+          log_("anneal launch: all " + std::to_string(o_.nproc_per_node) + " local ranks of attempt " +
+               std::to_string(attempt) + " finished (exit code 0)");
+        } else {
+          log_(std::string("anneal launch: ") + LaunchModeName(o_.mode) + " and its " +
+               std::to_string(o_.nnodes * o_.nproc_per_node) + " ranks of attempt " + std::to_string(attempt) +
+               " finished (exit code 0)");
+        }
         return res;
       }
       res.exit_code = out.exit_code;
@@ -163,11 +161,13 @@ class Launcher {
   bool StopRequested() const { return o_.stop ? o_.stop->load() : g_signal.load() != 0; }
   std::string StopReason() const { return o_.stop ? std::string("a stop request") : SignalName(g_signal.load()); }
 
-  std::string Key(int attempt, const std::string& k) const {
-    return o_.job + "/launch/" + std::to_string(attempt) + "/" + k;
-  }
+  std::string Key(int attempt, const std::string& k) const { return LaunchKey(o_.job, attempt, k); }
+  bool Leading() const { return o_.mode != LaunchMode::kAnneal; }
+  std::string NodeName(int n) const { return "node-" + std::to_string(n); }
+  std::string MyName() const { return o_.node_name.empty() ? NodeName(o_.node_rank) : o_.node_name; }
 
   Result<AttemptOutcome> RunAttempt(int attempt) {
+    if (Leading()) ANNEAL_RETURN_IF_ERROR(PublishNode(attempt));
     // Meet the other launchers: every node's address, in node order.
     ANNEAL_RETURN_IF_ERROR(store_->Set(Key(attempt, "host/" + std::to_string(o_.node_rank)), host_));
     std::string hosts;
@@ -196,22 +196,19 @@ class Launcher {
         std::this_thread::sleep_for(milliseconds(20));
       }
     }
-    std::vector<Rank> ranks(o_.nproc_per_node);
+    ANNEAL_ASSIGN_OR_RETURN(std::vector<Rank> ranks, StartRanks(attempt, hosts));
     const double t_start = MonotonicSeconds();
-    for (int l = 0; l < o_.nproc_per_node; ++l) {
-      ranks[l].local = l;
-      ranks[l].global = o_.node_rank * o_.nproc_per_node + l;
-      ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[l], attempt, hosts));
+    std::unique_ptr<RemoteExecQueue> remote;
+    if (o_.mode == LaunchMode::kMpirun && !o_.under_slurm) {
+      remote = std::make_unique<RemoteExecQueue>(store_.get(), Key(attempt, "rsh/" + MyName() + "/"), MyName(), exec_key_);
     }
-    if (o_.on_started) o_.on_started(attempt);
-    log_("anneal launch: attempt " + std::to_string(attempt) + ": started ranks " + std::to_string(ranks[0].global) +
-         ".." + std::to_string(ranks.back().global) + " of " + std::to_string(o_.nnodes * o_.nproc_per_node) +
-         " on node " + std::to_string(o_.node_rank) + " (" + host_ + "); store " + store_addr_);
+    // A node other than the leader's waits for the leader's end ("done") or a failure.
+    bool awaiting_leader = Leading() && o_.node_rank != 0;
 
     AttemptOutcome out;
-    double failed_at = -1, last_check = 0;
-    bool killed = false;
-    int running = o_.nproc_per_node;
+    double failed_at = -1, last_check = 0, daemons_left_at = -1;
+    bool killed = false, daemons_termed = false;
+    int running = static_cast<int>(ranks.size());
     auto stop_all = [&](int sig) {
       for (Rank& r : ranks) {
         if (!r.running) continue;
@@ -228,8 +225,9 @@ class Launcher {
            std::to_string(static_cast<int>(o_.grace_s)) + " s)");
       stop_all(SIGTERM);
     };
-    while (running > 0 || AnyOpen(ranks)) {
+    while (running > 0 || AnyOpen(ranks) || (awaiting_leader && failed_at < 0)) {
       Pump(&ranks);
+      if (remote && failed_at < 0) ANNEAL_RETURN_IF_ERROR(ServeRemote(remote.get(), attempt, hosts, &ranks, &running));
       // Exits and stops.
       // Each rank's own pid: an embedding process may have other children.
       for (Rank& r : ranks) {
@@ -246,6 +244,10 @@ class Launcher {
           r.running = false;
           r.status = st;
           --running;
+          if (r.remote_seq >= 0) {
+            (void)remote->Finish(r.remote_seq, Failed(st) ? ExitCodeOf(st) : 0);
+            continue;
+          }
           if (Failed(st) && failed_at < 0) {
             const std::string what = "rank " + std::to_string(r.global) + " (node " + std::to_string(o_.node_rank) +
                                       ", pid " + std::to_string(pid) + ") failed first: " + Describe(st) + " after " +
@@ -270,6 +272,9 @@ class Launcher {
           fail("lost the rendezvous store at " + store_addr_ + " (" + f.status().message() + ")", 3);
         } else if (*f) {
           fail("another node's " + **f, 3);
+        } else if (awaiting_leader) {
+          auto d = store_->TryGet(Key(attempt, "done"));
+          if (d.ok() && *d) awaiting_leader = false;  // the leader ended well; this node's daemons end with it
         }
       }
       if (StopRequested() && !out.interrupted) {
@@ -294,6 +299,13 @@ class Launcher {
       if (failed_at >= 0 && !killed && MonotonicSeconds() - failed_at > o_.grace_s) {
         killed = true;
         stop_all(SIGKILL);
+      }
+      // mpirun's daemons outliving the job here: they get the grace, then SIGTERM, then SIGKILL.
+      if (failed_at < 0 && !awaiting_leader && running > 0 && RanksDone(ranks)) {
+        if (daemons_left_at < 0) daemons_left_at = MonotonicSeconds();
+        const double late = MonotonicSeconds() - daemons_left_at;
+        if (late > o_.grace_s && !daemons_termed) daemons_termed = true, stop_all(SIGTERM);
+        if (late > 2 * o_.grace_s) stop_all(SIGKILL);
       }
     }
     for (Rank& r : ranks) {
@@ -326,6 +338,102 @@ class Launcher {
     return out;
   }
 
+  // mpirun/srun mode: this node's RankSetup file (0600, beside the ranks' working directory) and its
+  // path under "node/<n>" for launch-rank, before this node joins the attempt's meeting.
+  Status PublishNode(int attempt) {
+    const std::string dir = o_.workdir.empty() ? "." : o_.workdir;
+    const std::string file = JoinPath(dir, ".anneal-rank-setup-" + std::to_string(attempt) + ".json");
+    RankSetup setup{o_.workdir, o_.extra_env};
+    ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(file, RankSetupToJson(setup)));
+    ::chmod(file.c_str(), 0600);
+    char abs[4096];
+    const std::string path = ::realpath(file.c_str(), abs) ? std::string(abs) : file;
+    return store_->Set(Key(attempt, "node/" + std::to_string(o_.node_rank)), NodeInfoToJson(NodeInfo{MyName(), path}));
+  }
+
+  // This node's local processes of an attempt: its ranks, or in mpirun/srun mode the leader (node 0)
+  // or nothing (the other nodes).
+  Result<std::vector<Rank>> StartRanks(int attempt, const std::string& hosts) {
+    std::vector<Rank> ranks;
+    if (!Leading()) {
+      ranks.resize(o_.nproc_per_node);
+      for (int l = 0; l < o_.nproc_per_node; ++l) {
+        ranks[l].local = l;
+        ranks[l].global = o_.node_rank * o_.nproc_per_node + l;
+        ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[l], attempt, hosts, o_.command));
+      }
+    } else if (o_.node_rank == 0) {
+      ranks.resize(1);
+      ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> argv, LeaderCommand(attempt));
+      ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[0], attempt, hosts, argv));
+      log_("anneal launch: attempt " + std::to_string(attempt) + ": " + LaunchModeName(o_.mode) + " starts " +
+           std::to_string(o_.nnodes * o_.nproc_per_node) + " ranks: " + Joined(argv));
+    }
+    if (o_.on_started) o_.on_started(attempt);
+    if (!ranks.empty() && !Leading()) {
+      log_("anneal launch: attempt " + std::to_string(attempt) + ": started ranks " + std::to_string(ranks[0].global) +
+           ".." + std::to_string(ranks.back().global) + " of " + std::to_string(o_.nnodes * o_.nproc_per_node) +
+           " on node " + std::to_string(o_.node_rank) + " (" + host_ + "); store " + store_addr_);
+    }
+    return ranks;
+  }
+
+  static std::string Joined(const std::vector<std::string>& v) {
+    std::string s;
+    for (const std::string& a : v) s += (s.empty() ? "" : " ") + a;
+    return s;
+  }
+
+  // The leader's argv, naming the nodes as each published itself.
+  Result<std::vector<std::string>> LeaderCommand(int attempt) {
+    LeaderPlan p;
+    p.mode = o_.mode;
+    p.procs_per_node = o_.nproc_per_node;
+    p.self = o_.self.empty() ? SelfExecutable() : o_.self;
+    p.command = o_.command;
+    p.under_slurm = o_.under_slurm;
+    p.as_root = ::geteuid() == 0;
+    p.forward_env = {"ANNEAL_STORE", "ANNEAL_JOB", "ANNEAL_ATTEMPT", "ANNEAL_HOSTS", "MASTER_ADDR", "MASTER_PORT",
+                     "TORCHELASTIC_RESTART_COUNT", "OMP_NUM_THREADS", "PATH"};
+    for (int n = 0; n < o_.nnodes; ++n) {
+      ANNEAL_ASSIGN_OR_RETURN(std::string text, store_->Get(Key(attempt, "node/" + std::to_string(n)), milliseconds(10000)));
+      ANNEAL_ASSIGN_OR_RETURN(NodeInfo info, NodeInfoFromJson(text));
+      p.node_names.push_back(info.name);
+    }
+    return LeaderArgv(p);
+  }
+
+  // Starts the command of each launch-rsh request for this node (an mpirun daemon) as a local process.
+  Status ServeRemote(RemoteExecQueue* q, int attempt, const std::string& hosts, std::vector<Rank>* ranks, int* running) {
+    for (;;) {
+      auto req = q->Poll();
+      if (!req.ok() && req.status().code() == Code::kInvalidInput) {
+        log_("anneal launch: " + req.status().message());
+        continue;  // a forged request, answered 255
+      }
+      if (!req.ok()) return Status::Ok();  // a lost store is found by the failure check
+      if (!*req) return Status::Ok();
+      Rank r;
+      r.remote_seq = (*req)->seq;
+      if (Status st = Spawn(&r, attempt, hosts, {"/bin/sh", "-c", (*req)->command}); !st.ok()) {
+        (void)q->Finish(r.remote_seq, 255);
+        return st;
+      }
+      log_("anneal launch: started mpirun's daemon " + std::to_string(r.remote_seq) + " on " + MyName() + " (pid " +
+           std::to_string(r.pid) + ")");
+      ranks->push_back(std::move(r));
+      ++*running;
+    }
+  }
+
+  // Whether every rank (not a daemon run for launch-rsh) has ended.
+  static bool RanksDone(const std::vector<Rank>& ranks) {
+    for (const Rank& r : ranks) {
+      if (r.running && r.remote_seq < 0) return false;
+    }
+    return true;
+  }
+
   static bool AnyOpen(const std::vector<Rank>& ranks) {
     for (const Rank& r : ranks) {
       if (r.out_fd >= 0 || r.err_fd >= 0) return true;
@@ -353,35 +461,49 @@ class Launcher {
       const bool err = who[i].second;
       const ssize_t n = ::read(fds[i].fd, buf, sizeof(buf));
       std::string& b = err ? r->err_buf : r->out_buf;
-      const std::string prefix = "[rank " + std::to_string(r->global) + "] ";
       if (n > 0) {
         b.append(buf, static_cast<size_t>(n));
-        Emit(r->global, err, &b, prefix, false);
+        Emit(*r, err, &b, false);
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
-        Emit(r->global, err, &b, prefix, true);
+        Emit(*r, err, &b, true);
         ::close(fds[i].fd);
         (err ? r->err_fd : r->out_fd) = -1;
       }
     }
   }
 
-  void Emit(int rank, bool err, std::string* buf, const std::string& prefix, bool flush_all) {
-    if (!o_.on_output) {
-      EmitLines(buf, prefix, err ? stderr : stdout, flush_all);
-      return;
-    }
+  // Forwards buf's whole lines (all of it when flush_all) as rank r's, or as the rank the leader's tag
+  // names; a daemon's lines go to the launcher's log.
+  void Emit(const Rank& r, bool err, std::string* buf, bool flush_all) {
     size_t start = 0;
     for (size_t nl; (nl = buf->find('\n', start)) != std::string::npos; start = nl + 1) {
-      o_.on_output(rank, err, buf->substr(start, nl - start));
+      EmitLine(r, err, buf->substr(start, nl - start));
     }
     buf->erase(0, start);
     if (flush_all && !buf->empty()) {
-      o_.on_output(rank, err, *buf);
+      EmitLine(r, err, *buf);
       buf->clear();
     }
   }
 
-  Status Spawn(Rank* r, int attempt, const std::string& hosts) {
+  void EmitLine(const Rank& r, bool err, const std::string& line) {
+    if (r.remote_seq >= 0) {
+      log_("anneal launch: mpirun daemon " + std::to_string(r.remote_seq) + " on " + MyName() + ": " + line);
+      return;
+    }
+    int rank = r.global;
+    std::string text;
+    if (!SplitRankTag(o_.mode, line, &rank, &err, &text)) text = line;
+    if (o_.on_output) {
+      o_.on_output(rank, err, text);
+    } else {
+      std::fprintf(err ? stderr : stdout, "[rank %d] %s\n", rank, text.c_str());
+      std::fflush(err ? stderr : stdout);
+    }
+  }
+
+  // The environment of local rank r (of the leader in mpirun/srun mode, of a daemon for launch-rsh).
+  std::map<std::string, std::string> RankEnvironment(const Rank& r, int attempt, const std::string& hosts) const {
     std::map<std::string, std::string> env;
     for (char** e = environ; *e; ++e) {
       const char* eq = std::strchr(*e, '=');
@@ -389,18 +511,17 @@ class Launcher {
     }
     // The launcher's own Slurm task (an agent's srun step) is not this rank: drop what describes that
     // task, so that a script reading SLURM_PROCID (as PyTorch Lightning does) cannot take it for its
-    // rank; the job's and node's (SLURM_JOB_ID, SLURMD_NODENAME, ...) stay visible.
-    for (const char* k : {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_GTIDS", "SLURM_TASK_PID",
-                          "SLURM_STEP_NUM_TASKS", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"}) {
-      env.erase(k);
-    }
+    // rank; the job's and node's (SLURM_JOB_ID, SLURMD_NODENAME, ...) stay visible. mpirun reads the
+    // allocation's shape from SLURM_TASKS_PER_NODE.
+    for (const char* k : kSlurmTaskVars) env.erase(k);
+    if (!Leading()) env.erase("SLURM_TASKS_PER_NODE");
     const int world = o_.nnodes * o_.nproc_per_node;
-    env["RANK"] = std::to_string(r->global);
-    env["LOCAL_RANK"] = std::to_string(r->local);
+    env["RANK"] = std::to_string(r.global);
+    env["LOCAL_RANK"] = std::to_string(r.local);
     env["WORLD_SIZE"] = std::to_string(world);
     env["LOCAL_WORLD_SIZE"] = std::to_string(o_.nproc_per_node);
     env["GROUP_RANK"] = std::to_string(o_.node_rank);
-    env["ROLE_RANK"] = std::to_string(r->global);
+    env["ROLE_RANK"] = std::to_string(r.global);
     env["MASTER_ADDR"] = o_.master_addr;
     env["MASTER_PORT"] = std::to_string(o_.master_port);
     env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(attempt);
@@ -410,25 +531,13 @@ class Launcher {
     env["ANNEAL_HOSTS"] = hosts;
     env["ANNEAL_CURRENT_HOST"] = host_;
     for (const auto& [k, v] : o_.extra_env) env[k] = v;
-    // This rank's share of the launcher's CPUs.
-    cpu_set_t all, mine;
-    CPU_ZERO(&all);
-    CPU_ZERO(&mine);
-    bool bind = false;
-    if (::sched_getaffinity(0, sizeof(all), &all) == 0) {
-      std::vector<int> cpus;
-      for (int c = 0; c < CPU_SETSIZE; ++c) {
-        if (CPU_ISSET(c, &all)) cpus.push_back(c);
-      }
-      const int share = static_cast<int>(cpus.size()) / o_.nproc_per_node;
-      bind = o_.cpu_bind == "auto" && share >= 1;
-      for (int i = 0; bind && i < share; ++i) CPU_SET(cpus[r->local * share + i], &mine);
-    }
+    if (o_.mode == LaunchMode::kMpirun && o_.under_slurm) env["SLURM_OVERLAP"] = "1";  // mpirun's srun of its daemons
+    if (o_.mode == LaunchMode::kMpirun && !o_.under_slurm) env["ANNEAL_LAUNCH_KEY"] = exec_key_;  // for launch-rsh
     if (!env.count("OMP_NUM_THREADS")) {
       const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
       env["OMP_NUM_THREADS"] = std::to_string(std::max(1u, cores / static_cast<unsigned>(o_.nproc_per_node)));
     }
-    if (::access("/dev/nvidia0", F_OK) == 0) {
+    if (!Leading() && ::access("/dev/nvidia0", F_OK) == 0) {
       // One GPU per local rank (an existing CUDA_VISIBLE_DEVICES list is indexed, not replaced).
       std::vector<std::string> ids;
       if (env.count("CUDA_VISIBLE_DEVICES")) {
@@ -439,14 +548,37 @@ class Launcher {
           ids.push_back(s.substr(p, q - p));
         }
       }
-      env["CUDA_VISIBLE_DEVICES"] = r->local < static_cast<int>(ids.size()) ? ids[r->local] : std::to_string(r->local);
+      env["CUDA_VISIBLE_DEVICES"] = r.local < static_cast<int>(ids.size()) ? ids[r.local] : std::to_string(r.local);
     }
+    return env;
+  }
+
+  // Local rank r's share of the launcher's CPUs (*bind false: no pinning).
+  void CpuShare(const Rank& r, cpu_set_t* mine, bool* bind) const {
+    cpu_set_t all;
+    CPU_ZERO(&all);
+    CPU_ZERO(mine);
+    *bind = false;
+    if (Leading() || r.remote_seq >= 0 || ::sched_getaffinity(0, sizeof(all), &all) != 0) return;
+    std::vector<int> cpus;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &all)) cpus.push_back(c);
+    }
+    const int share = static_cast<int>(cpus.size()) / o_.nproc_per_node;
+    *bind = o_.cpu_bind == "auto" && share >= 1;
+    for (int i = 0; *bind && i < share; ++i) CPU_SET(cpus[r.local * share + i], mine);
+  }
+
+  Status Spawn(Rank* r, int attempt, const std::string& hosts, std::vector<std::string> args) {
+    std::map<std::string, std::string> env = RankEnvironment(*r, attempt, hosts);
+    cpu_set_t mine;
+    bool bind = false;
+    CpuShare(*r, &mine, &bind);
     std::vector<std::string> env_strings;
     for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
     std::vector<char*> envp, argv;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args = o_.command;
     // A bare program name is looked up in the ranks' PATH (execvpe would search the launcher's own).
     if (args[0].find('/') == std::string::npos && env.count("PATH")) {
       const std::string& path = env["PATH"];
@@ -503,6 +635,7 @@ class Launcher {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<Store> store_;
   std::string store_addr_, host_;
+  std::string exec_key_;  // launch-rsh requests' key (mpirun off Slurm)
 };
 
 }  // namespace
@@ -516,6 +649,14 @@ Result<LaunchResult> RunLauncher(const LaunchOptions& o, const std::function<voi
                         std::to_string(o.nnodes) + ")");
   }
   if (o.max_restarts < 0) return InvalidInput("--max-restarts must be at least 0");
+  if (o.mode == LaunchMode::kSrun && !o.under_slurm) {
+    return InvalidInput("entrypoint.launcher srun needs the job's instances to be a Slurm allocation (anneal server "
+                        "--backend slurm); use mpirun or anneal elsewhere");
+  }
+  if (o.mode == LaunchMode::kMpirun && !o.under_slurm && o.nnodes > 1 && o.exec_key.empty()) {
+    return InvalidInput("mpirun across " + std::to_string(o.nnodes) + " nodes off Slurm needs the nodes' shared key "
+                        "for launch-rsh (LaunchOptions::exec_key)");
+  }
   if (o.cpu_bind != "auto" && o.cpu_bind != "none") {
     return InvalidInput("--cpu-bind '" + o.cpu_bind + "' must be auto or none");
   }

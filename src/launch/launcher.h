@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "launch/leader_command.h"
 
 namespace anneal {
 
@@ -64,6 +65,14 @@ struct LaunchOptions {
   // the first attempt's number (ANNEAL_ATTEMPT, TORCHELASTIC_RESTART_COUNT): a job restarted by the
   // control plane counts on from its earlier attempts.
   int first_attempt = 0;
+  // entrypoint.launcher (launch/leader_command.h): with kMpirun or kSrun, node 0 starts one leader
+  // process (mpirun or srun) that starts all nproc_per_node * nnodes ranks; the other nodes start
+  // nothing of their own (off Slurm they run mpirun's daemons: launch/remote_exec.h) and end with it.
+  LaunchMode mode = LaunchMode::kAnneal;
+  std::string node_name;   // the leader's name for this node ("" = "node-<node_rank>")
+  bool under_slurm = false;  // the nodes are a Slurm allocation (mpirun then starts its daemons with srun)
+  std::string exec_key;    // authenticates launch-rsh requests; "" = a random one (one node only)
+  std::string self;        // the anneal binary (launch-rank, launch-rsh)
 };
 
 struct LaunchResult {

@@ -107,5 +107,21 @@ TEST(JobSpec, ErrorsNameTheField) {
   EXPECT_EQ(Refusal("- a\n- b").first, "");          // not a mapping
 }
 
+TEST(JobSpec, LauncherIsOneOfThree) {
+  auto s = ParseJobSpec("name: a\nentrypoint: {command: [x]}");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->launcher, "anneal");
+  for (const char* l : {"mpirun", "srun"}) {
+    auto t = ParseJobSpec(std::string("name: a\nentrypoint: {command: [x], launcher: ") + l + "}");
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->launcher, l);
+    EXPECT_EQ(t->ToJson()["entrypoint"]["launcher"], l);  // kept in the stored form, which agents receive
+    EXPECT_EQ(JobSpecFromStored(t->ToJson())->launcher, l);
+  }
+  auto [field, msg] = Refusal("name: a\nentrypoint: {command: [x], launcher: torchrun}");
+  EXPECT_EQ(field, "entrypoint.launcher");
+  EXPECT_NE(msg.find("must be anneal"), std::string::npos) << msg;
+}
+
 }  // namespace
 }  // namespace anneal

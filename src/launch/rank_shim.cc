@@ -1,0 +1,73 @@
+#include "launch/rank_shim.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "comm/store.h"
+#include "core/env.h"
+#include "launch/leader_command.h"
+
+extern char** environ;
+
+namespace anneal {
+
+namespace {
+
+std::map<std::string, std::string> Environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) env[std::string(*e, eq - *e)] = eq + 1;
+  }
+  return env;
+}
+
+// This node's RankSetup, through the store.
+Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const std::string& node) {
+  auto get = [&](const char* k) { return env.count(k) ? env.at(k) : std::string(); };
+  if (get("ANNEAL_STORE").empty() || get("ANNEAL_JOB").empty()) {
+    return InvalidInput("launch-rank: ANNEAL_STORE and ANNEAL_JOB are not set: it runs only as a rank of a job "
+                        "whose entrypoint.launcher is mpirun or srun");
+  }
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenStore(get("ANNEAL_STORE"), std::chrono::seconds(60)));
+  const std::string key = LaunchKey(get("ANNEAL_JOB"), std::atoi(get("ANNEAL_ATTEMPT").c_str()), "node/" + node);
+  ANNEAL_ASSIGN_OR_RETURN(std::string text, store->Get(key, std::chrono::seconds(60)));
+  ANNEAL_ASSIGN_OR_RETURN(NodeInfo info, NodeInfoFromJson(text));
+  auto file = Env::Default().ReadFile(info.setup_file);
+  if (!file.ok()) {
+    return PeerError("launch-rank: node " + node + "'s rank setup " + info.setup_file + " is not on this machine (" +
+                     file.status().message() + "): the ranks were not placed " + "on the nodes in the job's order");
+  }
+  return RankSetupFromJson(*file);
+}
+
+}  // namespace
+
+Status ExecRank(int procs_per_node, const std::vector<std::string>& command) {
+  if (command.empty()) return InvalidInput("launch-rank needs the program after --");
+  const auto env = Environment();
+  ANNEAL_ASSIGN_OR_RETURN(auto contract, RankContractFromLeader(env, procs_per_node));
+  ANNEAL_ASSIGN_OR_RETURN(RankSetup setup, NodeSetup(env, contract["GROUP_RANK"]));
+  // Under mpirun on Slurm, SLURM_PROCID and the like are the mpirun daemon's task's, not this rank's.
+  if (env.count("OMPI_COMM_WORLD_RANK")) {
+    for (const char* k : kSlurmTaskVars) ::unsetenv(k);
+  }
+  for (const auto& [k, v] : setup.env) ::setenv(k.c_str(), v.c_str(), 1);
+  for (const auto& [k, v] : contract) ::setenv(k.c_str(), v.c_str(), 1);
+  if (!setup.workdir.empty() && ::chdir(setup.workdir.c_str()) != 0) {
+    return IoError("launch-rank: cannot enter the working directory " + setup.workdir + ": " + std::strerror(errno));
+  }
+  std::vector<char*> argv;
+  std::vector<std::string> copy = command;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  return IoError("launch-rank: cannot run '" + command[0] + "': " + std::strerror(errno));
+}
+
+}  // namespace anneal
