@@ -7,7 +7,9 @@
 #   3. the server killed (SIGKILL) and restarted mid-job: the job completes and no log line is lost
 #      or doubled (every rank prints numbered lines);
 #   4. stop: a long training job ends Stopped within its grace period, with a checkpoint saved;
-#   5. 50 jobs submitted at once with capacity for one complete, in submission order.
+#   5. MPI programs (entrypoint.launcher mpirun, off Slurm): Open MPI's allreduce across 2 instances,
+#      the rank contract on every rank, a failing rank, a stop; srun refused on the local backend;
+#   6. 50 jobs submitted at once with capacity for one complete, in submission order.
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
@@ -148,9 +150,48 @@ check "... within its grace period (20 s)" awk -v a="$t0" -v b="$t1" 'BEGIN { ex
 echo "  stop took $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s"
 check "... after saving a checkpoint" bash -c "'$ANNEAL' ckpt ls '$TMP/ck_long' | grep -q 'step-'"
 check "... which the logs show" bash -c "'$ANNEAL' logs '$id' --server '$URL' | grep -q 'stop requested: saving a checkpoint'"
+
+# ---- 5. MPI programs as jobs: entrypoint.launcher mpirun, off Slurm ----
+# mpirun on instance 0 starts every rank; its daemons on both instances come through the agents'
+# launchers (anneal launch-rsh), not sshd. Each rank prints its contract and its instance's folder.
+MPI_BENCH=$(dirname "$ANNEAL")/../bench/allreduce_mpi
+mpi_job() {  # NAME COUNT PROCS COMMAND -> the job's id
+  printf 'name: %s\nentrypoint:\n  launcher: mpirun\n  command: %s\nresources: {instance_count: %s, procs_per_instance: %s}\nstopping: {grace_period_s: 5}\n' \
+    "$1" "$4" "$2" "$3" >"$TMP/$1.yaml"
+  "$ANNEAL" submit "$TMP/$1.yaml" --server "$URL"
+}
+no_daemons() { ! pgrep -f "orted.*launch-rsh" >/dev/null && ! pgrep -f "sleep 6[12]" >/dev/null; }
+code=$("${CURL[@]}" -o "$TMP/body" -w '%{http_code}' --data '{"name":"s","entrypoint":{"command":["true"],"launcher":"srun"}}' "$URL/v1/jobs")
+check "launcher srun on the local backend: 400 naming entrypoint.launcher" \
+  $PY -c 'import json,sys; b=json.load(open(sys.argv[2])); assert sys.argv[1]=="400" and b["error"]["field"]=="entrypoint.launcher" and "slurm" in b["error"]["message"], b' "$code" "$TMP/body"
+show='echo "contract RANK=$RANK WORLD=$WORLD_SIZE LOCAL=$LOCAL_RANK GROUP=$GROUP_RANK ckpt=$ANNEAL_CHECKPOINT_DIR"'
+id=$(mpi_job mpi2 2 1 "'$show; $MPI_BENCH 1048576 1 3'")
+check "mpirun across 2 instances: Completed" wait_status "$id" Completed 60
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/mpi2.logs"
+for r in 0 1; do
+  check "... rank $r has the contract and its own instance's folder (logged as rank $r)" \
+    grep -qE "^\[rank $r\] contract RANK=$r WORLD=2 LOCAL=0 GROUP=$r ckpt=.*/$id-a0-n$r/jobs/" "$TMP/mpi2.logs"
+done
+check "... Open MPI's allreduce ran across them (rank 0's 1 MiB line)" grep -qE '^\[rank 0\] 1048576 ' "$TMP/mpi2.logs"
+check "... each instance's daemon was started by its launcher" \
+  test "$(grep -c "started mpirun's daemon 1 on node-" "$TMP/mpi2.logs")" -eq 2
+check "... and none is left" no_daemons
+id=$(mpi_job mpi1 1 2 "'$show'")
+check "mpirun with 2 ranks on one instance: Completed" wait_status "$id" Completed 60
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/mpi1.logs"
+check "... ranks 0 and 1, local ranks 0 and 1" bash -c "grep -q '^\[rank 0\] contract RANK=0 WORLD=2 LOCAL=0 GROUP=0' '$TMP/mpi1.logs' &&
+  grep -q '^\[rank 1\] contract RANK=1 WORLD=2 LOCAL=1 GROUP=0' '$TMP/mpi1.logs'"
+id=$(mpi_job mpifail 2 1 "'if [ \"\$RANK\" = 1 ]; then echo giving up >&2; exit 3; fi; sleep 61'")
+check "a rank exiting 3 under mpirun: the job Failed" wait_status "$id" Failed 60
+check "... the others stopped and no daemon is left" no_daemons
+id=$(mpi_job mpistop 2 1 "'echo started; sleep 62'")
+for _ in $(seq 1 100); do "$ANNEAL" logs "$id" --server "$URL" 2>/dev/null | grep -q '^\[rank 1\] started' && break; sleep 0.1; done
+"$ANNEAL" stop "$id" --server "$URL" >/dev/null
+check "anneal stop of an mpirun job: Stopped" wait_status "$id" Stopped 30
+check "... no rank or daemon left on either instance" no_daemons
 kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null
 
-# ---- 5. 50 jobs, capacity for one, first come first served ----
+# ---- 6. 50 jobs, capacity for one, first come first served ----
 start_server "$TMP/srv50" --listen 127.0.0.1:0 --max-instances 1 --heartbeat-s 0.2
 cat >"$TMP/quick.yaml" <<'YAML'
 name: quick

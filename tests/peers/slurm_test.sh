@@ -17,7 +17,9 @@
 #   6. pre-emption (`scancel --signal=TERM`: SIGTERM to the job's steps, as Slurm's time-limit warning
 #      sbatch --signal=TERM@GRACE sends it): the ranks checkpoint, the job goes Interrupted and
 #      resumes as a new attempt from that checkpoint (even with retry.max_attempts 1: an interruption is
-#      no failure), steps re-done at most one checkpoint interval, Completed with the same state hash.
+#      no failure), steps re-done at most one checkpoint interval, Completed with the same state hash;
+#   7. entrypoint.launcher mpirun (Open MPI's allreduce) and srun (a non-MPI program) each span n1
+#      and n2, every rank with the rank contract.
 source "$(dirname "$0")/../e2e/lib.sh"
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
@@ -188,4 +190,27 @@ resumed_at=$(grep -oE 'resumed from .* at step [0-9]+' "$TMP/preempt.logs" | tai
 check "... resumed at step $resumed_at after stopping at step $stopped_at: at most one checkpoint interval (10) re-done" \
   test -n "$resumed_at" -a -n "$stopped_at" -a "$((stopped_at - resumed_at))" -le 10 -a "$resumed_at" -le "$stopped_at"
 check "... with the same final state hash" test "$(hash_of <"$TMP/preempt.logs")" = "$ref_hash"
+
+# ---- 7. MPI and srun programs spanning both nodes ----
+# mpirun (on n1, in the agents' allocation) starts its daemons with srun --overlap; srun starts the
+# ranks itself. Each rank prints the rank contract and its Slurm node.
+show='echo "contract RANK=$RANK WORLD=$WORLD_SIZE GROUP=$GROUP_RANK node=$SLURMD_NODENAME procid=${SLURM_PROCID:-unset}"'
+span_job() {  # NAME LAUNCHER COMMAND -> the job's id
+  printf 'name: %s\nentrypoint:\n  launcher: %s\n  command: %s\nresources: {instance_count: 2}\n' "$1" "$2" "$3" >"$TMP/$1.yaml"
+  "$ANNEAL" submit "$TMP/$1.yaml" --server "$URL"
+}
+id=$(span_job mpi mpirun "'$show; $(dirname "$ANNEAL")/../bench/allreduce_mpi 1048576 1 3'")
+check "launcher mpirun: an Open MPI program across n1 and n2 completes" wait_field "$id" status Completed 90
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/mpi.logs"
+check "... rank 0 on n1 and rank 1 on n2, with the contract (not the daemons' SLURM_PROCID)" \
+  bash -c "grep -q '^\[rank 0\] contract RANK=0 WORLD=2 GROUP=0 node=n1 procid=unset' '$TMP/mpi.logs' &&
+    grep -q '^\[rank 1\] contract RANK=1 WORLD=2 GROUP=1 node=n2 procid=unset' '$TMP/mpi.logs'"
+check "... MPI_Allreduce ran across them (rank 0's 1 MiB line)" grep -qE '^\[rank 0\] 1048576 ' "$TMP/mpi.logs"
+id=$(span_job srun srun "'$show'")
+check "launcher srun: a non-MPI program across n1 and n2 completes" wait_field "$id" status Completed 90
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/srun.logs"
+check "... rank 0 on n1 and rank 1 on n2, SLURM_PROCID its rank" \
+  bash -c "grep -q '^\[rank 0\] contract RANK=0 WORLD=2 GROUP=0 node=n1 procid=0' '$TMP/srun.logs' &&
+    grep -q '^\[rank 1\] contract RANK=1 WORLD=2 GROUP=1 node=n2 procid=1' '$TMP/srun.logs'"
+check "... and nothing left in squeue" bash -c 'for _ in $(seq 1 100); do [ -z "$(squeue -h)" ] && exit 0; sleep 0.1; done; exit 1'
 finish
