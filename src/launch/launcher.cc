@@ -167,6 +167,7 @@ class Launcher {
   std::string MyName() const { return o_.node_name.empty() ? NodeName(o_.node_rank) : o_.node_name; }
 
   Result<AttemptOutcome> RunAttempt(int attempt) {
+    leader_failed_rank_ = -1;
     if (Leading()) ANNEAL_RETURN_IF_ERROR(PublishNode(attempt));
     // Meet the other launchers: every node's address, in node order.
     ANNEAL_RETURN_IF_ERROR(store_->Set(Key(attempt, "host/" + std::to_string(o_.node_rank)), host_));
@@ -249,11 +250,10 @@ class Launcher {
             continue;
           }
           if (Failed(st) && failed_at < 0) {
-            const std::string what = "rank " + std::to_string(r.global) + " (node " + std::to_string(o_.node_rank) +
-                                      ", pid " + std::to_string(pid) + ") failed first: " + Describe(st) + " after " +
-                                      std::to_string(static_cast<int>((MonotonicSeconds() - t_start) * 10) / 10.0).substr(0, 5) + " s";
+            int failed_rank = r.global;
+            const std::string what = FailureOf(&r, st, MonotonicSeconds() - t_start, &failed_rank);
             if (!out.interrupted) {
-              out.failed_rank = r.global;
+              out.failed_rank = failed_rank;
               out.failed_status = st;
               out.failure_local = true;
             }
@@ -426,6 +426,25 @@ class Launcher {
     }
   }
 
+  // "rank 1 (node 0, pid 123) failed first: exit code 3 after 2.2 s". In mpirun/srun mode the process
+  // that ended is the leader: its last lines are read first, for the rank it names (*rank).
+  std::string FailureOf(Rank* r, int status, double after_s, int* rank) {
+    const std::string after = " after " + std::to_string(static_cast<int>(after_s * 10) / 10.0).substr(0, 5) + " s";
+    if (!Leading()) {
+      return "rank " + std::to_string(r->global) + " (node " + std::to_string(o_.node_rank) + ", pid " +
+             std::to_string(r->pid) + ") failed first: " + Describe(status) + after;
+    }
+    std::vector<Rank*> one = {r};
+    for (const double until = MonotonicSeconds() + 1; (r->out_fd >= 0 || r->err_fd >= 0) && MonotonicSeconds() < until;) {
+      PumpSome(one);
+    }
+    const std::string leader = std::string(LaunchModeName(o_.mode)) + " (node 0, pid " + std::to_string(r->pid) + ")";
+    if (leader_failed_rank_ < 0) return leader + " failed: " + Describe(status) + after;
+    *rank = leader_failed_rank_;
+    return "rank " + std::to_string(*rank) + " failed first (" + leader + " reported it); " +
+           LaunchModeName(o_.mode) + " ended with " + Describe(status) + after;
+  }
+
   // Whether every rank (not a daemon run for launch-rsh) has ended.
   static bool RanksDone(const std::vector<Rank>& ranks) {
     for (const Rank& r : ranks) {
@@ -443,11 +462,17 @@ class Launcher {
 
   // Reads what the ranks printed (up to 100 ms), forwarding whole lines with their prefix.
   void Pump(std::vector<Rank>* ranks) {
+    std::vector<Rank*> all;
+    for (Rank& r : *ranks) all.push_back(&r);
+    PumpSome(all);
+  }
+
+  void PumpSome(const std::vector<Rank*>& ranks) {
     std::vector<pollfd> fds;
     std::vector<std::pair<Rank*, bool>> who;  // (rank, is stderr)
-    for (Rank& r : *ranks) {
-      if (r.out_fd >= 0) fds.push_back({r.out_fd, POLLIN, 0}), who.push_back({&r, false});
-      if (r.err_fd >= 0) fds.push_back({r.err_fd, POLLIN, 0}), who.push_back({&r, true});
+    for (Rank* r : ranks) {
+      if (r->out_fd >= 0) fds.push_back({r->out_fd, POLLIN, 0}), who.push_back({r, false});
+      if (r->err_fd >= 0) fds.push_back({r->err_fd, POLLIN, 0}), who.push_back({r, true});
     }
     if (fds.empty()) {
       std::this_thread::sleep_for(milliseconds(50));
@@ -493,7 +518,10 @@ class Launcher {
     }
     int rank = r.global;
     std::string text;
-    if (!SplitRankTag(o_.mode, line, &rank, &err, &text)) text = line;
+    if (!SplitRankTag(o_.mode, line, &rank, &err, &text)) {
+      text = line;
+      if (leader_failed_rank_ < 0) leader_failed_rank_ = LeaderFailedRank(o_.mode, line);
+    }
     if (o_.on_output) {
       o_.on_output(rank, err, text);
     } else {
@@ -636,6 +664,7 @@ class Launcher {
   std::unique_ptr<Store> store_;
   std::string store_addr_, host_;
   std::string exec_key_;  // launch-rsh requests' key (mpirun off Slurm)
+  int leader_failed_rank_ = -1;  // the rank the leader named as failed first (this attempt)
 };
 
 }  // namespace

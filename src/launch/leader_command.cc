@@ -137,6 +137,24 @@ bool SplitRankTag(LaunchMode mode, const std::string& line, int* rank, bool* is_
   return false;
 }
 
+int LeaderFailedRank(LaunchMode mode, const std::string& line) {
+  int r = -1;
+  size_t at;
+  if (mode == LaunchMode::kMpirun && (at = line.find("Process name: [[")) != std::string::npos) {
+    at = line.find("],", at);
+    if (at == std::string::npos) return -1;
+    at += 2;
+    if (!ReadInt(line, &at, &r) || line.compare(at, 1, "]") != 0) return -1;
+    return r;
+  }
+  if (mode == LaunchMode::kSrun && line.rfind("srun: error: ", 0) == 0 && (at = line.find(": task ")) != std::string::npos) {
+    at += 7;
+    if (!ReadInt(line, &at, &r) || line.compare(at, 1, ":") != 0) return -1;
+    return r;
+  }
+  return -1;
+}
+
 namespace {
 
 // The value of the first of `names` that env has.

@@ -73,6 +73,11 @@ std::vector<std::string> LeaderArgv(const LeaderPlan& p);
 // leader's own), leaving the outputs untouched.
 bool SplitRankTag(LaunchMode mode, const std::string& line, int* rank, bool* is_stderr, std::string* rest);
 
+// The rank the leader names as the first to fail, from one of its own lines: Open MPI's
+// "  Process name: [[J,1],R]" (after "mpirun detected that one or more processes exited ...") or
+// srun's "srun: error: NODE: task R: Exited with exit code N". -1 for any other line.
+int LeaderFailedRank(LaunchMode mode, const std::string& line);
+
 // The rank contract for a process started by mpirun or srun, from its environment: RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (= RANK / LOCAL_WORLD_SIZE), ROLE_RANK.
 // InvalidInput when neither OMPI_COMM_WORLD_RANK nor SLURM_PROCID is set.

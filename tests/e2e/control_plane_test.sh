@@ -183,6 +183,9 @@ check "... ranks 0 and 1, local ranks 0 and 1" bash -c "grep -q '^\[rank 0\] con
   grep -q '^\[rank 1\] contract RANK=1 WORLD=2 LOCAL=1 GROUP=0' '$TMP/mpi1.logs'"
 id=$(mpi_job mpifail 2 1 "'if [ \"\$RANK\" = 1 ]; then echo giving up >&2; exit 3; fi; sleep 61'")
 check "a rank exiting 3 under mpirun: the job Failed" wait_status "$id" Failed 60
+reason=$(field "$id" failure_reason)
+check "... its reason names rank 1 (from mpirun's report) and rank 1's last line" \
+  bash -c 'grep -q "rank 1 failed first (mpirun" <<<"$1" && grep -q "giving up" <<<"$1"' _ "$reason"
 check "... the others stopped and no daemon is left" no_daemons
 id=$(mpi_job mpistop 2 1 "'echo started; sleep 62'")
 for _ in $(seq 1 100); do "$ANNEAL" logs "$id" --server "$URL" 2>/dev/null | grep -q '^\[rank 1\] started' && break; sleep 0.1; done

@@ -80,6 +80,15 @@ TEST(LeaderCommand, TaggedLinesNameTheirRank) {
   EXPECT_FALSE(SplitRankTag(LaunchMode::kAnneal, "0: x", &rank, &err, &rest));
 }
 
+TEST(LeaderCommand, TheLeaderNamesTheFailedRank) {
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kMpirun, "  Process name: [[4533,1],1]"), 1);
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kMpirun, "  Process name: [[4533,1],17]"), 17);
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kMpirun, "  Exit code:    3"), -1);
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "srun: error: n2: task 1: Exited with exit code 3"), 1);
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "srun: error: n2: tasks 0-1: Killed"), -1);
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "  Process name: [[4533,1],1]"), -1);
+}
+
 TEST(LeaderCommand, RankContractFromOpenMpiOrSlurm) {
   auto c = RankContractFromLeader({{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"SLURM_PROCID", "1"}}, 4);
   ASSERT_TRUE(c.ok()) << c.status().ToString();

@@ -19,7 +19,7 @@
 #      resumes as a new attempt from that checkpoint (even with retry.max_attempts 1: an interruption is
 #      no failure), steps re-done at most one checkpoint interval, Completed with the same state hash;
 #   7. entrypoint.launcher mpirun (Open MPI's allreduce) and srun (a non-MPI program) each span n1
-#      and n2, every rank with the rank contract.
+#      and n2, every rank with the rank contract; a failing rank under srun is named in the reason.
 source "$(dirname "$0")/../e2e/lib.sh"
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
@@ -212,5 +212,10 @@ check "launcher srun: a non-MPI program across n1 and n2 completes" wait_field "
 check "... rank 0 on n1 and rank 1 on n2, SLURM_PROCID its rank" \
   bash -c "grep -q '^\[rank 0\] contract RANK=0 WORLD=2 GROUP=0 node=n1 procid=0' '$TMP/srun.logs' &&
     grep -q '^\[rank 1\] contract RANK=1 WORLD=2 GROUP=1 node=n2 procid=1' '$TMP/srun.logs'"
+id=$(span_job srunfail srun "'if [ \"\$RANK\" = 1 ]; then echo giving up >&2; exit 3; fi; sleep 60'")
+check "launcher srun: rank 1 exiting 3 fails the job" wait_field "$id" status Failed 90
+reason=$(field "$id" failure_reason)
+check "... its reason names rank 1 (from srun's report) and rank 1's last line" \
+  bash -c 'grep -q "rank 1 failed first (srun" <<<"$1" && grep -q "giving up" <<<"$1"' _ "$reason"
 check "... and nothing left in squeue" bash -c 'for _ in $(seq 1 100); do [ -z "$(squeue -h)" ] && exit 0; sleep 0.1; done; exit 1'
 finish
