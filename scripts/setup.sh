@@ -23,7 +23,7 @@ DEB_PKGS=(
   curl                                          # tests drive the API as any HTTP client would
   ceph-mon ceph-osd radosgw s3cmd awscli        # a real S3 server (Ceph radosgw) and two peer clients (s3cmd, the AWS CLI)
   slurm-wlm munge                               # a real cluster engine: Slurm 22.05 (slurmctld, two slurmd as virtual nodes) for the peers tier
-  libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce)
+  libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce); MPI jobs (entrypoint.launcher mpirun)
   iproute2                                      # network namespaces for the multi-host tests
   bubblewrap patchelf                           # the GPU bundle: RPATH $ORIGIN/lib, and its check with only the bundle visible
   stress-ng                                     # scripts/flake_check.sh: the suite again with the other core loaded
@@ -32,6 +32,7 @@ DEB_PKGS=(
   fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)
   python3-torch                                 # the numerical oracle (PyTorch, CPU) for parity tests and benchmarks
   python3-yaml                                  # tests read the YAML anneal writes (kubernetes render)
+  prometheus                                    # a real Prometheus 2.42 (and promtool) scrapes /metrics in the peers tier
 )
 missing=()
 # Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs

@@ -391,6 +391,16 @@ Result<int64_t> JobStore::CountJobs() {
   return n;
 }
 
+Result<std::map<std::string, int64_t>> JobStore::CountJobsByPhase() {
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(), "SELECT phase, COUNT(*) FROM jobs GROUP BY phase");
+  std::map<std::string, int64_t> out;
+  Status st;
+  while (s.Step(&st)) out[s.Text(0)] = s.Int(1);
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
 Status JobStore::Transition(const std::string& id, JobPhase to, const std::string& message, double now,
                             const std::string& failure_reason, int exit_code) {
   std::lock_guard<std::mutex> l(mu_);
@@ -615,6 +625,28 @@ Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const
     p.rank = static_cast<int>(s.Int(5));
     p.at = s.Real(6);
     p.value = s.Real(7);
+    out.push_back(std::move(p));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::vector<MetricPoint>> JobStore::LatestMetrics(const std::string& job) {
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
+         "SELECT m.attempt, m.node, m.name, m.rank, m.at, m.value FROM metrics m JOIN "
+         "(SELECT MAX(id) AS id FROM metrics WHERE job_id = ? GROUP BY name, node, rank) l ON m.id = l.id ORDER BY m.name");
+  s.Bind(1, job);
+  std::vector<MetricPoint> out;
+  Status st;
+  while (s.Step(&st)) {
+    MetricPoint p;
+    p.attempt = static_cast<int>(s.Int(0));
+    p.node = static_cast<int>(s.Int(1));
+    p.name = s.Text(2);
+    p.rank = static_cast<int>(s.Int(3));
+    p.at = s.Real(4);
+    p.value = s.Real(5);
     out.push_back(std::move(p));
   }
   ANNEAL_RETURN_IF_ERROR(st);

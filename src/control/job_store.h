@@ -184,6 +184,8 @@ class JobStore {
   Result<std::vector<EventRecord>> EventsAfter(int64_t after_id, int limit);
   Status SetWarmPool(const std::string& id, const nlohmann::json& pool);
   Result<int64_t> CountJobs();
+  // Jobs per secondary status ("Training" -> 3), for /metrics.
+  Result<std::map<std::string, int64_t>> CountJobsByPhase();
 
   // Creates or replaces the record; its state must be a move instance_state.h allows from the stored
   // one (or an initial state for a new record), else Internal naming both.
@@ -202,6 +204,8 @@ class JobStore {
   Status AppendMetrics(const std::string& job, const std::vector<MetricPoint>& points);
   // name "" = all; oldest first.
   Result<std::vector<MetricPoint>> Metrics(const std::string& job, const std::string& name, int64_t after_id, int limit);
+  // The newest point of each (name, node, rank) of the job, for /metrics.
+  Result<std::vector<MetricPoint>> LatestMetrics(const std::string& job);
 
   // Per rank: the mean and count of a metric's values, slowest (largest mean) first.
   struct RankMean {

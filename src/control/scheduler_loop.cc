@@ -44,7 +44,9 @@ void SchedulerLoop::Run() {
   while (!stopped_) {
     wake_ = false;
     l.unlock();
+    const double t0 = MonotonicSeconds();
     Status st = Pass();
+    pass_seconds_.Observe(MonotonicSeconds() - t0);
     if (!st.ok()) std::fprintf(stderr, "anneal server: scheduler: %s\n", st.ToString().c_str());
     if (hooks_.after_pass) hooks_.after_pass();
     l.lock();

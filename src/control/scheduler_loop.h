@@ -21,6 +21,7 @@
 
 #include "backends/backend.h"
 #include "control/job_store.h"
+#include "control/prometheus_text.h"
 #include "control/scheduler.h"
 
 namespace anneal {
@@ -48,6 +49,8 @@ class SchedulerLoop {
   std::mutex& writers() { return writers_; }
   std::optional<std::string> PendingReason(const std::string& job);
   const SchedulerConfig& config() const { return c_; }
+  // How long the loop's passes took (for /metrics).
+  const PromHistogram& pass_seconds() const { return pass_seconds_; }
 
   static constexpr double kPassGapS = 0.02;  // event-driven passes at most this often
 
@@ -74,6 +77,7 @@ class SchedulerLoop {
   std::map<std::string, std::string> reasons_;
   std::map<std::string, double> pending_until_;  // writers_
   std::thread thread_;
+  PromHistogram pass_seconds_{PromHistogram::LatencyBounds()};
 };
 
 }  // namespace anneal

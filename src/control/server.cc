@@ -1,6 +1,6 @@
 // `anneal server` wires its parts: the store, the backend, the scheduler loop (control/
-// scheduler_loop.h), the agents' sessions, the job, user and agent routes, the webhook sender; and
-// owns the HTTP listener.
+// scheduler_loop.h), the agents' sessions, the job, user, agent and metrics routes, the webhook
+// sender; and owns the HTTP listener and the API's latency statistics.
 #include "control/server.h"
 
 #include <httplib.h>
@@ -14,10 +14,12 @@
 #include "control/auth.h"
 #include "control/http_util.h"
 #include "control/job_routes.h"
+#include "control/metrics_routes.h"
 #include "control/server_backend.h"
 #include "control/server_context.h"
 #include "control/user_routes.h"
 #include "control/webhooks.h"
+#include "core/clock.h"
 #include "core/env.h"
 
 namespace anneal {
@@ -25,6 +27,8 @@ namespace anneal {
 namespace {
 
 using nlohmann::json;
+
+thread_local double g_request_start = 0;  // when this thread's current request was routed
 
 class Server : public ControlServer {
  public:
@@ -142,7 +146,18 @@ class Server : public ControlServer {
   }
 
   void Routes() {
+    // Each request's latency, by route (/metrics): a request is served on one thread from routing to
+    // the logger, which runs once the answer is ready.
+    ctx_.requests = &requests_;
+    http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+      g_request_start = MonotonicSeconds();
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      requests_.Observe(req.method, req.path, res.status, MonotonicSeconds() - g_request_start);
+    });
     parts_.push_back(AddJobRoutes(*http_, ctx_));
+    parts_.push_back(AddMetricsRoutes(*http_, ctx_));
     AddUserRoutes(*http_, store_.get());
     parts_.push_back(AddAgentRoutes(*http_, ctx_));
     http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -187,6 +202,7 @@ class Server : public ControlServer {
   ServerOptions o_;
   ServerContext ctx_;
   AgentSessions agents_;
+  RequestStats requests_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<httplib::Server> http_;
