@@ -22,6 +22,7 @@
 #include "agent/health_check.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
+#include "agent/stopping_rules.h"
 #include "backends/command.h"
 #include "backends/slurm_text.h"
 #include "control/api_client.h"
@@ -332,7 +333,14 @@ class JobRunner {
         failed_rank = r->failed_rank;
         local = r->failure_local;
         const long long oom_after = CgroupOomKills();
-        if (exit_code == 0) {
+        if (rule_fired_.load()) {
+          // A stopping rule ended the attempt: its action says whether that is retried.
+          exit_code = exit_code ? exit_code : 1;
+          cause = rule_retry_ ? ExitCause::kInfrastructure : ExitCause::kUserError;
+          local = true;
+          failed_rank = -1;
+          summary = rule_message_ + "\n" + summary;
+        } else if (exit_code == 0) {
           cause = ExitCause::kNone;
         } else if (hung_.load()) {
           cause = ExitCause::kInfrastructure;
@@ -496,12 +504,17 @@ class JobRunner {
     lo->extra_env = vars;
     for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
     extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
+    if (!spec.stopping_rules.empty()) rules_ = std::make_unique<StoppingRuleWatch>(spec.stopping_rules, o_.clock->Monotonic());
     lo->on_output = [this](int rank, bool err, const std::string& line) {
       last_activity_.store(o_.clock->Monotonic());
       active_seen_.store(true);
       const std::string masked = Mask(line);
       shipper_->AddLine(rank, err ? "stderr" : "stdout", masked);
-      for (const auto& [name, v] : extractor_->Match(masked)) shipper_->AddMetric(name, rank, v);
+      Watch([&](StoppingRuleWatch& w) {
+        w.OnLine(o_.clock->Monotonic());
+        return std::optional<StoppingRuleWatch::Violation>();
+      });
+      for (const auto& [name, v] : extractor_->Match(masked)) Metric(name, rank, v);
     };
     Log("starting " + std::to_string(spec.procs_per_instance) + " rank(s) as node " + std::to_string(node_) + " of " +
         std::to_string(nnodes_) + ": " + lo->command[0]);
@@ -518,7 +531,7 @@ class JobRunner {
     while (!stop->load()) {
       if (o_.clock->Monotonic() >= next) {
         next += o_.metrics_interval_s;
-        for (const auto& [name, v] : sys.Sample()) shipper_->AddMetric(name, -1, v);
+        for (const auto& [name, v] : sys.Sample()) Metric(name, -1, v);
         if (ckpt_sync_) {
           auto n = ckpt_sync_->Upload();
           if (!n.ok()) Log("checkpoint upload: " + n.status().ToString() + " (will retry)");
@@ -529,12 +542,37 @@ class JobRunner {
         last_activity_.store(o_.clock->Monotonic());
         active_seen_.store(true);
       }
-      for (const auto& [rank, secs] : steps) shipper_->AddMetric("step_time_s", rank, secs);
+      for (const auto& [rank, secs] : steps) Metric("step_time_s", rank, secs);
       CheckHang();
+      Watch([&](StoppingRuleWatch& w) { return w.OnTick(o_.clock->Monotonic()); });
       std::unique_lock<std::mutex> l(metrics_mu_);
       metrics_cv_.wait_for(l, nap, [stop] { return stop->load(); });
     }
     for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+  }
+
+  // A metric point: shipped, and watched by the stopping rules.
+  void Metric(const std::string& name, int rank, double v) {
+    shipper_->AddMetric(name, rank, v);
+    Watch([&](StoppingRuleWatch& w) { return w.OnMetric(name, rank, v, o_.clock->Monotonic()); });
+  }
+
+  // Runs f on the stopping rules (the launcher's output thread and the metrics loop both call in);
+  // the first violation stops the ranks as a stop request does (SIGTERM, so they can checkpoint).
+  template <typename F>
+  void Watch(F f) {
+    std::optional<StoppingRuleWatch::Violation> v;
+    {
+      std::lock_guard<std::mutex> l(rules_mu_);
+      if (!rules_ || rule_fired_.load()) return;
+      v = f(*rules_);
+      if (!v) return;
+      rule_message_ = v->why;
+      rule_retry_ = v->rule.action == "retry";
+      rule_fired_.store(true);
+    }
+    Log(v->why + "; stopping the ranks");
+    stop_.store(true);
   }
 
   // No rank printed a line or advanced a step for the allowance: kill the ranks (no grace: a hung
@@ -583,6 +621,11 @@ class JobRunner {
   std::atomic<double> last_activity_{0};
   double hang_timeout_s_ = 0, hang_startup_s_ = 0;
   std::string hang_message_;
+  std::mutex rules_mu_;  // rules_, rule_message_, rule_retry_
+  std::unique_ptr<StoppingRuleWatch> rules_;
+  std::atomic<bool> rule_fired_{false};
+  std::string rule_message_;
+  bool rule_retry_ = false;
   std::mutex metrics_mu_;
   std::condition_variable metrics_cv_;
   std::unique_ptr<Shipper> shipper_;

@@ -1,6 +1,7 @@
 #include "agent/shipper.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "control/api_client.h"
 #include "control/wire.h"
@@ -43,6 +44,9 @@ void Shipper::AddLine(int rank, const std::string& stream, const std::string& te
 }
 
 void Shipper::AddMetric(const std::string& name, int rank, double value) {
+  // JSON has no NaN or infinity (nlohmann writes null) and the store's values are REAL NOT NULL: a
+  // non-finite value is left out of the metrics (its log line keeps it, and the stopping rules see it).
+  if (!std::isfinite(value)) return;
   MetricPoint p;
   p.attempt = attempt_;
   p.node = node_;

@@ -254,6 +254,60 @@ Status ReadOutputAndCheckpoint(Reader& r, const json& doc, JobSpec* s) {
   return Status::Ok();
 }
 
+// One of stopping.rules: the fields its `when` needs, and only those.
+Status ReadStoppingRule(Reader& r, const json& o, const std::string& p, StoppingRule* x) {
+  if (!o.is_object()) return r.Fail(p, "must be a mapping {when, ...}");
+  ANNEAL_RETURN_IF_ERROR(r.String(o, "when", p, &x->when, true));
+  ANNEAL_RETURN_IF_ERROR(r.String(o, "action", p, &x->action, false));
+  if (x->action != "stop" && x->action != "retry") {
+    return r.Fail(p + ".action", "'" + x->action + "' must be stop (the job fails) or retry (the attempt is retried)");
+  }
+  if (x->when == "non_finite") {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(o, p, {"when", "action", "metric"}));
+    return r.String(o, "metric", p, &x->metric, true);
+  }
+  if (x->when == "no_improvement") {
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(o, p, {"when", "action", "metric", "steps", "mode"}));
+    ANNEAL_RETURN_IF_ERROR(r.String(o, "metric", p, &x->metric, true));
+    if (!o.contains("steps")) return r.Fail(p + ".steps", "is required: how many values in a row without a new best");
+    ANNEAL_RETURN_IF_ERROR(r.Int(o, "steps", p, &x->steps, 1, 100000000));
+    ANNEAL_RETURN_IF_ERROR(r.String(o, "mode", p, &x->mode, false));
+    if (x->mode != "min" && x->mode != "max") return r.Fail(p + ".mode", "'" + x->mode + "' must be min or max");
+    return Status::Ok();
+  }
+  if (x->when == "gpu_utilization_below" || x->when == "no_output") {
+    const bool gpu = x->when == "gpu_utilization_below";
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(o, p, gpu ? std::set<std::string>{"when", "action", "percent", "for_s"}
+                                                 : std::set<std::string>{"when", "action", "for_s"}));
+    if (!o.contains("for_s")) return r.Fail(p + ".for_s", "is required: how long the condition must hold, in seconds");
+    ANNEAL_RETURN_IF_ERROR(r.Number(o, "for_s", p, &x->for_s, 1, 86400.0 * 7));
+    if (gpu && !o.contains("percent")) return r.Fail(p + ".percent", "is required: the utilisation floor, 0-100");
+    return gpu ? r.Number(o, "percent", p, &x->percent, 0, 100) : Status::Ok();
+  }
+  return r.Fail(p + ".when", "'" + x->when + "' must be non_finite, no_improvement, gpu_utilization_below or no_output");
+}
+
+Status ReadStoppingRules(Reader& r, const json& stop, JobSpec* s) {
+  if (!stop.contains("rules") || stop["rules"].is_null()) return Status::Ok();
+  const json& rules = stop["rules"];
+  if (!rules.is_array()) return r.Fail("stopping.rules", "must be a list of {when, ...}, got " + Reader::TypeName(rules));
+  for (size_t i = 0; i < rules.size(); ++i) {
+    StoppingRule x;
+    ANNEAL_RETURN_IF_ERROR(ReadStoppingRule(r, rules[i], "stopping.rules[" + std::to_string(i) + "]", &x));
+    s->stopping_rules.push_back(x);
+  }
+  return Status::Ok();
+}
+
+json StoppingRuleJson(const StoppingRule& x) {
+  json j = {{"when", x.when}, {"action", x.action}};
+  if (!x.metric.empty()) j["metric"] = x.metric;
+  if (x.when == "no_improvement") j["steps"] = x.steps, j["mode"] = x.mode;
+  if (x.when == "gpu_utilization_below") j["percent"] = x.percent;
+  if (x.for_s > 0) j["for_s"] = x.for_s;
+  return j;
+}
+
 // resources, stopping and retry.
 Status ReadResourcesAndStopping(Reader& r, const json& doc, JobSpec* s) {
   const json* res = nullptr;
@@ -270,12 +324,13 @@ Status ReadResourcesAndStopping(Reader& r, const json& doc, JobSpec* s) {
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "stopping", "", &stop));
   if (stop) {
     ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*stop, "stopping", {"max_runtime_s", "max_pending_s", "grace_period_s",
-                                                           "hang_timeout_s", "hang_startup_s"}));
+                                                           "hang_timeout_s", "hang_startup_s", "rules"}));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_runtime_s", "stopping", &s->max_runtime_s, 0, 86400.0 * 365));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "max_pending_s", "stopping", &s->max_pending_s, 0, 86400.0 * 365));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "grace_period_s", "stopping", &s->grace_period_s, 0, 3600));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_timeout_s", "stopping", &s->hang_timeout_s, 0, 86400.0 * 7));
     ANNEAL_RETURN_IF_ERROR(r.Number(*stop, "hang_startup_s", "stopping", &s->hang_startup_s, 0, 86400.0 * 7));
+    ANNEAL_RETURN_IF_ERROR(ReadStoppingRules(r, *stop, s));
   }
   const json* retry = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "retry", "", &retry));
@@ -374,6 +429,19 @@ Result<JobSpec> ParseJobSpec(const std::string& text, std::string* error_field) 
   return JobSpecFromJson(doc, error_field);
 }
 
+std::string StoppingRule::Describe() const {
+  auto num = [](double v) {
+    std::string t = std::to_string(v);
+    t.erase(t.find_last_not_of('0') + 1);
+    if (!t.empty() && t.back() == '.') t.pop_back();
+    return t;
+  };
+  if (when == "non_finite") return "non_finite " + metric;
+  if (when == "no_improvement") return "no_improvement of " + metric + " in " + std::to_string(steps) + " steps (" + mode + ")";
+  if (when == "gpu_utilization_below") return "gpu_utilization_below " + num(percent) + " % for " + num(for_s) + " s";
+  return "no_output for " + num(for_s) + " s";
+}
+
 nlohmann::json JobSpec::ToJson() const {
   json j;
   j["name"] = name;
@@ -395,7 +463,8 @@ nlohmann::json JobSpec::ToJson() const {
                     {"procs_per_instance", procs_per_instance},
                     {"keep_alive_s", keep_alive_s}};
   j["stopping"] = {{"max_runtime_s", max_runtime_s}, {"max_pending_s", max_pending_s}, {"grace_period_s", grace_period_s},
-                   {"hang_timeout_s", hang_timeout_s}, {"hang_startup_s", hang_startup_s}};
+                   {"hang_timeout_s", hang_timeout_s}, {"hang_startup_s", hang_startup_s}, {"rules", json::array()}};
+  for (const StoppingRule& x : stopping_rules) j["stopping"]["rules"].push_back(StoppingRuleJson(x));
   j["retry"] = {{"max_attempts", max_attempts}};
   j["metric_definitions"] = json::array();
   for (const auto& m : metric_definitions) j["metric_definitions"].push_back({{"name", m.name}, {"regex", m.regex}});

@@ -29,6 +29,21 @@ struct MetricDefinition {
   std::string regex;  // ECMAScript; the first capture group is the value
 };
 
+// stopping.rules[i] (docs/job-spec.md "Stopping rules"): watched by each instance's agent over what
+// its ranks log (agent/stopping_rules.h); the first that holds ends the attempt, its name in the
+// failure reason.
+struct StoppingRule {
+  std::string when;    // non_finite | no_improvement | gpu_utilization_below | no_output
+  std::string metric;  // non_finite, no_improvement: a metric_definitions name (or step_time_s)
+  int steps = 0;       // no_improvement: this many values of the metric in a row without a new best
+  std::string mode = "min";  // no_improvement: min (lower is better) | max
+  double percent = 0;  // gpu_utilization_below
+  double for_s = 0;    // gpu_utilization_below, no_output: how long the condition must hold
+  std::string action = "stop";  // stop (the job fails, never retried) | retry (an attempt failure, retried)
+  // "no_improvement of val_loss in 5 steps (min)"
+  std::string Describe() const;
+};
+
 struct JobSpec {
   std::string name;  // [a-z0-9][a-z0-9-]*, at most 48 characters
   // The execution role (control/execution_roles.h): which storage prefixes the job may use and the
@@ -64,6 +79,7 @@ struct JobSpec {
   // first line or step the allowance is hang_startup_s (loading, compiling, copying). 0 = off.
   double hang_timeout_s = 1800;
   double hang_startup_s = 3600;
+  std::vector<StoppingRule> stopping_rules;
   int max_attempts = 1;
   std::vector<MetricDefinition> metric_definitions;
   std::map<std::string, std::string> environment;

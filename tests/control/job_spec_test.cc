@@ -107,6 +107,33 @@ TEST(JobSpec, ErrorsNameTheField) {
   EXPECT_EQ(Refusal("- a\n- b").first, "");          // not a mapping
 }
 
+TEST(JobSpec, StoppingRulesAreCheckedFieldByField) {
+  auto s = ParseJobSpec(
+      "name: a\nentrypoint: {command: [x]}\nstopping:\n  rules:\n"
+      "    - {when: non_finite, metric: train_loss}\n"
+      "    - {when: no_improvement, metric: val_loss, steps: 5, mode: min, action: retry}\n"
+      "    - {when: gpu_utilization_below, percent: 10, for_s: 600}\n"
+      "    - {when: no_output, for_s: 900}\n");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->stopping_rules.size(), 4u);
+  EXPECT_EQ(s->stopping_rules[0].action, "stop");
+  EXPECT_EQ(s->stopping_rules[1].Describe(), "no_improvement of val_loss in 5 steps (min)");
+  EXPECT_EQ(s->stopping_rules[2].Describe(), "gpu_utilization_below 10 % for 600 s");
+  auto back = JobSpecFromStored(s->ToJson());  // agents receive the stored form
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ToJson(), s->ToJson());
+  const std::string head = "name: a\nentrypoint: {command: [x]}\nstopping: {rules: [";
+  EXPECT_EQ(Refusal(head + "{when: sometimes}]}").first, "stopping.rules[0].when");
+  EXPECT_EQ(Refusal(head + "{metric: x}]}").first, "stopping.rules[0].when");
+  EXPECT_EQ(Refusal(head + "{when: non_finite}]}").first, "stopping.rules[0].metric");
+  EXPECT_EQ(Refusal(head + "{when: no_improvement, metric: x}]}").first, "stopping.rules[0].steps");
+  EXPECT_EQ(Refusal(head + "{when: no_improvement, metric: x, steps: 3, mode: lower}]}").first, "stopping.rules[0].mode");
+  EXPECT_EQ(Refusal(head + "{when: no_output, for_s: 0}]}").first, "stopping.rules[0].for_s");
+  EXPECT_EQ(Refusal(head + "{when: no_output, for_s: 5, metric: x}]}").first, "stopping.rules[0].metric");
+  EXPECT_EQ(Refusal(head + "{when: non_finite, metric: x, action: pause}]}").first, "stopping.rules[0].action");
+  EXPECT_EQ(Refusal(head + "{when: gpu_utilization_below, for_s: 5}]}").first, "stopping.rules[0].percent");
+}
+
 TEST(JobSpec, LauncherIsOneOfThree) {
   auto s = ParseJobSpec("name: a\nentrypoint: {command: [x]}");
   ASSERT_TRUE(s.ok());

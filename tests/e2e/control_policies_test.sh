@@ -11,7 +11,9 @@
 #   4. quotas hold under 20 concurrent submissions by two users; jobs over the per-job or the user
 #      quota, which can never fit, are refused at submit;
 #   5. webhooks: every status change POSTed in order, HMAC-signed, retried through a receiver's errors;
-#   6. TLS: the server serves https with a certificate made here; clients verify it.
+#   6. TLS: the server serves https with a certificate made here; clients verify it;
+#   7. stopping rules: a loss that goes NaN stops a 2-instance job (Failed, never retried, the rule
+#      named in its reason and history); no_output with action retry fails each attempt, retried.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
@@ -266,5 +268,45 @@ YAML
 export ANNEAL_CA_CERT="$TMP/tls.crt"
 check "with the CA a job runs over https, agents included" bash -c "'$ANNEAL' submit '$TMP/tls.yaml' --server '$URL' --wait | grep -q 'over tls'"
 unset ANNEAL_CA_CERT
+stop_server
+
+# ---- 7. stopping rules ----
+start_server "$TMP/rules" --max-instances 2
+# A 2-instance job whose loss goes NaN at step 6 (as a diverging PyTorch script's would): the rule
+# stops it at once (not after its 60 s), Failed, the rule named in the reason and the history.
+cat >"$TMP/nan.yaml" <<'YAML'
+name: nan
+entrypoint:
+  command: 'for i in 1 2 3 4 5; do echo "step $i | loss 3.$i"; sleep 0.2; done; echo "step 6 | loss nan"; sleep 60'
+resources: {instance_count: 2}
+metric_definitions: [{name: train_loss, regex: 'step [0-9]+ \| loss ([^ ]+)'}]
+stopping: {grace_period_s: 5, rules: [{when: no_improvement, metric: train_loss, steps: 50}, {when: non_finite, metric: train_loss}]}
+retry: {max_attempts: 3}
+YAML
+id=$("$ANNEAL" submit "$TMP/nan.yaml" --server "$URL")
+t0=$(date +%s.%N)
+check "a job whose loss goes NaN ends Failed (stopping rule non_finite)" wait_status "$id" Failed 40
+echo "  ended $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s after its submit"
+reason=$(field "$id" failure_reason)
+check "... the reason names the rule and the value" \
+  bash -c 'grep -q "user_error: node [01]: stopping rule 2 (non_finite train_loss, action stop): rank [01] logged train_loss = nan" <<<"$1"' _ "$reason"
+check "... not retried (action stop), though retry.max_attempts is 3" test "$(field "$id" attempt)" = 0
+"$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/nan.json"
+check "... and the history (what events and webhooks carry) names it" \
+  $PY -c 'import json,sys; h=json.load(open(sys.argv[1]))["history"]; assert "stopping rule 2 (non_finite train_loss" in h[-1]["message"], h[-1]' "$TMP/nan.json"
+# no_output with action retry: each attempt is an infrastructure failure, retried until none are left.
+cat >"$TMP/quiet.yaml" <<'YAML'
+name: quiet
+entrypoint: {command: 'echo "loading"; sleep 60'}
+stopping: {grace_period_s: 2, rules: [{when: no_output, for_s: 2, action: retry}]}
+retry: {max_attempts: 2}
+YAML
+id=$("$ANNEAL" submit "$TMP/quiet.yaml" --server "$URL")
+check "a silent job under no_output (action retry) ends Failed" wait_status "$id" Failed 60
+reason=$(field "$id" failure_reason)
+check "... after 2 attempts, each ended by the rule" \
+  bash -c 'grep -q "infrastructure: node 0: stopping rule 1 (no_output for 2 s, action retry): no rank printed a line for" <<<"$1" &&
+    grep -q "no attempts left: retry.max_attempts 2" <<<"$1"' _ "$reason"
+check "... the second being attempt 1" test "$(field "$id" attempt)" = 1
 stop_server
 finish
