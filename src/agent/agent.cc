@@ -36,6 +36,7 @@
 #include "launch/launcher.h"
 #include "comm/store.h"
 #include "data/channel.h"
+#include "storage/s3_stats.h"
 
 extern char** environ;
 
@@ -285,6 +286,7 @@ class JobRunner {
 
   void Run() {
     shipper_ = std::make_unique<Shipper>(o_.server_url, job_, attempt_, node_);
+    s3_start_ = S3CounterSnapshot();
     Report("downloading");
     LaunchOptions lo;
     Status st = Prepare(&lo);
@@ -366,6 +368,7 @@ class JobRunner {
       Upload();
     }
     while (!summary.empty() && summary.back() == '\n') summary.pop_back();
+    ShipS3();
     if (!shipper_->Flush(std::max(1.0, ServerBudgetLeft()))) Say("log lines for " + job_ + " could not all be delivered");
     Report("finished", exit_code, summary, failed_rank, cause, local);
     // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent): the
@@ -532,6 +535,7 @@ class JobRunner {
       if (o_.clock->Monotonic() >= next) {
         next += o_.metrics_interval_s;
         for (const auto& [name, v] : sys.Sample()) Metric(name, -1, v);
+        ShipS3();
         if (ckpt_sync_) {
           auto n = ckpt_sync_->Upload();
           if (!n.ok()) Log("checkpoint upload: " + n.status().ToString() + " (will retry)");
@@ -549,6 +553,15 @@ class JobRunner {
       metrics_cv_.wait_for(l, nap, [stop] { return stop->load(); });
     }
     for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+  }
+
+  // This job's S3 requests from this agent so far (channels, checkpoint sync, output), as the node's
+  // s3_* metrics, when they changed (storage/s3_stats.h).
+  void ShipS3() {
+    const S3Snapshot d = S3CounterDelta(s3_start_, S3CounterSnapshot());
+    if (d.empty() || d[0].second == s3_shipped_requests_) return;
+    s3_shipped_requests_ = d[0].second;
+    for (const auto& [name, v] : d) shipper_->AddMetric(name, -1, v);
   }
 
   // A metric point: shipped, and watched by the stopping rules.
@@ -621,6 +634,8 @@ class JobRunner {
   std::atomic<double> last_activity_{0};
   double hang_timeout_s_ = 0, hang_startup_s_ = 0;
   std::string hang_message_;
+  S3Snapshot s3_start_;  // the process's S3 counters when this job began here
+  double s3_shipped_requests_ = 0;
   std::mutex rules_mu_;  // rules_, rule_message_, rule_retry_
   std::unique_ptr<StoppingRuleWatch> rules_;
   std::atomic<bool> rule_fired_{false};

@@ -25,6 +25,7 @@
 #include "storage/object_store.h"
 #include "storage/aws_config.h"
 #include "core/crypto.h"
+#include "storage/s3_stats.h"
 #include "storage/sigv4.h"
 
 namespace anneal {
@@ -337,6 +338,10 @@ class S3ObjectStore : public ObjectStore {
     std::string what = op + " '" + key + "' on " + Describe() + " failed: HTTP " + std::to_string(r.code);
     if (!code.empty()) what += " " + code;
     if (!msg.empty()) what += " (" + msg + ")";
+    // The server's id for the request, which its operators need to trace it.
+    auto rid = r.headers.find("x-amz-request-id");
+    const std::string id = rid != r.headers.end() ? rid->second : Tag(r.body, "RequestId");
+    if (!id.empty()) what += " [request id " + id + "]";
     if (r.code == 403) {
       return InvalidInput(what + ": the credentials were refused (they came from " + credentials_from_ +
                           ") — check the access key and secret, and the bucket's permissions");
@@ -360,6 +365,7 @@ class S3ObjectStore : public ObjectStore {
     const std::string payload_sha = Sha256Hex(body);
     Response r;
     int attempt = 0;
+    S3Counters& counted = S3ProcessCounters();
     for (; attempt < max_attempts_; ++attempt) {
       if (attempt > 0) {
         const double cap = std::min(10.0, 0.1 * (1 << std::min(attempt, 10)));
@@ -416,6 +422,11 @@ class S3ObjectStore : public ObjectStore {
       const CURLcode rc = curl_easy_perform(c);
       if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.code);
       else r.curl_error = curl_easy_strerror(rc);
+      ++counted.requests;
+      if (attempt > 0) ++counted.retries;
+      if (r.code == 503) ++counted.throttled;
+      counted.bytes_sent += body.size();
+      counted.bytes_received += r.body.size();
       curl_slist_free_all(hs);
       curl_easy_cleanup(c);
       // A body shorter than its Content-Length fails in curl (CURLE_PARTIAL_FILE): retried too.
@@ -425,6 +436,7 @@ class S3ObjectStore : public ObjectStore {
         if (!(complete && r.code == 200 && r.body.find("<Error>") != std::string::npos)) return r;
       }
     }
+    ++counted.failures;
     if (!r.curl_error.empty()) {
       return PeerError(method + " " + path + " on " + endpoint_ + " failed after " + std::to_string(attempt) +
                        " attempt(s): " + r.curl_error + " (is the S3 endpoint up? ANNEAL_S3_ENDPOINT)");

@@ -142,6 +142,14 @@ check "... and writing under team-b/ (403)" grep -q "team-b put HTTP 403" "$TMP/
 check "team-b's content appears nowhere in the logs" bash -c "! grep -q '$TEAM_B_CONTENT' '$TMP/job.logs'"
 check "the agent copied the file channel from team-a/ds with the role's keys" \
   grep -q "channel files: dataset.json train_000000.bin" "$TMP/job.logs"
+alice "$ANNEAL" metrics "$jid" --server "$URL" --json >"$TMP/job.metrics"
+check "the agent's S3 requests are the job's s3_* metrics (channel download, output upload; none throttled)" \
+  $PY -c 'import json,sys
+p=json.load(open(sys.argv[1]))["points"]
+last={x["name"]: x["value"] for x in p if x["name"].startswith("s3_")}
+assert last.get("s3_requests", 0) >= 3 and last.get("s3_bytes_received", 0) > 0 and last.get("s3_bytes_sent", 0) > 0, last
+assert last.get("s3_throttled", -1) == 0 and last.get("s3_failures", -1) == 0, last
+print("  ", last)' "$TMP/job.metrics"
 check "the rank's echo of the role's secret key is masked (***)" grep -q "rank secret: \*\*\*$" "$TMP/job.logs"
 check "the role's secret key is in neither logs nor describe" bash -c "! grep -q '$TA_SECRET' '$TMP/job.logs' '$TMP/job.json'"
 check "... nor in the server's store or log" bash -c "! grep -rqa '$TA_SECRET' '$TMP/srv' '$TMP/server.log'"

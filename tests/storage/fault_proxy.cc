@@ -136,8 +136,9 @@ void FaultProxy::Serve(int client) {
     const std::string body =
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>SlowDown</Code><Message>Please reduce your request "
         "rate.</Message></Error>";
-    const std::string resp = "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nContent-Length: " +
-                             std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+    const std::string resp = "HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\nx-amz-request-id: fault-" +
+                             std::to_string(index) + "\r\nContent-Length: " + std::to_string(body.size()) +
+                             "\r\nConnection: close\r\n\r\n" + body;
     SendAll(client, resp.data(), resp.size());
     ::close(client);
     return;

@@ -16,6 +16,7 @@
 
 #include "storage/fault_proxy.h"
 #include "storage/object_store.h"
+#include "storage/s3_stats.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {
@@ -98,8 +99,16 @@ using Action = FaultProxy::Action;
 TEST_F(S3FaultTest, AStormOf503sIsRiddenOut) {
   FaultProxy proxy("127.0.0.1", port_, [](const std::string&, int i) { return i < 3 ? Action::k503 : Action::kForward; });
   auto s = Through(proxy);
+  const S3Snapshot before = S3CounterSnapshot();
   ASSERT_TRUE(s->Put("storm/a", "after the storm").ok());
   EXPECT_EQ(proxy.requests(), 4);
+  // What the agent ships as the node's s3_* metrics: 4 requests, 3 of them retries after SlowDown.
+  const S3Snapshot d = S3CounterDelta(before, S3CounterSnapshot());
+  EXPECT_EQ(d[0], (std::pair<std::string, double>{"s3_requests", 4}));
+  EXPECT_EQ(d[1], (std::pair<std::string, double>{"s3_retries", 3}));
+  EXPECT_EQ(d[2], (std::pair<std::string, double>{"s3_throttled", 3}));
+  EXPECT_EQ(d[3], (std::pair<std::string, double>{"s3_failures", 0}));
+  EXPECT_EQ(d[4].second, 4 * 15.0);  // "after the storm", sent each time
   EXPECT_EQ(*Direct()->Get("storm/a"), "after the storm");
 }
 
@@ -112,6 +121,7 @@ TEST_F(S3FaultTest, EndlessSlowDownFailsWithinTheBudget) {
   EXPECT_EQ(st.code(), Code::kPeer) << st.message();
   EXPECT_NE(st.message().find("503"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("SlowDown"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("[request id fault-"), std::string::npos) << st.message();  // the server's id
   // Within the 2 s budget plus one backoff sleep and the last request's time (a margin of the
   // configured budget, not of the machine's speed).
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2 * 2));
