@@ -45,7 +45,11 @@ class AgentRoutes : public RoutePart {
     });
     AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/metrics)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
       std::vector<MetricPoint> pts;
-      for (const json& x : b.value("points", json::array())) pts.push_back(MetricPointFromJson(x));
+      // A point without a numeric value (JSON has no NaN: an older agent sent null) is dropped, not the
+      // batch: refusing it made the agent retry the batch forever.
+      for (const json& x : b.value("points", json::array())) {
+        if (x.is_object() && x.contains("value") && x["value"].is_number()) pts.push_back(MetricPointFromJson(x));
+      }
       ANNEAL_RETURN_IF_ERROR(c_.store->AppendMetrics(req.matches[1], pts));
       Reply(res, 200, {{"stored", pts.size()}});
       return Status::Ok();

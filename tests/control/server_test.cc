@@ -112,6 +112,15 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   ASSERT_TRUE(ag->Post("/v1/jobs/" + id + "/logs",
                         {{"lines", json::array({ToJson(LogLine{0, 0, 0, 1, 0, "stdout", 1.0, "hello"})})}})
                   .ok());
+  // A batch with a point whose value is null (JSON's NaN) is taken without that point, not refused:
+  // a refused batch is retried by its agent forever.
+  json bad = {{"attempt", 0}, {"node", 0}, {"seq", 2}, {"name", "train_loss"}, {"rank", 0}, {"at", 1.0}, {"value", nullptr}};
+  json good = {{"attempt", 0}, {"node", 0}, {"seq", 3}, {"name", "train_loss"}, {"rank", 0}, {"at", 1.0}, {"value", 2.5}};
+  ASSERT_TRUE(ag->Post("/v1/jobs/" + id + "/metrics", {{"points", json::array({bad, good})}}).ok());
+  auto pts = api->Get("/v1/jobs/" + id + "/metrics");
+  ASSERT_TRUE(pts.ok());
+  ASSERT_EQ((*pts)["points"].size(), 1u) << pts->dump();
+  EXPECT_EQ((*pts)["points"][0]["value"], 2.5);
   Report(ag, id, "finished", 0);
   json done = WaitFor(api, id, "Completed");
   EXPECT_EQ(done["status"], "Completed");
