@@ -51,6 +51,7 @@ class AgentRoutes : public RoutePart {
         if (x.is_object() && x.contains("value") && x["value"].is_number()) pts.push_back(MetricPointFromJson(x));
       }
       ANNEAL_RETURN_IF_ERROR(c_.store->AppendMetrics(req.matches[1], pts));
+      if (c_.latest) c_.latest->Note(req.matches[1], pts);
       Reply(res, 200, {{"stored", pts.size()}});
       return Status::Ok();
     });

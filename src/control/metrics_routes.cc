@@ -1,6 +1,8 @@
 #include "control/metrics_routes.h"
 
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "anneal_version.h"
@@ -81,14 +83,21 @@ class MetricsRoutes : public RoutePart {
     ANNEAL_ASSIGN_OR_RETURN(auto jobs, c_.store->ActiveJobs());
     t->Family("anneal_job_metric", "gauge",
               "The newest value of each metric of each active job, by node and rank (rank -1: the instance's own)");
+    std::set<std::string> active;
     for (const JobRecord& j : jobs) {
-      ANNEAL_ASSIGN_OR_RETURN(auto points, c_.store->LatestMetrics(j.id));
-      for (const MetricPoint& p : points) {
+      active.insert(j.id);
+      std::optional<std::vector<MetricPoint>> points = c_.latest ? c_.latest->Of(j.id) : std::nullopt;
+      if (!points) {  // none arrived since the server started: once from the store
+        ANNEAL_ASSIGN_OR_RETURN(points, c_.store->LatestMetrics(j.id));
+        if (c_.latest) c_.latest->Note(j.id, *points);
+      }
+      for (const MetricPoint& p : *points) {
         t->Sample("anneal_job_metric",
                   {{"anneal_job", j.id}, {"node", std::to_string(p.node)}, {"rank", std::to_string(p.rank)}, {"name", p.name}},
                   p.value);
       }
     }
+    if (c_.latest) c_.latest->KeepOnly(active);
     return Status::Ok();
   }
 

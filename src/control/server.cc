@@ -149,6 +149,7 @@ class Server : public ControlServer {
     // Each request's latency, by route (/metrics): a request is served on one thread from routing to
     // the logger, which runs once the answer is ready.
     ctx_.requests = &requests_;
+    ctx_.latest = &latest_;
     http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
       g_request_start = MonotonicSeconds();
       return httplib::Server::HandlerResponse::Unhandled;
@@ -203,6 +204,7 @@ class Server : public ControlServer {
   ServerContext ctx_;
   AgentSessions agents_;
   RequestStats requests_;
+  LatestPoints latest_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<httplib::Server> http_;

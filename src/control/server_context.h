@@ -9,6 +9,7 @@
 #include "control/agent_sessions.h"
 #include "control/execution_roles.h"
 #include "control/job_store.h"
+#include "control/latest_points.h"
 #include "control/request_stats.h"
 #include "control/scheduler_loop.h"
 #include "control/server.h"
@@ -22,6 +23,7 @@ struct ServerContext {
   SchedulerLoop* scheduler = nullptr;
   AgentSessions* agents = nullptr;
   RequestStats* requests = nullptr;  // the API's latencies (/metrics)
+  LatestPoints* latest = nullptr;    // each active job's newest metric points (/metrics)
   ExecutionRoles roles;
   std::string url;         // where agents register
   double start_wall = 0;   // heartbeat deadlines count from here at the earliest

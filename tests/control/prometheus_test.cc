@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "control/latest_points.h"
 #include "control/request_stats.h"
 
 namespace anneal {
@@ -55,6 +56,30 @@ TEST(RequestStats, RoutesKeepTheirShapeNotTheirIds) {
             std::string::npos) << t.text();
   EXPECT_NE(t.text().find("anneal_http_requests_total{method=\"GET\",route=\"/v1/jobs/{id}\",code=\"404\"} 1\n"),
             std::string::npos) << t.text();
+}
+
+TEST(LatestPoints, KeepsEachSeriesNewestAndForgetsEndedJobs) {
+  auto point = [](const std::string& name, int rank, double at, double v) {
+    MetricPoint p;
+    p.name = name;
+    p.rank = rank;
+    p.at = at;
+    p.value = v;
+    return p;
+  };
+  LatestPoints l;
+  EXPECT_FALSE(l.Of("a"));  // never seen: /metrics reads the store once
+  l.Note("a", {point("train_loss", 0, 1, 3.0), point("train_loss", 1, 1, 3.1), point("train_loss", 0, 2, 2.9)});
+  l.Note("a", {point("train_loss", 0, 1.5, 9.9)});  // a retried, older batch
+  l.Note("b", {point("step_time_s", 0, 1, 0.2)});
+  auto a = l.Of("a");
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[0].value, 2.9);
+  EXPECT_EQ((*a)[1].value, 3.1);
+  l.KeepOnly({"b"});
+  EXPECT_FALSE(l.Of("a"));
+  EXPECT_TRUE(l.Of("b"));
 }
 
 }  // namespace
