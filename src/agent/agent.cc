@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "agent/dir_sync.h"
+#include "agent/exec_runner.h"
 #include "agent/health_check.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
@@ -234,6 +235,11 @@ class JobRunner {
   bool done() const { return done_.load(); }
   const std::string& job() const { return job_; }
   int attempt() const { return attempt_; }
+  // Where and with what an `anneal exec` into this job runs (set once the job is prepared).
+  std::optional<ExecPlace> Place() {
+    std::lock_guard<std::mutex> l(place_mu_);
+    return place_;
+  }
 
  private:
   void Log(const std::string& raw) {
@@ -505,6 +511,18 @@ class JobRunner {
     hang_startup_s_ = spec.hang_startup_s;
     lo->workdir = code;
     lo->extra_env = vars;
+    {
+      ExecPlace place{code, vars};
+      place.env["ANNEAL_JOB"] = job_;
+      place.env["ANNEAL_ATTEMPT"] = std::to_string(attempt_);
+      place.env["GROUP_RANK"] = std::to_string(node_);
+      place.env["WORLD_SIZE"] = std::to_string(nnodes_ * spec.procs_per_instance);
+      place.env["LOCAL_WORLD_SIZE"] = std::to_string(spec.procs_per_instance);
+      place.env["MASTER_ADDR"] = master;
+      place.env["MASTER_PORT"] = std::to_string(master_port);
+      std::lock_guard<std::mutex> l(place_mu_);
+      place_ = std::move(place);
+    }
     for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
     extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
     if (!spec.stopping_rules.empty()) rules_ = std::make_unique<StoppingRuleWatch>(spec.stopping_rules, o_.clock->Monotonic());
@@ -636,6 +654,8 @@ class JobRunner {
   std::string hang_message_;
   S3Snapshot s3_start_;  // the process's S3 counters when this job began here
   double s3_shipped_requests_ = 0;
+  std::mutex place_mu_;
+  std::optional<ExecPlace> place_;
   std::mutex rules_mu_;  // rules_, rule_message_, rule_retry_
   std::unique_ptr<StoppingRuleWatch> rules_;
   std::atomic<bool> rule_fired_{false};
@@ -920,6 +940,26 @@ class HealthRunner {
   std::thread thread_;
 };
 
+// The heartbeat answer's new anneal exec sessions: each runs if this agent runs that job (prepared),
+// else it is answered at once with exit 255.
+void StartExecs(const AgentOptions& o, const json& sessions, JobRunner* runner,
+                std::vector<std::unique_ptr<ExecRunner>>* execs) {
+  for (const json& e : sessions) {
+    const std::string job = e.value("job", std::string()), id = e.value("id", std::string());
+    std::optional<ExecPlace> place = runner && runner->job() == job ? runner->Place() : std::nullopt;
+    if (place) {
+      Say("exec " + id + " into " + job);
+      execs->push_back(std::make_unique<ExecRunner>(o.server_url, e, std::move(*place)));
+      continue;
+    }
+    auto c = ApiClient::Make(o.server_url, 10);
+    if (c.ok()) {
+      (void)(*c)->Post("/v1/exec/" + id + "/agent-output",
+                       {{"exit_code", 255}, {"message", "this instance is not running " + job + "'s ranks now"}});
+    }
+  }
+}
+
 }  // namespace
 
 Status RunAgent(const AgentOptions& in) {
@@ -978,6 +1018,13 @@ Status RunAgent(const AgentOptions& in) {
   std::condition_variable wake;
   std::unique_ptr<JobRunner> runner;
   std::unique_ptr<HealthRunner> health;  // a pre-start health check in progress
+  std::vector<std::unique_ptr<ExecRunner>> execs;  // anneal exec sessions into the job
+  // Ends the exec sessions that are done, or every one when the job is gone (killing its commands).
+  auto reap_execs = [&] {
+    for (auto it = execs.begin(); it != execs.end();) {
+      it = (*it)->done() || !runner || runner->job() != (*it)->job() ? execs.erase(it) : std::next(it);
+    }
+  };
   bool registered = false;
   double unreachable_since = -1;
   double next_s = o.heartbeat_s;  // the server may ask for the next heartbeat sooner
@@ -989,6 +1036,7 @@ Status RunAgent(const AgentOptions& in) {
     }
     if (runner && runner->done()) runner.reset();
     if (health && health->done()) health.reset();
+    reap_execs();
     next_s = o.heartbeat_s;
     Status st;
     HeartbeatReply action;
@@ -1026,6 +1074,7 @@ Status RunAgent(const AgentOptions& in) {
     }
     if (st.ok()) {
       unreachable_since = -1;
+      StartExecs(o, action.execs, runner.get(), &execs);
       const std::string& a = action.action;
       if (action.next_s >= 0) next_s = std::min(o.heartbeat_s, action.next_s);
       if (a == "run" && !runner) {
@@ -1072,6 +1121,7 @@ Status RunAgent(const AgentOptions& in) {
     }
   }
   health.reset();  // abandons a health check (kills its command and collective) and waits for it
+  execs.clear();   // kills the exec sessions' commands
   runner.reset();  // stops and waits: ranks get SIGTERM and the grace period, uploads and reports run
   if (o.remove_work_dir) {
     std::error_code ec;

@@ -25,5 +25,6 @@ void AddAgentCommand(CLI::App& app, RunFn* run);
 void AddJobCommands(CLI::App& app, RunFn* run);
 void AddUserCommands(CLI::App& app, RunFn* run);
 void AddKubernetesCommand(CLI::App& app, RunFn* run);
+void AddExecCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddJobCommands(app, &run);
   anneal::cli::AddUserCommands(app, &run);
   anneal::cli::AddKubernetesCommand(app, &run);
+  anneal::cli::AddExecCommand(app, &run);
 #endif
   try {
     app.parse(argc, argv);

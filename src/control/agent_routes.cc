@@ -185,6 +185,7 @@ class AgentRoutes : public RoutePart {
         return Status::Ok();
       }
       ANNEAL_ASSIGN_OR_RETURN(HeartbeatReply reply, Answer(*inst, hb));
+      if (c_.execs && !hb.job.empty()) reply.execs = c_.execs->TakeFor(id);  // anneal exec, for the job it runs
       Reply(res, 200, ToJson(reply));
       return Status::Ok();
     });

@@ -183,6 +183,9 @@ class JobRoutes : public RoutePart {
 
   Result<json> Describe(const JobRecord& j) {
     json d = Summary(j);
+    // anneal exec's uses (control/exec_routes.cc), oldest first.
+    auto execs = c_.store->GetValue("execs:" + j.id);
+    d["execs"] = execs.ok() && *execs ? json::parse(**execs, nullptr, false) : json::array();
     d["spec"] = j.spec.ToJson();
     if (!j.idempotency_key.empty()) d["idempotency_key"] = j.idempotency_key;
     // Secrets are never shown: their names only.

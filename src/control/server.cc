@@ -13,6 +13,7 @@
 #include "control/agent_routes.h"
 #include "control/auth.h"
 #include "control/http_util.h"
+#include "control/exec_routes.h"
 #include "control/job_routes.h"
 #include "control/metrics_routes.h"
 #include "control/server_backend.h"
@@ -150,6 +151,7 @@ class Server : public ControlServer {
     // the logger, which runs once the answer is ready.
     ctx_.requests = &requests_;
     ctx_.latest = &latest_;
+    ctx_.execs = &execs_;
     http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
       g_request_start = MonotonicSeconds();
       return httplib::Server::HandlerResponse::Unhandled;
@@ -159,6 +161,7 @@ class Server : public ControlServer {
     });
     parts_.push_back(AddJobRoutes(*http_, ctx_));
     parts_.push_back(AddMetricsRoutes(*http_, ctx_));
+    parts_.push_back(AddExecRoutes(*http_, ctx_));
     AddUserRoutes(*http_, store_.get());
     parts_.push_back(AddAgentRoutes(*http_, ctx_));
     http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -205,6 +208,7 @@ class Server : public ControlServer {
   AgentSessions agents_;
   RequestStats requests_;
   LatestPoints latest_;
+  ExecSessions execs_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<httplib::Server> http_;

@@ -113,6 +113,7 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
   if (r.next_s >= 0) j["next_s"] = r.next_s;
   if (r.action == "run") j["assignment"] = ToJson(r.assignment);
   if (r.action == "health") j["health"] = r.health;
+  if (!r.execs.empty()) j["execs"] = r.execs;
   return j;
 }
 
@@ -124,6 +125,7 @@ Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j) {
     ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFromJson(j.value("assignment", nlohmann::json())));
   }
   if (r.action == "health") r.health = j.value("health", nlohmann::json::object());
+  r.execs = j.value("execs", nlohmann::json::array());
   return r;
 }
 

@@ -46,6 +46,7 @@ struct HeartbeatReply {
   double next_s = -1;
   Assignment assignment;  // action run
   nlohmann::json health;  // action health
+  nlohmann::json execs = nlohmann::json::array();  // anneal exec sessions for this instance (control/exec_sessions.h)
 };
 nlohmann::json ToJson(const HeartbeatMsg& m);
 HeartbeatMsg HeartbeatMsgFromJson(const nlohmann::json& j);

@@ -46,6 +46,29 @@ std::string HmacSha256(std::string_view key, std::string_view data) {
   return std::string(reinterpret_cast<const char*>(md), len);
 }
 
+std::string Base64Encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+std::string Base64Decode(std::string_view text, bool* ok) {
+  if (ok) *ok = false;
+  if (text.size() % 4 != 0) return "";
+  std::string out(3 * text.size() / 4, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return "";
+  size_t len = static_cast<size_t>(n);  // EVP_DecodeBlock counts the padding as zero bytes
+  if (!text.empty() && text.back() == '=') --len;
+  if (text.size() > 1 && text[text.size() - 2] == '=') --len;
+  out.resize(len);
+  if (ok) *ok = true;
+  return out;
+}
+
 std::string RandomHex(size_t bytes) {
   std::string raw(bytes, '\0');
   FILE* f = std::fopen("/dev/urandom", "rb");

@@ -15,6 +15,10 @@ std::string HexLower(std::string_view bytes);
 std::string Md5(std::string_view data);
 // Raw HMAC-SHA256 (32 bytes).
 std::string HmacSha256(std::string_view key, std::string_view data);
+// Standard base64 (with padding), for bytes in JSON (anneal exec's streams). Decoding malformed
+// text gives "" and *ok = false.
+std::string Base64Encode(std::string_view bytes);
+std::string Base64Decode(std::string_view text, bool* ok = nullptr);
 // Lower-case hex of `bytes` bytes from /dev/urandom (tokens, idempotency keys); aborts when the
 // system has no randomness rather than issue guessable secrets.
 std::string RandomHex(size_t bytes);

@@ -13,7 +13,9 @@
 #   5. webhooks: every status change POSTed in order, HMAC-signed, retried through a receiver's errors;
 #   6. TLS: the server serves https with a certificate made here; clients verify it;
 #   7. stopping rules: a loss that goes NaN stops a 2-instance job (Failed, never retried, the rule
-#      named in its reason and history); no_output with action retry fails each attempt, retried.
+#      named in its reason and history); no_output with action retry fails each attempt, retried;
+#   8. anneal exec into a running 2-instance job: output, standard error and exit code; -i and -t;
+#      another user 403, an admin may; every use recorded in the job.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
@@ -308,5 +310,39 @@ check "... after 2 attempts, each ended by the rule" \
   bash -c 'grep -q "infrastructure: node 0: stopping rule 1 (no_output for 2 s, action retry): no rank printed a line for" <<<"$1" &&
     grep -q "no attempts left: retry.max_attempts 2" <<<"$1"' _ "$reason"
 check "... the second being attempt 1" test "$(field "$id" attempt)" = 1
+
+# ---- 8. anneal exec ----
+"$ANNEAL" users add carol --server "$URL" >"$TMP/carol.token" 2>/dev/null
+"$ANNEAL" users add dave --server "$URL" >"$TMP/dave.token" 2>/dev/null
+cat >"$TMP/exec.yaml" <<'YAML'
+name: exec
+entrypoint: {command: 'echo started; sleep 60'}
+resources: {instance_count: 2}
+environment: {MY_SETTING: "from-the-spec"}
+YAML
+id=$(ANNEAL_TOKEN_FILE="$TMP/carol.token" "$ANNEAL" submit "$TMP/exec.yaml" --server "$URL")
+check "a 2-instance job for exec is Training" bash -c "for _ in \$(seq 1 100); do [ \"\$('$ANNEAL' describe $id --server $URL --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[\"secondary_status\"])')\" = Training ] && exit 0; sleep 0.1; done; exit 1"
+carol() { ANNEAL_TOKEN_FILE="$TMP/carol.token" "$@"; }
+carol "$ANNEAL" exec "$id" --node 1 --server "$URL" -- sh -c 'hostname; pwd; env | grep RANK; echo "setting $MY_SETTING"; echo oops >&2; exit 7' \
+  >"$TMP/exec.out" 2>"$TMP/exec.err"
+rc=$?
+check "exec on node 1: the command's exit code (7)" test "$rc" -eq 7
+check "... its output: the host, node 1's job folder, the contract, the spec's environment" \
+  bash -c "grep -qx '$(hostname)' '$TMP/exec.out' && grep -qx '.*/$id-a0-n1/jobs/$id/code' '$TMP/exec.out' &&
+    grep -qx 'GROUP_RANK=1' '$TMP/exec.out' && grep -qx 'setting from-the-spec' '$TMP/exec.out'"
+check "... and its standard error apart" grep -qx oops "$TMP/exec.err"
+out=$(printf 'one\ntwo\n' | carol "$ANNEAL" exec "$id" -i --server "$URL" -- sh -c 'wc -l')
+check "exec -i: the command reads this process's standard input to its end (2 lines)" test "$(echo $out)" = 2
+out=$( (sleep 0.5; echo typed) | carol "$ANNEAL" exec "$id" -t --server "$URL" -- sh -c 'test -t 0 && echo on-a-tty; read x; echo "got $x"' | tr -d '\r')
+check "exec -t: the command runs on a terminal and reads from it" bash -c "grep -qx on-a-tty <<<'$out' && grep -qx 'got typed' <<<'$out'"
+expect_exit "another user: 403 (only the owner or an admin)" 2 "only the job's owner" \
+  env ANNEAL_TOKEN_FILE="$TMP/dave.token" "$ANNEAL" exec "$id" --server "$URL" -- true
+check "an admin may" "$ANNEAL" exec "$id" --server "$URL" -- true
+"$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/exec.json"
+check "each use is recorded in the job (describe: execs, with user, node, command, exit code)" \
+  $PY -c 'import json,sys; e=json.load(open(sys.argv[1]))["execs"]; assert len(e) == 4 and e[0]["user"] == "carol" and e[0]["node"] == 1 and e[0]["exit_code"] == 7 and e[-1]["user"] == "admin", e' "$TMP/exec.json"
+carol "$ANNEAL" stop "$id" --server "$URL" >/dev/null
+expect_exit "exec into an ended job: refused (409)" 2 "needs it running" \
+  bash -c "sleep 3; ANNEAL_TOKEN_FILE='$TMP/carol.token' '$ANNEAL' exec '$id' --server '$URL' -- true"
 stop_server
 finish
