@@ -348,6 +348,13 @@ class JobRunner {
           local = true;
           failed_rank = -1;
           summary = rule_message_ + "\n" + summary;
+        } else if (exit_code == 0 && g_agent_signal.load()) {
+          // Slurm's SIGTERM reaches the ranks too (scancel --signal, a time limit's warning): they may
+          // checkpoint and exit 0 before this agent's own stop reaches them. Not a completed job.
+          cause = SignalCause(&summary);
+          exit_code = 1;
+          local = true;
+          summary += "; the ranks saved a checkpoint and exited";
         } else if (exit_code == 0) {
           cause = ExitCause::kNone;
         } else if (hung_.load()) {

@@ -520,7 +520,12 @@ class Launcher {
     std::string text;
     if (!SplitRankTag(o_.mode, line, &rank, &err, &text)) {
       text = line;
-      if (leader_failed_rank_ < 0) leader_failed_rank_ = LeaderFailedRank(o_.mode, line);
+      int weight = 0;
+      const int named = LeaderFailedRank(o_.mode, line, &weight);
+      if (named >= 0 && (leader_failed_rank_ < 0 || weight > leader_failed_weight_)) {
+        leader_failed_rank_ = named;
+        leader_failed_weight_ = weight;
+      }
     }
     if (o_.on_output) {
       o_.on_output(rank, err, text);
@@ -665,6 +670,7 @@ class Launcher {
   std::string store_addr_, host_;
   std::string exec_key_;  // launch-rsh requests' key (mpirun off Slurm)
   int leader_failed_rank_ = -1;  // the rank the leader named as failed first (this attempt)
+  int leader_failed_weight_ = 0;  // how surely (LeaderFailedRank)
 };
 
 }  // namespace

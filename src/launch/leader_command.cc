@@ -137,9 +137,12 @@ bool SplitRankTag(LaunchMode mode, const std::string& line, int* rank, bool* is_
   return false;
 }
 
-int LeaderFailedRank(LaunchMode mode, const std::string& line) {
+int LeaderFailedRank(LaunchMode mode, const std::string& line, int* weight) {
   int r = -1;
   size_t at;
+  if (weight) {
+    *weight = line.find("Exited with exit code") != std::string::npos ? 2 : line.find(": Killed") != std::string::npos ? 0 : 1;
+  }
   if (mode == LaunchMode::kMpirun && (at = line.find("Process name: [[")) != std::string::npos) {
     at = line.find("],", at);
     if (at == std::string::npos) return -1;

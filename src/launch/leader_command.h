@@ -75,8 +75,10 @@ bool SplitRankTag(LaunchMode mode, const std::string& line, int* rank, bool* is_
 
 // The rank the leader names as the first to fail, from one of its own lines: Open MPI's
 // "  Process name: [[J,1],R]" (after "mpirun detected that one or more processes exited ...") or
-// srun's "srun: error: NODE: task R: Exited with exit code N". -1 for any other line.
-int LeaderFailedRank(LaunchMode mode, const std::string& line);
+// srun's "srun: error: NODE: task R: Exited with exit code N". -1 for any other line. *weight (when
+// given) ranks such lines: srun also reports the tasks it killed because of the first ("task R:
+// Killed", 0), possibly first; an exit code (2) beats a signal (1), which beats a kill (0).
+int LeaderFailedRank(LaunchMode mode, const std::string& line, int* weight = nullptr);
 
 // The rank contract for a process started by mpirun or srun, from its environment: RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK (= RANK / LOCAL_WORLD_SIZE), ROLE_RANK.

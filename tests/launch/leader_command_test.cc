@@ -87,6 +87,10 @@ TEST(LeaderCommand, TheLeaderNamesTheFailedRank) {
   EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "srun: error: n2: task 1: Exited with exit code 3"), 1);
   EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "srun: error: n2: tasks 0-1: Killed"), -1);
   EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "  Process name: [[4533,1],1]"), -1);
+  int killed = -1, exited = -1;
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "srun: error: n1: task 0: Killed", &killed), 0);
+  EXPECT_EQ(LeaderFailedRank(LaunchMode::kSrun, "srun: error: n2: task 1: Exited with exit code 3", &exited), 1);
+  EXPECT_GT(exited, killed);  // the task that exited beats the one srun killed because of it
 }
 
 TEST(LeaderCommand, RankContractFromOpenMpiOrSlurm) {

@@ -109,7 +109,7 @@ check "... the agents' SLURM_PROCID hidden from the ranks" test "$(grep -c 'SLUR
 check "... the ranks rendezvoused across the nodes" grep -q "parallel: 2 ranks" "$TMP/two.logs"
 two_hash=$(hash_of <"$TMP/two.logs")
 check "... with the local backend's final state hash ($two_hash)" test "$two_hash" = "$ref_hash"
-check "... and nothing left in squeue" bash -c '[ -z "$(squeue -h)" ]'
+check "... and nothing left in squeue" bash -c 'for _ in $(seq 1 100); do [ -z "$(squeue -h)" ] && exit 0; sleep 0.1; done; exit 1'
 
 # ---- 3. a second job waits in Slurm's queue ----
 cat >"$TMP/hold.yaml" <<'YAML'
@@ -216,6 +216,7 @@ id=$(span_job srunfail srun "'if [ \"\$RANK\" = 1 ]; then echo giving up >&2; ex
 check "launcher srun: rank 1 exiting 3 fails the job" wait_field "$id" status Failed 90
 reason=$(field "$id" failure_reason)
 check "... its reason names rank 1 (from srun's report) and rank 1's last line" \
-  bash -c 'grep -q "rank 1 failed first (srun" <<<"$1" && grep -q "giving up" <<<"$1"' _ "$reason"
+  bash -c 'grep -q "rank 1 failed first (srun" <<<"$1" && grep -q "giving up" <<<"$1"' _ "$reason" ||
+  sed 's/^/  reason: /' <<<"$reason"
 check "... and nothing left in squeue" bash -c 'for _ in $(seq 1 100); do [ -z "$(squeue -h)" ] && exit 0; sleep 0.1; done; exit 1'
 finish
