@@ -599,10 +599,11 @@ class JobRunner {
   // the first violation stops the ranks as a stop request does (SIGTERM, so they can checkpoint).
   template <typename F>
   void Watch(F f) {
+    if (!rules_) return;  // set in Prepare, before the ranks start: no rules, nothing to watch
     std::optional<StoppingRuleWatch::Violation> v;
     {
       std::lock_guard<std::mutex> l(rules_mu_);
-      if (!rules_ || rule_fired_.load()) return;
+      if (rule_fired_.load()) return;
       v = f(*rules_);
       if (!v) return;
       rule_message_ = v->why;
@@ -663,7 +664,7 @@ class JobRunner {
   double s3_shipped_requests_ = 0;
   std::mutex place_mu_;
   std::optional<ExecPlace> place_;
-  std::mutex rules_mu_;  // rules_, rule_message_, rule_retry_
+  std::mutex rules_mu_;  // the watch's calls, rule_message_, rule_retry_ (rules_ itself is set once, in Prepare)
   std::unique_ptr<StoppingRuleWatch> rules_;
   std::atomic<bool> rule_fired_{false};
   std::string rule_message_;

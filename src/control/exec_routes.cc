@@ -21,9 +21,7 @@ class ExecRoutes : public RoutePart {
     }));
     h.Get(R"(/v1/exec/([^/]+)/output)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       if (!Mine(req.matches[1], p, res)) return;
-      json out = c_.execs->Output(req.matches[1], Int64Param(req, "after", 0), std::min(5, IntParam(req, "wait_s", 1)));
-      if (out.value("done", false)) Finished(req.matches[1], out.value("exit_code", -1));
-      Reply(res, 200, out);
+      Reply(res, 200, c_.execs->Output(req.matches[1], Int64Param(req, "after", 0), std::min(5, IntParam(req, "wait_s", 1))));
     }));
     h.Post(R"(/v1/exec/([^/]+)/input)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       if (!Mine(req.matches[1], p, res)) return;
@@ -40,7 +38,11 @@ class ExecRoutes : public RoutePart {
       for (const json& c : b.value("chunks", json::array())) {
         c_.execs->AddOutput(req.matches[1], c.value("stream", 1), Base64Decode(c.value("data", std::string())));
       }
-      if (b.contains("exit_code")) c_.execs->Finish(req.matches[1], b["exit_code"].get<int>(), b.value("message", ""), WallSeconds());
+      if (b.contains("exit_code")) {
+        const int code = b["exit_code"].get<int>();
+        c_.execs->Finish(req.matches[1], code, b.value("message", ""), WallSeconds());
+        Finished(req.matches[1], code);
+      }
       Reply(res, 200, {{"ok", true}});
     }));
     h.Get(R"(/v1/exec/([^/]+)/agent-input)", Guarded(st, Access::kAgent, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {

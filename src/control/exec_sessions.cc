@@ -75,16 +75,6 @@ void ExecSessions::AddInput(const std::string& id, const std::string& bytes, boo
   cv_.notify_all();
 }
 
-namespace {
-
-json Chunks(const std::vector<std::pair<int64_t, std::pair<int, const std::string*>>>& v) {
-  json a = json::array();
-  for (const auto& [seq, c] : v) a.push_back({{"seq", seq}, {"stream", c.first}, {"data", Base64Encode(*c.second)}});
-  return a;
-}
-
-}  // namespace
-
 json ExecSessions::Input(const std::string& id, int64_t after, double wait_s) {
   std::unique_lock<std::mutex> l(mu_);
   auto ready = [&] {
@@ -94,11 +84,11 @@ json ExecSessions::Input(const std::string& id, int64_t after, double wait_s) {
   cv_.wait_for(l, std::chrono::duration<double>(wait_s), ready);
   Session* s = Get(id);
   if (!s) return {{"chunks", json::array()}, {"eof", true}};
-  std::vector<std::pair<int64_t, std::pair<int, const std::string*>>> v;
+  json chunks = json::array();
   for (const Chunk& c : s->in) {
-    if (c.seq > after) v.push_back({c.seq, {0, &c.bytes}});
+    if (c.seq > after) chunks.push_back({{"seq", c.seq}, {"data", Base64Encode(c.bytes)}});
   }
-  return {{"chunks", Chunks(v)}, {"eof", s->input_eof || s->done}};
+  return {{"chunks", chunks}, {"eof", s->input_eof || s->done}};
 }
 
 json ExecSessions::Output(const std::string& id, int64_t after, double wait_s) {
@@ -110,13 +100,12 @@ json ExecSessions::Output(const std::string& id, int64_t after, double wait_s) {
   cv_.wait_for(l, std::chrono::duration<double>(wait_s), ready);
   Session* s = Get(id);
   if (!s) return {{"chunks", json::array()}, {"done", true}, {"exit_code", 255}, {"message", "no such session"}};
-  std::vector<std::pair<int64_t, std::pair<int, const std::string*>>> v;
+  json chunks = json::array();
   for (const Chunk& c : s->out) {
-    if (c.seq > after) v.push_back({c.seq, {c.stream, &c.bytes}});
+    if (c.seq > after) chunks.push_back({{"seq", c.seq}, {"stream", c.stream}, {"data", Base64Encode(c.bytes)}});
   }
-  // Done only once every chunk was handed out.
-  const bool done = s->done && (v.empty() || v.back().first == static_cast<int64_t>(s->out.size()));
-  return {{"chunks", Chunks(v)}, {"done", done}, {"exit_code", s->exit_code}, {"message", s->message}};
+  // Every chunk is handed out in this answer, so done is final.
+  return {{"chunks", chunks}, {"done", s->done}, {"exit_code", s->exit_code}, {"message", s->message}};
 }
 
 }  // namespace anneal

@@ -21,7 +21,6 @@
 #include "core/progress.h"
 #include "launch/remote_exec.h"
 
-extern char** environ;
 
 namespace anneal {
 
@@ -167,7 +166,7 @@ class Launcher {
   std::string MyName() const { return o_.node_name.empty() ? NodeName(o_.node_rank) : o_.node_name; }
 
   Result<AttemptOutcome> RunAttempt(int attempt) {
-    leader_failed_rank_ = -1;
+    leader_failed_rank_ = -1, leader_failed_weight_ = 0;
     if (Leading()) ANNEAL_RETURN_IF_ERROR(PublishNode(attempt));
     // Meet the other launchers: every node's address, in node order.
     ANNEAL_RETURN_IF_ERROR(store_->Set(Key(attempt, "host/" + std::to_string(o_.node_rank)), host_));
@@ -537,11 +536,7 @@ class Launcher {
 
   // The environment of local rank r (of the leader in mpirun/srun mode, of a daemon for launch-rsh).
   std::map<std::string, std::string> RankEnvironment(const Rank& r, int attempt, const std::string& hosts) const {
-    std::map<std::string, std::string> env;
-    for (char** e = environ; *e; ++e) {
-      const char* eq = std::strchr(*e, '=');
-      if (eq) env[std::string(*e, eq - *e)] = eq + 1;
-    }
+    std::map<std::string, std::string> env = ProcessEnvironment();
     // The launcher's own Slurm task (an agent's srun step) is not this rank: drop what describes that
     // task, so that a script reading SLURM_PROCID (as PyTorch Lightning does) cannot take it for its
     // rank; the job's and node's (SLURM_JOB_ID, SLURMD_NODENAME, ...) stay visible. mpirun reads the

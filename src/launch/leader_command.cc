@@ -2,8 +2,11 @@
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
+
+extern char** environ;
 
 namespace anneal {
 
@@ -22,6 +25,15 @@ const char* LaunchModeName(LaunchMode m) {
     case LaunchMode::kSrun: return "srun";
     default: return "anneal";
   }
+}
+
+std::map<std::string, std::string> ProcessEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) env[std::string(*e, eq - *e)] = eq + 1;
+  }
+  return env;
 }
 
 std::string LaunchKey(const std::string& job, int attempt, const std::string& k) {

@@ -12,20 +12,10 @@
 #include "core/env.h"
 #include "launch/leader_command.h"
 
-extern char** environ;
 
 namespace anneal {
 
 namespace {
-
-std::map<std::string, std::string> Environment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) env[std::string(*e, eq - *e)] = eq + 1;
-  }
-  return env;
-}
 
 // This node's RankSetup, through the store.
 Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const std::string& node) {
@@ -50,7 +40,7 @@ Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const
 
 Status ExecRank(int procs_per_node, const std::vector<std::string>& command) {
   if (command.empty()) return InvalidInput("launch-rank needs the program after --");
-  const auto env = Environment();
+  const auto env = ProcessEnvironment();
   ANNEAL_ASSIGN_OR_RETURN(auto contract, RankContractFromLeader(env, procs_per_node));
   ANNEAL_ASSIGN_OR_RETURN(RankSetup setup, NodeSetup(env, contract["GROUP_RANK"]));
   // Under mpirun on Slurm, SLURM_PROCID and the like are the mpirun daemon's task's, not this rank's.
