@@ -16,6 +16,7 @@
 #include "anneal_version.h"
 #include "core/checksum.h"
 #include "core/safetensors.h"
+#include "core/trace.h"
 #include "model/box.h"
 #include "tensor/host_copy.h"
 
@@ -483,6 +484,8 @@ Status AsyncCheckpointer::Start(CheckpointSnapshot snap) {
   ANNEAL_RETURN_IF_ERROR(Wait());
   done_ = std::move(snap);
   thread_ = std::thread([this] {
+    trace::NameThisThread("checkpoint writer");
+    trace::Span span("checkpoint", "checkpoint write");
     const double t0 = o_.clock->Monotonic();
     status_ = FinishSnapshot(&done_);
     if (status_.ok()) status_ = WriteSnapshot(*store_, done_, o_);

@@ -26,5 +26,6 @@ void AddJobCommands(CLI::App& app, RunFn* run);
 void AddUserCommands(CLI::App& app, RunFn* run);
 void AddKubernetesCommand(CLI::App& app, RunFn* run);
 void AddExecCommand(CLI::App& app, RunFn* run);
+void AddProfileCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddUserCommands(app, &run);
   anneal::cli::AddKubernetesCommand(app, &run);
   anneal::cli::AddExecCommand(app, &run);
+  anneal::cli::AddProfileCommand(app, &run);
 #endif
   try {
     app.parse(argc, argv);

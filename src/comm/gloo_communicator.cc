@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "core/progress.h"
+#include "core/trace.h"
 #include "comm/communicator.h"
 #include "comm/peer_monitor.h"
 #include "comm/shm_group.h"
@@ -64,11 +65,27 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
   milliseconds timeout_;
 };
 
+// An operation's name for errors, formatted only when one happens ("allreduce of 1024 values"), and
+// for the step profiler: op() ("allreduce") and the bytes it moves.
+struct OpLabel {
+  const char* text;
+  long long n = -1;
+  const char* unit = "";
+  size_t bytes = 0;
+  std::string str() const { return n < 0 ? text : std::string(text) + " " + std::to_string(n) + unit; }
+  std::string op() const {
+    const char* sp = std::strchr(text, ' ');
+    return sp ? std::string(text, sp) : std::string(text);
+  }
+};
+
 struct WorkState {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
   Status status;
+  OpLabel what{""};
+  bool collective = true;
 };
 
 class GlooCommunicator;
@@ -82,14 +99,6 @@ class QueuedWork : public Work {
  private:
   std::shared_ptr<WorkState> s_;
   GlooCommunicator* comm_;
-};
-
-// An operation's name for errors, formatted only when one happens ("allreduce of 1024 values").
-struct OpLabel {
-  const char* text;
-  long long n = -1;
-  const char* unit = "";
-  std::string str() const { return n < 0 ? text : std::string(text) + " " + std::to_string(n) + unit; }
 };
 
 constexpr uint64_t kSlotPrefix = 0xA7ull << 56;  // our point-to-point slots, apart from Gloo's collectives
@@ -119,7 +128,7 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) override { return AllReduce(x, n, "allreduce(f64) of"); }
 
   std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) override {
-    return Enqueue({"reduce-scatter of", static_cast<long long>(Sum(counts)), " floats"}, [=, this](uint32_t tag) {
+    return Enqueue({"reduce-scatter of", static_cast<long long>(Sum(counts)), " floats", Sum(counts) * sizeof(float)}, [=, this](uint32_t tag) {
       if (shm_) {
         Status st = shm_->ReduceScatterSum(x, counts, y, o_.timeout);
         if (!st.ok()) throw gloo::IoException(st.message());
@@ -158,7 +167,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) override {
-    return Enqueue({"all-gather of", static_cast<long long>(Sum(counts)), " floats"}, [=, this](uint32_t tag) {
+    return Enqueue({"all-gather of", static_cast<long long>(Sum(counts)), " floats", Sum(counts) * sizeof(float)}, [=, this](uint32_t tag) {
       if (shm_) {
         Status st = shm_->AllGatherV(x, counts, o_.timeout);
         if (!st.ok()) throw gloo::IoException(st.message());
@@ -190,7 +199,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartBroadcast(void* x, size_t bytes, int root) override {
-    return Enqueue({"broadcast from rank", root}, [=, this](uint32_t tag) {
+    return Enqueue({"broadcast from rank", root, "", bytes}, [=, this](uint32_t tag) {
       gloo::BroadcastOptions opts(ctx_);
       opts.setOutput(static_cast<uint8_t*>(x), bytes);
       opts.setRoot(root);
@@ -201,7 +210,7 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {
-    return Enqueue({"all-gather"}, [=, this](uint32_t tag) {
+    return Enqueue({"all-gather", -1, "", bytes * size()}, [=, this](uint32_t tag) {
       gloo::AllgatherOptions opts(ctx_);
       opts.setInput(const_cast<uint8_t*>(static_cast<const uint8_t*>(in)), bytes);
       opts.setOutput(static_cast<uint8_t*>(out), bytes * size());
@@ -212,14 +221,14 @@ class GlooCommunicator : public Communicator {
   }
 
   std::unique_ptr<Work> StartSend(const void* x, size_t bytes, int peer) override {
-    return Enqueue({"send to rank", peer}, /*collective=*/false, [=, this](uint32_t) {
+    return Enqueue({"send to rank", peer, "", bytes}, /*collective=*/false, [=, this](uint32_t) {
       auto b = ctx_->createUnboundBuffer(const_cast<void*>(x), bytes);
       b->send(peer, kSlotPrefix | (1ull << 40) | static_cast<uint64_t>(SeqTo(peer)));
       if (!b->waitSend(nullptr, o_.timeout)) throw gloo::IoException("send aborted");
     });
   }
   std::unique_ptr<Work> StartRecv(void* x, size_t bytes, int peer) override {
-    return Enqueue({"receive from rank", peer}, /*collective=*/false, [=, this](uint32_t) {
+    return Enqueue({"receive from rank", peer, "", bytes}, /*collective=*/false, [=, this](uint32_t) {
       auto b = ctx_->createUnboundBuffer(x, bytes);
       b->recv(peer, kSlotPrefix | (1ull << 40) | static_cast<uint64_t>(SeqFrom(peer)));
       if (!b->waitRecv(nullptr, o_.timeout)) throw gloo::IoException("receive aborted");
@@ -252,8 +261,12 @@ class GlooCommunicator : public Communicator {
       ++tag_;
     }
     const double t0 = MonotonicSeconds();
+    const OpLabel label{what, static_cast<long long>(n), " values", n * sizeof(T)};
+    trace::Span span("comm", label.op(), {{"bytes", static_cast<double>(label.bytes)}});
+    const double t0_us = trace::Enabled() ? trace::NowUs() : 0;
     Status s = size() == 1 || n == 0 ? Status::Ok() : shm_->AllReduceSum(x, n, o_.timeout);
-    if (!s.ok()) s = PeerError(monitor_.Diagnose(OpLabel{what, static_cast<long long>(n), " values"}.str(), s.message(),
+    if (trace::Enabled()) TraceOp(label, true, t0_us);
+    if (!s.ok()) s = PeerError(monitor_.Diagnose(label.str(), s.message(),
                                                  MonotonicSeconds() - t0));
     std::lock_guard<std::mutex> l(mu_);
     if (!s.ok() && first_error_.ok()) first_error_ = s;
@@ -264,7 +277,7 @@ class GlooCommunicator : public Communicator {
 
   template <typename T>
   std::unique_ptr<Work> AllReduce(T* x, size_t n, const char* what) {
-    return Enqueue({what, static_cast<long long>(n), " values"}, [=, this](uint32_t tag) {
+    return Enqueue({what, static_cast<long long>(n), " values", n * sizeof(T)}, [=, this](uint32_t tag) {
       if (size() == 1 || n == 0) return;
       if (shm_) {  // every member on this host: through shared memory
         Status s = shm_->AllReduceSum(x, n, o_.timeout);
@@ -334,6 +347,8 @@ class GlooCommunicator : public Communicator {
   }
   std::unique_ptr<Work> Enqueue(OpLabel what, bool collective, std::function<void(uint32_t)> fn) {
     auto st = std::make_shared<WorkState>();
+    st->what = what;
+    st->collective = collective;
     {
       std::lock_guard<std::mutex> l(mu_);
       if (!first_error_.ok()) return FailedWork(first_error_);
@@ -365,11 +380,13 @@ class GlooCommunicator : public Communicator {
     l.unlock();
     if (s.ok()) {
       const double t0 = MonotonicSeconds();
+      const double t0_us = trace::Enabled() ? trace::NowUs() : 0;
       try {
         t.fn(tag);
       } catch (const std::exception& e) {
         s = PeerError(monitor_.Diagnose(t.what.str(), e.what(), MonotonicSeconds() - t0));
       }
+      if (t0_us > 0 && trace::Enabled()) TraceOp(t.what, t.collective, t0_us);
     }
     {
       std::lock_guard<std::mutex> sl(t.state->mu);
@@ -381,6 +398,12 @@ class GlooCommunicator : public Communicator {
     if (!s.ok() && first_error_.ok()) first_error_ = s;
     busy_ = false;
     cv_.notify_all();
+  }
+
+  // The operation's run on the communicator's track (one at a time: busy_), with its bytes and group.
+  void TraceOp(const OpLabel& what, bool collective, double t0_us) {
+    trace::Complete(track_, collective ? "comm" : "pipeline", what.op(), t0_us, trace::NowUs() - t0_us,
+                    {{"bytes", static_cast<double>(what.bytes)}}, o_.group);
   }
 
  public:
@@ -409,10 +432,15 @@ class GlooCommunicator : public Communicator {
   bool busy_ = false;   // a task is running (on the worker or inline)
   uint32_t tag_ = 1;    // the next collective's tag
   Status first_error_;
+  int track_ = trace::Track("comm " + o_.group);  // the step profiler's track of this group's operations
   std::thread worker_;
 };
 
+// The caller's wait is a span on its own track: exposed communication ("comm") or, for the pipeline's
+// sends and receives, pipeline idle time ("pipeline").
 Status QueuedWork::Wait() {
+  trace::Span span(s_->collective ? "comm" : "pipeline", "wait " + s_->what.op(),
+                   {{"bytes", static_cast<double>(s_->what.bytes)}});
   comm_->TryRunInline(s_.get());
   std::unique_lock<std::mutex> l(s_->mu);
   s_->cv.wait(l, [&] { return s_->done; });

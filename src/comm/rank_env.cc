@@ -57,6 +57,7 @@ Result<RankEnv> RankEnv::FromEnvironment() {
   if (Get("ANNEAL_STORE")) e.store = Get("ANNEAL_STORE");
   if (Get("ANNEAL_JOB")) e.job = Get("ANNEAL_JOB");
   if (Get("ANNEAL_PROGRESS_DIR")) e.progress_dir = Get("ANNEAL_PROGRESS_DIR");
+  if (Get("ANNEAL_OUTPUT_DIR")) e.output_dir = Get("ANNEAL_OUTPUT_DIR");
   if (Get("ANNEAL_BIND_ADDR")) e.bind_addr = Get("ANNEAL_BIND_ADDR");
   if (Get("MASTER_ADDR")) e.master_addr = Get("MASTER_ADDR");
   if (Get("ANNEAL_SHM")) e.shared_memory = std::string(Get("ANNEAL_SHM")) != "0";

@@ -5,7 +5,8 @@
 //   srun (Slurm):             SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID
 //   none of them:             a one-process job (rank 0 of 1)
 // plus ANNEAL_STORE (the rendezvous store: host:port or file:///dir), ANNEAL_ATTEMPT (0 when unset),
-// ANNEAL_JOB, ANNEAL_PROGRESS_DIR (where the agent reads each rank's step times), ANNEAL_BIND_ADDR
+// ANNEAL_JOB, ANNEAL_PROGRESS_DIR (where the agent reads each rank's step times), ANNEAL_OUTPUT_DIR
+// (the job's output folder, uploaded to its output.uri: where step traces go), ANNEAL_BIND_ADDR
 // (this rank's address for its peers), MASTER_ADDR (where a shared-folder store's job lives) and
 // ANNEAL_SHM=0 (no shared-memory reductions between the ranks of one host). Read once, here: the
 // rest of the runtime takes these values, never the environment. Inconsistent values (RANK >=
@@ -28,6 +29,7 @@ struct RankEnv {
   std::string job;       // ANNEAL_JOB
   std::string launcher;  // "anneal launch / torchrun", "mpirun", "srun" or "none"
   std::string progress_dir;  // ANNEAL_PROGRESS_DIR ("" = none)
+  std::string output_dir;    // ANNEAL_OUTPUT_DIR ("" = none)
   std::string bind_addr;     // ANNEAL_BIND_ADDR ("" = the interface routing to the store)
   std::string master_addr;   // MASTER_ADDR
   bool shared_memory = true;  // ANNEAL_SHM != 0

@@ -2,6 +2,7 @@
 
 #include "core/checksum.h"
 #include "core/progress.h"
+#include "core/trace.h"
 #include "train/report.h"
 
 namespace anneal {
@@ -69,6 +70,7 @@ void TrainCheckpoints::Reserve(const Runtime& rt) {
 
 Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   if (!store_) return Status::Ok();
+  trace::Span span("checkpoint", "checkpoint save");
   const double t0 = copts_.clock->Monotonic();
   if (st->step == saved_step_) {  // the end of the run right after a periodic save: wait for it only
     ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());

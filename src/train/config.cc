@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 
 #include "core/env.h"
@@ -76,6 +77,11 @@ const KeySpec kSpecs[] = {
     {"train.threads", "0", "OpenMP threads (0 = OMP_NUM_THREADS or all cores)"},
     {"train.max_seconds", "0", "stop with a checkpoint after this long (0 = no limit)"},
     {"train.peak_gflops", "0", "peak GFLOP/s for MFU (0 = measure sgemm at start)"},
+    {"train.profile_steps", "",
+     "[FROM, TO]: every rank records steps FROM..TO (1-based, inclusive) as a Chrome trace (empty = off); "
+     "anneal profile merges and summarizes them"},
+    {"train.profile_dir", "",
+     "where the traces go, rank-RRRRR.trace.json (empty = $ANNEAL_OUTPUT_DIR/profile under an agent, else ./profile)"},
     {"dist.dp", "0", "data-parallel ranks (0 = the world size / (tp x pp))"},
     {"dist.tp", "1", "tensor-parallel ranks"},
     {"dist.pp", "1", "pipeline stages"},
@@ -242,6 +248,22 @@ void ReadCheckpoint(Reader& r, CheckpointSection* k) {
   k->resume = r.OneOf("train.resume", {"auto", "none"});
 }
 
+// train.profile_steps: "FROM,TO" (a YAML or JSON list of two flattens to that) or one step "N".
+void ReadProfileSteps(Reader& r, LoopSection* t) {
+  const std::string v = r.Str("train.profile_steps");
+  if (v.empty()) return;
+  int from = 0, to = 0;
+  char tail = 0;
+  const int n = std::sscanf(v.c_str(), "%d , %d %c", &from, &to, &tail);
+  if (n == 1) to = from;
+  if ((n != 1 && n != 2) || from < 1 || to < from) {
+    r.Error("train.profile_steps = '" + v + "' must be [FROM, TO] with 1 <= FROM <= TO (steps, 1-based), e.g. [3, 5]");
+    return;
+  }
+  t->profile_from = from;
+  t->profile_to = to;
+}
+
 void ReadLoop(Reader& r, LoopSection* t) {
   t->steps = r.Int("train.steps", 0, kBig);
   t->grad_accum = r.Int("train.grad_accum", 1, 1 << 16);
@@ -269,6 +291,8 @@ void ReadLoop(Reader& r, LoopSection* t) {
   if (!ParseRecompute(t->recompute)) r.Error("train.recompute = '" + t->recompute + "' must be none, selective or full");
   t->max_seconds = r.Num("train.max_seconds", 0, 1e9);
   t->peak_gflops = r.Num("train.peak_gflops", 0, 1e12);
+  ReadProfileSteps(r, t);
+  t->profile_dir = r.Str("train.profile_dir");
   if (auto d = ParseDType(r.Str("train.dtype")); !d.ok() || *d == DType::kI32 || *d == DType::kF64) {
     r.Error("train.dtype = '" + r.Str("train.dtype") + "' must be f32 or bf16");
   } else {

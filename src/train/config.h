@@ -45,6 +45,8 @@ struct LoopSection {
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
   double peak_gflops = 0;  // for MFU; 0 = measure the backend's GEMM at start
+  int profile_from = 0, profile_to = 0;  // train.profile_steps (1-based, inclusive); 0 = off
+  std::string profile_dir;               // train.profile_dir ("" = $ANNEAL_OUTPUT_DIR/profile or ./profile)
 };
 
 // train.checkpoint_* and train.resume: checkpoints (ckpt/checkpoint.h).

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "train/config_text.h"
@@ -16,6 +17,10 @@ void Flatten(const nlohmann::json& n, const std::string& prefix, std::map<std::s
     (*out)[prefix] = "";
   } else if (n.is_primitive()) {
     (*out)[prefix] = Scalar(n);
+  } else if (n.is_array() && std::all_of(n.begin(), n.end(), [](const nlohmann::json& v) { return v.is_primitive() && !v.is_null(); })) {
+    std::string joined;  // a list of scalars: "a,b" (train.profile_steps)
+    for (const auto& v : n) joined += (joined.empty() ? "" : ",") + Scalar(v);
+    (*out)[prefix] = joined;
   } else {
     errors->push_back(prefix + " must be a single value");
   }

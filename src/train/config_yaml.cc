@@ -1,5 +1,7 @@
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+
 #include "train/config_text.h"
 
 namespace anneal {
@@ -16,6 +18,10 @@ void Flatten(const YAML::Node& n, const std::string& prefix, std::map<std::strin
     (*out)[prefix] = n.as<std::string>();
   } else if (n.IsNull()) {
     (*out)[prefix] = "";
+  } else if (n.IsSequence() && std::all_of(n.begin(), n.end(), [](const YAML::Node& v) { return v.IsScalar(); })) {
+    std::string joined;  // a list of scalars: "a,b" (train.profile_steps)
+    for (const auto& v : n) joined += (joined.empty() ? "" : ",") + v.as<std::string>();
+    (*out)[prefix] = joined;
   } else {
     errors->push_back(prefix + " must be a single value");
   }

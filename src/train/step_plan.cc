@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/trace.h"
+
 namespace anneal {
 
 Result<StepOutcome> StepPlan::Run(int step, const StopSignals& stop) {
@@ -19,6 +21,7 @@ Result<StepOutcome> StepPlan::Run(int step, const StopSignals& stop) {
 }
 
 void StepPlan::Fetch() {
+  trace::Span span("data", "fetch");
   const int B = p_.scale.B, T = p_.scale.T;
   in_.resize(p_.scale.accum);
   tgt_.resize(p_.scale.accum);
@@ -29,6 +32,7 @@ void StepPlan::Fetch() {
 }
 
 Result<double> StepPlan::ForwardBackward() {
+  trace::Span span("schedule", "forward-backward");  // the pipeline engine's step (its idle fraction's whole)
   PipelineEngine& pipe = *p_.pipeline;
   ANNEAL_RETURN_IF_ERROR(pipe.Begin());
   for (const PipeAction& a : pipe.actions()) {
@@ -70,6 +74,7 @@ Status StepPlan::Agree(StepOutcome* o, const StopSignals& stop) {
 // The global gradient norm (for clipping) over every parameter once, then this rank's update of
 // what it holds (with ZeRO its shard, then every rank gathers all). A non-finite loss skips it.
 Result<StepStats> StepPlan::Update(int step, double loss) {
+  trace::Span span("optimizer", "optimizer");
   DataParallel* par = p_.dp;
   StepStats s;
   if (!std::isfinite(loss)) {

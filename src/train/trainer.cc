@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/progress.h"
+#include "core/trace.h"
 #include "train/checkpoints.h"
+#include "train/profiler.h"
 #include "train/report.h"
 #include "train/setup.h"
 
@@ -88,7 +90,7 @@ Status CountSkip(const TrainConfig& c, const StepOutcome& o, TrainerState* st, c
 // The loop: a step (train/step_plan.h), its report, validation and checkpoints at their intervals,
 // until train.steps, or a stop the ranks agreed on (a signal, train.max_seconds): then a checkpoint.
 Status Loop(const TrainConfig& c, Runtime& rt, const std::atomic<bool>& stop, Clock& clock, TrainCheckpoints& ckpt,
-            TrainReport& report, TrainerState* st, TrainResult* res) {
+            TrainReport& report, TrainerState* st, TrainResult* res, StepProfiler& profiler) {
   RankProgressFile progress(rt.re.progress_dir, rt.re.rank);
   StopSignals signals;
   signals.requested = &stop;
@@ -103,23 +105,29 @@ Status Loop(const TrainConfig& c, Runtime& rt, const std::atomic<bool>& stop, Cl
       report.Line(by_signal ? "stop requested: saving a checkpoint" : "max_seconds reached: saving a checkpoint");
       break;
     }
-    const double t0 = clock.Monotonic();
-    ANNEAL_ASSIGN_OR_RETURN(StepOutcome o, rt.step->Run(st->step, signals));
-    signal_agreed = o.stop_requested;
-    timeout_agreed = o.out_of_time;
-    ANNEAL_RETURN_IF_ERROR(CountSkip(c, o, st, report));
-    ++st->step;
-    res->last_loss = o.loss;
-    const double dt = clock.Monotonic() - t0;
-    progress.Record(st->step, dt);
-    ANNEAL_RETURN_IF_ERROR(report.Step(st->step, o.loss, o.stats, dt));
-    if (c.train.eval_every > 0 && st->step % c.train.eval_every == 0 && rt.data.val) {
-      res->last_val_loss = Evaluate(c, rt);
-      report.Validation(st->step, res->last_val_loss);
+    profiler.BeforeStep(st->step + 1);
+    {
+      trace::Span span("step", "step ", st->step + 1);  // the profiled step's root: everything below
+      const double t0 = clock.Monotonic();
+      ANNEAL_ASSIGN_OR_RETURN(StepOutcome o, rt.step->Run(st->step, signals));
+      signal_agreed = o.stop_requested;
+      timeout_agreed = o.out_of_time;
+      ANNEAL_RETURN_IF_ERROR(CountSkip(c, o, st, report));
+      ++st->step;
+      res->last_loss = o.loss;
+      const double dt = clock.Monotonic() - t0;
+      progress.Record(st->step, dt);
+      ANNEAL_RETURN_IF_ERROR(report.Step(st->step, o.loss, o.stats, dt));
+      if (c.train.eval_every > 0 && st->step % c.train.eval_every == 0 && rt.data.val) {
+        trace::Span eval("eval", "validation");
+        res->last_val_loss = Evaluate(c, rt);
+        report.Validation(st->step, res->last_val_loss);
+      }
+      if (c.checkpoint.every > 0 && st->step % c.checkpoint.every == 0) ANNEAL_RETURN_IF_ERROR(ckpt.Save(rt, st, false));
     }
-    if (c.checkpoint.every > 0 && st->step % c.checkpoint.every == 0) ANNEAL_RETURN_IF_ERROR(ckpt.Save(rt, st, false));
+    ANNEAL_RETURN_IF_ERROR(profiler.AfterStep(st->step));
   }
-  return Status::Ok();
+  return profiler.Finish();
 }
 
 CheckpointLineage LineageOf(const TrainConfig& c, const Runtime& rt) {
@@ -149,7 +157,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   TrainReport report(c, *rt, log);
   report.Start();
   ckpt->Reserve(*rt);
-  ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res));
+  StepProfiler profiler(c, *rt, log);
+  ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res, profiler));
   if (rt->data.val && (c.train.eval_every == 0 || st.step % c.train.eval_every != 0)) {
     res.last_val_loss = Evaluate(c, *rt);
     report.Validation(st.step, res.last_val_loss);

@@ -12,7 +12,7 @@ using Flat = std::map<std::string, std::string>;
 
 const char* kJson = R"({"model": {"preset": "gpt2", "n_layer": 2}, "optim": {"lr": 0.003, "warmup_steps": 0},
   "train": {"steps": 6, "kernels": "cuda", "dtype": "bf16", "resume": "auto", "checkpoint_dir": null},
-  "data": {"dir": "/tmp/d", "verify_checksums": false}})";
+  "data": {"dir": "/tmp/d", "verify_checksums": false}, "x": {"list": [3, "a", true]}})";
 
 Flat FlatJson(const std::string& text, std::vector<std::string>* errors, Status* st) {
   Flat f;
@@ -31,13 +31,17 @@ TEST(ConfigTextTest, JsonFlattensSectionsToDottedKeysWithYamlSpelling) {
   EXPECT_EQ(f.at("optim.lr"), "0.003");
   EXPECT_EQ(f.at("data.verify_checksums"), "false");
   EXPECT_EQ(f.at("train.checkpoint_dir"), "");
-  EXPECT_EQ(f.size(), 11u);
+  EXPECT_EQ(f.at("x.list"), "3,a,true");
+  EXPECT_EQ(f.size(), 12u);
 }
 
-TEST(ConfigTextTest, JsonRefusesListsNonObjectsAndSyntaxErrors) {
+TEST(ConfigTextTest, JsonJoinsListsOfScalarsAndRefusesNestedValuesNonObjectsAndSyntaxErrors) {
   std::vector<std::string> errors;
   Status st;
-  FlatJson(R"({"train": {"profile_steps": [1, 2]}})", &errors, &st);
+  EXPECT_EQ(FlatJson(R"({"train": {"profile_steps": [3, 5]}})", &errors, &st).at("train.profile_steps"), "3,5");
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(errors.empty());
+  FlatJson(R"({"train": {"profile_steps": [1, [2]]}})", &errors, &st);
   ASSERT_TRUE(st.ok());
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0], "train.profile_steps must be a single value");

@@ -1,0 +1,227 @@
+#include "train/trace_summary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+namespace anneal {
+namespace {
+
+using nlohmann::json;
+
+constexpr double kSlackUs = 1.0;  // timestamps are doubles of wall-clock microseconds: nesting within 1 us
+
+struct Span {
+  std::string cat, name;
+  double ts = 0, dur = 0;
+  double child_us = 0;  // the direct children's total
+};
+
+const char* CategoryOf(const std::string& cat) {
+  if (cat == "forward" || cat == "backward" || cat == "optimizer") return "compute";
+  if (cat == "comm") return "communication";
+  if (cat == "pipeline") return "pipeline idle";
+  if (cat == "data") return "data";
+  if (cat == "checkpoint") return "checkpoint";
+  return "other";
+}
+
+std::string Fmt(const char* f, double a) {
+  char b[160];
+  std::snprintf(b, sizeof(b), f, a);
+  return b;
+}
+
+// One rank's main-thread spans (sorted by start, outer first) into its RankTime.
+void Account(std::vector<Span>& spans, RankTime* t) {
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.ts != b.ts ? a.ts < b.ts : a.dur > b.dur; });
+  std::vector<size_t> stack;  // indexes of the open ancestors
+  std::vector<int> parent(spans.size(), -1);
+  std::vector<bool> in_step(spans.size(), false);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    while (!stack.empty() && spans[i].ts >= spans[stack.back()].ts + spans[stack.back()].dur - kSlackUs &&
+           !(spans[i].dur == 0 && spans[i].ts < spans[stack.back()].ts + spans[stack.back()].dur)) {
+      stack.pop_back();
+    }
+    if (!stack.empty()) {
+      parent[i] = static_cast<int>(stack.back());
+      spans[stack.back()].child_us += spans[i].dur;
+      in_step[i] = in_step[stack.back()];
+    }
+    if (spans[i].cat == "step") in_step[i] = true;
+    stack.push_back(i);
+  }
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (!in_step[i]) continue;
+    const Span& s = spans[i];
+    const double self_s = std::max(0.0, s.dur - s.child_us) / 1e6;
+    if (s.cat == "step" && parent[i] < 0) {
+      ++t->steps;
+      t->step_s += s.dur / 1e6;
+    }
+    t->category_s[CategoryOf(s.cat)] += self_s;
+    if (std::string(CategoryOf(s.cat)) == "compute") t->phase_s[s.cat] += self_s;
+    if (s.cat == "comm" || s.cat == "pipeline") t->wait_s[s.name] += self_s;
+    if (s.cat == "schedule") t->schedule_s += s.dur / 1e6;
+    if (s.cat == "pipeline") {
+      for (int p = parent[i]; p >= 0; p = parent[p]) {
+        if (spans[p].cat == "schedule") {
+          t->schedule_pipeline_s += self_s;
+          break;
+        }
+      }
+    }
+  }
+}
+
+Result<RankTime> ReadRank(const TraceInput& f, json* events) {
+  json doc;
+  try {
+    doc = json::parse(f.text);
+  } catch (const json::exception& e) {
+    return InvalidInput(f.name + ": not JSON (" + std::string(e.what()) + "): a rank's trace is Chrome's Trace Event Format");
+  }
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
+    return InvalidInput(f.name + ": no traceEvents array: not a trace written by train.profile_steps");
+  }
+  RankTime t;
+  t.rank = -1;
+  if (doc.contains("otherData") && doc["otherData"].is_object()) {
+    for (const auto& [k, v] : doc["otherData"].items()) t.labels[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
+  std::map<long long, std::vector<Span>> by_tid;
+  std::map<long long, bool> has_step;
+  for (const json& e : doc["traceEvents"]) {
+    if (!e.is_object() || !e.contains("ph") || !e.contains("pid")) return InvalidInput(f.name + ": an event without ph or pid");
+    if (t.rank < 0) t.rank = e["pid"].get<int>();
+    if (e["pid"].get<int>() != t.rank) return InvalidInput(f.name + ": events of two processes: one rank's file was expected");
+    events->push_back(e);
+    const std::string ph = e["ph"].get<std::string>();
+    if (ph != "X") continue;
+    Span s{e.value("cat", std::string()), e.value("name", std::string()), e.value("ts", 0.0), e.value("dur", 0.0)};
+    const long long tid = e.value("tid", 0LL);
+    if (s.cat == "comm" && tid >= (1 << 24)) t.comm_bytes[s.name] += e.contains("args") ? e["args"].value("bytes", 0.0) : 0.0;
+    if (s.cat == "step") has_step[tid] = true;
+    by_tid[tid].push_back(std::move(s));
+  }
+  if (has_step.empty()) return InvalidInput(f.name + ": no step spans: was train.profile_steps inside the steps that ran?");
+  Account(by_tid[has_step.begin()->first], &t);
+  return t;
+}
+
+}  // namespace
+
+const std::vector<std::string>& TraceCategories() {
+  static const std::vector<std::string> k = {"compute", "communication", "pipeline idle", "data", "checkpoint", "other"};
+  return k;
+}
+
+Result<std::string> MergeTraces(const std::vector<TraceInput>& files, TraceSummary* summary) {
+  if (files.empty()) return InvalidInput("no trace files: run with train.profile_steps: [FROM, TO]");
+  json events = json::array(), ranks = json::array();
+  summary->ranks.clear();
+  for (const TraceInput& f : files) {
+    ANNEAL_ASSIGN_OR_RETURN(RankTime t, ReadRank(f, &events));
+    for (const RankTime& o : summary->ranks) {
+      if (o.rank == t.rank) return InvalidInput(f.name + ": rank " + std::to_string(t.rank) + " appears twice");
+    }
+    json l = json::object();
+    for (const auto& [k, v] : t.labels) l[k] = v;
+    ranks.push_back(l);
+    summary->ranks.push_back(std::move(t));
+  }
+  std::sort(summary->ranks.begin(), summary->ranks.end(), [](const RankTime& a, const RankTime& b) { return a.rank < b.rank; });
+  json doc = {{"traceEvents", std::move(events)}, {"displayTimeUnit", "ms"}, {"otherData", {{"ranks", std::move(ranks)}}}};
+  return doc.dump();
+}
+
+double TraceSummary::MeanFraction(const std::string& category) const {
+  double sum = 0;
+  for (const RankTime& r : ranks) {
+    auto it = r.category_s.find(category);
+    if (r.step_s > 0 && it != r.category_s.end()) sum += it->second / r.step_s;
+  }
+  return ranks.empty() ? 0 : sum / ranks.size();
+}
+
+std::string TraceSummary::Table() const {
+  std::string out = "where the step time goes (" + std::to_string(ranks.size()) + " rank(s), mean over ranks; min-max):\n";
+  for (const std::string& c : TraceCategories()) {
+    double lo = 1, hi = 0;
+    for (const RankTime& r : ranks) {
+      auto it = r.category_s.find(c);
+      const double f = r.step_s > 0 && it != r.category_s.end() ? it->second / r.step_s : 0;
+      lo = std::min(lo, f);
+      hi = std::max(hi, f);
+    }
+    char line[160];
+    std::snprintf(line, sizeof(line), "  %-14s %5.1f %%   (%.1f-%.1f)\n", c.c_str(), 100 * MeanFraction(c), 100 * lo, 100 * hi);
+    out += line;
+  }
+  out += "per rank:\n";
+  for (const RankTime& r : ranks) {
+    const double ms = r.steps ? 1e3 * r.step_s / r.steps : 0;
+    char line[256];
+    auto pct = [&](const char* c) {
+      auto it = r.category_s.find(c);
+      return r.step_s > 0 && it != r.category_s.end() ? 100 * it->second / r.step_s : 0.0;
+    };
+    auto label = [&](const char* k) {
+      auto it = r.labels.find(k);
+      return it == r.labels.end() ? std::string("?") : it->second;
+    };
+    std::snprintf(line, sizeof(line), "  rank %d (dp %s, tp %s, pp %s, %s): %d steps, %.1f ms/step; compute %.1f %%, comm %.1f %%, pipeline %.1f %%",
+                  r.rank, label("dp_rank").c_str(), label("tp_rank").c_str(), label("pp_rank").c_str(), label("host").c_str(),
+                  r.steps, ms, pct("compute"), pct("communication"), pct("pipeline idle"));
+    out += line;
+    if (r.schedule_s > 0 && r.schedule_pipeline_s > 0) out += Fmt("; pipeline idle of the schedule %.1f %%", 100 * r.schedule_pipeline_s / r.schedule_s);
+    out += "\n";
+  }
+  if (ranks.size() > 1) {
+    const RankTime* slow = &ranks[0];
+    const RankTime* fast = &ranks[0];
+    for (const RankTime& r : ranks) {
+      if (r.steps && r.step_s / r.steps > slow->step_s / std::max(1, slow->steps)) slow = &r;
+      if (r.steps && r.step_s / r.steps < fast->step_s / std::max(1, fast->steps)) fast = &r;
+    }
+    out += "slowest rank: " + std::to_string(slow->rank) +
+           Fmt(" (%.1f ms/step, ", 1e3 * slow->step_s / std::max(1, slow->steps)) +
+           Fmt("%+.1f %% over the fastest)\n", 100 * (slow->step_s / std::max(1, slow->steps) /
+                                                          std::max(1e-12, fast->step_s / std::max(1, fast->steps)) - 1));
+  }
+  return out + "reading: " + Reading() + "\n";
+}
+
+std::string TraceSummary::Reading() const {
+  std::string worst;
+  double wf = 0;
+  for (const std::string& c : TraceCategories()) {
+    if (c == "compute" || c == "other") continue;
+    if (MeanFraction(c) > wf) wf = MeanFraction(c), worst = c;
+  }
+  const double compute = MeanFraction("compute");
+  if (worst.empty() || wf < 0.15 || wf < compute / 3) {
+    return Fmt("compute-bound: %.0f %% of the step is forward, backward and the optimizer", 100 * compute);
+  }
+  const std::string pct = Fmt("%.0f %%", 100 * wf);
+  if (worst == "communication") {
+    std::map<std::string, double> waits;
+    for (const RankTime& r : ranks) {
+      for (const auto& [n, s] : r.wait_s) {
+        if (n.rfind("wait ", 0) == 0 || n == "allreduce") waits[n] += s;
+      }
+    }
+    std::string op = "collectives";
+    double best = -1;
+    for (const auto& [n, s] : waits) {
+      if (s > best) best = s, op = n.rfind("wait ", 0) == 0 ? n.substr(5) : n;
+    }
+    return "communication-bound: " + pct + " of the step waits on " + op;
+  }
+  if (worst == "pipeline idle") return "pipeline-bound: " + pct + " of the step waits on the other stages (the pipeline bubble)";
+  if (worst == "data") return "data-bound: " + pct + " of the step waits on the data loader";
+  return "checkpoint-bound: " + pct + " of the step is spent taking checkpoints";
+}
+
+}  // namespace anneal
