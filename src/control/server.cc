@@ -1,6 +1,6 @@
 // `anneal server` wires its parts: the store, the backend, the scheduler loop (control/
 // scheduler_loop.h), the agents' sessions, the job, user, agent and metrics routes, the webhook
-// sender; and owns the HTTP listener and the API's latency statistics.
+// sender, the dashboard's files (/ui); and owns the HTTP listener and the API's latency statistics.
 #include "control/server.h"
 
 #include <httplib.h>
@@ -18,6 +18,7 @@
 #include "control/metrics_routes.h"
 #include "control/server_backend.h"
 #include "control/server_context.h"
+#include "control/ui_routes.h"
 #include "control/user_routes.h"
 #include "control/webhooks.h"
 #include "core/clock.h"
@@ -163,6 +164,7 @@ class Server : public ControlServer {
     parts_.push_back(AddMetricsRoutes(*http_, ctx_));
     parts_.push_back(AddExecRoutes(*http_, ctx_));
     AddUserRoutes(*http_, store_.get());
+    AddUiRoutes(*http_);
     parts_.push_back(AddAgentRoutes(*http_, ctx_));
     http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";

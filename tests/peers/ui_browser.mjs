@@ -1,0 +1,193 @@
+#!/usr/bin/env node
+// The browser half of tests/peers/ui_test.sh: drives Debian's chromium (headless, 1366x768) with
+// playwright-core from tools/npm through the dashboard, printing "ok ..." / "FAIL ..." per check.
+// Environment: UI_URL, JOB_A, JOB_B, GO_FILE, SHOTS, ANNEAL, ADMIN_TOKEN, VIEWER_TOKEN, REVOKED_TOKEN.
+import { writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const require = createRequire(join(dirname(fileURLToPath(import.meta.url)), "../../tools/npm/package.json"));
+const { chromium } = require("playwright-core");
+const E = process.env;
+const [URL, A, B] = [E.UI_URL, E.JOB_A, E.JOB_B];
+let failed = 0;
+const ok = (name) => console.log(`ok   ${name}`);
+const bad = (name) => { failed++; console.log(`FAIL ${name}`); };
+const check = (name, cond, detail = "") => (cond ? ok(name) : bad(detail ? `${name} (${detail})` : name));
+const api = async (path, token = E.ADMIN_TOKEN) =>
+  (await fetch(URL + path, { headers: { Authorization: `Bearer ${token}` } })).json();
+
+// Waits until f() (in the page) returns a truthy value; returns it, or null after ms.
+async function until(page, f, arg, ms = 8000) {
+  try {
+    return await (await page.waitForFunction(f, arg, { timeout: ms, polling: 100 })).jsonValue();
+  } catch (e) {
+    return null;
+  }
+}
+
+const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", headless: true,
+                                        args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
+const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
+const page = await context.newPage();
+
+// Every console error, page error, failed request and HTTP error answer is unexpected unless the
+// phase allows it: the wrong and revoked tokens' 401s, the viewer's 403 on stop.
+let allowed = [];  // [{status, path: RegExp}]
+const unexpected = [];
+const isAllowed = (status, url) => allowed.some((a) => a.status === status && a.path.test(url));
+page.on("console", (m) => {
+  if (m.type() !== "error") return;
+  const s = /status of (\d+)/.exec(m.text());
+  if (s && isAllowed(Number(s[1]), m.location().url || "")) return;
+  unexpected.push(`console error: ${m.text()} at ${m.location().url}`);
+});
+page.on("pageerror", (e) => unexpected.push(`page error: ${e.message}`));
+page.on("requestfailed", (r) => unexpected.push(`request failed: ${r.url()} ${r.failure()?.errorText}`));
+const uiAnswers = [];
+page.on("response", (r) => {
+  if (r.url().startsWith(URL + "/ui")) uiAnswers.push([r.url(), r.headers()["content-security-policy"]]);
+  if (r.status() >= 400 && !isAllowed(r.status(), r.url())) unexpected.push(`HTTP ${r.status()} for ${r.url()}`);
+});
+
+const shot = async (name) => page.screenshot({ path: join(E.SHOTS, `${name}.png`), fullPage: true });
+const noSideways = async (what) => {
+  const [sw, cw] = await page.evaluate(() => [document.documentElement.scrollWidth, document.documentElement.clientWidth]);
+  check(`${what}: no sideways scroll at 1366x768 (scrollWidth ${sw} <= clientWidth ${cw})`, sw <= cw && cw <= 1366);
+};
+const text = (sel) => page.locator(sel).innerText();
+const go = async (hash) => page.evaluate((h) => { location.hash = h; }, hash);
+
+try {
+  // ---- sign in: a wrong token first ----
+  const first = await page.goto(`${URL}/ui/`);
+  check("GET /ui/ answers 200 text/html", first.status() === 200 && /^text\/html/.test(first.headers()["content-type"]));
+  check("... with Content-Security-Policy: default-src 'self'", first.headers()["content-security-policy"] === "default-src 'self'");
+  await page.waitForSelector("#signin");
+  allowed = [{ status: 401, path: /\/v1\/jobs\?limit=1$/ }];
+  await page.fill("#token", "ann_" + "0".repeat(64));
+  await page.click("#signin button[type=submit]");
+  const reason = await until(page, () => document.querySelector("#signin-reason")?.textContent);
+  check("a wrong token stays on the sign-in page with the API's reason", /token is not valid/.test(reason || ""), reason);
+  await shot("signin");
+  allowed = [];
+
+  // ---- jobs ----
+  await page.fill("#token", E.ADMIN_TOKEN);
+  await page.click("#signin button[type=submit]");
+  const rows = await until(page, ([a, b]) => document.querySelector(`tr[data-job="${a}"]`) && document.querySelector(`tr[data-job="${b}"]`)
+    ? document.querySelectorAll("#jobs tbody tr").length : 0, [A, B]);
+  check("the admin signs in and the jobs page lists A and B", rows === 2, `rows ${rows}`);
+  const rowA = await until(page, (a) => {
+    const c = document.querySelector(`tr[data-job="${a}"]`)?.children;
+    return c && c[6].textContent === "40" ? [...c].map((x) => x.textContent) : null;
+  }, A);
+  check("... A's row: InProgress, uma, 1 instance, step 40, tokens/s 10480", rowA && /^InProgress/.test(rowA[2]) && rowA[3] === "uma" &&
+        rowA[4] === "1" && rowA[7] === "10480", JSON.stringify(rowA));
+  await page.selectOption("#filter-user", "uma");
+  const onlyUma = await page.$$eval("#jobs tbody tr", (r) => r.map((x) => x.dataset.job));
+  check("the user filter shows uma's job only", onlyUma.length === 1 && onlyUma[0] === A, JSON.stringify(onlyUma));
+  await page.selectOption("#filter-user", "");
+  await page.selectOption("#filter-status", "Completed");
+  const onlyDone = await page.$$eval("#jobs tbody tr", (r) => r.map((x) => x.dataset.job));
+  check("the status filter shows the completed job only", onlyDone.length === 1 && onlyDone[0] === B, JSON.stringify(onlyDone));
+  await page.selectOption("#filter-status", "");
+  await until(page, () => document.querySelectorAll("#jobs tbody tr").length === 2);
+  await shot("jobs");
+  await noSideways("jobs page");
+
+  // ---- job A ----
+  const apiLoss = (await api(`/v1/jobs/${A}/metrics?name=train_loss&limit=100000`)).points.length;
+  await page.click(`a[href="#/job/${A}"]`);
+  const drawn = await until(page, (n) => {
+    const c = document.querySelector('.chart[data-metric="h:Train loss"]');
+    return c && Number(c.dataset.points) === n && c.querySelector("canvas") ? Number(c.dataset.points) : null;
+  }, apiLoss);
+  check(`job A's loss plot drew as many points as the API returns (${apiLoss})`, drawn === apiLoss && apiLoss === 40,
+        `page ${drawn}, API ${apiLoss}`);
+  const counts = await page.$$eval(".chart", (cs) => Object.fromEntries(cs.map((c) => [c.dataset.metric, Number(c.dataset.points || 0)])));
+  for (const [key, n] of [["h:Validation loss", 4], ["h:Tokens/s", 40], ["h:MFU (%)", 40], ["h:Learning rate", 40],
+                          ["h:Gradient norm", 40], ["m:accuracy", 40]]) {
+    check(`... and ${key.slice(2)} with ${n} points`, counts[key] === n, `got ${counts[key]}`);
+  }
+  const cpu = await until(page, () => Number(document.querySelector('.chart[data-metric="n:cpu_percent"]')?.dataset.points || 0) > 0, null, 10000);
+  check("... and the instance's CPU samples over time", cpu === true, JSON.stringify(counts));
+  check("... and memory and disk plots", "n:memory_used_mb" in counts && "n:disk_used_percent" in counts);
+  const segs = await page.$$eval("#timeline-bar .seg", (s) => s.map((x) => x.textContent));
+  check("the status history timeline has A's transitions up to Training", segs.length >= 2 && segs[segs.length - 1] === "Training",
+        JSON.stringify(segs));
+  check("... and the page reads InProgress", /InProgress/.test(await text("#job-head h1")));
+  await until(page, () => /step 40\/40/.test(document.querySelector("#logs")?.textContent || ""));
+  const marker = `LATE-${process.pid}-${Date.now()}`;
+  writeFileSync(E.GO_FILE, marker);  // the rank prints it now, after the page was opened
+  const late = await until(page, (m) => [...document.querySelectorAll("#logs .line")].some((l) => l.textContent.includes("late line " + m)),
+                           marker, 10000);
+  check("the log viewer shows a line the rank printed after the page was opened", late === true);
+  await page.evaluate(() => document.querySelector("#logs").scrollIntoView());
+  await shot("job");
+  await noSideways("job page");
+
+  // ---- job B: what a job prints is text ----
+  await go(`#/job/${B}`);
+  const xss = "<img src=x onerror=window.__pwned=1>";
+  const shown = await until(page, (s) => [...document.querySelectorAll("#logs .line")].some((l) => l.textContent.includes(s)), xss);
+  check("B's log shows the markup it printed as text", shown === true);
+  await page.waitForTimeout(300);
+  check("... and no script ran (window.__pwned undefined, no img in the page)",
+        await page.evaluate(() => window.__pwned === undefined && document.querySelectorAll("#main img").length === 0));
+  check("... and the Completed job's page says so", /Completed/.test(await text("#job-head h1")));
+  await shot("job-b");
+  await noSideways("job B's page");
+
+  // ---- compare ----
+  const apiB = (await api(`/v1/jobs/${B}/metrics?name=train_loss&limit=100000`)).points.length;
+  await go(`#/compare?ids=${A},${B}`);
+  const over = await until(page, (n) => {
+    const c = document.querySelector("#compare-chart");
+    return c && Number(c.dataset.series) === 2 && Number(c.dataset.points) === n && c.querySelector("canvas") ? true : null;
+  }, apiLoss + apiB);
+  check(`compare overlays A and B (2 series, ${apiLoss} + ${apiB} points)`, over === true,
+        await page.evaluate(() => JSON.stringify(document.querySelector("#compare-chart")?.dataset)));
+  await shot("compare");
+  await noSideways("compare page");
+
+  // ---- a viewer cannot stop ----
+  await page.click("#signout");
+  await page.waitForSelector("#signin");
+  await page.fill("#token", E.VIEWER_TOKEN);
+  await page.click("#signin button[type=submit]");
+  await go(`#/job/${A}`);
+  await page.waitForSelector("#stop:not([disabled])");
+  allowed = [{ status: 403, path: new RegExp(`/v1/jobs/${A}/stop$`) }];
+  await page.click("#stop");
+  await page.click("#stop-confirm");
+  const refusal = await until(page, () => /Refused/.test(document.querySelector("#stop-msg")?.textContent || "")
+    ? document.querySelector("#stop-msg").textContent : null);
+  check("a viewer's stop is refused and the page shows why", /Refused \(403\).*viewer/.test(refusal || ""), refusal);
+  check("... and A still runs", (await api(`/v1/jobs/${A}`)).status === "InProgress");
+  await shot("viewer-stop");
+  allowed = [];
+
+  // ---- a revoked token ----
+  await page.click("#signout");
+  await page.waitForSelector("#signin");
+  await page.fill("#token", E.REVOKED_TOKEN);
+  await page.click("#signin button[type=submit]");
+  await go("#/jobs");
+  await page.waitForSelector(`tr[data-job="${A}"]`);
+  allowed = [{ status: 401, path: /\/v1\// }];
+  execFileSync(E.ANNEAL, ["users", "remove", "rita", "--server", URL], { env: { ...process.env, ANNEAL_TOKEN: E.ADMIN_TOKEN } });
+  const gone = await until(page, () => document.querySelector("#signin-reason")?.textContent || null);
+  check("a revoked token returns to the sign-in page with the reason", /rita no longer exists|not valid/.test(gone || ""), gone);
+  allowed = [];
+} catch (e) {
+  bad(`the browser script: ${e.stack || e}`);
+}
+check("every /ui answer carried the CSP", uiAnswers.length >= 5 && uiAnswers.every(([, csp]) => csp === "default-src 'self'"),
+      JSON.stringify(uiAnswers.filter(([, c]) => c !== "default-src 'self'")));
+check("no console error, page error or failed request but the expected 401s and 403", unexpected.length === 0,
+      unexpected.slice(0, 5).join(" | "));
+await browser.close();
+process.exit(failed ? 1 : 0);
