@@ -25,11 +25,9 @@ need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "job_latency: no figure fo
 TMP=$(mktemp -d /tmp/anneal_job_latency.XXXXXX)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 1 >"$TMP/server.log" 2>&1 &
 SERVER=$!
-source "$(dirname "$0")/server_lib.sh"  # running, stop_server
+source "$(dirname "$0")/server_lib.sh"  # await_server, running, stop_server
 trap 'stop_server; rm -rf "$TMP" "$cfg"' EXIT
-for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
-URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
-export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
+await_server
 
 cat >"$TMP/hello.yaml" <<'YAML'
 name: hello

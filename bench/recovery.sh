@@ -31,7 +31,7 @@ TMP=$(mktemp -d /tmp/anneal_recovery.XXXXXX)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.5 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 LAUNCH=
-source "$(dirname "$0")/server_lib.sh"  # running, stop_server
+source "$(dirname "$0")/server_lib.sh"  # await_server, running, stop_server
 # On exit: the launcher (its ranks with it), then the server and its agents.
 cleanup() {
   if [ -n "$LAUNCH" ]; then pkill -P "$LAUNCH" 2>/dev/null || true; wait "$LAUNCH" 2>/dev/null || true; fi
@@ -39,9 +39,7 @@ cleanup() {
   rm -rf "$TMP" "$cfg"
 }
 trap cleanup EXIT
-for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
-URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
-export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created
+await_server
 write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: $T, $MODEL}
 data: {dir: $DATA, seq_len: $T, batch_size: $B, seed: 1}

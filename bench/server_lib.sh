@@ -3,6 +3,13 @@
 # is the server's pid (empty when none runs).
 # shellcheck shell=bash
 SERVER=${SERVER:-}
+# await_server: waits for the server's $TMP/srv/server.json (up to 10 s), then sets URL and exports
+# ANNEAL_TOKEN_FILE (the admin token the server created).
+await_server() {
+  for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
+  URL=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
+  export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"
+}
 # running PID: alive and not a zombie (an exited agent stays one until the server reaps it)
 running() { [[ $(ps -o stat= -p "$1") == [^Z]* ]]; }
 # stop_server: the local backend's agents (the server's children, which outlive it: a warm pool's idle
