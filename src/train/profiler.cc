@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "core/env.h"
 #include "core/trace.h"
+#include "train/trace_summary.h"
 
 namespace anneal {
 namespace {
@@ -71,15 +73,47 @@ Status StepProfiler::Write() {
               {"job", rt_.re.job},                         {"attempt", std::to_string(rt_.re.attempt)},
               {"steps", std::to_string(from_) + "-" + std::to_string(to_)}};
   const size_t events = trace::EventCount();
-  if (Status s = trace::WriteFile(path_, p); !s.ok()) {
-    return Internal("train.profile_steps: the trace " + path_ + " could not be written: " + s.message() +
+  const std::string text = trace::ToJson(p);
+  trace::Clear();
+  Status written = Env::Default().CreateDirs(path_.substr(0, path_.rfind('/')));
+  if (written.ok()) written = Env::Default().WriteFileAtomic(path_, text);
+  // Every rank takes part in the summary's all-gather, whatever its own write did.
+  Status summarized = Summarize(TraceInput{path_, text});
+  if (!written.ok()) {
+    return Internal("train.profile_steps: the trace " + path_ + " could not be written: " + written.message() +
                     " (set train.profile_dir to a writable folder)");
   }
   if (rt_.re.rank == 0) {
     log_("profile: steps " + std::to_string(from_) + "-" + std::to_string(to_) + " traced (" + std::to_string(events) +
          " events on rank 0) to " + path_ + "; anneal profile merges every rank's");
   }
-  trace::Clear();
+  return summarized;
+}
+
+// Each rank's breakdown of its own trace, gathered to rank 0, which prints the summary that
+// `anneal profile` would print of the merged files (less the labels a rank does not share).
+Status StepProfiler::Summarize(const TraceInput& mine) {
+  TraceSummary own;
+  const bool ok = MergeTraces({mine}, &own).ok() && own.ranks.size() == 1;
+  std::vector<double> packed = ok ? own.ranks[0].Pack() : std::vector<double>(RankTime::kPacked, 0.0);
+  packed[0] = rt_.re.rank;
+  std::vector<double> all(packed.size() * rt_.re.world);
+  if (Communicator* w = rt_.world()) {
+    ANNEAL_RETURN_IF_ERROR(w->AllGatherBytes(packed.data(), packed.size() * sizeof(double), all.data()));
+  } else {
+    all = packed;
+  }
+  if (rt_.re.rank != 0) return Status::Ok();
+  TraceSummary s;
+  for (int r = 0; r < rt_.re.world; ++r) {
+    RankTime t = RankTime::Unpack(all.data() + r * RankTime::kPacked);
+    if (t.steps > 0) s.ranks.push_back(std::move(t));
+  }
+  if (s.ranks.empty()) return Status::Ok();
+  std::string table = s.Table();
+  for (size_t at = 0, nl; (nl = table.find('\n', at)) != std::string::npos; at = nl + 1) {
+    log_("profile: " + table.substr(at, nl - at));
+  }
   return Status::Ok();
 }
 

@@ -3,7 +3,9 @@
 // "step N" span (see the trainer's loop), samples memory after each, and writes this rank's trace to
 // <dir>/rank-RRRRR.trace.json (dir: train.profile_dir, else $ANNEAL_OUTPUT_DIR/profile — which the
 // agent uploads with the job's output — else ./profile) with the rank's place in the layout as the
-// process's labels. docs/formats/trace.md; `anneal profile` merges the ranks' files.
+// process's labels. docs/formats/trace.md; `anneal profile` merges the ranks' files. Then every rank's
+// breakdown is gathered over the world and rank 0 logs the summary ("profile: ..." lines) — the one
+// `anneal profile` prints, so a job's log (and the dashboard) shows it without the files.
 //
 // Not thread-safe; the trainer's thread calls it. A trace that cannot be written is an error of the
 // run (exit 1), named with its path.
@@ -14,6 +16,7 @@
 #include "core/status.h"
 #include "train/config.h"
 #include "train/setup.h"
+#include "train/trace_summary.h"
 
 namespace anneal {
 
@@ -32,6 +35,7 @@ class StepProfiler {
 
  private:
   Status Write();
+  Status Summarize(const TraceInput& mine);
 
   int from_ = 0, to_ = 0;
   bool recording_ = false;

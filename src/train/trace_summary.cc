@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 namespace anneal {
@@ -110,7 +111,52 @@ Result<RankTime> ReadRank(const TraceInput& f, json* events) {
   return t;
 }
 
+// The collectives a rank may wait on, as Pack keeps them.
+const std::vector<std::string>& WaitKinds() {
+  static const std::vector<std::string> k = {"allreduce", "reduce-scatter", "all-gather", "broadcast", "barrier"};
+  return k;
+}
+
+// "wait allreduce(f64)" -> "allreduce"
+std::string WaitKind(const std::string& name) {
+  std::string n = name.rfind("wait ", 0) == 0 ? name.substr(5) : name;
+  const size_t paren = n.find('(');
+  return paren == std::string::npos ? n : n.substr(0, paren);
+}
+
 }  // namespace
+
+std::vector<double> RankTime::Pack() const {
+  std::vector<double> v = {static_cast<double>(rank), static_cast<double>(steps), step_s, schedule_s, schedule_pipeline_s};
+  for (const std::string& c : TraceCategories()) {
+    auto it = category_s.find(c);
+    v.push_back(it == category_s.end() ? 0 : it->second);
+  }
+  for (const std::string& k : WaitKinds()) {
+    double sum = 0;
+    for (const auto& [n, sec] : wait_s) sum += WaitKind(n) == k ? sec : 0;
+    v.push_back(sum);
+  }
+  for (const char* k : {"dp_rank", "tp_rank", "pp_rank"}) v.push_back(labels.count(k) ? std::atof(labels.at(k).c_str()) : -1);
+  return v;
+}
+
+RankTime RankTime::Unpack(const double* v) {
+  RankTime t;
+  t.rank = static_cast<int>(v[0]);
+  t.steps = static_cast<int>(v[1]);
+  t.step_s = v[2];
+  t.schedule_s = v[3];
+  t.schedule_pipeline_s = v[4];
+  size_t i = 5;
+  for (const std::string& c : TraceCategories()) t.category_s[c] = v[i++];
+  for (const std::string& k : WaitKinds()) t.wait_s["wait " + k] = v[i++];
+  for (const char* k : {"dp_rank", "tp_rank", "pp_rank"}) {
+    if (v[i] >= 0) t.labels[k] = std::to_string(static_cast<int>(v[i]));
+    ++i;
+  }
+  return t;
+}
 
 const std::vector<std::string>& TraceCategories() {
   static const std::vector<std::string> k = {"compute", "communication", "pipeline idle", "data", "checkpoint", "other"};
@@ -167,13 +213,12 @@ std::string TraceSummary::Table() const {
       auto it = r.category_s.find(c);
       return r.step_s > 0 && it != r.category_s.end() ? 100 * it->second / r.step_s : 0.0;
     };
-    auto label = [&](const char* k) {
-      auto it = r.labels.find(k);
-      return it == r.labels.end() ? std::string("?") : it->second;
-    };
-    std::snprintf(line, sizeof(line), "  rank %d (dp %s, tp %s, pp %s, %s): %d steps, %.1f ms/step; compute %.1f %%, comm %.1f %%, pipeline %.1f %%",
-                  r.rank, label("dp_rank").c_str(), label("tp_rank").c_str(), label("pp_rank").c_str(), label("host").c_str(),
-                  r.steps, ms, pct("compute"), pct("communication"), pct("pipeline idle"));
+    std::string where;  // "dp 0, tp 0, pp 1, host": the labels the rank has
+    for (const auto& [key, shown] : {std::pair{"dp_rank", "dp "}, {"tp_rank", "tp "}, {"pp_rank", "pp "}, {"host", ""}}) {
+      if (r.labels.count(key)) where += (where.empty() ? "" : ", ") + std::string(shown) + r.labels.at(key);
+    }
+    std::snprintf(line, sizeof(line), "  rank %d (%s): %d steps, %.1f ms/step; compute %.1f %%, comm %.1f %%, pipeline %.1f %%",
+                  r.rank, where.c_str(), r.steps, ms, pct("compute"), pct("communication"), pct("pipeline idle"));
     out += line;
     if (r.schedule_s > 0 && r.schedule_pipeline_s > 0) out += Fmt("; pipeline idle of the schedule %.1f %%", 100 * r.schedule_pipeline_s / r.schedule_s);
     out += "\n";

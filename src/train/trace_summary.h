@@ -33,6 +33,12 @@ struct RankTime {
   std::map<std::string, double> wait_s;        // per wait span name ("wait allreduce"), exclusive
   double schedule_s = 0, schedule_pipeline_s = 0;  // forward-backward spans, and pipeline waits inside them
   std::map<std::string, double> comm_bytes;    // per operation on the communicators' tracks
+
+  // A fixed-size form for an all-gather across the ranks (labels, phases and bytes are not kept;
+  // waits only per collective kind), and back.
+  static constexpr size_t kPacked = 19;
+  std::vector<double> Pack() const;
+  static RankTime Unpack(const double* v);
 };
 
 struct TraceSummary {

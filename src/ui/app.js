@@ -348,10 +348,11 @@
     const smoothOut = el('span', {text: '0.60'});
     const trainBox = el('div', {class: 'charts', id: 'train-charts'});
     const nodeBox = el('div', {class: 'charts', id: 'node-charts'});
-    const logs = logViewer(id);
+    const profile = profileCard();
+    const logs = logViewer(id, profile.line);
     main.append(head, timeline, facts,
       el('h2', {}, 'Training ', el('label', {class: 'muted sub'}, ' smoothing ', smoothIn, ' ', smoothOut)), trainBox,
-      el('h2', {text: 'Instances (samples over time)'}), nodeBox, el('h2', {text: 'Logs'}), logs.root);
+      el('h2', {text: 'Instances (samples over time)'}), nodeBox, profile.root, el('h2', {text: 'Logs'}), logs.root);
     const data = new JobPoints(id);
     const made = new Map();  // plot key -> Chart
     let job = null, stopUi = null;
@@ -517,7 +518,22 @@
     }};
   }
 
-  function logViewer(id) {
+  // The step profiler's summary (train.profile_steps): the "profile: " lines rank 0 logs at the end of
+  // the traced window — the summary `anneal profile` prints — shown as text once they pass the log viewer.
+  function profileCard() {
+    const pre = el('pre', {class: 'profile', id: 'profile-summary'});
+    const root = el('div', {class: 'card', id: 'profile', hidden: true}, el('h2', {text: 'Step profile: where the step time goes'}), pre,
+      el('p', {class: 'muted', text: 'Traced with train.profile_steps; anneal profile JOB merges every rank\'s trace into one file for Perfetto or chrome://tracing.'}));
+    return {root, line(x) {
+      if (x.rank !== 0 || !x.text.startsWith('profile: ')) return;
+      const t = x.text.slice('profile: '.length);
+      if (t.startsWith('where the step time goes')) pre.textContent = '';  // a new window, or the lines read again
+      pre.textContent += t + '\n';
+      root.hidden = false;
+    }};
+  }
+
+  function logViewer(id, onLine) {
     const rankSel = el('select', {id: 'log-rank'}, el('option', {value: '', text: 'every rank'}));
     const follow = el('input', {type: 'checkbox', id: 'log-follow', checked: true});
     const box = el('div', {class: 'logs', id: 'logs', dataset: {lines: '0'}, tabindex: '0', 'aria-label': 'log lines'});
@@ -546,6 +562,7 @@
       if (asked !== rankSel.value) return;  // the rank changed while this was in flight
       for (const x of r.lines || []) {
         addRank(x.rank);
+        if (onLine) onLine(x);
         box.appendChild(el('div', {class: 'line' + (x.stream === 'stderr' ? ' stderr' : '')},
           el('span', {class: 'where', text: (x.rank >= 0 ? 'r' + x.rank : 'agent') + ' n' + x.node}), x.text));
       }

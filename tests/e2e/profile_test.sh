@@ -5,7 +5,8 @@
 #      layer's forward and backward, the data fetch, the optimizer, the pipeline's sends and
 #      receives and the collectives with their bytes on their groups' tracks, the checkpoint, memory
 #      counters and the rank's labels;
-#   2. `anneal profile` merges them into one process per rank and prints where the time goes; its
+#   2. `anneal profile` merges them into one process per rank and prints where the time goes (the
+#      summary rank 0 also logged at the window's end, category by category); its
 #      pipeline idle fraction of the schedule agrees with the trainer's own report over the same steps
 #      (2..8; within 5 points);
 #   3. a 2-instance job of the control plane with output.uri: `anneal profile JOB` reads the ranks'
@@ -55,6 +56,9 @@ check "... one process per rank" $CHK processes "$TMP/merged.json" 2
 check "... the merged file is still well-formed" $CHK valid "$TMP/merged.json"
 check "... the summary names every category and gives a reading" \
   bash -c "for c in compute communication 'pipeline idle' data checkpoint other; do grep -q \"^  \$c \" '$TMP/summary.txt' || exit 1; done; grep -q '^reading: ' '$TMP/summary.txt'"
+check "... rank 0's log holds the same summary of the same steps (each category's line identical)" \
+  diff <(grep -E '^  (compute|communication|pipeline idle|data|checkpoint|other) ' "$TMP/summary.txt") \
+       <(sed -nE 's/^\[rank 0\] profile: (  (compute|communication|pipeline idle|data|checkpoint|other) .*)/\1/p' "$TMP/pp.log")
 idle_of() {  # SOURCE STAGE -> percent
   if [ "$1" = trainer ]; then sed -nE "s/.*pipeline idle \(blocked.*stage $2 ([0-9.]+)%.*/\1/p" "$TMP/pp.log" | tail -1
   else sed -nE "s/^  rank $2 \(.*pipeline idle of the schedule ([0-9.]+) %$/\1/p" "$TMP/summary.txt"; fi

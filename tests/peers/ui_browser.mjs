@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The browser half of tests/peers/ui_test.sh: drives Debian's chromium (headless, 1366x768) with
 // playwright-core from tools/npm through the dashboard, printing "ok ..." / "FAIL ..." per check.
-// Environment: UI_URL, JOB_A, JOB_B, GO_FILE, SHOTS, ANNEAL, ADMIN_TOKEN, VIEWER_TOKEN, REVOKED_TOKEN.
+// Environment: UI_URL, JOB_A, JOB_B, JOB_C, GO_FILE, SHOTS, ANNEAL, ADMIN_TOKEN, VIEWER_TOKEN, REVOKED_TOKEN.
 import { writeFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 const require = createRequire(join(dirname(fileURLToPath(import.meta.url)), "../../tools/npm/package.json"));
 const { chromium } = require("playwright-core");
 const E = process.env;
-const [URL, A, B] = [E.UI_URL, E.JOB_A, E.JOB_B];
+const [URL, A, B, C] = [E.UI_URL, E.JOB_A, E.JOB_B, E.JOB_C];
 let failed = 0;
 const ok = (name) => console.log(`ok   ${name}`);
 const bad = (name) => { failed++; console.log(`FAIL ${name}`); };
@@ -79,7 +79,7 @@ try {
   await page.click("#signin button[type=submit]");
   const rows = await until(page, ([a, b]) => document.querySelector(`tr[data-job="${a}"]`) && document.querySelector(`tr[data-job="${b}"]`)
     ? document.querySelectorAll("#jobs tbody tr").length : 0, [A, B]);
-  check("the admin signs in and the jobs page lists A and B", rows === 2, `rows ${rows}`);
+  check("the admin signs in and the jobs page lists A, B and C", rows === 3, `rows ${rows}`);
   const rowA = await until(page, (a) => {
     const c = document.querySelector(`tr[data-job="${a}"]`)?.children;
     return c && c[6].textContent === "40" ? [...c].map((x) => x.textContent) : null;
@@ -92,7 +92,8 @@ try {
   await page.selectOption("#filter-user", "");
   await page.selectOption("#filter-status", "Completed");
   const onlyDone = await page.$$eval("#jobs tbody tr", (r) => r.map((x) => x.dataset.job));
-  check("the status filter shows the completed job only", onlyDone.length === 1 && onlyDone[0] === B, JSON.stringify(onlyDone));
+  check("the status filter shows the completed jobs only (B and C)", onlyDone.length === 2 && onlyDone.includes(B) && onlyDone.includes(C),
+        JSON.stringify(onlyDone));
   await page.selectOption("#filter-status", "");
   await until(page, () => document.querySelectorAll("#jobs tbody tr").length === 2);
   await shot("jobs");
@@ -140,6 +141,25 @@ try {
   check("... and the Completed job's page says so", /Completed/.test(await text("#job-head h1")));
   await shot("job-b");
   await noSideways("job B's page");
+
+  // ---- job C: the step profile's summary ----
+  const logged = (await api(`/v1/jobs/${C}/logs?rank=0&limit=100000`)).lines.map((l) => l.text)
+    .filter((t) => t.startsWith("profile: ")).map((t) => t.slice(9));
+  const reading = logged.find((t) => t.startsWith("reading: "));
+  await go(`#/job/${C}`);
+  const card = await until(page, (r) => {
+    const p = document.querySelector("#profile-summary");
+    return p && !document.querySelector("#profile").hidden && p.textContent.includes(r) ? p.textContent : null;
+  }, reading || "(none logged)", 10000);
+  check("C's page shows the step profile rank 0 logged, reading and all", reading && card !== null &&
+        logged.slice(0, logged.indexOf(reading) + 1).every((t) => card.includes(t)), `${reading} | ${card}`);
+  check("... and a job without profiling shows no profile card",
+        await page.evaluate(async (b) => { location.hash = `#/job/${b}`; await new Promise((r) => setTimeout(r, 800));
+                                             return document.querySelector("#profile")?.hidden === true; }, B));
+  await go(`#/job/${C}`);
+  await until(page, () => document.querySelector("#profile") && !document.querySelector("#profile").hidden);
+  await shot("job-profile");
+  await noSideways("job C's page");
 
   // ---- compare ----
   const apiB = (await api(`/v1/jobs/${B}/metrics?name=train_loss&limit=100000`)).points.length;

@@ -4,11 +4,12 @@
 # backend) running two short shell jobs whose lines match their metric_definitions:
 #   A (user uma) logs 40 steps of loss, lr, grad norm, tokens/s, MFU, a custom metric and val loss, then
 #     waits for the test's go file and prints a line after the page was opened, then waits to be stopped;
-#   B (admin) logs 25 steps and `<img src=x onerror=window.__pwned=1>`, and completes.
+#   B (admin) logs 25 steps and `<img src=x onerror=window.__pwned=1>`, and completes;
+#   C (admin) is the built-in trainer with train.profile_steps: its page shows the step profile's summary.
 # The browser checks: a wrong token's sign-in page shows the API's reason; the jobs page lists both and
 # filters by user and status; job A's page plots as many loss points as the API returns, its other
 # metrics and the instance's samples, the timeline, and the log viewer shows the late line; B's page
-# shows the markup as text and runs no script; compare overlays A and B; a viewer's stop is refused
+# shows the markup as text and runs no script; C's shows the step profile rank 0 logged; compare overlays A and B; a viewer's stop is refused
 # (403, shown on the page); a revoked token returns to the sign-in page with the reason; every /ui
 # answer has the CSP; no page is wider than the window; no console error or failed request beyond the
 # expected 401s and 403. Screenshots: out/ui-screenshots/*.png.
@@ -26,7 +27,7 @@ trap cleanup EXIT
 [ -f tools/npm/node_modules/playwright-core/package.json ] ||
   { bad "playwright-core is installed in tools/npm (scripts/setup.sh)"; finish; exit 1; }
 
-"$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.2 >"$TMP/server.log" 2>&1 &
+"$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 3 --heartbeat-s 0.2 >"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
@@ -64,19 +65,30 @@ name: ui-b
 entrypoint: {command: 'while read -r l; do echo "\$l"; done < $TMP/b.txt; echo "a line on stderr" >&2'}
 metric_definitions: $DEFS
 YAML
+# C: the built-in trainer, 4 steps with steps 2-3 profiled: rank 0 logs the step profile's summary.
+"$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+cat >"$TMP/c_cfg.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 16}
+data: {dir: $TMP/ds, seq_len: 16, batch_size: 2, seed: 5}
+train: {steps: 4, log_every: 1, eval_every: 0, eval_batches: 1, threads: 1, peak_gflops: 100, resume: none,
+        profile_steps: [2, 3], profile_dir: $TMP/c_profile}
+YAML
+printf 'name: ui-c\nentrypoint: {command: [anneal, train, --config, %s]}\n' "$TMP/c_cfg.yaml" >"$TMP/c.yaml"
 A=$(ANNEAL_TOKEN_FILE="$TMP/uma.token" "$ANNEAL" submit "$TMP/a.yaml" --server "$URL")
 B=$("$ANNEAL" submit "$TMP/b.yaml" --server "$URL")
-check "jobs A ($A, uma) and B ($B, admin) submitted" test -n "$A" -a -n "$B"
+C=$("$ANNEAL" submit "$TMP/c.yaml" --server "$URL")
+check "jobs A ($A, uma), B ($B, admin) and C ($C, the trainer, profiled) submitted" test -n "$A" -a -n "$B" -a -n "$C"
 api() { curl -s -H "Authorization: Bearer $(cat "$TMP/srv/admin.token")" "$URL$1"; }
 count() { api "/v1/jobs/$1/metrics?name=$2&limit=100000" | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["points"]))'; }
 status() { api "/v1/jobs/$1" | $PY -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
-for _ in $(seq 1 300); do [ "$(status "$B")" = Completed ] && [ "$(count "$A" train_loss)" = 40 ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do [ "$(status "$B")" = Completed ] && [ "$(status "$C")" = Completed ] && [ "$(count "$A" train_loss)" = 40 ] && break; sleep 0.1; done
 check "B completed" test "$(status "$B")" = Completed
+check "C completed" test "$(status "$C")" = Completed
 check "A logged its 40 losses and is running" test "$(count "$A" train_loss)" = 40 -a "$(status "$A")" = InProgress
 
 mkdir -p out/ui-screenshots
 rm -f out/ui-screenshots/*.png
-UI_URL="$URL" JOB_A="$A" JOB_B="$B" GO_FILE="$TMP/go" SHOTS="$PWD/out/ui-screenshots" ANNEAL="$ANNEAL" \
+UI_URL="$URL" JOB_A="$A" JOB_B="$B" JOB_C="$C" GO_FILE="$TMP/go" SHOTS="$PWD/out/ui-screenshots" ANNEAL="$ANNEAL" \
   ADMIN_TOKEN="$(cat "$TMP/srv/admin.token")" VIEWER_TOKEN="$(cat "$TMP/vera.token")" REVOKED_TOKEN="$(cat "$TMP/rita.token")" \
   timeout 45 node tests/peers/ui_browser.mjs >"$TMP/browser.out" 2>&1
 rc=$?
@@ -88,6 +100,6 @@ check "A was not stopped by the viewer" test "$(status "$A")" = InProgress
 "$ANNEAL" stop "$A" --server "$URL" >/dev/null 2>&1
 for _ in $(seq 1 100); do [ "$(status "$A")" = Stopped ] && break; sleep 0.1; done
 check "A stopped by its admin" test "$(status "$A")" = Stopped
-for p in signin jobs job job-b compare viewer-stop; do check "screenshot out/ui-screenshots/$p.png" test -s "out/ui-screenshots/$p.png"; done
+for p in signin jobs job job-b job-profile compare viewer-stop; do check "screenshot out/ui-screenshots/$p.png" test -s "out/ui-screenshots/$p.png"; done
 echo "wall time: $($PY -c "import time; print(round(time.time() - $T0, 1))") s"
 finish

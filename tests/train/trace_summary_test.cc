@@ -77,6 +77,20 @@ TEST(TraceSummaryTest, ReadingNamesTheCollectiveWaitedOnOrCompute) {
   EXPECT_EQ(s.Reading(), "compute-bound: 95 % of the step is forward, backward and the optimizer");
 }
 
+TEST(TraceSummaryTest, PackedFormKeepsWhatTheSummaryNeeds) {
+  TraceSummary s;
+  ASSERT_TRUE(MergeTraces({Rank(3)}, &s).ok());
+  const std::vector<double> v = s.ranks[0].Pack();
+  ASSERT_EQ(v.size(), RankTime::kPacked);
+  TraceSummary back;
+  back.ranks.push_back(RankTime::Unpack(v.data()));
+  EXPECT_EQ(back.ranks[0].rank, 3);
+  EXPECT_EQ(back.ranks[0].labels.at("pp_rank"), "0");
+  EXPECT_EQ(back.Reading(), s.Reading());
+  for (const std::string& c : TraceCategories()) EXPECT_DOUBLE_EQ(back.MeanFraction(c), s.MeanFraction(c)) << c;
+  EXPECT_NEAR(back.ranks[0].wait_s.at("wait allreduce"), 150e-6, 1e-12);  // the f64 one counted as allreduce
+}
+
 TEST(TraceSummaryTest, BadFilesAreNamed) {
   TraceSummary s;
   EXPECT_NE(MergeTraces({}, &s).status().message().find("train.profile_steps"), std::string::npos);
