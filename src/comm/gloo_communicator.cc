@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -262,7 +263,8 @@ class GlooCommunicator : public Communicator {
     }
     const double t0 = MonotonicSeconds();
     const OpLabel label{what, static_cast<long long>(n), " values", n * sizeof(T)};
-    trace::Span span("comm", label.op(), {{"bytes", static_cast<double>(label.bytes)}});
+    std::optional<trace::Span> span;
+    if (trace::Enabled()) span.emplace("comm", label.op(), trace::Args{{"bytes", static_cast<double>(label.bytes)}});
     const double t0_us = trace::Enabled() ? trace::NowUs() : 0;
     Status s = size() == 1 || n == 0 ? Status::Ok() : shm_->AllReduceSum(x, n, o_.timeout);
     if (trace::Enabled()) TraceOp(label, true, t0_us);
@@ -439,8 +441,10 @@ class GlooCommunicator : public Communicator {
 // The caller's wait is a span on its own track: exposed communication ("comm") or, for the pipeline's
 // sends and receives, pipeline idle time ("pipeline").
 Status QueuedWork::Wait() {
-  trace::Span span(s_->collective ? "comm" : "pipeline", "wait " + s_->what.op(),
-                   {{"bytes", static_cast<double>(s_->what.bytes)}});
+  std::optional<trace::Span> span;  // its name is made only while the profiler records
+  if (trace::Enabled()) {
+    span.emplace(s_->collective ? "comm" : "pipeline", "wait " + s_->what.op(), trace::Args{{"bytes", static_cast<double>(s_->what.bytes)}});
+  }
   comm_->TryRunInline(s_.get());
   std::unique_lock<std::mutex> l(s_->mu);
   s_->cv.wait(l, [&] { return s_->done; });
