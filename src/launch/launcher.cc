@@ -433,8 +433,10 @@ class Launcher {
       return "rank " + std::to_string(r->global) + " (node " + std::to_string(o_.node_rank) + ", pid " +
              std::to_string(r->pid) + ") failed first: " + Describe(status) + after;
     }
+    // The leader has exited, so its pipes end as soon as they are drained: up to 5 s for a loaded
+    // machine (the report naming the rank may be the last thing it wrote).
     std::vector<Rank*> one = {r};
-    for (const double until = MonotonicSeconds() + 1; (r->out_fd >= 0 || r->err_fd >= 0) && MonotonicSeconds() < until;) {
+    for (const double until = MonotonicSeconds() + 5; (r->out_fd >= 0 || r->err_fd >= 0) && MonotonicSeconds() < until;) {
       PumpSome(one);
     }
     const std::string leader = std::string(LaunchModeName(o_.mode)) + " (node 0, pid " + std::to_string(r->pid) + ")";
