@@ -21,7 +21,8 @@
 #             losses against the CPU engine's golden ones (relative 1e-5), bf16 within 2e-2; two runs
 #             give the same hash; a resume from step 3 reaches the uninterrupted run's hash; the
 #             CPU engine's kept fixture checkpoint resumes on cuda with the golden losses; a 2-step
-#             GPU checkpoint of the fixture config comes back in $OUT for tests/e2e/gpu_checkpoint_test.sh
+#             GPU checkpoint of the fixture config comes back in $OUT for tests/e2e/gpu_checkpoint_test.sh;
+#             a run with train.profile_steps writes a valid trace with device spans (CUDA events)
 #   bench     GPT-2 124M, B=16, T=1024, bf16: anneal (attention path 1 and path 2) against PyTorch 2.11
 #             compiled (bench/gpu/torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak
 #             NVML process memory; then 4 steps of each path with ANNEAL_CUDA_OP_TIMES=1 (kernels.txt)
@@ -190,6 +191,13 @@ stage_step() {
   fixture_cfg "$w/gx" >"$w/gx.json"
   timeout 90 "$B/run.sh" anneal train --config "$w/gx.json" --set train.steps=2 >"$w/gx.log" 2>&1 || { tail -5 "$w/gx.log"; return 1; }
   tar -C "$w/gx" -czf "$OUT/gpu_fixture_step2.tgz" step-00000002
+  # The step profiler on the device: the layers' spans again from CUDA events on the compute stream
+  # (tensor/device_trace.h), nested on their track, beside the host's.
+  timeout 90 "$B/run.sh" anneal train --config "$w/f32a.json" --set train.profile_steps=3,5 --set train.profile_dir="$w/prof" \
+    --set train.checkpoint_dir="$w/p" >"$w/p.log" 2>&1 || { tail -5 "$w/p.log"; return 1; }
+  python3 tests/e2e/trace_check.py valid "$w/prof/rank-00000.trace.json" || return 1
+  python3 tests/e2e/trace_check.py ontrack "$w/prof/rank-00000.trace.json" "cuda compute stream" backward || return 1
+  grep "profile: " "$w/p.log" | head -12
   python3 - "$w" tests/e2e/golden/runs.txt <<'PY'
 import re, sys
 w, golden = sys.argv[1], sys.argv[2]

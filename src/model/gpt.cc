@@ -7,8 +7,8 @@
 #include <limits>
 #include <random>
 
-#include "core/trace.h"
 #include "model/box.h"
+#include "tensor/device_trace.h"
 #include "tensor/host_copy.h"
 
 namespace anneal {
@@ -259,18 +259,18 @@ double GptModel::ForwardStage(int slot, const int32_t* tokens, const int32_t* ta
   const int N = B * T;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;  // rows of the residual stream this rank holds
   if (shard_.first()) {
-    trace::Span span("forward", "embedding");
+    device_trace::Span span(be_.timing_marks(), st_, "forward", "embedding");
     // input (R,C) = wte[tokens] + wpe[t] (the vocabulary-parallel form: this slice's rows, summed)
     be_.CopyFromHost(s.tokens.View(), tokens, st_);
     par_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), ParamPtr("wte.weight"), ParamPtr("wpe.weight"), B, T,
                            scratch_.dln.ptr());
   }
   for (int i = 0; i < nl_; ++i) {
-    trace::Span span("forward", "h.", shard_.layer_begin + i);
+    device_trace::Span span(be_.timing_marks(), st_, "forward", "h.", shard_.layer_begin + i);
     LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
   }
   if (!shard_.last(config_)) return 0;
-  trace::Span span("forward", "lm head + loss");
+  device_trace::Span span(be_.timing_marks(), st_, "forward", "lm head + loss");
   be_.CopyFromHost(s.targets.View(), targets, st_);
   const DevPtr last = OutputOf(slot);
   be_.LayerNormForward(st_, M(s.lnf.ptr(), R, C), M(s.lnf_mean.ptr(), R), M(s.lnf_rstd.ptr(), R), M(last, R, C),
@@ -351,7 +351,7 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   AcquireRange(0, LayerStart(0));
   AcquireRange(LayerStart(nl_), layout_.total_floats());
   if (last) {
-    trace::Span span("backward", "lm head + ln_f");
+    device_trace::Span span(be_.timing_marks(), st_, "backward", "lm head + ln_f");
     HeadBackward(s, slot);
   } else {
     be_.Copy(st_, M(scratch_.dresidual.ptr(), NC), M(DevPtr{const_cast<float*>(dout), DType::kF32}, NC));
@@ -359,12 +359,12 @@ void GptModel::BackwardStage(int slot, const float* dout) {
   RangeReady(LayerStart(nl_), layout_.total_floats());
   for (int i = nl_ - 1; i >= 0; --i) {
     AcquireRange(LayerStart(i), LayerStart(i + 1));
-    trace::Span span("backward", "h.", shard_.layer_begin + i);
+    device_trace::Span span(be_.timing_marks(), st_, "backward", "h.", shard_.layer_begin + i);
     LayerBackward(s, i);
     RangeReady(LayerStart(i), LayerStart(i + 1));
   }
   if (shard_.first()) {
-    trace::Span span("backward", "embedding");
+    device_trace::Span span(be_.timing_marks(), st_, "backward", "embedding");
     par_->EmbeddingBackward(GradPtr("wte.weight"), GradPtr("wpe.weight"), scratch_.dresidual.ptr(), s.tokens.i32(), s.B, s.T);
   }
   RangeReady(0, LayerStart(0));

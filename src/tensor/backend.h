@@ -66,6 +66,18 @@ enum class Op : uint8_t {
 const char* OpName(Op op);
 std::vector<Op> AllOps();
 
+// Timing marks for the step profiler on a device (tensor/device_trace.h): points in a stream whose
+// device time the host reads once the stream has passed them. A backend whose ops complete when
+// called (the host) has none: its host spans are already the ops' times.
+class TimingMarks {
+ public:
+  virtual ~TimingMarks() = default;
+  virtual void* Mark(const Stream& s) = 0;              // a point in s, after the work issued so far
+  virtual void Wait(const Stream& s) = 0;               // returns once s passed every mark made on it
+  virtual double ElapsedMs(void* from, void* to) = 0;   // device time between two passed marks
+  virtual void Release() = 0;                           // every mark made so far
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -105,6 +117,8 @@ class Backend {
   // Where the device's time went, op by op, when the backend keeps such a table (CUDA:
   // ANNEAL_CUDA_OP_TIMES=1); "" otherwise. The trainer prints it at the end of a run.
   virtual std::string OpTimeTable() { return ""; }
+  // The backend's timing marks (the CUDA backend's CUDA events); null on the host.
+  virtual TimingMarks* timing_marks() { return nullptr; }
 
   // ---- the machine ----
   // The measured dense-GEMM rate in GFLOP/s for dtype t at the current thread count: the ceiling MFU

@@ -6,6 +6,7 @@
 
 #include "core/env.h"
 #include "core/trace.h"
+#include "tensor/device_trace.h"
 #include "train/trace_summary.h"
 
 namespace anneal {
@@ -47,8 +48,14 @@ void StepProfiler::BeforeStep(int step) {
   recording_ = true;
 }
 
+// A step traced on a device also gets its spans in the device's time (tensor/device_trace.h).
+void StepProfiler::BeginDeviceStep() {
+  if (recording_ && rt_.be) device_trace::Begin(rt_.be->timing_marks(), rt_.model->stream(), rt_.be->name() + " compute stream");
+}
+
 Status StepProfiler::AfterStep(int step) {
   if (!recording_) return Status::Ok();
+  device_trace::Flush();
   trace::Counter("memory", {{"resident_mb", ResidentMb()}});
   if (step < to_) return Status::Ok();
   return Write();
@@ -57,6 +64,7 @@ Status StepProfiler::AfterStep(int step) {
 Status StepProfiler::Finish() { return recording_ ? Write() : Status::Ok(); }
 
 Status StepProfiler::Write() {
+  device_trace::Flush();
   trace::Stop();
   recording_ = false;
   const ProcessGroups& pg = *rt_.pg;

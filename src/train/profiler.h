@@ -24,8 +24,10 @@ class StepProfiler {
  public:
   StepProfiler(const TrainConfig& c, const Runtime& rt, LogFn log);
   ~StepProfiler();
-  // Before 1-based step `step` runs: recording starts at FROM.
+  // Before 1-based step `step` runs: recording starts at FROM; then, while recording, each step's
+  // device session opens (BeginDeviceStep, inside the step's span) and closes in AfterStep.
   void BeforeStep(int step);
+  void BeginDeviceStep();
   // After it ran: a memory sample; at TO the trace is written.
   Status AfterStep(int step);
   // The loop ended (a stop, fewer steps than TO): writes what was recorded, if anything.

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/trace.h"
+#include "tensor/device_trace.h"
 
 namespace anneal {
 
@@ -74,7 +75,7 @@ Status StepPlan::Agree(StepOutcome* o, const StopSignals& stop) {
 // The global gradient norm (for clipping) over every parameter once, then this rank's update of
 // what it holds (with ZeRO its shard, then every rank gathers all). A non-finite loss skips it.
 Result<StepStats> StepPlan::Update(int step, double loss) {
-  trace::Span span("optimizer", "optimizer");
+  device_trace::Span span(p_.model->backend().timing_marks(), p_.model->stream(), "optimizer", "optimizer");
   DataParallel* par = p_.dp;
   StepStats s;
   if (!std::isfinite(loss)) {

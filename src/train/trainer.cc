@@ -108,6 +108,7 @@ Status Loop(const TrainConfig& c, Runtime& rt, const std::atomic<bool>& stop, Cl
     profiler.BeforeStep(st->step + 1);
     {
       trace::Span span("step", "step ", st->step + 1);  // the profiled step's root: everything below
+      profiler.BeginDeviceStep();
       const double t0 = clock.Monotonic();
       ANNEAL_ASSIGN_OR_RETURN(StepOutcome o, rt.step->Run(st->step, signals));
       signal_agreed = o.stop_requested;

@@ -5,6 +5,7 @@
   trace_check.py has FILE CAT [NAME]   some X event of category CAT (and name NAME) exists
   trace_check.py bytes FILE TRACK OP   an X event of name OP on a track named TRACK carries bytes > 0
   trace_check.py layers FILE N         each layer h.0..h.N-1 has forward and backward spans, on one rank
+  trace_check.py ontrack FILE TRACK CAT  some X event of category CAT lies on a track named TRACK
 Exit 1 with the reason on the first violation.
 """
 import json
@@ -68,6 +69,14 @@ def bytes_on(path, track, op):
     return f"{len(xs)} '{op}' on '{track}', {int(xs[0]['args']['bytes'])} bytes each"
 
 
+def on_track(path, track, cat):
+    evs = events(path)
+    tids = {(e["pid"], e["tid"]) for e in evs if e["ph"] == "M" and e["name"] == "thread_name" and e["args"]["name"] == track}
+    xs = [e for e in evs if e["ph"] == "X" and (e["pid"], e["tid"]) in tids and e.get("cat") == cat]
+    assert xs, f"{path}: no {cat} span on a track named '{track}'"
+    return f"{len(xs)} {cat} span(s) on '{track}', the first {xs[0]['dur']:.1f} us"
+
+
 def layers(path, n):
     seen = {}
     for e in events(path):
@@ -85,7 +94,7 @@ if __name__ == "__main__":
         if cmd == "valid":
             print("; ".join(valid(p) for p in args))
         else:
-            print({"processes": processes, "has": has, "bytes": bytes_on, "layers": layers}[cmd](*args))
+            print({"processes": processes, "has": has, "bytes": bytes_on, "layers": layers, "ontrack": on_track}[cmd](*args))
     except AssertionError as e:
         print(f"trace_check: {e}")
         sys.exit(1)

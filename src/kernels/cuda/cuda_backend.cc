@@ -70,6 +70,33 @@ class CudaAllocator : public Allocator {
   cudaStream_t stream_ = nullptr;
 };
 
+// The step profiler's marks (tensor/device_trace.h): timing events, made per mark while a step is
+// traced (the ring's events are made without timing, which costs less) and destroyed at Release.
+class CudaTimingMarks : public TimingMarks {
+ public:
+  ~CudaTimingMarks() override { Release(); }
+  void* Mark(const Stream& s) override {
+    cudaEvent_t e = nullptr;
+    MUST_CUDA(cudaEventCreate(&e));
+    made_.push_back(e);
+    MUST_CUDA(cudaEventRecord(e, static_cast<cudaStream_t>(s.handle)));
+    return e;
+  }
+  void Wait(const Stream& s) override { MUST_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(s.handle))); }
+  double ElapsedMs(void* from, void* to) override {
+    float ms = 0;
+    MUST_CUDA(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(from), static_cast<cudaEvent_t>(to)));
+    return ms;
+  }
+  void Release() override {
+    for (cudaEvent_t e : made_) cudaEventDestroy(e);
+    made_.clear();
+  }
+
+ private:
+  std::vector<cudaEvent_t> made_;
+};
+
 class CudaBackend : public Backend {
  public:
   CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
@@ -144,6 +171,7 @@ class CudaBackend : public Backend {
   }
   Stream CopyStream() override { return Stream{copy_stream_, device()}; }
   std::string OpTimeTable() override { return times_.Table(); }
+  TimingMarks* timing_marks() override { return &marks_; }
   void* AllocateHostStaging(size_t bytes) override {
     void* p = nullptr;
     if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
@@ -356,6 +384,7 @@ class CudaBackend : public Backend {
   cuda::Scratch scratch_, attn_scratch_;
   bool flash_ = false;
   cuda::OpTimes times_;  // ANNEAL_CUDA_OP_TIMES
+  CudaTimingMarks marks_;  // train.profile_steps
 };
 
 bool CudaBackend::UseFlashAttention() {
