@@ -12,8 +12,6 @@
 # figures mean nothing.
 set -euo pipefail
 source "$(dirname "$0")/train_lib.sh"
-ANNEAL=$(readlink -f "$ANNEAL")
-DATA=$(readlink -f "$DATA")
 PY=/usr/bin/python3
 if [ "$SMOKE" = 1 ]; then
   REPS=1 ROUNDS=1 STEPS=4 FROM=2 MODEL="n_layer: 2, n_head: 2, n_embd: 32" T=32 B=2

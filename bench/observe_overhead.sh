@@ -10,8 +10,6 @@
 # BENCH_SMOKE=1: 1 round of a 4-step L=2 C=32 T=32 B=2 trainer, steps 2-4: the figures mean nothing.
 set -euo pipefail
 source "$(dirname "$0")/train_lib.sh"
-ANNEAL=$(readlink -f "$ANNEAL")
-DATA=$(readlink -f "$DATA")
 PY=/usr/bin/python3
 if [ "$SMOKE" = 1 ]; then
   ROUNDS=1 STEPS=4 FROM=2 MODEL="n_layer: 2, n_head: 2, n_embd: 32" T=32 B=2

@@ -15,8 +15,6 @@
 # two spinning threads made a step take 0.3-0.5 s, and 3 s did not reach step 12): figures mean nothing.
 set -euo pipefail
 source "$(dirname "$0")/train_lib.sh"
-ANNEAL=$(readlink -f "$ANNEAL")
-DATA=$(readlink -f "$DATA")
 PY=/usr/bin/python3
 if [ "$SMOKE" = 1 ]; then
   MODEL="n_layer: 2, n_head: 2, n_embd: 32" T=32 B=2 STEPS=100000 EVERY=5 KILL_AFTER=12 WAIT_S=120 THREADS=1

@@ -7,8 +7,8 @@
 # exports OMP_WAIT_POLICY=PASSIVE (unless set): on a busy machine, OpenMP threads spinning for cores
 # other jobs hold make tiny steps take seconds.
 # shellcheck shell=bash disable=SC2034  # ANNEAL and SMOKE are for the scripts that source this
-ANNEAL=${1:-build/release/src/anneal}
-DATA=${DATA:-out/kjv}
+ANNEAL=$(readlink -f "${1:-build/release/src/anneal}")  # absolute: scripts may cd
+DATA=$(readlink -f "${DATA:-out/kjv}")
 SMOKE=0
 if [ "${BENCH_SMOKE:-0}" = 1 ]; then SMOKE=1; export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}; fi
 [ -f "$DATA/dataset.json" ] || { echo "needs a prepared dataset in $DATA (make run prepares out/kjv)"; exit 2; }

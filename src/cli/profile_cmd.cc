@@ -31,7 +31,9 @@ bool EndsWith(const std::string& s, const std::string& tail) {
 Status ReadLocal(const std::string& path, std::vector<TraceInput>* out) {
   Env& env = Env::Default();
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return NotFound(path + ": no such file or folder");
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFound(path + ": no such file or folder (give a job id alone, or trace files and folders)");
+  }
   if (!S_ISDIR(st.st_mode)) {
     ANNEAL_ASSIGN_OR_RETURN(std::string text, env.ReadFile(path));
     out->push_back({path, std::move(text)});
@@ -74,17 +76,15 @@ Status ReadJob(const ProfileOptions& o, const std::string& job, std::vector<Trac
 Status RunProfile(const ProfileOptions& o) {
   std::vector<TraceInput> files;
   std::string stem;
-  for (const std::string& s : o.sources) {
-    struct stat st {};
-    if (::stat(s.c_str(), &st) == 0) {
-      ANNEAL_RETURN_IF_ERROR(ReadLocal(s, &files));
-      if (stem.empty()) stem = "profile";
-    } else if (o.sources.size() == 1 && s.find('/') == std::string::npos) {
-      ANNEAL_RETURN_IF_ERROR(ReadJob(o, s, &files));
-      stem = s;
-    } else {
-      return NotFound(s + ": no such file or folder (give a job id alone, or trace files and folders)");
-    }
+  // One argument that names no file or folder and has no '/' is a job id; anything else is paths.
+  struct stat st {};
+  const std::string& first = o.sources.front();
+  if (o.sources.size() == 1 && first.find('/') == std::string::npos && ::stat(first.c_str(), &st) != 0) {
+    ANNEAL_RETURN_IF_ERROR(ReadJob(o, first, &files));
+    stem = first;
+  } else {
+    for (const std::string& s : o.sources) ANNEAL_RETURN_IF_ERROR(ReadLocal(s, &files));
+    stem = "profile";
   }
   TraceSummary summary;
   ANNEAL_ASSIGN_OR_RETURN(std::string merged, MergeTraces(files, &summary));

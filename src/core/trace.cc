@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
-#include "core/env.h"
 
 namespace anneal::trace {
 namespace {
@@ -144,13 +143,6 @@ std::string ToJson(const ProcessInfo& p) {
   }
   json doc = {{"traceEvents", std::move(ev)}, {"displayTimeUnit", "ms"}, {"otherData", std::move(other)}};
   return doc.dump();
-}
-
-Status WriteFile(const std::string& path, const ProcessInfo& p) {
-  Env& env = Env::Default();
-  const size_t slash = path.rfind('/');
-  if (slash != std::string::npos && slash > 0) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(path.substr(0, slash)));
-  return env.WriteFileAtomic(path, ToJson(p));
 }
 
 }  // namespace anneal::trace

@@ -92,8 +92,6 @@ struct ProcessInfo {
 
 // The recorded events as a Trace Event Format JSON object ({"traceEvents": [...], ...}).
 std::string ToJson(const ProcessInfo& p);
-// Writes ToJson(p) to path atomically (parent folders made).
-Status WriteFile(const std::string& path, const ProcessInfo& p);
 // How many events are recorded (tests, the trainer's log line).
 size_t EventCount();
 

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "train/report.h"
+
 namespace anneal {
 namespace {
 
@@ -26,12 +28,6 @@ const char* CategoryOf(const std::string& cat) {
   if (cat == "data") return "data";
   if (cat == "checkpoint") return "checkpoint";
   return "other";
-}
-
-std::string Fmt(const char* f, double a) {
-  char b[160];
-  std::snprintf(b, sizeof(b), f, a);
-  return b;
 }
 
 // One rank's main-thread spans (sorted by start, outer first) into its RankTime.
@@ -182,12 +178,16 @@ Result<std::string> MergeTraces(const std::vector<TraceInput>& files, TraceSumma
   return doc.dump();
 }
 
+double RankTime::Fraction(const std::string& category) const {
+  auto it = category_s.find(category);
+  return step_s > 0 && it != category_s.end() ? it->second / step_s : 0;
+}
+
+double RankTime::StepMs() const { return steps ? 1e3 * step_s / steps : 0; }
+
 double TraceSummary::MeanFraction(const std::string& category) const {
   double sum = 0;
-  for (const RankTime& r : ranks) {
-    auto it = r.category_s.find(category);
-    if (r.step_s > 0 && it != r.category_s.end()) sum += it->second / r.step_s;
-  }
+  for (const RankTime& r : ranks) sum += r.Fraction(category);
   return ranks.empty() ? 0 : sum / ranks.size();
 }
 
@@ -195,45 +195,27 @@ std::string TraceSummary::Table() const {
   std::string out = "where the step time goes (" + std::to_string(ranks.size()) + " rank(s), mean over ranks; min-max):\n";
   for (const std::string& c : TraceCategories()) {
     double lo = 1, hi = 0;
-    for (const RankTime& r : ranks) {
-      auto it = r.category_s.find(c);
-      const double f = r.step_s > 0 && it != r.category_s.end() ? it->second / r.step_s : 0;
-      lo = std::min(lo, f);
-      hi = std::max(hi, f);
-    }
-    char line[160];
-    std::snprintf(line, sizeof(line), "  %-14s %5.1f %%   (%.1f-%.1f)\n", c.c_str(), 100 * MeanFraction(c), 100 * lo, 100 * hi);
-    out += line;
+    for (const RankTime& r : ranks) lo = std::min(lo, r.Fraction(c)), hi = std::max(hi, r.Fraction(c));
+    out += Fmt("  %-14s %5.1f %%   (%.1f-%.1f)\n", c.c_str(), 100 * MeanFraction(c), 100 * lo, 100 * hi);
   }
   out += "per rank:\n";
   for (const RankTime& r : ranks) {
-    const double ms = r.steps ? 1e3 * r.step_s / r.steps : 0;
-    char line[256];
-    auto pct = [&](const char* c) {
-      auto it = r.category_s.find(c);
-      return r.step_s > 0 && it != r.category_s.end() ? 100 * it->second / r.step_s : 0.0;
-    };
     std::string where;  // "dp 0, tp 0, pp 1, host": the labels the rank has
     for (const auto& [key, shown] : {std::pair{"dp_rank", "dp "}, {"tp_rank", "tp "}, {"pp_rank", "pp "}, {"host", ""}}) {
       if (r.labels.count(key)) where += (where.empty() ? "" : ", ") + std::string(shown) + r.labels.at(key);
     }
-    std::snprintf(line, sizeof(line), "  rank %d (%s): %d steps, %.1f ms/step; compute %.1f %%, comm %.1f %%, pipeline %.1f %%",
-                  r.rank, where.c_str(), r.steps, ms, pct("compute"), pct("communication"), pct("pipeline idle"));
-    out += line;
+    out += Fmt("  rank %d (%s): %d steps, %.1f ms/step; compute %.1f %%, comm %.1f %%, pipeline %.1f %%", r.rank,
+               where.c_str(), r.steps, r.StepMs(), 100 * r.Fraction("compute"), 100 * r.Fraction("communication"),
+               100 * r.Fraction("pipeline idle"));
     if (r.schedule_s > 0 && r.schedule_pipeline_s > 0) out += Fmt("; pipeline idle of the schedule %.1f %%", 100 * r.schedule_pipeline_s / r.schedule_s);
     out += "\n";
   }
   if (ranks.size() > 1) {
-    const RankTime* slow = &ranks[0];
-    const RankTime* fast = &ranks[0];
-    for (const RankTime& r : ranks) {
-      if (r.steps && r.step_s / r.steps > slow->step_s / std::max(1, slow->steps)) slow = &r;
-      if (r.steps && r.step_s / r.steps < fast->step_s / std::max(1, fast->steps)) fast = &r;
-    }
-    out += "slowest rank: " + std::to_string(slow->rank) +
-           Fmt(" (%.1f ms/step, ", 1e3 * slow->step_s / std::max(1, slow->steps)) +
-           Fmt("%+.1f %% over the fastest)\n", 100 * (slow->step_s / std::max(1, slow->steps) /
-                                                          std::max(1e-12, fast->step_s / std::max(1, fast->steps)) - 1));
+    auto by_ms = [](const RankTime& a, const RankTime& b) { return a.StepMs() < b.StepMs(); };
+    const RankTime& slow = *std::max_element(ranks.begin(), ranks.end(), by_ms);
+    const RankTime& fast = *std::min_element(ranks.begin(), ranks.end(), by_ms);
+    out += Fmt("slowest rank: %d (%.1f ms/step, %+.1f %% over the fastest)\n", slow.rank, slow.StepMs(),
+               100 * (slow.StepMs() / std::max(1e-12, fast.StepMs()) - 1));
   }
   return out + "reading: " + Reading() + "\n";
 }

@@ -34,6 +34,10 @@ struct RankTime {
   double schedule_s = 0, schedule_pipeline_s = 0;  // forward-backward spans, and pipeline waits inside them
   std::map<std::string, double> comm_bytes;    // per operation on the communicators' tracks
 
+  // The part of the steps' time spent in `category` (0..1); the mean step in ms.
+  double Fraction(const std::string& category) const;
+  double StepMs() const;
+
   // A fixed-size form for an all-gather across the ranks (labels, phases and bytes are not kept;
   // waits only per collective kind), and back.
   static constexpr size_t kPacked = 19;
