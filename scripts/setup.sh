@@ -65,6 +65,43 @@ else
   say "npm packages present"
 fi
 
+# Python peers and the CUDA 13 toolkit, from PyPI, into tools/venv (the project's own venv; never the
+# system's site-packages): every package pinned with its sha256 in tools/python/requirements.lock
+# (scripts/lock_python.sh makes it from requirements.in). NVIDIA's CUDA 13 wheels put nvcc, its
+# headers and the libraries in one folder, site-packages/nvidia/cu13; CMake wants a toolkit root
+# with unversioned library names and nccl.h beside cuda.h, so tools/cuda is assembled from symlinks
+# (CMakeLists.txt uses it when it exists). ANNEAL_SETUP_PYTHON=0 skips this part (a machine that
+# reaches no Python registry): the CUDA build and the tests that need these peers then skip, named.
+VENV=tools/venv LOCK=tools/python/requirements.lock
+if [ "${ANNEAL_SETUP_PYTHON:-1}" = 1 ]; then
+  if [ ! -f "$VENV/.anneal-ok" ] || [ "$LOCK" -nt "$VENV/.anneal-ok" ]; then
+    say "installing the Python peers and the CUDA toolkit into $VENV (first time: ~6 GB, about 2 minutes)"
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir --require-hashes -r "$LOCK"
+    rm -rf tools/cuda
+    touch "$VENV/.anneal-ok"
+  else
+    say "Python peers present"
+  fi
+  if [ ! -x tools/cuda/bin/nvcc ]; then
+    say "assembling the CUDA toolkit root tools/cuda"
+    nv=$("$VENV/bin/python" -c 'import os, nvidia; print(os.path.dirname(nvidia.__path__[0] + "/"))')
+    cu=$nv/cu13
+    [ -x "$cu/bin/nvcc" ] || { echo "setup: $cu/bin/nvcc is missing after pip install: check $LOCK's cuda-toolkit extras" >&2; exit 1; }
+    rm -rf tools/cuda.tmp && mkdir -p tools/cuda.tmp/include tools/cuda.tmp/lib
+    ln -s "$cu/bin" tools/cuda.tmp/bin            # nvcc.profile finds nvvm/, include/ and lib/ beside bin/
+    ln -s "$cu/nvvm" tools/cuda.tmp/nvvm
+    for f in "$cu"/include/* "$nv"/nccl/include/*; do ln -s "$f" tools/cuda.tmp/include/; done
+    for f in "$cu"/lib/* "$nv"/nccl/lib/*; do
+      ln -s "$f" tools/cuda.tmp/lib/
+      base=$(basename "$f")
+      [[ $base =~ ^(lib.*\.so)\.[0-9.]+$ ]] && [ ! -e "tools/cuda.tmp/lib/${BASH_REMATCH[1]}" ] && ln -s "$f" "tools/cuda.tmp/lib/${BASH_REMATCH[1]}"
+    done
+    ln -s lib tools/cuda.tmp/lib64
+    rm -rf tools/cuda && mv tools/cuda.tmp tools/cuda
+  fi
+fi
+
 # The demo corpus: the King James Bible as one file (data/kjv.txt, for tokenizer tests and benchmarks)
 # and as one plain-text file (= one document) per book in data/kjv/ (what make run prepares).
 mkdir -p data
