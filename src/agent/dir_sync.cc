@@ -10,7 +10,8 @@ namespace {
 
 bool IsCommitMarker(const std::string& rel) {
   const std::string base = BaseName(rel);
-  return base == "manifest.json" || (base.size() > 9 && base.compare(base.size() - 9, 9, ".complete") == 0);
+  // manifest.json: anneal's checkpoints; .metadata: torch.distributed.checkpoint's, written last too.
+  return base == "manifest.json" || base == ".metadata" || (base.size() > 9 && base.compare(base.size() - 9, 9, ".complete") == 0);
 }
 
 }  // namespace
@@ -44,7 +45,7 @@ Result<int> DirSync::Restore() {
     }
   }
   // What came from the URI need not go back.
-  ANNEAL_ASSIGN_OR_RETURN(auto files, env.ListFilesRecursive(local_));
+  ANNEAL_ASSIGN_OR_RETURN(auto files, env.ListFilesRecursive(local_, Env::kHiddenToo));
   for (const std::string& f : files) {
     struct stat st {};
     if (::stat(f.c_str(), &st) == 0) {
@@ -56,7 +57,7 @@ Result<int> DirSync::Restore() {
 
 Result<int> DirSync::Upload() {
   Env& env = Env::Default();
-  ANNEAL_ASSIGN_OR_RETURN(auto files, env.ListFilesRecursive(local_));
+  ANNEAL_ASSIGN_OR_RETURN(auto files, env.ListFilesRecursive(local_, Env::kHiddenToo));
   std::vector<std::pair<std::string, std::pair<uint64_t, int64_t>>> todo, markers;
   for (const std::string& f : files) {
     if (f.find(".tmp.") != std::string::npos) continue;  // a write in progress (Env::WriteFileAtomic)

@@ -2,8 +2,9 @@
 // checkpoint.uri / checkpoint.local_path, SageMaker's contract): Restore() copies every object under
 // the URI into the folder before the ranks start (so a restarted job finds its checkpoints where it
 // left them); Upload() copies files new or changed since the last upload (by size and mtime) to the
-// URI, every file named manifest.json or ending in .complete after all the others, so a reader of the
-// URI never sees a manifest whose files are not there yet.
+// URI, every file named manifest.json or .metadata (torch.distributed.checkpoint's) or ending in
+// .complete after all the others, so a reader of the URI never sees a manifest whose files are not
+// there yet. Hidden files are files like any other here (both ways).
 // Thread-safety: one thread.
 #pragma once
 

@@ -296,7 +296,7 @@ Status Env::WriteFileAtomic(const std::string& path, std::string_view data) {
   return st;
 }
 
-Result<std::vector<std::string>> Env::ListFilesRecursive(const std::string& path) {
+Result<std::vector<std::string>> Env::ListFilesRecursive(const std::string& path, Hidden hidden) {
   std::vector<std::string> out;
   if (!IsDirectory(path)) {
     if (!Exists(path)) return NotFound("input " + path + " does not exist (check the path)");
@@ -305,10 +305,10 @@ Result<std::vector<std::string>> Env::ListFilesRecursive(const std::string& path
   }
   ANNEAL_ASSIGN_OR_RETURN(auto names, ListDir(path));
   for (const auto& n : names) {
-    if (n.empty() || n[0] == '.') continue;
+    if (n.empty() || n == "." || n == ".." || (n[0] == '.' && hidden == kSkipHidden)) continue;
     std::string p = JoinPath(path, n);
     if (IsDirectory(p)) {
-      ANNEAL_ASSIGN_OR_RETURN(auto sub, ListFilesRecursive(p));
+      ANNEAL_ASSIGN_OR_RETURN(auto sub, ListFilesRecursive(p, hidden));
       out.insert(out.end(), sub.begin(), sub.end());
     } else {
       out.push_back(p);

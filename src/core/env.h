@@ -69,8 +69,11 @@ class Env {
   // Writes data to path.tmp.<unique>, fsyncs, then renames over path: a reader sees the old file or
   // the whole new one, never a part. On failure the temporary file is removed.
   Status WriteFileAtomic(const std::string& path, std::string_view data);
-  // Every regular file below path (or path itself if it is a file), sorted; hidden names skipped.
-  Result<std::vector<std::string>> ListFilesRecursive(const std::string& path);
+  // Every regular file below path (or path itself if it is a file), sorted. Hidden names (a leading
+  // '.') are skipped unless hidden is kHiddenToo: inputs skip them (.git, editors' files); a store or
+  // a synced folder keeps them (torch.distributed.checkpoint's .metadata is a file like any other).
+  enum Hidden { kSkipHidden, kHiddenToo };
+  Result<std::vector<std::string>> ListFilesRecursive(const std::string& path, Hidden hidden = kSkipHidden);
 };
 
 // A unique temporary name next to path ("<path>.tmp.<pid>.<counter>"), for write-then-rename.

@@ -64,7 +64,7 @@ class FileObjectStore : public ObjectStore {
     const std::string start = dir.empty() ? root_ : JoinPath(root_, dir);
     ListPage page;
     if (!env_.IsDirectory(start)) return page;
-    ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> files, env_.ListFilesRecursive(start));
+    ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> files, env_.ListFilesRecursive(start, Env::kHiddenToo));
     std::vector<std::string> keys;
     for (const std::string& f : files) {
       if (IsTempName(f)) continue;

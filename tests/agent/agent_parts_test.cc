@@ -1,5 +1,5 @@
 // The agent's parts that need no job: metric extraction, per-rank progress files, system sampling,
-// checkpoint folder sync (commit markers last), and the Shipper's lossless delivery across a server
+// checkpoint folder sync (commit markers last, hidden files kept), and the Shipper's lossless delivery across a server
 // restart, and the agent refusing an assignment it cannot read.
 #include <gtest/gtest.h>
 
@@ -123,6 +123,36 @@ TEST(DirSync, CommitMarkersGoLast) {
   ASSERT_EQ(seen->puts.size(), 5u);
   EXPECT_EQ(seen->puts[3], "step-2/manifest.json");
   EXPECT_EQ(seen->puts[4], "step-3/upload.complete");
+}
+
+TEST(DirSync, HiddenFilesTravelBothWaysAndTorchMetadataGoesLast) {
+  // torch.distributed.checkpoint writes each rank's shard, then .metadata: a hidden file, and the
+  // checkpoint's commit marker. Skipped (as an input folder skips .git), a resumed script found its
+  // shards without it and failed.
+  testing::TempDir local, remote, restored;
+  auto base = OpenObjectStore(remote.path());
+  ASSERT_TRUE(base.ok());
+  auto rec = std::make_unique<RecordingStore>(base->get());
+  RecordingStore* seen = rec.get();
+  local.Write("epoch-001/.metadata", "meta");
+  local.Write("epoch-001/__0_0.distcp", "shard");
+  auto sync = DirSync::Open(local.path(), std::move(rec));
+  ASSERT_TRUE(sync.ok());
+  auto n = (*sync)->Upload();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 2);
+  ASSERT_EQ(seen->puts.size(), 2u);
+  EXPECT_EQ(seen->puts[0], "epoch-001/__0_0.distcp");
+  EXPECT_EQ(seen->puts[1], "epoch-001/.metadata");
+  auto back = DirSync::Open(restored.path(), remote.path());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*(*back)->Restore(), 2);
+  EXPECT_EQ(*Env::Default().ReadFile(restored.File("epoch-001/.metadata")), "meta");
+  // An input folder still skips hidden names.
+  auto inputs = Env::Default().ListFilesRecursive(local.path());
+  ASSERT_TRUE(inputs.ok());
+  ASSERT_EQ(inputs->size(), 1u);
+  EXPECT_EQ(BaseName((*inputs)[0]), "__0_0.distcp");
 }
 
 TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
