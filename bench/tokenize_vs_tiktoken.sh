@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmark: GPT-2 tokenization throughput of anneal against tiktoken (npm, WASM) and
-# gpt-tokenizer (npm, pure JS), on >= 10 MB of English text.
+# Benchmark: GPT-2 tokenization throughput of anneal against tiktoken — native (its Rust core, the
+# PyPI wheel in tools/venv: the strongest peer) and its npm WASM build — and gpt-tokenizer (npm, pure
+# JS), on >= 10 MB of English text.
 #
 #   bench/tokenize_vs_tiktoken.sh [ANNEAL_BINARY]     (default build/release/src/anneal)
 #
@@ -13,7 +14,12 @@
 # Measured, best of 3 (MB = 10^6 bytes of the corpus):
 #   anneal   wall time of the whole command `anneal tokenize --threads N --count FILE`
 #            (process start, reading the file and the vocabulary included), N = 1 and 2;
-#   tiktoken get_encoding('gpt2').encode(text, [], []): the encode call only;
+#   tiktoken native  encode_ordinary(text) on 1 thread, and encode_ordinary_batch(pieces,
+#            num_threads=2) on 2 threads over the corpus cut at line ends into 64 pieces
+#            (tests/peers/tiktoken_native.py, the npm package's GPT-2 ranks): the encode call only;
+#            the batch's token count is not compared (no pre-token crosses a cut, so it may differ
+#            by a few);
+#   tiktoken (npm WASM) get_encoding('gpt2').encode(text, [], []): the encode call only;
 #   gpt-tokenizer  encode() of 'gpt-tokenizer/encoding/r50k_base' (GPT-2's ranks): the encode
 #            call only, its merge cache cleared before each run (as in a fresh process); the
 #            rate with the cache left warm from the previous run is reported as well.
@@ -46,6 +52,8 @@ fi
 missing=()
 [[ -x "$anneal" ]] || missing+=("anneal binary $anneal (build it: cmake --build build/release)")
 command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
+native_py="$root/tools/venv/bin/python"
+"$native_py" -c 'import tiktoken' 2>/dev/null || missing+=("native tiktoken in tools/venv (scripts/setup.sh)")
 [[ -f "$npm_dir/tiktoken/package.json" ]] || missing+=("npm tiktoken under tools/npm (scripts/setup.sh)")
 [[ -f "$npm_dir/gpt-tokenizer/package.json" ]] || missing+=("npm gpt-tokenizer under tools/npm (scripts/setup.sh)")
 [[ -f data/kjv.txt ]] || missing+=("data/kjv.txt (scripts/setup.sh)")
@@ -229,6 +237,12 @@ tiktoken_n=$(field "$tiktoken_json" tokens)
 gptt_s=$(field "$gptt_json" seconds)
 gptt_warm_s=$(field "$gptt_json" warm_seconds)
 gptt_n=$(field "$gptt_json" tokens)
+native_json=$("$native_py" tests/peers/tiktoken_native.py --bench "$corpus" "$runs")
+native2_json=$("$native_py" tests/peers/tiktoken_native.py --bench "$corpus" "$runs" 2)
+native_s=$(field "$native_json" seconds)
+native_n=$(field "$native_json" tokens)
+native2_s=$(field "$native2_json" seconds)
+native_version=$("$native_py" -c 'import tiktoken; print(tiktoken.__version__)')
 
 # ---- report --------------------------------------------------------------------------------
 mbps() { awk -v b="$corpus_bytes" -v s="$1" 'BEGIN { printf "%.2f", b / 1e6 / s }'; }
@@ -237,8 +251,10 @@ a2=$(mbps "$time_2")
 tk=$(mbps "$tiktoken_s")
 gp=$(mbps "$gptt_s")
 gpw=$(mbps "$gptt_warm_s")
-fastest=$(awk -v a="$tk" -v b="$gp" 'BEGIN { print (a > b ? a : b) }')
-fastest_name=$(awk -v a="$tk" -v b="$gp" 'BEGIN { print (a > b ? "tiktoken" : "gpt-tokenizer") }')
+nt=$(mbps "$native_s")
+nt2=$(mbps "$native2_s")
+# The fastest 1-thread peer of the three.
+read -r fastest fastest_name < <(printf '%s tiktoken_native\n%s tiktoken\n%s gpt-tokenizer\n' "$nt" "$tk" "$gp" | sort -g -r | head -1)
 r1=$(awk -v a="$a1" -v f="$fastest" 'BEGIN { printf "%.2f", a / f }')
 r2=$(awk -v a="$a2" -v f="$fastest" 'BEGIN { printf "%.2f", a / f }')
 net() { awk -v b="$corpus_bytes" -v s="$1" -v z="$startup_s" 'BEGIN { printf "%.2f", (s > z ? b / 1e6 / (s - z) : 0) }'; }
@@ -248,7 +264,9 @@ a2n=$(net "$time_2")
 printf '\n%-34s %10s %10s %12s\n' "tokenizer (best of $runs)" "seconds" "MB/s" "tokens"
 printf '%-34s %10.3f %10s %12s\n' "anneal, 1 thread (whole command)" "$time_1" "$a1" "$count_1"
 printf '%-34s %10.3f %10s %12s\n' "anneal, 2 threads (whole command)" "$time_2" "$a2" "$count_2"
-printf '%-34s %10.3f %10s %12s\n' "tiktoken 1.0.22 (encode call)" "$tiktoken_s" "$tk" "$tiktoken_n"
+printf '%-34s %10.3f %10s %12s\n' "tiktoken $native_version native, 1 thread" "$native_s" "$nt" "$native_n"
+printf '%-34s %10.3f %10s %12s\n' "tiktoken native, batch 2 threads" "$native2_s" "$nt2" "(64 pieces)"
+printf '%-34s %10.3f %10s %12s\n' "tiktoken 1.0.22 WASM (encode call)" "$tiktoken_s" "$tk" "$tiktoken_n"
 printf '%-34s %10.3f %10s %12s\n' "gpt-tokenizer 4.0.0 (encode call)" "$gptt_s" "$gp" "$gptt_n"
 printf '%-34s %10.3f %10s %12s\n' "gpt-tokenizer, merge cache warm" "$gptt_warm_s" "$gpw" "$gptt_n"
 printf 'anneal start-up (one-line input): %s s; without it: 1 thread %s MB/s, 2 threads %s MB/s\n' "$startup_s" "$a1n" "$a2n"
@@ -262,14 +280,16 @@ printf 'two-core ceiling (2 independent 1-thread processes, halves): %s MB/s (%s
   "$pair_best" "$pair_scale"
 
 same=1
-for n in "$count_2" "$tiktoken_n" "$gptt_n"; do [[ "$n" == "$count_1" ]] || same=0; done
+for n in "$count_2" "$tiktoken_n" "$gptt_n" "$native_n"; do [[ "$n" == "$count_1" ]] || same=0; done
 echo "RESULT bench=tokenize corpus_mb=$corpus_mb tokens=$count_1 counts_match=$([[ $same == 1 ]] && echo true || echo false)"
-echo "RESULT bench=tokenize anneal_1t_mbps=$a1 anneal_2t_mbps=$a2 tiktoken_mbps=$tk gpt_tokenizer_mbps=$gp gpt_tokenizer_warm_mbps=$gpw"
+echo "RESULT bench=tokenize anneal_1t_mbps=$a1 anneal_2t_mbps=$a2 tiktoken_mbps=$tk gpt_tokenizer_mbps=$gp gpt_tokenizer_warm_mbps=$gpw tiktoken_native_1t_mbps=$nt tiktoken_native_2t_batch_mbps=$nt2"
+enc_r2n=$(awk -v a="$enc_2" -v b="$nt2" 'BEGIN { printf "%.2f", a / b }')
+echo "RESULT bench=tokenize ratio_2t_vs_tiktoken_native_2t=$(awk -v a="$a2" -v b="$nt2" 'BEGIN { printf "%.2f", a / b }') encode_ratio_2t_vs_tiktoken_native_2t=$enc_r2n"
 echo "RESULT bench=tokenize anneal_startup_s=$startup_s anneal_1t_mbps_excl_startup=$a1n anneal_2t_mbps_excl_startup=$a2n"
 echo "RESULT bench=tokenize fastest_peer=$fastest_name ratio_1t_vs_fastest_peer=$r1 ratio_2t_vs_fastest_peer=$r2"
 echo "RESULT bench=tokenize anneal_encode_1t_mbps=$enc_1 anneal_encode_2t_mbps=$enc_2 encode_scaling_2t=$enc_scale encode_ratio_1t_vs_fastest_peer=$enc_r1"
 echo "RESULT bench=tokenize two_process_ceiling_mbps=$pair_best two_process_scaling=$pair_scale"
 if ((same == 0)); then
-  echo "token counts differ: anneal 1t $count_1, anneal 2t $count_2, tiktoken $tiktoken_n, gpt-tokenizer $gptt_n" >&2
+  echo "token counts differ: anneal 1t $count_1, anneal 2t $count_2, tiktoken $tiktoken_n, gpt-tokenizer $gptt_n, tiktoken native $native_n" >&2
   exit 1
 fi

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# bench/train_cpu_vs_torch: anneal against PyTorch (Debian's torch 1.13, CPU) on the same model —
-# GPT-2 style, 4 layers, 4 heads, C=256, T=256, B=8, V=50257, tied embeddings, AdamW, clipping —
-# at 1 and 2 threads (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set alike for both sides), with the
-# sgemm ceiling measured in the same run. PyTorch runs twice per thread count: as users run it
-# (default) and with glibc keeping freed memory (--keep-memory, faster on this VM, whose first-touch
-# page faults are slow). Speed is compared against the faster of the two, memory (peak RSS) against
-# the default run — each table row names which. Also each side's fraction of the ceiling
+# bench/train_cpu_vs_torch: anneal against PyTorch on the CPU on the same model — GPT-2 style,
+# 4 layers, 4 heads, C=256, T=256, B=8, V=50257, tied embeddings, AdamW, clipping — at 1 and 2
+# threads (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set alike for every side), with the sgemm ceiling
+# measured in the same run. Three PyTorch peers: Debian's torch 1.13, torch 2 eager (tools/venv, from
+# PyPI, fused AdamW) and torch 2 with torch.compile (inductor); each runs twice per thread count: as
+# users run it (default) and with glibc keeping freed memory (--keep-memory, faster on this VM, whose
+# first-touch page faults are slow). Speed is compared against the strongest of the six, memory
+# (peak RSS) against the least of the three default runs — each table row names which. Also each side's fraction of the ceiling
 # (FLOPs/token = 6N + 6*L*C*T). One run of each side per thread count (not a best of several).
 #   bench/train_cpu_vs_torch.sh [ANNEAL] [STEPS]
 #   DATA=DIR: anneal's prepared dataset (default out/kjv, prepared from data/kjv when missing)
@@ -31,7 +32,13 @@ optim: {lr: 3.0e-4, warmup_steps: 0, weight_decay: 0.1, grad_clip: 1.0}
 train: {steps: $STEPS, log_every: 1, eval_every: 0, eval_batches: 1, seed: 1}
 YAML
 SIZE=(--L "$L" --H "$H" --C "$C" --B "$B" --T "$T")  # the model above, for the PyTorch side
+VENV_PY=tools/venv/bin/python  # torch 2 from PyPI (scripts/setup.sh)
+[ -x "$VENV_PY" ] || { echo "train_cpu_vs_torch: $VENV_PY is missing: run scripts/setup.sh" >&2; exit 2; }
+# The PyTorch runs: NAME PYTHON [FLAGS]; each also with --keep-memory (NAME_keep).
+TORCH_RUNS=("t113 /usr/bin/python3" "t2eager $VENV_PY" "t2compiled $VENV_PY --compile")
 declare -A R
+tok() { sed -nE 's/.*side=torch .*tokens_per_s=([0-9.]+).*/\1/p' "$1"; }
+rss() { sed -nE 's/.*peak_rss_mb=([0-9.]+).*/\1/p' "$1"; }
 for th in 1 2; do
   export OMP_NUM_THREADS=$th OPENBLAS_NUM_THREADS=$th
   R[sgemm$th]=$("$SGEMM" | sed -nE 's/.*sgemm_gflops=([0-9.]+).*/\1/p')
@@ -41,28 +48,53 @@ for th in 1 2; do
     { for (i = 1; i <= NF; i++) if ($i == "ms") ms = $(i-1); n++; if (n > w) { s += ms; k++ } }
     END { printf "%.1f", bt * k / (s / 1000) }')
   R[anneal_rss$th]=$(awk '{ printf "%.0f", $1 / 1024 }' "$TMP/rss")
-  # PyTorch twice: as users run it, and with glibc keeping freed memory (--keep-memory): torch frees
-  # and re-allocates its ~400 MB logits every step, and first-touch page faults are slow on this VM.
-  /usr/bin/python3 bench/train_cpu_vs_torch_torch.py --threads $th --steps $((STEPS - WARM)) --warmup $WARM "${SIZE[@]}" >"$TMP/torchd$th.log" 2>&1
-  R[torchd$th]=$(sed -nE 's/.*side=torch .*tokens_per_s=([0-9.]+).*/\1/p' "$TMP/torchd$th.log")
-  R[torchd_rss$th]=$(sed -nE 's/.*peak_rss_mb=([0-9.]+).*/\1/p' "$TMP/torchd$th.log")
-  /usr/bin/python3 bench/train_cpu_vs_torch_torch.py --threads $th --steps $((STEPS - WARM)) --warmup $WARM "${SIZE[@]}" --keep-memory >"$TMP/torch$th.log" 2>&1
-  R[torch$th]=$(sed -nE 's/.*side=torch .*tokens_per_s=([0-9.]+).*/\1/p' "$TMP/torch$th.log")
-  R[torch_rss$th]=$(sed -nE 's/.*peak_rss_mb=([0-9.]+).*/\1/p' "$TMP/torch$th.log")
+  # Each PyTorch twice: as users run it, and with glibc keeping freed memory (--keep-memory): torch
+  # frees and re-allocates its ~400 MB logits every step, and first-touch page faults are slow here.
+  for run in "${TORCH_RUNS[@]}"; do
+    read -r name py flags <<<"$run"
+    for mem in default keep; do
+      extra=(); [ $mem = keep ] && extra=(--keep-memory)
+      log=$TMP/${name}_$mem$th.log
+      "$py" bench/train_cpu_vs_torch_torch.py --threads $th --steps $((STEPS - WARM)) --warmup $WARM "${SIZE[@]}" $flags "${extra[@]}" >"$log" 2>&1 ||
+        { echo "train_cpu_vs_torch: $name ($mem) failed:" >&2; tail -5 "$log" >&2; exit 1; }
+      R[${name}_$mem$th]=$(tok "$log") R[${name}_${mem}_rss$th]=$(rss "$log")
+      R[version_$name]=$(sed -nE 's/.* torch=([^ ]+) .*/\1/p' "$log")
+      R[compile_$name$th]=$(sed -nE 's/.* compile_s=([0-9.]+).*/\1/p' "$log")
+    done
+  done
 done
 params=$(sed -nE 's/.*, ([0-9]+) parameters;.*/\1/p' "$TMP/anneal1.log")
 fpt=$(awk -v n="$params" -v l=$L -v c=$C -v t=$T 'BEGIN { print 6 * n + 6 * l * c * t }')
-printf '%-8s %12s %14s %14s %18s %6s %10s %16s %15s %7s %9s %9s\n' threads "anneal tok/s" "torch default" "torch keep-mem" "faster torch" ratio "anneal MB" "torch default MB" "torch keep MB" "MB x" "anneal %" "torch %"
+frac() { awk -v t="$1" -v f="$fpt" -v p="$2" 'BEGIN { printf "%.1f", 100 * t * f / (p * 1e9) }'; }
+echo "PyTorch runs: t113 = Debian's torch ${R[version_t113]} (OpenBLAS), t2eager / t2compiled = torch ${R[version_t2eager]} (PyPI; fused AdamW; torch.compile inductor); each default and keep-memory"
+printf '%-8s %12s %11s %11s %11s %11s %11s %11s %18s %6s %10s %13s %6s %8s %8s\n' threads "anneal tok/s" \
+  "t113 def" "t113 keep" "t2eager def" "t2eager kp" "t2comp def" "t2comp kp" strongest ratio "anneal MB" "least torch MB" "MB x" "anneal %" "torch %"
 for th in 1 2; do
-  best=${R[torch$th]} which=keep-memory
-  if awk -v d="${R[torchd$th]}" -v k="${R[torch$th]}" 'BEGIN { exit !(d > k) }'; then best=${R[torchd$th]} which=default; fi
+  best=0 which="" least=0 least_which=""
+  for run in "${TORCH_RUNS[@]}"; do
+    read -r name _ <<<"$run"
+    for mem in default keep; do
+      v=${R[${name}_$mem$th]}
+      if awk -v a="$v" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=$v which=${name}_$mem; fi
+    done
+    m=${R[${name}_default_rss$th]}  # memory as users run it: default malloc; the least of the three
+    if [ -z "$least_which" ] || awk -v a="$m" -v b="$least" 'BEGIN { exit !(a < b) }'; then least=$m least_which=${name}_default; fi
+  done
   ratio=$(awk -v a="${R[anneal$th]}" -v b="$best" 'BEGIN { printf "%.2f", a / b }')
-  mem=$(awk -v a="${R[anneal_rss$th]}" -v t="${R[torchd_rss$th]}" 'BEGIN { printf "%.2f", t / a }')
-  fa=$(awk -v t="${R[anneal$th]}" -v f="$fpt" -v p="${R[sgemm$th]}" 'BEGIN { printf "%.1f", 100 * t * f / (p * 1e9) }')
-  ft=$(awk -v t="$best" -v f="$fpt" -v p="${R[sgemm$th]}" 'BEGIN { printf "%.1f", 100 * t * f / (p * 1e9) }')
-  printf '%-8s %12s %14s %14s %18s %6s %10s %16s %15s %7s %9s %9s\n' "$th" "${R[anneal$th]}" "${R[torchd$th]}" "${R[torch$th]}" \
-    "$which" "$ratio" "${R[anneal_rss$th]}" "${R[torchd_rss$th]}" "${R[torch_rss$th]}" "$mem" "$fa" "$ft"
-  echo "RESULT bench=train_cpu threads=$th anneal_tokens_per_s=${R[anneal$th]} torch_default_tokens_per_s=${R[torchd$th]} torch_keep_memory_tokens_per_s=${R[torch$th]} faster_torch=$which ratio_vs_faster=$ratio anneal_rss_mb=${R[anneal_rss$th]} torch_default_rss_mb=${R[torchd_rss$th]} torch_keep_memory_rss_mb=${R[torch_rss$th]} memory_ratio_vs_default=$mem sgemm_gflops=${R[sgemm$th]} anneal_frac_of_sgemm=$fa torch_frac_of_sgemm=$ft"
+  mem=$(awk -v a="${R[anneal_rss$th]}" -v t="$least" 'BEGIN { printf "%.2f", t / a }')
+  fa=$(frac "${R[anneal$th]}" "${R[sgemm$th]}") ft=$(frac "$best" "${R[sgemm$th]}")
+  printf '%-8s %12s %11s %11s %11s %11s %11s %11s %18s %6s %10s %13s %6s %8s %8s\n' "$th" "${R[anneal$th]}" \
+    "${R[t113_default$th]}" "${R[t113_keep$th]}" "${R[t2eager_default$th]}" "${R[t2eager_keep$th]}" \
+    "${R[t2compiled_default$th]}" "${R[t2compiled_keep$th]}" "$which" "$ratio" "${R[anneal_rss$th]}" "$least" "$mem" "$fa" "$ft"
+  per=""
+  for run in "${TORCH_RUNS[@]}"; do
+    read -r name _ <<<"$run"
+    b=$(awk -v d="${R[${name}_default$th]}" -v k="${R[${name}_keep$th]}" 'BEGIN { print (d > k) ? d : k }')
+    per+=" ratio_vs_$name=$(awk -v a="${R[anneal$th]}" -v b="$b" 'BEGIN { printf "%.2f", a / b }')"
+    per+=" ${name}_default_tokens_per_s=${R[${name}_default$th]} ${name}_keep_memory_tokens_per_s=${R[${name}_keep$th]}"
+    per+=" ${name}_default_rss_mb=${R[${name}_default_rss$th]} ${name}_keep_memory_rss_mb=${R[${name}_keep_rss$th]}"
+  done
+  echo "RESULT bench=train_cpu threads=$th anneal_tokens_per_s=${R[anneal$th]} faster_torch=$which ratio_vs_faster=$ratio anneal_rss_mb=${R[anneal_rss$th]} least_torch_rss=$least_which memory_ratio_vs_default=$mem sgemm_gflops=${R[sgemm$th]} anneal_frac_of_sgemm=$fa torch_frac_of_sgemm=$ft torch_compile_s=${R[compile_t2compiled$th]}$per"
 done
-echo "(ratio: anneal tok/s over the faster torch run's; MB x: torch default's peak RSS over anneal's)"
+echo "(ratio: anneal tok/s over the strongest of the six torch runs; MB x: the least peak RSS of the three torch runs as users run them (default malloc) over anneal's)"
 echo "(FLOPs/token = 6N + 6*L*C*T = $fpt with N = $params parameters)"

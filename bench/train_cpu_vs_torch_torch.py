@@ -1,8 +1,16 @@
 #!/usr/bin/python3
 """PyTorch's half of bench train_cpu_vs_torch: GPT-2 training steps per second on the CPU.
 
-    OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N /usr/bin/python3 bench/train_cpu_vs_torch_torch.py \
+    OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N PYTHON bench/train_cpu_vs_torch_torch.py \
         --threads N [--steps 20 --warmup 3 --V 50257 --maxT 1024 --C 256 --H 4 --L 4 --B 8 --T 256]
+        [--compile] [--keep-memory]
+
+PYTHON is Debian's /usr/bin/python3 (torch 1.13, GEMMs in OpenBLAS) or tools/venv/bin/python
+(torch 2 from PyPI, GEMMs in oneDNN/MKL). With torch 2 AdamW runs fused (fused=True, its fastest
+CPU implementation); torch 1.13 has no fused or CPU-worthwhile foreach path and runs the plain loop.
+--compile (torch 2 only) runs the model's forward and backward through torch.compile (inductor,
+default mode, C++/OpenMP kernels on the CPU); the warmup steps include the compilation, whose time is
+printed as compile_s.
 
 The model is the one anneal trains (tests/peers/torch_gpt2_golden.py has the same definition):
 tied wte/wpe embeddings, L pre-LayerNorm blocks with separate q/k/v Linear layers, manual causal
@@ -25,6 +33,7 @@ host takes freed pages back), and it dominates torch's step time: measured here 
 Prints:
   RESULT side=torch params=<count>
   RESULT side=torch threads=N tokens_per_s=... step_ms=... peak_rss_mb=... malloc=default|keep
+         torch=VERSION mode=eager|compiled adamw=loop|fused compile_s=...
 tokens_per_s = B*T / mean step time over the timed steps (after `warmup` untimed steps).
 """
 import argparse
@@ -123,42 +132,51 @@ def main():
     ap.add_argument("--B", type=int, default=8)
     ap.add_argument("--T", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2)")
     ap.add_argument("--keep-memory", action="store_true",
                     help="re-exec with glibc malloc never returning memory to the kernel")
     a = ap.parse_args()
     if a.keep_memory and os.environ.get("MALLOC_MMAP_MAX_") != "0":
         reexec_keeping_memory()
-    if a.C % a.H != 0 or a.T > a.maxT or a.steps <= 0 or a.threads <= 0:
-        print("bad config: need C %% H == 0, T <= maxT, steps > 0, threads > 0", file=sys.stderr)
+    if a.C % a.H != 0 or a.T > a.maxT or a.steps <= 0 or a.threads <= 0 or a.warmup < 1:
+        print("bad config: need C %% H == 0, T <= maxT, steps > 0, threads > 0, warmup >= 1", file=sys.stderr)
         return 2
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         if os.environ.get(var) != str(a.threads):
             print("warning: %s=%s, expected %d (export it before starting python)"
                   % (var, os.environ.get(var), a.threads), file=sys.stderr)
 
+    torch2 = int(torch.__version__.split(".")[0]) >= 2
+    if a.compile and not torch2:
+        print("--compile needs torch 2 (this is %s)" % torch.__version__, file=sys.stderr)
+        return 2
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     model = GPT(a.V, a.maxT, a.C, a.H, a.L)
+    run = torch.compile(model) if a.compile else model
     nparams = sum(p.numel() for p in model.parameters())
     print("RESULT side=torch params=%d" % nparams, flush=True)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt_kwargs = dict(lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+    impl = dict(fused=True) if torch2 else dict(foreach=False)  # torch 1.13 has no CPU fused AdamW
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            foreach=False, **opt_kwargs)  # torch 1.13 has no CPU fused AdamW
+                             {"params": no_decay, "weight_decay": 0.0}], **impl, **opt_kwargs)
     tokens = torch.randint(0, a.V, (a.B, a.T), dtype=torch.int64)
     targets = torch.randint(0, a.V, (a.B, a.T), dtype=torch.int64)
 
     def step():
-        loss = model(tokens, targets)
+        loss = run(tokens, targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.item()
 
-    for _ in range(a.warmup):
+    t_warm = time.perf_counter()
+    step()  # the first step compiles (--compile)
+    compile_s = time.perf_counter() - t_warm if a.compile else 0.0
+    for _ in range(a.warmup - 1):
         step()
     times = []
     loss = float("nan")
@@ -172,9 +190,11 @@ def main():
     print("torch %s: %d timed steps of %d tokens, step ms min %.1f median %.1f max %.1f, "
           "last loss %.4f" % (torch.__version__, a.steps, a.B * a.T, st[0] * 1000.0,
                               st[len(st) // 2] * 1000.0, st[-1] * 1000.0, loss))
-    print("RESULT side=torch threads=%d tokens_per_s=%.1f step_ms=%.1f peak_rss_mb=%.0f malloc=%s"
+    print("RESULT side=torch threads=%d tokens_per_s=%.1f step_ms=%.1f peak_rss_mb=%.0f malloc=%s "
+          "torch=%s mode=%s adamw=%s compile_s=%.1f"
           % (a.threads, a.B * a.T / mean_s, mean_s * 1000.0, peak_rss_mb,
-             "keep" if a.keep_memory else "default"))
+             "keep" if a.keep_memory else "default", torch.__version__.split("+")[0],
+             "compiled" if a.compile else "eager", "fused" if torch2 else "loop", compile_s))
     return 0
 
 

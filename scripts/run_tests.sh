@@ -8,7 +8,9 @@
 # on a machine without a GPU, is never counted as passed); exits non-zero if any test failed.
 # Only a test labelled needs-gpu (hardware this machine may lack) may skip: `make test` installs
 # every peer, so any other skip (a missing peer, a setup problem) fails the run, named — unless
-# ANNEAL_ALLOW_SKIPS=1 (a developer's machine without some peer).
+# ANNEAL_ALLOW_SKIPS=1 (a developer's machine without some peer). A test labelled needs-cuda-toolkit
+# (unit.cuda_build) may skip too, unless ANNEAL_REQUIRE_CUDA=1 (.ci/run sets it: CI's machines get
+# CUDA 13 from scripts/setup.sh, so a build without the CUDA backend fails CI).
 # TIERS="unit e2e" scripts/run_tests.sh runs a subset.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,13 +40,22 @@ for tier in $TIERS; do
   k=$(grep -cE '^\s+[0-9]+ - .* \(Skipped\)$' "$log")
   # A skip of a test not labelled needs-gpu is a failure (see the header).
   hw=$(ctest --test-dir "$dir" -N -L needs-gpu | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p')
+  gpu_skips=0
+  tk=$(ctest --test-dir "$dir" -N -L needs-cuda-toolkit | sed -nE 's/^ *Test +#[0-9]+: (.*)$/\1/p')
   while read -r name; do
     [ -z "$name" ] && continue
-    if ! grep -qxF -- "$name" <<<"$hw"; then
+    if grep -qxF -- "$name" <<<"$tk"; then
+      if [ "${ANNEAL_REQUIRE_CUDA:-0}" = 1 ]; then
+        failures+=("$tier: $name was skipped: this build has no CUDA backend, which ANNEAL_REQUIRE_CUDA=1 (CI) requires: scripts/setup.sh installs CUDA 13 into tools/cuda")
+        echo "${failures[-1]}"; f=$((f + 1)); k=$((k - 1))
+      else echo "tier $tier: $name skipped: no CUDA toolkit in this build, so the CUDA kernels and anneal_cuda_tests were not built (scripts/setup.sh installs CUDA 13)"; fi
+    elif grep -qxF -- "$name" <<<"$hw"; then gpu_skips=$((gpu_skips + 1))
+    else
       if [ "${ANNEAL_ALLOW_SKIPS:-0}" = 1 ]; then echo "tier $tier: $name skipped (allowed: ANNEAL_ALLOW_SKIPS=1)"
       else echo "tier $tier: $name was skipped but needs no missing hardware: a setup failure (scripts/setup.sh installs every peer)"; f=$((f + 1)); k=$((k - 1)); fi
     fi
   done < <(sed -nE 's/^\s+[0-9]+ - (.*) \(Skipped\)$/\1/p' "$log")
+  [ "$gpu_skips" -gt 0 ] && echo "tier $tier: $gpu_skips test(s) labelled needs-gpu skipped: this machine has no GPU"
   total_pass=$((total_pass + n - f - k)); total_fail=$((total_fail + f)); total_skip=$((total_skip + k))
   summary+=("$(printf 'tier %-10s %4d tests, %2d failed, %2d skipped, %7.1f s' "$tier" "$n" "$f" "$k" "$secs")")
   echo "${summary[-1]}"

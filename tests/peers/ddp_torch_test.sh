@@ -4,9 +4,16 @@
 # 1 rank and on 1 instance of 2 ranks. Both ranks end with identical parameters, both layouts give the
 # same parameters, its checkpoints (saved to $ANNEAL_CHECKPOINT_DIR) appear under the checkpoint URI,
 # and a resubmitted job restores them and resumes.
+# Then FSDP: examples/jobs/fsdp_torch/train.py (PyTorch 2's fully_shard over gloo, tools/venv's torch)
+# on 2 instances, once uninterrupted and once with a rank SIGKILLed after its epoch-1 checkpoint
+# (torch.distributed.checkpoint shards, synced by each agent): the retried attempt resumes from it and
+# ends in the uninterrupted run's state, compared by torch.testing.assert_close at zero tolerance.
 source "$(dirname "$0")/../e2e/lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || skip "no PyTorch for $PY (scripts/setup.sh installs python3-torch)"
+VENV_PY=$PWD/tools/venv/bin/python  # not resolved: the venv is found through its own path
+"$VENV_PY" -c 'from torch.distributed.fsdp import fully_shard' 2>/dev/null ||
+  skip "no PyTorch 2 with fully_shard in tools/venv (scripts/setup.sh installs it)"
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.2 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -33,4 +40,46 @@ echo "  parameters sha256 $(digests "$TMP/2x1.out")"
 check "a resubmitted job completes" test $? -eq 0
 check "... resuming from the restored checkpoint" grep -q 'resumed from epoch-002.pt' "$TMP/resume.out"
 check "... and its new checkpoint reaches the URI" test -s "$TMP/ck_2x1/epoch-003.pt"
+
+# ---- FSDP (torch 2), killed and resumed ----
+field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
+wait_status() {  # ID STATUS SECONDS
+  for _ in $(seq 1 $(($3 * 10))); do [ "$(field "$1" status 2>/dev/null)" = "$2" ] && return 0; sleep 0.1; done
+  return 1
+}
+wait_log() {  # ID PATTERN SECONDS: the job's logs show a line matching PATTERN
+  for _ in $(seq 1 $(($3 * 10))); do
+    "$ANNEAL" logs "$1" --server "$URL" 2>/dev/null | grep -qE -- "$2" && return 0; sleep 0.1
+  done
+  return 1
+}
+cp -r examples/jobs/fsdp_torch "$TMP/fsdp"
+fsdp_spec() {  # NAME CHECKPOINT_DIR [EXTRA_HYPERPARAMETERS]: the example's spec, run by tools/venv's python
+  sed -e "s#uri: ../../../out/fsdp_torch_ckpt#uri: $2#" -e "s#command: \[python, train.py\]#command: [$VENV_PY, train.py]#" \
+      -e "s#hyperparameters: {epochs: 4, lr: 0.003}#hyperparameters: {epochs: 4, lr: 0.003${3:+, $3}}#" \
+      "$TMP/fsdp/job_2x1.yaml" >"$TMP/fsdp/$1.yaml"
+}
+fsdp_spec plain "$TMP/fsdp_plain"
+"$ANNEAL" submit "$TMP/fsdp/plain.yaml" --server "$URL" --wait >"$TMP/fsdp_plain.out" 2>"$TMP/fsdp_plain.err"
+check "fsdp: the uninterrupted job completes on 2 instances" test $? -eq 0
+check "... its sharded checkpoints hold both ranks' shards" test -s "$TMP/fsdp_plain/epoch-003/__1_0.distcp" -a -s "$TMP/fsdp_plain/epoch-003/.metadata"
+check "... and its final state is under the checkpoint URI" test -s "$TMP/fsdp_plain/final-state.pt"
+
+fsdp_spec killed "$TMP/fsdp_killed" "pause-after-epoch: 1"
+id=$("$ANNEAL" submit "$TMP/fsdp/killed.yaml" --server "$URL")
+check "fsdp: both ranks pause after their epoch-1 checkpoint" wait_log "$id" "rank 1: paused after epoch 1" 120
+# Rank 1's own process (the only one running this job's train.py with --pause-after-epoch), by pid.
+pid=$(pgrep -f -- "$VENV_PY train.py --epochs 4 --lr 0.003 --pause-after-epoch 1" | while read -r p; do
+  grep -qz '^RANK=1$' "/proc/$p/environ" 2>/dev/null && echo "$p"; done)
+check "... rank 1's process found (pid ${pid//$'\n'/ })" test "$(wc -w <<<"$pid")" -eq 1
+kill -9 $pid && echo "  killed rank 1 (pid $pid) of $id"
+check "the killed FSDP job completes" wait_status "$id" Completed 180
+"$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/fsdp_killed.json"
+check "... through a retry after an infrastructure failure (rank 1 SIGKILLed)" \
+  grep -qE 'attempt 0 failed \(infrastructure[^"]*SIGKILL' "$TMP/fsdp_killed.json"
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/fsdp_killed.log" 2>&1
+check "... both ranks resumed from the epoch-1 checkpoint" test "$(grep -c 'resumed from epoch-001' "$TMP/fsdp_killed.log")" -eq 2
+"$VENV_PY" tests/peers/fsdp_compare.py "$TMP/fsdp_plain/final-state.pt" "$TMP/fsdp_killed/final-state.pt" >"$TMP/cmp.txt" 2>&1
+cmp_rc=$?
+check "killed and resumed = uninterrupted, by torch.testing.assert_close (rtol=0, atol=0): $(tail -1 "$TMP/cmp.txt")" test $cmp_rc -eq 0
 finish

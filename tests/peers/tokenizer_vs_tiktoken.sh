@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# anneal's GPT-2 tokenizer against OpenAI's tiktoken (npm, WASM): every id must be equal.
+# anneal's GPT-2 tokenizer against OpenAI's tiktoken — its npm WASM build and its native (Rust) build
+# from PyPI (tests/peers/tiktoken_native.py, the npm package's ranks): every id must be equal.
 #
 #   tests/peers/tokenizer_vs_tiktoken.sh [ANNEAL_BINARY]     (default build/release/src/anneal)
 #
@@ -10,6 +11,8 @@
 #   generated, generated_2threads
 #                              100,000 pseudo-random strings (gen_strings.js), --json-lines
 #   all_codepoints             every Unicode scalar value in a context (--all-codepoints)
+#   kjv_native, jargon_native, unicode_mix_native, generated_native
+#                              the same inputs against native tiktoken (tools/venv)
 #   all_codepoints_classes     the same texts with a probe vocabulary that shows, for every code
 #                              point, which regex class (letter, number, whitespace, other) the
 #                              pre-tokenizer put it in (see tiktoken_oracle.js)
@@ -28,6 +31,7 @@ esac
 cd "$root"
 
 oracle=(node "$here/tiktoken_oracle.js")
+native=("$root/tools/venv/bin/python" "$here/tiktoken_native.py")  # oracle runs named native_*
 jargon_gz=/usr/share/doc/jargon-text/jargon.txt.gz
 kjv=data/kjv.txt
 mix=tests/peers/fixtures/unicode_mix.txt
@@ -38,6 +42,7 @@ missing=()
 [[ -x "$anneal" ]] || missing+=("anneal binary $anneal (build it: cmake --build build/release)")
 command -v node >/dev/null || missing+=("node (apt-get install nodejs)")
 [[ -f tools/npm/node_modules/tiktoken/package.json ]] || missing+=("tiktoken (npm install under tools/npm: scripts/setup.sh)")
+"${native[0]}" -c 'import tiktoken' 2>/dev/null || missing+=("native tiktoken in tools/venv (scripts/setup.sh)")
 [[ -f "$kjv" ]] || missing+=("$kjv (scripts/setup.sh makes it from bible-kjv)")
 [[ -f "$jargon_gz" ]] || missing+=("$jargon_gz (apt-get install jargon-text)")
 [[ -f "$mix" ]] || missing+=("$mix")
@@ -74,6 +79,10 @@ cases=(
   "generated_2threads|lines|$tmp/generated.jsonl|generated|--threads 2|"
   "all_codepoints|lines|$tmp/all_codepoints.jsonl|all_codepoints||--by-codepoint"
   "all_codepoints_classes|lines|$tmp/all_codepoints.jsonl|all_codepoints_classes|--tokenizer $tmp/probe_vocab|--by-codepoint --probe"
+  "kjv_native|whole|$kjv|native_kjv||"
+  "jargon_native|whole|$tmp/jargon.txt|native_jargon||"
+  "unicode_mix_native|whole|$mix|native_unicode_mix||"
+  "generated_native|lines|$tmp/generated.jsonl|native_generated||"
 )
 # tiktoken's runs: QUEUE ORACLE MODE INPUT ORACLE_FLAGS. tiktoken is the slow side: its runs go
 # in two background queues (each runs its list in order) while anneal runs the cases and the
@@ -85,6 +94,10 @@ oracle_runs=(
   "1|generated|lines|$tmp/generated.jsonl|"
   "1|all_codepoints|lines|$tmp/all_codepoints.jsonl|"
   "2|all_codepoints_classes|lines|$tmp/all_codepoints.jsonl|--probe"
+  "2|native_kjv|whole|$kjv|"
+  "2|native_jargon|whole|$tmp/jargon.txt|"
+  "2|native_unicode_mix|whole|$mix|"
+  "2|native_generated|lines|$tmp/generated.jsonl|"
 )
 
 gunzip -c "$jargon_gz" >"$tmp/jargon.txt"
@@ -103,8 +116,10 @@ run_queue() {
     done
     local mode_flag=()
     [[ "$mode" == whole ]] && mode_flag=(--whole)
+    local cmd=("${oracle[@]}")
+    [[ "$name" == native_* ]] && cmd=("${native[@]}")
     # shellcheck disable=SC2086
-    "${oracle[@]}" $oflags "${mode_flag[@]}" "$input" >"$tmp/tiktoken.$name" 2>"$tmp/tiktoken.$name.err"
+    "${cmd[@]}" $oflags "${mode_flag[@]}" "$input" >"$tmp/tiktoken.$name" 2>"$tmp/tiktoken.$name.err"
     echo $? >"$tmp/tiktoken.$name.rc"
   done
 }
