@@ -15,7 +15,9 @@ all: build
 setup:
 	@bash scripts/setup.sh
 
-$(BUILD)/build.ninja: CMakeLists.txt CMakePresets.json
+# Reconfigured when setup (re)installs the Python peers and the CUDA toolkit (tools/venv/.anneal-ok), so
+# a build configured before the toolkit existed picks it up.
+$(BUILD)/build.ninja: CMakeLists.txt CMakePresets.json $(wildcard tools/venv/.anneal-ok)
 	@nice cmake --preset $(PRESET) >/dev/null
 
 build: setup $(BUILD)/build.ninja
