@@ -27,5 +27,6 @@ worst = max(abs(got[s] - ref[s]) / abs(ref[s]) if s in got else float("inf") for
 print(f"worst relative loss error {worst:.2e} over steps {sorted(ref)}")
 sys.exit(0 if worst <= 1e-5 else 1)
 PY
-check "... and its losses at steps 3-4 are the CPU fixture's within 1e-5 ($(cat "$TMP/cmp.txt"))" test $? -eq 0
+cmp_rc=$?  # saved before the check's own command substitution resets $?
+check "... and its losses at steps 3-4 are the CPU fixture's within 1e-5 ($(cat "$TMP/cmp.txt"))" test $cmp_rc -eq 0
 finish
