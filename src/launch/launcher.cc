@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -44,6 +46,7 @@ struct Rank {
   bool running = false;
   int status = 0;  // waitpid status once exited
   int64_t remote_seq = -1;  // a command run for launch-rsh (an mpirun daemon), not a rank
+  std::string tmp_dir;      // mpirun mode: this process's own TMPDIR, removed when the attempt ends
 };
 
 std::string Describe(int status) {
@@ -310,6 +313,8 @@ class Launcher {
     for (Rank& r : ranks) {
       if (r.out_fd >= 0) ::close(r.out_fd);
       if (r.err_fd >= 0) ::close(r.err_fd);
+      std::error_code ec;
+      if (!r.tmp_dir.empty()) std::filesystem::remove_all(r.tmp_dir, ec);
     }
     if (failed_at < 0) {
       // Success here; node 0 keeps the store up until every node has finished too.
@@ -599,8 +604,26 @@ class Launcher {
     for (int i = 0; *bind && i < share; ++i) CPU_SET(cpus[r.local * share + i], mine);
   }
 
+  // mpirun mode: mpirun and each of its daemons get a TMPDIR of their own (under the one they would
+  // have), where Open MPI makes its session directory. Several instances of one host (the local
+  // backend's) otherwise share /tmp/ompi.HOST.UID and its daemons race creating it ("A call to mkdir
+  // was unable to create the desired directory ... File exists"), failing the job at random.
+  Status OwnTmpDir(Rank* r, std::map<std::string, std::string>* env) const {
+    if (o_.mode != LaunchMode::kMpirun) return Status::Ok();
+    const std::string base = env->count("TMPDIR") && !(*env)["TMPDIR"].empty() ? (*env)["TMPDIR"] : "/tmp";
+    std::string templ = JoinPath(base, "anneal-mpi.XXXXXX");
+    if (::mkdtemp(templ.data()) == nullptr) {
+      return IoError("cannot make a temporary folder under " + base + " for mpirun's session directory: " + std::strerror(errno) +
+                     " (set TMPDIR to a writable folder)");
+    }
+    r->tmp_dir = templ;
+    (*env)["TMPDIR"] = templ;
+    return Status::Ok();
+  }
+
   Status Spawn(Rank* r, int attempt, const std::string& hosts, std::vector<std::string> args) {
     std::map<std::string, std::string> env = RankEnvironment(*r, attempt, hosts);
+    ANNEAL_RETURN_IF_ERROR(OwnTmpDir(r, &env));
     cpu_set_t mine;
     bool bind = false;
     CpuShare(*r, &mine, &bind);

@@ -43,10 +43,13 @@ json_url() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]+"/server.
 field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
 # wait_status ID STATUS SECONDS
 wait_status() {
+  local now=
   for _ in $(seq 1 $(($3 * 10))); do
-    [ "$(field "$1" status 2>/dev/null)" = "$2" ] && return 0
+    now=$(field "$1" status 2>/dev/null)
+    [ "$now" = "$2" ] && return 0
     sleep 0.1
   done
+  echo "  job $1 is ${now:-unknown} after $3 s, not $2; reason: $(field "$1" failure_reason 2>/dev/null)" >&2
   return 1
 }
 
