@@ -6,7 +6,7 @@
 # within 1e-5 relative, and its final parameters within 1e-5*|p| + 1e-7*sqrt(n)
 # (tests/e2e/dist_compare.py assembles each tensor from the boxes every rank wrote). optim.eps is
 # 1e-6 for the reason given in dist_grid_test.sh.
-# Every run's losses (hex) and rank 0's final state hash also equal tests/e2e/golden/runs.txt's.
+# Every run's losses (hex) and rank 0's final state hash also equal tests/e2e/golden/runs-VENDOR.txt's (golden_lib.sh).
 # Resharding: saved at (dp, tp, pp) = (2, 2, 1), resumed at (1, 2, 2), (1, 1, 1) and (1, 4, 1) with
 # the same global batch: step 5's loss equals the (2, 2, 1) continuation's within 1e-6 relative.
 # Bad combinations fail before anything is allocated (exit 2, the reason in the message).

@@ -9,8 +9,8 @@ PASS=0 FAIL=0
 
 ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
 bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
-# check NAME COMMAND...: passes when the command succeeds.
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
+# check NAME COMMAND...: passes when the command succeeds; returns its status, so `check … || diagnostics` works.
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; return 1; fi; }
 # expect_exit NAME CODE PATTERN COMMAND...: the command exits with CODE and its stderr matches PATTERN.
 expect_exit() {
   local name=$1 code=$2 pat=$3; shift 3
@@ -19,36 +19,30 @@ expect_exit() {
   if [ "$rc" -eq "$code" ] && grep -qE -- "$pat" "$TMP/err"; then ok "$name"
   else bad "$name (exit $rc, want $code; stderr: $(head -c 400 "$TMP/err"))"; fi
 }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; }
+SKIPS=0
+# skip_part WHAT: one part of a test that cannot run here (the rest of the test runs). Named on its
+# own line, counted in finish's line, and appended to $ANNEAL_SKIP_LOG, where scripts/run_tests.sh
+# lists and counts every skipped part of a tier (a passing test's output is not shown otherwise).
+skip_part() {
+  SKIPS=$((SKIPS + 1)); echo "skip $*"
+  if [ -n "${ANNEAL_SKIP_LOG:-}" ]; then echo "$(basename "$0" .sh): $*" >>"$ANNEAL_SKIP_LOG"; fi
+}
+# have_cuda_plugin BUILD WHAT: true when BUILD has the CUDA plugin; otherwise WHAT is a skipped part,
+# or a failed check under ANNEAL_REQUIRE_CUDA=1 (CI, whose machines get the toolkit from setup).
+have_cuda_plugin() {
+  [ -f "$1/src/libanneal_cuda.so" ] && return 0
+  local why="this build has no CUDA plugin ($1/src/libanneal_cuda.so): CMake found no CUDA toolkit (scripts/setup.sh installs it into tools/cuda)"
+  if [ "${ANNEAL_REQUIRE_CUDA:-0}" = 1 ]; then bad "$2: $why, which ANNEAL_REQUIRE_CUDA=1 requires"; else skip_part "$2: $why"; fi
+  return 1
+}
+finish() { echo "$PASS passed, $FAIL failed, $SKIPS skipped"; [ "$FAIL" -eq 0 ]; }
 # skip REASON: the test cannot run here. Exit 77, which tests/CMakeLists.txt declares as the test's
 # SKIP_RETURN_CODE, so ctest and scripts/run_tests.sh count it as skipped, never as passed.
 SKIP_CODE=77
 skip() { echo "SKIP: $*"; exit "$SKIP_CODE"; }
 
-# Golden runs (tests/e2e/golden/runs.txt): a run's per-step losses (hex floats, as logged) and its
-# final state hash, recorded once at a known commit and compared by every later commit bit for bit.
-# OpenBLAS picks its sgemm kernel by CPU; the golden runs pin it (and every thread count) so the
-# file holds on AVX2 and AVX-512 machines alike. GOLDEN_RECORD=1 appends instead of comparing.
-GOLDEN=$(readlink -f "$(dirname "${BASH_SOURCE[0]}")")/golden/runs.txt
-export OPENBLAS_CORETYPE=Haswell
-golden_line() {  # NAME LOG -> "NAME losses=l1,l2,... hash=H"
-  local l h
-  l=$(grep -E '^(\[[^]]*\] )?step +[0-9]+/' "$2" | sed -E 's/.*step +([0-9]+)\/.*\((0x[^)]*)\).*/\1:\2/' | sort -n -u | paste -sd, -)
-  h=$(sed -nE 's/.*state hash.*: ([0-9a-f]+)$/\1/p' "$2" | tail -1)
-  echo "$1 losses=${l:-none} hash=${h:-none}"
-}
-golden_check() {  # NAME LOG
-  local got want
-  got=$(golden_line "$1" "$2")
-  if [ "${GOLDEN_RECORD:-0}" = 1 ]; then
-    { [ -f "$GOLDEN" ] && awk -v n="$1" '$1 != n' "$GOLDEN"; } >"$GOLDEN.tmp"; echo "$got" >>"$GOLDEN.tmp"; mv "$GOLDEN.tmp" "$GOLDEN"
-    ok "golden $1 recorded"; return
-  fi
-  want=$(awk -v n="$1" '$1 == n' "$GOLDEN" | head -1)
-  if [ -z "$want" ]; then bad "golden $1: no recorded line in $GOLDEN"
-  elif [ "$got" = "$want" ]; then ok "golden $1 identical (${got##* })"
-  else bad "golden $1 differs: got '$got', want '$want'"; fi
-}
+# Golden runs: tests/e2e/golden_lib.sh.
+source "$(dirname "${BASH_SOURCE[0]}")/golden_lib.sh"
 
 # fixture_config DATASET: the config of the golden fixture run (1 layer, C=8), whose step-2 checkpoint
 # is kept in tests/e2e/golden/fixture (golden_test.sh) and, trained on a GPU, gpu_fixture
