@@ -12,8 +12,9 @@ ANNEAL := $(BUILD)/src/anneal
 
 all: build
 
+# Each step's wall time goes to build/step_times.tsv (scripts/timed.sh); `make test` prints it.
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/timed.sh setup bash scripts/setup.sh
 
 # Reconfigured when setup (re)installs the Python peers and the CUDA toolkit (tools/venv/.anneal-ok), so
 # a build configured before the toolkit existed picks it up.
@@ -21,11 +22,13 @@ $(BUILD)/build.ninja: CMakeLists.txt CMakePresets.json $(wildcard tools/venv/.an
 	@nice cmake --preset $(PRESET) >/dev/null
 
 build: setup $(BUILD)/build.ninja
-	@nice cmake --build $(BUILD) -j$(JOBS)
+	@bash scripts/timed.sh build-$(PRESET) nice cmake --build $(BUILD) -j$(JOBS)
 
+# The unit-asan tier runs the unit tests only: the sanitizer build makes their binary (and what it
+# links), not the anneal binary, its CLI or the benchmarks (the release build has those).
 build-asan: setup
 	@[ -f build/asan/build.ninja ] || nice cmake --preset asan >/dev/null
-	@nice cmake --build build/asan -j$(JOBS)
+	@bash scripts/timed.sh build-asan nice cmake --build build/asan -j$(JOBS) --target anneal_unit_tests
 
 run: build
 	@bash scripts/run_demo.sh $(ANNEAL)

@@ -18,7 +18,7 @@ check "it holds anneal, its tests, run.sh and the corpus" test -x "$TMP/u/bin/an
 check "it holds the slim build's third_party/ (headers, GoogleTest's sources, encoder.json)" \
   test -f "$TMP/u/third_party/nlohmann/json.hpp" -a -f "$TMP/u/third_party/CLI/CLI.hpp" -a -f "$TMP/u/third_party/xxhash.h" \
   -a -f "$TMP/u/third_party/googletest/CMakeLists.txt" -a -f "$TMP/u/third_party/encoder.json"
-if [ -f "$BUILD/src/libanneal_cuda.so" ]; then
+if have_cuda_plugin "$BUILD" "the bundle's CUDA plugin"; then
   check "it holds the CUDA plugin beside the libraries" test -f "$TMP/u/lib/libanneal_cuda.so"
 fi
 check "no glibc, libstdc++ or CUDA library in it" bash -c "! ls '$TMP/u/lib' | grep -Eq '^(libc\.so|libstdc|libcudart|libcublas|libnccl)'"
@@ -31,12 +31,17 @@ source "$(dirname "$0")/sandbox.sh"
 sandbox_root "$ANNEAL"
 sandbox() { bwrap "${SANDBOX[@]}" --ro-bind "$TMP/u" /bundle "$@"; }
 sandbox /bundle/bin/anneal --version >"$TMP/version.out" 2>&1
-check "anneal --version runs inside the sandbox (exit $?): $(head -c 200 "$TMP/version.out")" grep -q anneal "$TMP/version.out"
+rc=$?
+want=$("$BUILD/src/anneal" --version)
+check "anneal --version runs inside the sandbox: exit $rc and exactly the line of the build it came from ('$want'): $(head -c 200 "$TMP/version.out")" \
+  bash -c '[ "$1" -eq 0 ] && [ "$(cat "$2")" = "$3" ] && grep -Eqx "anneal [0-9][^ ]* \(commit ([0-9a-f]{7,}(-dirty)?|unknown)\)" "$2"' _ "$rc" "$TMP/version.out" "$want"
 sandbox /bundle/bin/anneal train --config /bundle/cfg.yaml >"$TMP/train.out" 2>&1
 rc=$?
 check "a CPU training step runs with only the bundle visible (exit $rc): $(tail -c 300 "$TMP/train.out" | tr '\n' ' ')" \
   grep -Eq '^step +1/1 \| loss' "$TMP/train.out"
-if [ -f "$BUILD/src/libanneal_cuda.so" ] && ! nvidia-smi -L >/dev/null 2>&1; then
+if ! have_cuda_plugin "$BUILD" "train.device=cuda inside the bundle"; then :
+elif nvidia-smi -L >/dev/null 2>&1; then skip_part "train.device=cuda without a GPU: this machine has one (bench/gpu/device_check.sh runs the bundle on it)"
+else
   sandbox /bundle/bin/anneal train --config /bundle/cfg.yaml --set train.device=cuda >"$TMP/cuda.out" 2>&1
   rc=$?
   check "train.device=cuda loads the bundle's plugin from lib/ and, with no GPU, is exit 2 naming why (exit $rc): $(tail -c 200 "$TMP/cuda.out")" \

@@ -6,7 +6,8 @@
 #      receives and the collectives with their bytes on their groups' tracks, the checkpoint, memory
 #      counters and the rank's labels;
 #   2. `anneal profile` merges them into one process per rank and prints where the time goes (the
-#      summary rank 0 also logged at the window's end, category by category); its
+#      summary rank 0 also logged at the window's end, category by category); each category's share
+#      equals one computed independently from the trace files (a sweep over instants); its
 #      pipeline idle fraction of the schedule agrees with the trainer's own report over the same steps
 #      (2..8; within 5 points);
 #   3. a 2-instance job of the control plane with output.uri: `anneal profile JOB` reads the ranks'
@@ -59,6 +60,8 @@ check "... the summary names every category and gives a reading" \
 check "... rank 0's log holds the same summary of the same steps (each category's line identical)" \
   diff <(grep -E '^  (compute|communication|pipeline idle|data|checkpoint|other) ' "$TMP/summary.txt") \
        <(sed -nE 's/^\[rank 0\] profile: (  (compute|communication|pipeline idle|data|checkpoint|other) .*)/\1/p' "$TMP/pp.log")
+check "... each category's share of the step equals a sweep over the raw traces' instants (trace_check.py, within 0.5 points)" \
+  $CHK shares "$TMP/summary.txt" "$T0" "$T1"
 idle_of() {  # SOURCE STAGE -> percent
   if [ "$1" = trainer ]; then sed -nE "s/.*pipeline idle \(blocked.*stage $2 ([0-9.]+)%.*/\1/p" "$TMP/pp.log" | tail -1
   else sed -nE "s/^  rank $2 \(.*pipeline idle of the schedule ([0-9.]+) %$/\1/p" "$TMP/summary.txt"; fi

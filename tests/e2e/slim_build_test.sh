@@ -35,7 +35,7 @@ check "the slim build builds (exit $rc, $((SECONDS - t0)) s): $(grep -m3 -E 'err
 echo "slim build: $((SECONDS - t0)) s"
 allowed='^(linux-vdso\.so|/lib64/ld-linux|libc\.so|libm\.so|libmvec|libpthread|libdl\.so|librt\.so|libstdc\+\+|libgcc_s|libgomp|libcuda\.so|libcudart|libcublas|libnccl)'
 bins=("$BUILD/src/anneal" "$BUILD/tests/anneal_unit_tests")
-[ -f "$BUILD/src/libanneal_cuda.so" ] && bins+=("$BUILD/src/libanneal_cuda.so" "$BUILD/tests/anneal_cuda_tests")
+have_cuda_plugin "$BUILD" "the CUDA plugin's and anneal_cuda_tests' links" && bins+=("$BUILD/src/libanneal_cuda.so" "$BUILD/tests/anneal_cuda_tests")
 for b in "${bins[@]}"; do
   others=$(ldd "$b" 2>&1 | awk '{ print $1 }' | grep -vE "$allowed" | tr '\n' ' ')
   check "$(basename "$b") links glibc, the C++ runtime and CUDA only${others:+ (also: $others)}" test -z "$others"

@@ -6,6 +6,10 @@
   trace_check.py bytes FILE TRACK OP   an X event of name OP on a track named TRACK carries bytes > 0
   trace_check.py layers FILE N         each layer h.0..h.N-1 has forward and backward spans, on one rank
   trace_check.py ontrack FILE TRACK CAT  some X event of category CAT lies on a track named TRACK
+  trace_check.py shares SUMMARY FILE...  each category's share of the step time, computed here from the
+                                       ranks' trace files by a sweep over time (the innermost open span
+                                       owns each instant), equals `anneal profile`'s table (SUMMARY's
+                                       "  compute  41.2 %" lines, the mean over ranks) within 0.5 points
 Exit 1 with the reason on the first violation.
 """
 import json
@@ -88,13 +92,53 @@ def layers(path, n):
     return f"{n} layers, forward and backward each on one rank"
 
 
+# docs/formats/trace.md: the span categories that count to each line of the summary; the rest is "other".
+CATEGORY = {"forward": "compute", "backward": "compute", "optimizer": "compute", "comm": "communication",
+            "pipeline": "pipeline idle", "data": "data", "checkpoint": "checkpoint"}
+
+
+def rank_shares(path):
+    """Seconds per category inside the step spans of the track that has them, by sweeping instants."""
+    xs = [e for e in events(path) if e["ph"] == "X"]
+    tid = next(e["tid"] for e in xs if e.get("cat") == "step")
+    xs = [e for e in xs if e["tid"] == tid and e["dur"] > 0]
+    steps = [(e["ts"], e["ts"] + e["dur"]) for e in xs if e.get("cat") == "step"]
+    cuts = sorted({t for e in xs for t in (e["ts"], e["ts"] + e["dur"])})
+    per = {}
+    for a, b in zip(cuts, cuts[1:]):
+        mid = (a + b) / 2
+        if not any(s <= mid < t for s, t in steps):
+            continue
+        open_ = [e for e in xs if e["ts"] <= mid < e["ts"] + e["dur"]]
+        inner = max(open_, key=lambda e: (e["ts"], -e["dur"]))  # nested: the latest start is the innermost
+        c = CATEGORY.get(inner.get("cat"), "other")
+        per[c] = per.get(c, 0.0) + (b - a)
+    total = sum(t - s for s, t in steps)
+    return {c: v / total for c, v in per.items()}
+
+
+def shares(summary, *paths):
+    table = {}
+    for line in open(summary):
+        for c in ("compute", "communication", "pipeline idle", "data", "checkpoint", "other"):
+            if line.startswith(f"  {c} ") and line.split()[-1].startswith("("):
+                table[c] = float(line[len(c) + 2:].split("%")[0])
+    assert len(table) == 6, f"{summary}: the six category lines not found ({table})"
+    ranks = [rank_shares(p) for p in paths]
+    mine = {c: 100 * sum(r.get(c, 0.0) for r in ranks) / len(ranks) for c in table}
+    off = {c: (table[c], round(mine[c], 2)) for c in table if abs(table[c] - mine[c]) > 0.5}
+    assert not off, f"categories where `anneal profile` (first) and the trace's own sweep (second) differ: {off}"
+    return "; ".join(f"{c} {table[c]} % (sweep {mine[c]:.2f})" for c in table)
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     try:
         if cmd == "valid":
             print("; ".join(valid(p) for p in args))
         else:
-            print({"processes": processes, "has": has, "bytes": bytes_on, "layers": layers, "ontrack": on_track}[cmd](*args))
+            print({"processes": processes, "has": has, "bytes": bytes_on, "layers": layers, "ontrack": on_track,
+                   "shares": shares}[cmd](*args))
     except AssertionError as e:
         print(f"trace_check: {e}")
         sys.exit(1)
