@@ -83,8 +83,20 @@ wait_query() {  # QUERY PYTHON-CHECK: polls until the check holds on the answer'
 check "Prometheus scrapes the server (up == 1)" wait_query 'up{job="anneal"}' 'len(r) == 1 and r[0]["value"][1] == "1"'
 check "a query returns the running job's train_loss on both ranks" \
   wait_query "anneal_job_metric{anneal_job=\"$id\",name=\"train_loss\"}" 'sorted(x["metric"]["rank"] for x in r) == ["0", "1"]'
-value=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["data"]["result"][0]["value"][1])' "$TMP/q.json")
-check "... a loss the job printed ($value)" bash -c "'$ANNEAL' logs '$id' --server '$URL' | grep -q 'loss $value\$'"
+# Compared as numbers, not as text: the job prints "loss 2.10", Prometheus answers "2.1". Exactly:
+# the value is the double the agent parsed from the printed decimal, carried unchanged (anneal's
+# exposition writes the shortest text that reads back, Prometheus holds float64s), so float() of
+# both sides is the same double — any difference is a changed value, not a rounding.
+"$ANNEAL" logs "$id" --server "$URL" >"$TMP/loss.logs" 2>&1
+check "... each rank's value is a loss the job printed (compared as numbers, exactly)" $PY - "$TMP/q.json" "$TMP/loss.logs" <<'PY'
+import json, re, sys
+r = json.load(open(sys.argv[1]))["data"]["result"]
+printed = {float(m.group(1)) for m in (re.search(r"\| loss ([0-9.]+)$", l.rstrip("\n")) for l in open(sys.argv[2])) if m}
+got = {x["metric"]["rank"]: x["value"][1] for x in r}
+print("  Prometheus:", got, "- %d losses printed" % len(printed))
+missing = {k: v for k, v in got.items() if float(v) not in printed}
+assert printed and not missing, "not a printed loss: %s (printed %s)" % (missing, sorted(printed)[:5])
+PY
 curl -s "$P/api/v1/rules" >"$TMP/rules.json"
 check "... and the example rules are loaded" \
   $PY -c 'import json,sys; g={x["name"] for x in json.load(open(sys.argv[1]))["data"]["groups"]}; assert g == {"anneal-training", "anneal-control-plane"}, g' "$TMP/rules.json"
