@@ -19,7 +19,10 @@ const check = (name, cond, detail = "") => (cond ? ok(name) : bad(detail ? `${na
 const api = async (path, token = E.ADMIN_TOKEN) =>
   (await fetch(URL + path, { headers: { Authorization: `Bearer ${token}` } })).json();
 
-// Waits until f() (in the page) returns a truthy value; returns it, or null after ms.
+// Waits until f() (in the page) returns a truthy value; returns it, or null after ms. Every wait of
+// this script is for a condition, and bounded: no fixed sleeps. A negative (something must not be
+// shown) is asserted only once a positive condition proves the page has settled (the refresh that
+// would have shown it has happened).
 async function until(page, f, arg, ms = 8000) {
   try {
     return await (await page.waitForFunction(f, arg, { timeout: ms, polling: 100 })).jsonValue();
@@ -32,6 +35,7 @@ const browser = await chromium.launch({ executablePath: "/usr/bin/chromium", hea
                                         args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"] });
 const context = await browser.newContext({ viewport: { width: 1366, height: 768 } });
 const page = await context.newPage();
+page.setDefaultTimeout(10000);  // playwright's own waits (waitForSelector, click, fill): 10 s, not 30
 
 // Every console error, page error, failed request and HTTP error answer is unexpected unless the
 // phase allows it: the wrong and revoked tokens' 401s, the viewer's 403 on stop.
@@ -59,6 +63,23 @@ const noSideways = async (what) => {
 };
 const text = (sel) => page.locator(sel).innerText();
 const go = async (hash) => page.evaluate((h) => { location.hash = h; }, hash);
+const rowIds = () => page.$$eval("#jobs tbody tr", (r) => r.map((x) => x.dataset.job));
+// The jobs table shows exactly these jobs (in any order): waited for, then asserted with what it shows.
+const rowsAre = async (name, want) => {
+  const got = await until(page, (w) => {
+    const ids = [...document.querySelectorAll("#jobs tbody tr")].map((x) => x.dataset.job);
+    return ids.length === w.length && w.every((j) => ids.includes(j)) ? ids : null;
+  }, want);
+  check(name, got !== null, `shows ${JSON.stringify(await rowIds())}, want ${JSON.stringify(want)}`);
+};
+// A job's page has read its every log line: the page is this job's (the id in its head) and its log
+// viewer found the ended job with nothing more to show, so every line went through the viewer (and the
+// profile card's test of it). Returns the lines shown, or null after ms.
+const settled = (id, ms = 10000) => until(page, (j) => {
+  const head = [...document.querySelectorAll("#job-head .facts > div")].some((d) => d.textContent === "id" + j);
+  const state = document.querySelector("#main .logbar > .muted")?.textContent;
+  return head && state === "the job has ended: every line is shown" ? Number(document.querySelector("#logs").dataset.lines) : null;
+}, id, ms);
 
 try {
   // ---- sign in: a wrong token first ----
@@ -77,9 +98,7 @@ try {
   // ---- jobs ----
   await page.fill("#token", E.ADMIN_TOKEN);
   await page.click("#signin button[type=submit]");
-  const rows = await until(page, ([a, b]) => document.querySelector(`tr[data-job="${a}"]`) && document.querySelector(`tr[data-job="${b}"]`)
-    ? document.querySelectorAll("#jobs tbody tr").length : 0, [A, B]);
-  check("the admin signs in and the jobs page lists A, B and C", rows === 3, `rows ${rows}`);
+  await rowsAre("the admin signs in and the jobs page lists A, B and C (3 rows)", [A, B, C]);
   const rowA = await until(page, (a) => {
     const c = document.querySelector(`tr[data-job="${a}"]`)?.children;
     return c && c[6].textContent === "40" ? [...c].map((x) => x.textContent) : null;
@@ -87,15 +106,12 @@ try {
   check("... A's row: InProgress, uma, 1 instance, step 40, tokens/s 10480", rowA && /^InProgress/.test(rowA[2]) && rowA[3] === "uma" &&
         rowA[4] === "1" && rowA[7] === "10480", JSON.stringify(rowA));
   await page.selectOption("#filter-user", "uma");
-  const onlyUma = await page.$$eval("#jobs tbody tr", (r) => r.map((x) => x.dataset.job));
-  check("the user filter shows uma's job only", onlyUma.length === 1 && onlyUma[0] === A, JSON.stringify(onlyUma));
+  await rowsAre("the user filter shows uma's job only", [A]);
   await page.selectOption("#filter-user", "");
   await page.selectOption("#filter-status", "Completed");
-  const onlyDone = await page.$$eval("#jobs tbody tr", (r) => r.map((x) => x.dataset.job));
-  check("the status filter shows the completed jobs only (B and C)", onlyDone.length === 2 && onlyDone.includes(B) && onlyDone.includes(C),
-        JSON.stringify(onlyDone));
+  await rowsAre("the status filter shows the completed jobs only (B and C)", [B, C]);
   await page.selectOption("#filter-status", "");
-  await until(page, () => document.querySelectorAll("#jobs tbody tr").length === 2);
+  await rowsAre("... and with no filter all three again", [A, B, C]);
   await shot("jobs");
   await noSideways("jobs page");
 
@@ -135,10 +151,19 @@ try {
   const xss = "<img src=x onerror=window.__pwned=1>";
   const shown = await until(page, (s) => [...document.querySelectorAll("#logs .line")].some((l) => l.textContent.includes(s)), xss);
   check("B's log shows the markup it printed as text", shown === true);
-  await page.waitForTimeout(300);
+  // Before the negatives, the page settles: every line of B is shown (as many as the API has), and
+  // every image of the document has finished loading or failing (an injected <img src=x> would have
+  // fired its onerror by then); then one task more, for an error event queued behind it.
+  const linesB = (await api(`/v1/jobs/${B}/logs?limit=100000`)).lines.length;
+  const seenB = await settled(B);
+  const imagesDone = await until(page, () => [...document.images].every((i) => i.complete));
+  check(`... B's page settled: its every log line shown (${seenB} of the API's ${linesB}), its images loaded`,
+        seenB === linesB && imagesDone === true, `lines ${seenB}, images done ${imagesDone}`);
+  await page.evaluate(() => new Promise((r) => setTimeout(r, 0)));
   check("... and no script ran (window.__pwned undefined, no img in the page)",
         await page.evaluate(() => window.__pwned === undefined && document.querySelectorAll("#main img").length === 0));
-  check("... and the Completed job's page says so", /Completed/.test(await text("#job-head h1")));
+  const headB = await until(page, () => /Completed/.test(document.querySelector("#job-head h1")?.textContent || ""));
+  check("... and the Completed job's page says so", headB === true, await text("#job-head h1"));
   await shot("job-b");
   await noSideways("job B's page");
 
@@ -153,9 +178,12 @@ try {
   }, reading || "(none logged)", 10000);
   check("C's page shows the step profile rank 0 logged, reading and all", reading && card !== null &&
         logged.slice(0, logged.indexOf(reading) + 1).every((t) => card.includes(t)), `${reading} | ${card}`);
-  check("... and a job without profiling shows no profile card",
-        await page.evaluate(async (b) => { location.hash = `#/job/${b}`; await new Promise((r) => setTimeout(r, 800));
-                                             return document.querySelector("#profile")?.hidden === true; }, B));
+  // The negative once B's page has read every line (each passed the profile card's test): no card.
+  await go(`#/job/${B}`);
+  const readB = await settled(B);
+  check("... and a job without profiling shows no profile card, once its page read every line",
+        readB !== null && await page.evaluate(() => document.querySelector("#profile")?.hidden === true),
+        `lines read ${readB}, card hidden ${await page.evaluate(() => document.querySelector("#profile")?.hidden)}`);
   await go(`#/job/${C}`);
   await until(page, () => document.querySelector("#profile") && !document.querySelector("#profile").hidden);
   await shot("job-profile");
