@@ -107,8 +107,11 @@ class Server : public ControlServer {
     }
     http_->set_payload_max_length(size_t{4} << 30);
     // Idle keep-alive connections are held this long (polled every 10 ms by cpp-httplib meanwhile:
-    // anneal's own clients close theirs); Stop() waits for them.
-    http_->set_keep_alive_timeout(1);
+    // anneal's own clients close theirs); Stop() waits for them. cpp-httplib also waits only this long
+    // for a new connection's first request: at 1 s, a client that took longer from connect to send (a
+    // starved thread on a loaded machine) was closed unanswered — a reset or broken pipe to it. 3 s:
+    // that much slack, and a stop that waits at most 3 s for an idle browser or Prometheus connection.
+    http_->set_keep_alive_timeout(3);
     // Small JSON answers: without TCP_NODELAY each waits for the peer's delayed ACK (40 ms).
     http_->set_tcp_nodelay(true);
     // A keep-alive connection holds a worker for its life: room for every agent and client at once.
