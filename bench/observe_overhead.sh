@@ -59,4 +59,4 @@ printf "  %-40s %9s ms\n" "anneal launch (peer), median" "$ma" "launch + profile
 echo "  spread of the plain runs: $spread % of their median ($ROUNDS runs)"
 echo "  profiler: $pb % -> $(verdict "$pb")"
 echo "  agent:    $pc % -> $(verdict "$pc")"
-echo "RESULT step_ms_launch=$ma step_ms_profiled=$mb step_ms_job=$mc spread_pct=$spread profiler_overhead_pct=$pb agent_overhead_pct=$pc rounds=$ROUNDS"
+echo "RESULT step_ms_launch=$ma step_ms_profiled=$mb step_ms_job=$mc spread_pct=$spread profiler_overhead_pct=$pb profiler_overhead_pct_spread=$spread agent_overhead_pct=$pc agent_overhead_pct_spread=$spread rounds=$ROUNDS"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: runs the benchmarks one after another and writes each one's whole output, headed by the
 # commit, the date, the machine and the exact command, to bench/results/NAME.md (generated: never
-# edited by hand; bench/RESULTS.md's tables are copied from these files and name them), then prints
+# edited by hand; bench/results_tables writes bench/RESULTS.md's tables from these files), then prints
 # bench/check's table: each ratio beside its target, met or not met.
 #   bench/run_all.sh [ANNEAL] [NAME...]          every benchmark by default
 #   BENCH_RESULTS=DIR                            where the files go (default bench/results)

@@ -2,7 +2,8 @@
 # bench/train_cpu_vs_torch: anneal against PyTorch on the CPU on the same model — GPT-2 style,
 # 4 layers, 4 heads, C=256, T=256, B=8, V=50257, tied embeddings, AdamW, clipping — at 1 and 2
 # threads (OMP_NUM_THREADS and OPENBLAS_NUM_THREADS set alike for every side), with the sgemm ceiling
-# measured in the same run. Three PyTorch peers: Debian's torch 1.13, torch 2 eager (tools/venv, from
+# measured in the same run (bench/sgemm_peak: same threads, warm, best of 3, the model's own products;
+# a side above 100 % of it fails the run). Three PyTorch peers: Debian's torch 1.13, torch 2 eager (tools/venv, from
 # PyPI, fused AdamW) and torch 2 with torch.compile (inductor); each runs twice per thread count: as
 # users run it (default) and with glibc keeping freed memory (--keep-memory, faster on this VM, whose
 # first-touch page faults are slow). Speed is compared against the strongest of the six, memory
@@ -37,11 +38,18 @@ VENV_PY=tools/venv/bin/python  # torch 2 from PyPI (scripts/setup.sh)
 # The PyTorch runs: NAME PYTHON [FLAGS]; each also with --keep-memory (NAME_keep).
 TORCH_RUNS=("t113 /usr/bin/python3" "t2eager $VENV_PY" "t2compiled $VENV_PY --compile")
 declare -A R
+RESULTS=""
 tok() { sed -nE 's/.*side=torch .*tokens_per_s=([0-9.]+).*/\1/p' "$1"; }
 rss() { sed -nE 's/.*peak_rss_mb=([0-9.]+).*/\1/p' "$1"; }
 for th in 1 2; do
   export OMP_NUM_THREADS=$th OPENBLAS_NUM_THREADS=$th
-  R[sgemm$th]=$("$SGEMM" | sed -nE 's/.*sgemm_gflops=([0-9.]+).*/\1/p')
+  # The ceiling at the same threads, warm, best of several, on the products this model runs (BT = B*T
+  # rows): the LM head forward, input gradient and weight gradient, the attention's and MLP's.
+  BT=$((B * T)) V=50257
+  "$SGEMM" --reps 3 ${BT}x${V}x${C}:nt ${BT}x${C}x${V}:nn ${V}x${C}x${BT}:tn ${BT}x$((3 * C))x${C}:nt \
+    ${BT}x$((4 * C))x${C}:nt ${BT}x${C}x$((4 * C)):nn $((4 * C))x${C}x${BT}:tn >"$TMP/sgemm$th.log"
+  sed 's/^/  sgemm /' "$TMP/sgemm$th.log" | grep -v RESULT
+  R[sgemm$th]=$(sed -nE 's/.*sgemm_gflops=([0-9.]+).*/\1/p' "$TMP/sgemm$th.log")
   /usr/bin/time -f "%M" -o "$TMP/rss" "$ANNEAL" train --config "$TMP/cfg.yaml" >"$TMP/anneal$th.log" 2>&1
   # tokens/s: B*T tokens per step (2048) over the mean step time after the warmup steps
   R[anneal$th]=$(grep -E '^step +[0-9]+/' "$TMP/anneal$th.log" | awk -v w=$WARM -v bt=$((B * T)) '
@@ -94,7 +102,18 @@ for th in 1 2; do
     per+=" ${name}_default_tokens_per_s=${R[${name}_default$th]} ${name}_keep_memory_tokens_per_s=${R[${name}_keep$th]}"
     per+=" ${name}_default_rss_mb=${R[${name}_default_rss$th]} ${name}_keep_memory_rss_mb=${R[${name}_keep_rss$th]}"
   done
-  echo "RESULT bench=train_cpu threads=$th anneal_tokens_per_s=${R[anneal$th]} faster_torch=$which ratio_vs_faster=$ratio anneal_rss_mb=${R[anneal_rss$th]} least_torch_rss=$least_which memory_ratio_vs_default=$mem sgemm_gflops=${R[sgemm$th]} anneal_frac_of_sgemm=$fa torch_frac_of_sgemm=$ft torch_compile_s=${R[compile_t2compiled$th]}$per"
+  RESULTS+="RESULT bench=train_cpu threads=$th anneal_tokens_per_s=${R[anneal$th]} faster_torch=$which ratio_vs_faster=$ratio anneal_rss_mb=${R[anneal_rss$th]} least_torch_rss=$least_which memory_ratio_vs_default=$mem sgemm_gflops=${R[sgemm$th]} anneal_frac_of_sgemm=$fa torch_frac_of_sgemm=$ft torch_compile_s=${R[compile_t2compiled$th]}$per
+"
 done
+RESULTS=${RESULTS%$'\n'}
+# A side above 100 % of the measured ceiling means the ceiling or the FLOP count is wrong: no figure of
+# this run can be trusted.
+over=$(grep -oE 'threads=[12] .*anneal_frac_of_sgemm=[0-9.]+ torch_frac_of_sgemm=[0-9.]+' <<<"$RESULTS" |
+  awk '{ for (i = 1; i <= NF; i++) if ($i ~ /frac_of_sgemm=/) { split($i, kv, "="); if (kv[2] + 0 > 100) print $1 " " $i } }')
+echo "$RESULTS"
+if [ -n "$over" ]; then
+  echo "train_cpu_vs_torch: above 100 % of the measured sgemm ceiling ($(tr '\n' ' ' <<<"$over")): the ceiling or the FLOP count is wrong" >&2
+  exit 1
+fi
 echo "(ratio: anneal tok/s over the strongest of the six torch runs; MB x: the least peak RSS of the three torch runs as users run them (default malloc) over anneal's)"
 echo "(FLOPs/token = 6N + 6*L*C*T = $fpt with N = $params parameters)"
