@@ -50,7 +50,9 @@ run() {
   out=$(wrk -t2 -c16 -d"${DUR}s" --latency -H "Authorization: Bearer $(cat "$ANNEAL_TOKEN_FILE")" ${3:+-s "$3"} "$URL$2" 2>&1)
   local rps p50 p99 errors
   # "  41234 requests in 10.00s, 9.1MB read" / "  Non-2xx or 3xx responses: 12" / "  Socket errors: connect 0, read 3, write 0, timeout 0"
-  read -r rps errors < <(awk '/ requests in / { n = $1; t = $4; sub(/s,?$/, "", t) } /Non-2xx or 3xx responses:/ { e = $NF }
+  read -r rps errors < <(awk '/ requests in / { n = $1; t = $4; sub(/,$/, "", t)
+      if (t ~ /ms$/) t = substr(t, 1, length(t) - 2) / 1000; else if (t ~ /m$/) t = substr(t, 1, length(t) - 1) * 60
+      else if (t ~ /h$/) t = substr(t, 1, length(t) - 1) * 3600; else sub(/s$/, "", t) } /Non-2xx or 3xx responses:/ { e = $NF }
     /Socket errors:/ { for (i = 3; i <= NF; i += 2) { v = $(i + 1); sub(/,/, "", v); s += v } }
     END { if (n > 0 && t > 0) printf "%.2f %d\n", (n - e) / t, e + s }' <<<"$out")
   p50=$(awk '$1 == "50%" { print $2 }' <<<"$out")

@@ -104,7 +104,10 @@ def read_targets(path):
 
 
 def git(*args):
-    r = subprocess.run(["git", *args], capture_output=True, text=True, cwd=HERE)
+    try:
+        r = subprocess.run(["git", *args], capture_output=True, text=True, cwd=HERE)
+    except FileNotFoundError:  # no git installed
+        return 127, ""
     return r.returncode, r.stdout.strip()
 
 
@@ -117,6 +120,11 @@ def provenance(header):
         return f"made from a tree with uncommitted changes ({commit}): re-run at a commit", "dirty"
     if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
         return f"names no commit of this repository ({commit})", "?"
+    rc, shallow = git("rev-parse", "--is-shallow-repository")
+    if rc != 0:
+        return "cannot be checked: this copy of the sources is no git checkout (or git is missing)", "?"
+    if shallow == "true":
+        return "cannot be checked: this git checkout is shallow (git fetch --unshallow)", "?"
     rc, _ = git("rev-parse", "--verify", "--quiet", commit + "^{commit}")
     if rc != 0:
         return f"commit {commit} is not in this repository: re-run the benchmark (bench/run_all.sh) at a commit that is", "?"

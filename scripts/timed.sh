@@ -9,5 +9,6 @@ rc=$?
 secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')
 mkdir -p build
 f=build/step_times.tsv
-{ [ -f "$f" ] && grep -v "^$name	" "$f"; printf '%s\t%s\n' "$name" "$secs"; } >"$f.tmp" && mv "$f.tmp" "$f"
+tmp=$(mktemp "$f.XXXXXX")  # make -j: two steps may finish at once
+{ [ -f "$f" ] && grep -v "^$name	" "$f"; printf '%s\t%s\n' "$name" "$secs"; } >"$tmp" && mv "$tmp" "$f"
 exit $rc

@@ -33,17 +33,17 @@ for alg in 1:basic_linear 2:nonoverlapping 3:recursive_doubling 4:ring 5:segment
   TUNED+=("algorithm=${alg#*:}|--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_allreduce_algorithm ${alg%%:*}")
 done
 t=$(mktemp -d)
-trap 'rm -rf "$a" "$m" "$k" "$t"' EXIT
+trap 'rm -rf "$a" "$m" "$k" "$t" "$t.err"' EXIT
 cp "$k" "$t/0.kept"
 names=("as installed" "kept memory")
 i=0
 for c in "${TUNED[@]}"; do
   i=$((i + 1)) name=${c%%|*}
   read -ra mca <<<"${c#*|}"
-  if "${MPI[@]}" "${KEEP[@]}" "${mca[@]}" "$BUILD/bench/allreduce_mpi" "${ARGS[@]}" >"$t/$i.$name" 2>"$t/err"; then
+  if "${MPI[@]}" "${KEEP[@]}" "${mca[@]}" "$BUILD/bench/allreduce_mpi" "${ARGS[@]}" >"$t/$i.$name" 2>"$t.err"; then
     names+=("$name")
   else
-    echo "allreduce: Open MPI with $name failed (left out): $(tail -2 "$t/err" | tr '\n' ' ')"; rm -f "$t/$i.$name"
+    echo "allreduce: Open MPI with $name failed (left out): $(tail -2 "$t.err" | tr '\n' ' ')"; rm -f "$t/$i.$name"
   fi
 done
 echo "Open MPI configurations (each size's strongest is the peer): ${names[*]}; kept memory = ${KEEP[*]}"

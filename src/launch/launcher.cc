@@ -200,6 +200,16 @@ class Launcher {
       }
     }
     ANNEAL_ASSIGN_OR_RETURN(std::vector<Rank> ranks, StartRanks(attempt, hosts));
+    // mpirun mode's per-process TMPDIRs (OwnTmpDir) go with the attempt, on every way out of it.
+    struct TmpDirs {
+      std::vector<Rank>* ranks;
+      ~TmpDirs() {
+        std::error_code ec;
+        for (const Rank& r : *ranks) {
+          if (!r.tmp_dir.empty()) std::filesystem::remove_all(r.tmp_dir, ec);
+        }
+      }
+    } tmp_dirs{&ranks};
     const double t_start = MonotonicSeconds();
     std::unique_ptr<RemoteExecQueue> remote;
     if (o_.mode == LaunchMode::kMpirun && !o_.under_slurm) {
@@ -313,8 +323,6 @@ class Launcher {
     for (Rank& r : ranks) {
       if (r.out_fd >= 0) ::close(r.out_fd);
       if (r.err_fd >= 0) ::close(r.err_fd);
-      std::error_code ec;
-      if (!r.tmp_dir.empty()) std::filesystem::remove_all(r.tmp_dir, ec);
     }
     if (failed_at < 0) {
       // Success here; node 0 keeps the store up until every node has finished too.
@@ -610,7 +618,9 @@ class Launcher {
   // was unable to create the desired directory ... File exists"), failing the job at random.
   Status OwnTmpDir(Rank* r, std::map<std::string, std::string>* env) const {
     if (o_.mode != LaunchMode::kMpirun) return Status::Ok();
-    const std::string base = env->count("TMPDIR") && !(*env)["TMPDIR"].empty() ? (*env)["TMPDIR"] : "/tmp";
+    std::error_code ec;
+    const std::string given = env->count("TMPDIR") && !(*env)["TMPDIR"].empty() ? (*env)["TMPDIR"] : "/tmp";
+    const std::string base = std::filesystem::absolute(given, ec).string();  // the process changes its directory
     std::string templ = JoinPath(base, "anneal-mpi.XXXXXX");
     if (::mkdtemp(templ.data()) == nullptr) {
       return IoError("cannot make a temporary folder under " + base + " for mpirun's session directory: " + std::strerror(errno) +
@@ -624,6 +634,16 @@ class Launcher {
   Status Spawn(Rank* r, int attempt, const std::string& hosts, std::vector<std::string> args) {
     std::map<std::string, std::string> env = RankEnvironment(*r, attempt, hosts);
     ANNEAL_RETURN_IF_ERROR(OwnTmpDir(r, &env));
+    Status st = SpawnWith(r, env, std::move(args));
+    if (!st.ok() && !r->tmp_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(r->tmp_dir, ec);
+      r->tmp_dir.clear();
+    }
+    return st;
+  }
+
+  Status SpawnWith(Rank* r, std::map<std::string, std::string>& env, std::vector<std::string> args) {
     cpu_set_t mine;
     bool bind = false;
     CpuShare(*r, &mine, &bind);

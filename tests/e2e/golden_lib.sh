@@ -8,7 +8,7 @@
 # differs fails with a message naming both instead of a mismatch of hex floats.
 #
 # GOLDEN_RECORD=1 records this machine's file instead of comparing, and refuses unless the tree's
-# code is clean and HEAD is the commit the header names (re-recording the same code on another
+# code is clean, the binary was built from HEAD (its --version), and HEAD is the commit the header names (re-recording the same code on another
 # machine or library; a maker's first file may be recorded at any clean commit), or
 # GOLDEN_MOVE_BITS=1 says a change moves the bits on purpose (its own commit says so, and why).
 # The shared fixture checkpoint and sample.txt are re-recorded only with GOLDEN_RECORD_FIXTURE=1.
@@ -54,15 +54,22 @@ golden_header() {  # FIELD: "blas" or "commit" from the header of $GOLDEN (nothi
 # golden_record_guard: exits 2 (nothing written) when GOLDEN_RECORD=1 may not record here.
 golden_record_guard() {
   local head want dirty
-  head=$(git rev-parse HEAD 2>/dev/null) || { echo "GOLDEN_RECORD=1: not in a git checkout" >&2; exit 2; }
-  dirty=$(git status --porcelain --untracked-files=no -- . ':!tests/e2e/golden' | head -3)
+  head=$(git -C "$GOLDEN_DIR" rev-parse HEAD 2>/dev/null) || { echo "GOLDEN_RECORD=1: not in a git checkout" >&2; exit 2; }
+  dirty=$(git -C "$GOLDEN_DIR" status --porcelain --untracked-files=no -- ':/' ':(top,exclude)tests/e2e/golden' | head -3)
   if [ -n "$dirty" ]; then
     echo "GOLDEN_RECORD=1 refused: the tree has uncommitted changes ($(tr '\n' ' ' <<<"$dirty")); golden bits are recorded from committed code only" >&2
     exit 2
   fi
+  # The binary must be built from that commit (a checkout not rebuilt would record another's bits).
+  local built
+  built=$("$ANNEAL" --version 2>/dev/null)
+  if [ "$built" = "${built%"(commit $(git -C "$GOLDEN_DIR" rev-parse --short=12 HEAD))"}" ]; then
+    echo "GOLDEN_RECORD=1 refused: $ANNEAL is '$built', not built from HEAD ($(git -C "$GOLDEN_DIR" rev-parse --short=12 HEAD)) with a clean tree: rebuild it first" >&2
+    exit 2
+  fi
   want=$(golden_header commit)
-  if [ "${GOLDEN_MOVE_BITS:-0}" != 1 ] && [ -n "$want" ] && [ "$(git rev-parse "$want" 2>/dev/null)" != "$head" ]; then
-    echo "GOLDEN_RECORD=1 refused: HEAD is $(git rev-parse --short HEAD), the golden runs were recorded at $want." >&2
+  if [ "${GOLDEN_MOVE_BITS:-0}" != 1 ] && [ -n "$want" ] && [ "$(git -C "$GOLDEN_DIR" rev-parse "$want" 2>/dev/null)" != "$head" ]; then
+    echo "GOLDEN_RECORD=1 refused: HEAD is $(git -C "$GOLDEN_DIR" rev-parse --short HEAD), the golden runs were recorded at $want." >&2
     echo "  To re-record the same code on this machine, check out $want (git worktree add), record there, and copy tests/e2e/golden/ back." >&2
     echo "  For a change that moves the bits on purpose, GOLDEN_MOVE_BITS=1 GOLDEN_RECORD=1, in a commit of its own that says why." >&2
     exit 2
