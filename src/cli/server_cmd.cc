@@ -108,6 +108,23 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
   // Events (docs/events.md).
   c->add_option("--webhook", o->webhook_urls, "POST every job status change to this URL (repeatable)");
   c->add_option("--webhook-secret-file", o->webhook_secret_file, "Sign webhooks with HMAC-SHA256 of this file's secret");
+  // Limits (docs/security.md "Limits").
+  c->add_option("--max-request-bytes", o->max_request_bytes, "Largest body of any request but a package upload (413 above)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+  c->add_option("--max-package-bytes", o->max_package_bytes, "Largest package upload (413 above)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{64} << 30));
+  c->add_option("--package-quota-bytes", o->package_quota_bytes, "All of one user's stored packages (413 above)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 50));
+  c->add_option("--package-keep-s", o->package_keep_s, "Delete a package no unfinished job uses this long after its upload")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  c->add_option("--header-timeout-s", o->header_timeout_s, "A connection's request headers must arrive within this")
+      ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  c->add_option("--max-connections-per-client", o->max_connections_per_client, "Open connections one client address may hold")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
+  c->add_option("--user-token-ttl-s", o->user_token_ttl_s, "Default lifetime of a new user token (0: never expires)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e10));
+  c->add_option("--joined-forget-s", o->joined_forget_s, "Forget an idle joined agent quiet this long")
+      ->capture_default_str()->check(CLI::Range(1.0, 1e9));
   c->callback([run, o, listen, types] {
     *run = [o, listen, types]() -> Status {
       for (const auto& t : *types) ANNEAL_RETURN_IF_ERROR(ParseTypeQuota(t, &o->quota.instance_type_max));

@@ -98,8 +98,9 @@ class AgentRoutes : public RoutePart {
                              if (!serves) return ReplyError(res, 403, "instance " + p.name + " does not serve job " + job);
                              json b = json::object();
                              if (method != "Get") {
-                               b = json::parse(req.body, nullptr, false);
-                               if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
+                               auto body = JsonBody(req, res);
+                               if (!body) return;
+                               b = std::move(*body);
                              }
                              Status s = f(req, res, b, p);
                              if (!s.ok()) ReplyError(res, HttpStatusOf(s), s.message());
@@ -115,9 +116,9 @@ class AgentRoutes : public RoutePart {
 
   template <typename F>
   void WithJson(const httplib::Request& req, httplib::Response& res, F&& f) {
-    json b = json::parse(req.body, nullptr, false);
-    if (b.is_discarded()) return ReplyError(res, 400, "the request body is not JSON");
-    Status st = f(b);
+    auto b = JsonBody(req, res);
+    if (!b) return;
+    Status st = f(*b);
     if (!st.ok()) ReplyError(res, HttpStatusOf(st), st.message());
   }
 

@@ -25,7 +25,9 @@ class ExecRoutes : public RoutePart {
     }));
     h.Post(R"(/v1/exec/([^/]+)/input)", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       if (!Mine(req.matches[1], p, res)) return;
-      const json b = json::parse(req.body);
+      const auto body = JsonBody(req, res);
+      if (!body) return;
+      const json& b = *body;
       bool ok = true;
       const std::string bytes = Base64Decode(b.value("data", std::string()), &ok);
       if (!ok) return ReplyError(res, 400, "data: not base64", "data");
@@ -34,7 +36,9 @@ class ExecRoutes : public RoutePart {
     }));
     h.Post(R"(/v1/exec/([^/]+)/agent-output)", Guarded(st, Access::kAgent, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       if (!Agents(req.matches[1], p, res)) return;
-      const json b = json::parse(req.body);
+      const auto body = JsonBody(req, res);
+      if (!body) return;
+      const json& b = *body;
       for (const json& c : b.value("chunks", json::array())) {
         c_.execs->AddOutput(req.matches[1], c.value("stream", 1), Base64Decode(c.value("data", std::string())));
       }
@@ -57,15 +61,15 @@ class ExecRoutes : public RoutePart {
     const std::string id = req.matches[1];
     auto j = c_.store->GetJob(id);
     if (!j.ok()) return ReplyError(res, 500, j.status().message());
-    if (!*j) return ReplyError(res, 404, "no job " + id);
-    if ((*j)->owner != p.name && !p.admin()) {
-      return ReplyError(res, 403, "only the job's owner (" + (*j)->owner + ") or an admin may run commands in " + id);
-    }
+    // Another user's job answers as a missing one does (describe's 404): its existence and owner stay theirs.
+    if (!*j || ((*j)->owner != p.name && !p.admin())) return ReplyError(res, 404, "no job " + id + " (list yours with anneal jobs)");
     const JobPhase ph = (*j)->phase;
     if (ph != JobPhase::kDownloading && ph != JobPhase::kTraining && ph != JobPhase::kUploading) {
       return ReplyError(res, 409, "job " + id + " is " + PhaseName(ph) + ": anneal exec needs it running (Training)");
     }
-    const json b = json::parse(req.body);
+    const auto body = JsonBody(req, res);
+    if (!body) return;
+    const json& b = *body;
     ExecSessions::Request r;
     r.job = id;
     r.user = p.name;

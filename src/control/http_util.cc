@@ -1,5 +1,7 @@
 #include "control/http_util.h"
 
+#include "core/bounded_parse.h"
+
 namespace anneal {
 
 void Reply(httplib::Response& res, int status, const nlohmann::json& body) {
@@ -19,6 +21,20 @@ int HttpStatusOf(const Status& st) {
     case Code::kNotFound: return 404;
     default: return 500;
   }
+}
+
+std::optional<nlohmann::json> JsonBody(const httplib::Request& req, httplib::Response& res) {
+  if (req.body.empty()) return nlohmann::json::object();
+  auto b = ParseJsonBounded(req.body);
+  if (!b.ok()) {
+    ReplyError(res, 400, "the request body is refused: " + b.status().message());
+    return std::nullopt;
+  }
+  if (!b->is_object()) {
+    ReplyError(res, 400, "the request body must be a JSON object");
+    return std::nullopt;
+  }
+  return std::move(*b);
 }
 
 int IntParam(const httplib::Request& req, const char* name, int dflt) {

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -20,6 +21,9 @@ void Reply(httplib::Response& res, int status, const nlohmann::json& body);
 void ReplyError(httplib::Response& res, int status, const std::string& message, const std::string& field = "");
 // The HTTP status for a Status from the layers below (400, 404, 500).
 int HttpStatusOf(const Status& st);
+// The request's body as a JSON object, parsed under core/bounded_parse.h's depth limit (an empty body
+// is {}); otherwise replies 400 naming the problem and returns nothing.
+std::optional<nlohmann::json> JsonBody(const httplib::Request& req, httplib::Response& res);
 int IntParam(const httplib::Request& req, const char* name, int dflt);
 int64_t Int64Param(const httplib::Request& req, const char* name, int64_t dflt);
 

@@ -10,6 +10,7 @@
 #include "control/http_util.h"
 #include "control/job_spec.h"
 #include "control/wire.h"
+#include "core/bounded_parse.h"
 #include "core/crypto.h"
 #include "core/env.h"
 
@@ -233,7 +234,8 @@ class JobRoutes : public RoutePart {
     const JobPhase ph = j->phase;
     bool requeue = false;
     if (!req.body.empty()) {
-      const json body = json::parse(req.body, nullptr, false);
+      auto parsed = ParseJsonBounded(req.body);
+      const json body = parsed.ok() ? *parsed : json();
       if (!body.is_object() || (body.contains("requeue") && !body["requeue"].is_boolean())) {
         return ReplyError(res, 400, "requeue: must be true or false", "requeue");
       }

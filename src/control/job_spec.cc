@@ -4,58 +4,13 @@
 #include <regex>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
+#include "core/bounded_parse.h"
 
 namespace anneal {
 
 namespace {
 
 using nlohmann::json;
-
-// YAML -> JSON. Plain (unquoted) scalars that read as numbers, booleans or null become those; quoted
-// ones stay strings.
-Result<json> YamlToJson(const YAML::Node& n, const std::string& path) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined:
-      return json(nullptr);
-    case YAML::NodeType::Sequence: {
-      json a = json::array();
-      for (size_t i = 0; i < n.size(); ++i) {
-        ANNEAL_ASSIGN_OR_RETURN(json v, YamlToJson(n[i], path + "[" + std::to_string(i) + "]"));
-        a.push_back(std::move(v));
-      }
-      return a;
-    }
-    case YAML::NodeType::Map: {
-      json o = json::object();
-      for (auto it = n.begin(); it != n.end(); ++it) {
-        if (!it->first.IsScalar()) return InvalidInput(path + ": keys must be plain names");
-        const std::string k = it->first.Scalar();
-        ANNEAL_ASSIGN_OR_RETURN(json v, YamlToJson(it->second, path.empty() ? k : path + "." + k));
-        o[k] = std::move(v);
-      }
-      return o;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() != "?") return json(s);  // quoted: a string
-      if (s == "true" || s == "True") return json(true);
-      if (s == "false" || s == "False") return json(false);
-      if (s == "null" || s == "~") return json(nullptr);
-      static const std::regex kInt("^[-+]?[0-9]+$"), kFloat("^[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?$");
-      if (std::regex_match(s, kInt)) {
-        try {
-          return json(std::stoll(s));
-        } catch (...) {
-        }
-      }
-      if (std::regex_match(s, kFloat)) return json(std::stod(s));
-      return json(s);
-    }
-  }
-  return json(nullptr);
-}
 
 // Reads one document with precise, field-named errors.
 class Reader {
@@ -120,10 +75,9 @@ class Reader {
     if (!o.contains(key) || o[key].is_null()) return Status::Ok();
     const json& v = o[key];
     if (!v.is_number_integer()) return Fail(Join(path, key), "must be a whole number, got " + TypeName(v) + " " + v.dump());
-    const int64_t i = v.get<int64_t>();
-    if (i < lo || i > hi) {
-      return Fail(Join(path, key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
-                                       std::to_string(i));
+    int64_t i = 0;
+    if (!JsonIntIn(v, lo, hi, &i)) {
+      return Fail(Join(path, key), "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + v.dump());
     }
     *out = static_cast<int>(i);
     return Status::Ok();
@@ -418,15 +372,13 @@ Result<JobSpec> JobSpecFromJson(const json& doc, std::string* error_field) { ret
 Result<JobSpec> JobSpecFromStored(const json& doc) { return SpecFromJson(doc, nullptr, false); }
 
 Result<JobSpec> ParseJobSpec(const std::string& text, std::string* error_field) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
+  // Under limits during the parse (core/bounded_parse.h): no aliases, bounded depth and size.
+  auto doc = ParseYamlBounded(text);
+  if (!doc.ok()) {
     if (error_field) *error_field = "";
-    return InvalidInput("the job spec is not valid YAML or JSON: " + std::string(e.what()));
+    return InvalidInput("the job spec is not accepted as YAML or JSON: " + doc.status().message());
   }
-  ANNEAL_ASSIGN_OR_RETURN(json doc, YamlToJson(root, ""));
-  return JobSpecFromJson(doc, error_field);
+  return JobSpecFromJson(*doc, error_field);
 }
 
 std::string StoppingRule::Describe() const {

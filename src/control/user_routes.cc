@@ -2,6 +2,7 @@
 
 #include "control/http_util.h"
 #include "control/wire.h"
+#include "core/bounded_parse.h"
 
 namespace anneal {
 
@@ -27,22 +28,20 @@ bool ReadUserFields(const json& b, UserRecord* u, httplib::Response& res) {
     u->role = b["role"].get<std::string>();
   }
   if (b.contains("max_instances")) {
-    if (!b["max_instances"].is_number_integer() || b["max_instances"].get<int>() < -1) {
-      ReplyError(res, 400, "max_instances: must be a whole number, -1 for the server's default or 0 for none", "max_instances");
+    int64_t n = 0;
+    if (!JsonIntIn(b["max_instances"], -1, 1000000, &n)) {
+      ReplyError(res, 400, "max_instances: must be a whole number from -1 (the server's default) to 1000000, got " +
+                               b["max_instances"].dump(), "max_instances");
       return false;
     }
-    u->max_instances = b["max_instances"].get<int>();
+    u->max_instances = static_cast<int>(n);
   }
   return true;
 }
 
 json ParseBody(const httplib::Request& req, httplib::Response& res) {
-  json b = json::parse(req.body.empty() ? std::string("{}") : req.body, nullptr, false);
-  if (b.is_discarded() || !b.is_object()) {
-    ReplyError(res, 400, "the request body must be a JSON object");
-    return json();
-  }
-  return b;
+  auto b = JsonBody(req, res);
+  return b ? *b : json();
 }
 
 void AddTokenRoutes(httplib::Server& http, JobStore* store);

@@ -1,0 +1,177 @@
+// The defects a security probe of `anneal server` found (issue 38), each held to its fix with a real
+// server in process: a YAML alias bomb and deep documents refused while parsing, another user's job
+// answering 404 to exec, integers out of range refused instead of wrapped.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "control/server.h"
+#include "core/bounded_parse.h"
+#include "core/env.h"
+#include "testing/temp_dir.h"
+#include "testing/token_file.h"
+#include "train/config_text.h"
+
+namespace anneal {
+namespace {
+
+using nlohmann::json;
+
+// The resident set of this process (the server runs in it), in MiB.
+double RssMiB() {
+  std::ifstream f("/proc/self/statm");
+  long pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * 4096.0 / (1 << 20);
+}
+
+// Ten levels, each a list of ten references to the level before: 433 bytes that expand to 10^10.
+std::string AliasBomb() {
+  std::string s = "name: bomb\nl0: &l0 [x, x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i <= 10; ++i) {
+    const std::string n = std::to_string(i);
+    s.append("l").append(n).append(": &l").append(n).append(" [");
+    for (int k = 0; k < 10; ++k) s.append(k ? ", *l" : "*l").append(std::to_string(i - 1));
+    s.append("]\n");
+  }
+  return s + "entrypoint: {command: [\"true\"]}\n";
+}
+
+struct Served {
+  testing::TempDir dir;
+  std::unique_ptr<ControlServer> server;
+  std::unique_ptr<httplib::Client> admin;
+
+  explicit Served(ServerOptions o = {}) {
+    o.data_dir = dir.path();
+    o.port = 0;
+    o.backend = "static";
+    o.tick_s = 0.05;
+    auto s = ControlServer::Start(o);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    if (!s.ok()) return;
+    server = std::move(*s);
+    admin = Client(testing::ReadTokenFile(JoinPath(dir.path(), "admin.token")));
+  }
+  std::unique_ptr<httplib::Client> Client(const std::string& token) const {
+    auto c = std::make_unique<httplib::Client>(server->url());
+    c->set_bearer_token_auth(token);
+    c->set_read_timeout(30, 0);
+    return c;
+  }
+  // A user of the given role and a client with its token.
+  std::unique_ptr<httplib::Client> User(const std::string& name, const std::string& role) const {
+    auto r = admin->Post("/v1/users", json({{"name", name}, {"role", role}}).dump(), "application/json");
+    EXPECT_TRUE(r && r->status == 201) << (r ? r->body : "no answer");
+    auto t = admin->Post("/v1/tokens", json({{"user", name}}).dump(), "application/json");
+    EXPECT_TRUE(t && t->status == 201) << (t ? t->body : "no answer");
+    return Client(t ? json::parse(t->body).value("token", "") : "");
+  }
+};
+
+std::string ErrorOf(const httplib::Result& r) {
+  if (!r) return "(no answer)";
+  json b = json::parse(r->body, nullptr, false);
+  return b.is_object() && b.contains("error") ? b["error"].value("message", r->body) : r->body;
+}
+
+TEST(SecurityParse, AliasesDepthAndSizeAreRefusedWhileParsing) {
+  auto bomb = ParseYamlBounded(AliasBomb());
+  ASSERT_FALSE(bomb.ok());
+  EXPECT_NE(bomb.status().message().find("alias"), std::string::npos) << bomb.status().message();
+  EXPECT_NE(bomb.status().message().find("line 3"), std::string::npos) << bomb.status().message();
+  // The merge key is an alias too.
+  EXPECT_FALSE(ParseYamlBounded("a: &a {x: 1}\nb:\n  <<: *a\n").ok());
+  // An anchor without an alias is harmless and kept.
+  auto anchored = ParseYamlBounded("a: &a {x: 1}\n");
+  ASSERT_TRUE(anchored.ok()) << anchored.status().message();
+  EXPECT_EQ((*anchored)["a"]["x"], 1);
+  // Depth: 64 levels pass, 65 do not; YAML and JSON alike.
+  auto nest = [](int n) { return std::string(n, '[') + std::string(n, ']'); };
+  EXPECT_TRUE(ParseYamlBounded(nest(64)).ok());
+  auto deep = ParseYamlBounded(nest(65));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_NE(deep.status().message().find("64 deep"), std::string::npos) << deep.status().message();
+  EXPECT_TRUE(ParseJsonBounded(nest(64)).ok());
+  EXPECT_FALSE(ParseJsonBounded(nest(65)).ok());
+  EXPECT_FALSE(ParseJsonBounded(nest(400000)).ok());  // would overflow a recursive reader's stack
+  // Node count.
+  std::string many = "[";
+  for (int i = 0; i < 1000; ++i) many += "1,";
+  many += "1]";
+  ParseLimits small;
+  small.max_nodes = 500;
+  EXPECT_FALSE(ParseYamlBounded(many, small).ok());
+  EXPECT_TRUE(ParseYamlBounded(many).ok());
+  // Scalars keep their YAML meaning (plain numbers and booleans, quoted strings).
+  auto doc = ParseYamlBounded("a: 1\nb: '1'\nc: true\nd: 1.5e3\ne: ~\nf: [x, 2]\n");
+  ASSERT_TRUE(doc.ok());
+  EXPECT_EQ(doc->dump(), R"({"a":1,"b":"1","c":true,"d":1500.0,"e":null,"f":["x",2]})");
+  // The trainer's configs: the same limits, every scalar as written.
+  std::map<std::string, std::string> flat;
+  std::vector<std::string> errors;
+  EXPECT_FALSE(FlattenYamlConfig(AliasBomb(), "bomb.yaml", &flat, &errors).ok());
+  ASSERT_TRUE(FlattenYamlConfig("optim:\n  lr: 1e-3\n  betas: [0.9, 0.95]\ntrain:\n  x: ~\n", "c.yaml", &flat, &errors).ok());
+  EXPECT_EQ(flat["optim.lr"], "1e-3");
+  EXPECT_EQ(flat["optim.betas"], "0.9,0.95");
+  EXPECT_EQ(flat["train.x"], "");
+}
+
+TEST(SecurityServer, AnAliasBombIsRefusedFastWithoutMemory) {
+  Served s;
+  ASSERT_TRUE(s.server);
+  const double rss = RssMiB();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = s.admin->Post("/v1/jobs", AliasBomb(), "application/yaml");
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(ErrorOf(r).find("alias"), std::string::npos) << r->body;
+  EXPECT_LT(ms, 50) << "the refusal took " << ms << " ms";
+  EXPECT_LT(RssMiB() - rss, 16) << "the server's memory grew while refusing";
+  // A deep JSON body on a JSON route: 400, and the server is still up.
+  auto deep = s.admin->Post("/v1/users", std::string(100000, '[') + std::string(100000, ']'), "application/json");
+  ASSERT_TRUE(deep);
+  EXPECT_EQ(deep->status, 400) << deep->body;
+  auto h = s.admin->Get("/v1/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+}
+
+TEST(SecurityServer, IntegersOutOfRangeAreRefusedNotWrapped) {
+  Served s;
+  ASSERT_TRUE(s.server);
+  auto r = s.admin->Post("/v1/users", json({{"name", "wrap"}, {"role", "user"}, {"max_instances", 4294967297LL}}).dump(),
+                         "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_NE(ErrorOf(r).find("4294967297"), std::string::npos) << r->body;
+  auto spec = json({{"name", "wrap"}, {"entrypoint", {{"command", "true"}}},
+                    {"resources", {{"instance_count", 18446744073709551615ULL}}}});
+  auto j = s.admin->Post("/v1/jobs", spec.dump(), "application/json");
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->status, 400) << j->body;
+  EXPECT_NE(ErrorOf(j).find("resources.instance_count"), std::string::npos) << j->body;
+}
+
+TEST(SecurityServer, ExecOnAnotherUsersJobAnswersAsAMissingOne) {
+  Served s;
+  ASSERT_TRUE(s.server);
+  auto alice = s.User("alice", "user");
+  auto bob = s.User("bob", "user");
+  auto sub = alice->Post("/v1/jobs", json({{"name", "mine"}, {"entrypoint", {{"command", "true"}}}}).dump(), "application/json");
+  ASSERT_TRUE(sub && sub->status == 201) << (sub ? sub->body : "");
+  const std::string id = json::parse(sub->body)["id"];
+  const std::string cmd = json({{"command", {"id"}}}).dump();
+  auto other = bob->Post("/v1/jobs/" + id + "/exec", cmd, "application/json");
+  auto missing = bob->Post("/v1/jobs/no-such-job/exec", cmd, "application/json");
+  ASSERT_TRUE(other && missing);
+  EXPECT_EQ(other->status, 404) << other->body;
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_EQ(ErrorOf(other).find("alice"), std::string::npos) << "names the owner: " << other->body;
+}
+
+}  // namespace
+}  // namespace anneal
