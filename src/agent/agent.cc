@@ -968,6 +968,29 @@ void StartExecs(const AgentOptions& o, const json& sessions, JobRunner* runner,
   }
 }
 
+// The join token or the instance's one-time secret (AgentOptions::join_token_file), read once.
+Result<std::string> ReadJoinSecret(const AgentOptions& o) {
+  if (o.join_token_fd >= 0) {
+    std::string text;
+    char buf[256];
+    ssize_t n;
+    while ((n = ::read(o.join_token_fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) text.append(buf, static_cast<size_t>(n));
+    }
+    ::close(o.join_token_fd);
+    while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    if (n < 0) return IoError("cannot read the join secret from fd " + std::to_string(o.join_token_fd));
+    return text;
+  }
+  if (!o.join_token_file.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(std::string secret, ReadSecretFile(o.join_token_file));
+    if (o.remove_join_token_file) ::unlink(o.join_token_file.c_str());
+    return secret;
+  }
+  const char* e = std::getenv("ANNEAL_JOIN_TOKEN");
+  return std::string(e ? e : "");
+}
+
 }  // namespace
 
 Status RunAgent(const AgentOptions& in) {
@@ -989,12 +1012,7 @@ Status RunAgent(const AgentOptions& in) {
   sigaction(SIGINT, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  std::string join;
-  if (!o.join_token_file.empty()) {
-    ANNEAL_ASSIGN_OR_RETURN(join, ReadSecretFile(o.join_token_file));
-  } else if (const char* e = std::getenv("ANNEAL_JOIN_TOKEN")) {
-    join = e;
-  }
+  ANNEAL_ASSIGN_OR_RETURN(std::string join, ReadJoinSecret(o));
   // Tokens stay in this process: the ranks inherit its environment.
   for (const char* v : {"ANNEAL_JOIN_TOKEN", "ANNEAL_TOKEN", "ANNEAL_TOKEN_FILE"}) ::unsetenv(v);
   if (join.empty()) {

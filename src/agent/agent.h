@@ -37,9 +37,15 @@ struct AgentOptions {
   double metrics_interval_s = 5;
   double orphan_timeout_s = 600;    // idle and the server unreachable this long: exit (code 3)
   bool remove_work_dir = false;     // delete work_dir when the agent exits (ephemeral instances)
-  // The server's join token: this file, else $ANNEAL_JOIN_TOKEN (removed from the environment the
-  // ranks inherit). Registration answers an instance token used for everything else.
+  // What the agent registers with: the server's join token (an operator's agent) or its instance's
+  // one-time secret (an instance a backend started): read from join_token_fd (a pipe the local
+  // backend wrote, read to its end and closed), else this file (deleted after reading with
+  // remove_join_token_file: the Slurm backend's per-instance secret file), else $ANNEAL_JOIN_TOKEN
+  // (removed from the environment the ranks inherit). Registration answers an instance token used
+  // for everything else.
   std::string join_token_file;
+  int join_token_fd = -1;
+  bool remove_join_token_file = false;
   bool keep_job_dirs = false;       // keep <work_dir>/jobs/<job> after the job (default: removed)
   // Heartbeats, the orphan timeout, hang detection, the health checks' and meetings' deadlines.
   Clock* clock = &Clock::Real();

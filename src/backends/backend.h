@@ -29,6 +29,10 @@ struct InstanceRequest {
   std::string instance_type;  // the job's resources.instance_type
   int slots = 1;              // the job's procs_per_instance
   std::string server_url;     // where the agent registers
+  // The one-time secret the agent registers with (control/auth.h "register"), issued by the
+  // scheduler with the request: the backend hands it to that agent alone, never in its environment
+  // or on its command line. The join token is never given to a requested instance.
+  std::string secret;
 };
 
 // One job attempt's new instances, obtained together.
@@ -82,7 +86,7 @@ struct LocalBackendOptions {
   int max_instances = 4;
   double heartbeat_s = 1;     // passed to the agents
   double release_grace_s = 30;  // after Release, SIGKILL an agent still running this long
-  std::map<std::string, std::string> env;  // added to the agents' environment (ANNEAL_JOIN_TOKEN, ...)
+  std::map<std::string, std::string> env;  // added to the agents' environment (ANNEAL_CA_CERT); never a secret
 };
 
 // Agents as processes on this machine (an ephemeral cluster of one host).

@@ -84,26 +84,39 @@ class LocalBackend : public Backend {
     std::vector<std::string> args = {o_.agent_binary, "agent", "--server", r.server_url, "--instance-id", r.id,
                                      "--instance-type", r.instance_type, "--slots", std::to_string(r.slots),
                                      "--work-dir", work, "--heartbeat-s", std::to_string(o_.heartbeat_s),
-                                     "--remove-work-dir"};
+                                     "--remove-work-dir", "--join-token-fd", std::to_string(kSecretFd)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    // The environment (built before fork): this process's, less any user token, plus the backend's
-    // (the join token: in the environment, not on a command line other users can read).
+    // The environment (built before fork): this process's, less any token, plus the backend's. The
+    // instance's registration secret goes through a pipe (fd kSecretFd in the agent), read once: not
+    // in the environment, which /proc shows every process of this user, nor on a command line.
     std::vector<std::string> envs;
     for (char** e = environ; e && *e; ++e) {
       const std::string kv = *e;
       const std::string key = kv.substr(0, kv.find('='));
-      if (key == "ANNEAL_TOKEN" || key == "ANNEAL_TOKEN_FILE" || o_.env.count(key)) continue;
+      if (key == "ANNEAL_TOKEN" || key == "ANNEAL_TOKEN_FILE" || key == "ANNEAL_JOIN_TOKEN" || o_.env.count(key)) continue;
       envs.push_back(kv);
     }
     for (const auto& [k, v] : o_.env) envs.push_back(k + "=" + v);
     std::vector<char*> envp;
     for (auto& e : envs) envp.push_back(e.data());
     envp.push_back(nullptr);
+    int secret[2];
+    if (::pipe2(secret, O_CLOEXEC) != 0) return PeerError(std::string("local backend: pipe: ") + std::strerror(errno));
     const pid_t pid = ::fork();
-    if (pid < 0) return PeerError(std::string("local backend: fork: ") + std::strerror(errno));
+    if (pid < 0) {
+      ::close(secret[0]);
+      ::close(secret[1]);
+      return PeerError(std::string("local backend: fork: ") + std::strerror(errno));
+    }
     if (pid == 0) {
+      // The pipe's read end as kSecretFd, open across exec (dup2 clears FD_CLOEXEC; a no-op dup2 does not).
+      if (secret[0] == kSecretFd) {
+        ::fcntl(kSecretFd, F_SETFD, 0);
+      } else {
+        ::dup2(secret[0], kSecretFd);
+      }
       ::setsid();  // its own session: a server killed with its process group leaves the agent running
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) {
@@ -117,9 +130,17 @@ class LocalBackend : public Backend {
       std::fprintf(stderr, "local backend: cannot run %s: %s\n", argv[0], std::strerror(errno));
       ::_exit(127);
     }
+    // A secret is far below the pipe's buffer: the write never waits for the agent; the read end,
+    // still open here, spares this process a SIGPIPE if the agent already died.
+    const ssize_t n = ::write(secret[1], r.secret.data(), r.secret.size());
+    ::close(secret[1]);
+    ::close(secret[0]);
     procs_[r.id] = {pid, -1};
+    if (n != static_cast<ssize_t>(r.secret.size())) return PeerError("local backend: cannot hand instance " + r.id + " its secret");
     return Status::Ok();
   }
+
+  static constexpr int kSecretFd = 3;  // the agent's --join-token-fd
 
   struct Proc {
     pid_t pid;

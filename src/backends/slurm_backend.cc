@@ -35,6 +35,13 @@ class SlurmBackend : public Backend {
   Status Obtain(const GangRequest& g) override {
     if (g.instances.empty()) return Status::Ok();
     ANNEAL_RETURN_IF_ERROR(Env::Default().CreateDirs(o_.script_dir));
+    // Each instance's one-time secret, in a file only this user reads, at the same path on the nodes
+    // (script_dir is on the shared file system); its agent deletes it once read.
+    for (const auto& i : g.instances) {
+      const std::string path = o_.script_dir + "/" + i.id + ".secret";
+      ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(path, i.secret + "\n"));
+      if (::chmod(path.c_str(), 0600) != 0) return IoError("cannot make " + path + " private (chmod 600)");
+    }
     const std::string script = o_.script_dir + "/" + SlurmJobName(g) + ".sh";
     ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(script, BatchScript(o_, g)));
     ::chmod(script.c_str(), 0700);

@@ -28,7 +28,6 @@ struct SlurmOptions {
   std::string agent_binary;      // anneal on the nodes
   std::string work_root;         // the agents' working areas on the nodes: <work_root>/<instance id>
   std::string script_dir;        // batch scripts and the agents' output (readable by the server)
-  std::string join_token_file;   // 0600, at the same path on the nodes (a shared file system)
   std::string ca_file;           // the server's CA for https ("" = none)
   std::string tag;               // tells this server's Slurm jobs from others'
   double heartbeat_s = 1;

@@ -155,6 +155,11 @@ void AddAgentCommand(CLI::App& app, RunFn* run) {
   c->add_flag("--keep-job-dirs", o->keep_job_dirs, "Keep each job's folder under --work-dir after it ends (debugging)");
   c->add_option("--join-token-file", o->join_token_file,
                 "The server's join token (default: $ANNEAL_JOIN_TOKEN); the server wrote it to its DATA_DIR/join.token");
+  c->add_flag("--remove-join-token-file", o->remove_join_token_file,
+              "Delete --join-token-file once read (a backend's one-time secret file for this instance)");
+  c->add_option("--join-token-fd", o->join_token_fd,
+                "Read the join token or this instance's one-time secret from this file descriptor (a pipe), then close it")
+      ->check(CLI::Range(0, 1 << 20));
   c->callback([run, o] { *run = [o] { return RunAgent(*o); }; });
 }
 

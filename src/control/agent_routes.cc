@@ -5,12 +5,14 @@
 #include "control/agent_routes.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "control/auth.h"
 #include "control/health_rounds.h"
 #include "control/http_util.h"
 #include "control/job_spec.h"
 #include "control/wire.h"
+#include "core/bounded_parse.h"
 #include "core/crypto.h"
 
 namespace anneal {
@@ -29,8 +31,8 @@ class AgentRoutes : public RoutePart {
     JobStore* st = c_.store;
     // Agent-facing: registration with the join token, everything else with the agent's own token and
     // only for the jobs its instance serves.
-    h.Post("/v1/agents", Guarded(st, Access::kJoin, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
-      Register(req, res);
+    h.Post("/v1/agents", Guarded(st, Access::kJoin, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+      Register(req, res, p);
     }));
     h.Post(R"(/v1/agents/([^/]+)/heartbeat)", Guarded(st, Access::kAgent, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       if (p.name != req.matches[1]) return ReplyError(res, 403, "an agent's token is valid for its own instance only");
@@ -122,7 +124,11 @@ class AgentRoutes : public RoutePart {
     if (!st.ok()) ReplyError(res, HttpStatusOf(st), st.message());
   }
 
-  void Register(const httplib::Request& req, httplib::Response& res) {
+  // POST /v1/agents. A requested instance registers with its one-time secret, once, under its own id;
+  // the join token admits operators' agents under ids of their own, never one a backend was asked for
+  // (`<job>-a<attempt>-n<node>`), nor one held by an instance that is alive, nor one still holding a
+  // job: a quiet instance's job is handled as lost (scheduler), never handed to a new registration.
+  void Register(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     WithJson(req, res, [&](const json& b) -> Status {
       std::string id = b.value("id", std::string());
       const double now = WallSeconds();
@@ -131,15 +137,17 @@ class AgentRoutes : public RoutePart {
       if (!id.empty()) {
         ANNEAL_ASSIGN_OR_RETURN(known, c_.store->GetInstance(id));
       }
+      const bool secret = p.kind == "register";
       InstanceRecord r;
+      if (std::string why = Refusal(p, id, known, now); !why.empty()) {
+        ReplyError(res, 409, why);
+        return Status::Ok();
+      }
+      if (known && known->state == InstanceState::kReleased) {  // an operator's agent back after its release
+        ANNEAL_RETURN_IF_ERROR(c_.store->DeleteInstance(id));
+        known.reset();
+      }
       if (known) {
-        // An instance that is alive (heartbeating) cannot be taken over by another registration: only
-        // one the backend requested, or one whose agent went quiet (restarted), may join under its id.
-        if (known->state != InstanceState::kRequested && known->state != InstanceState::kUnhealthy &&
-            now - std::max(known->last_heartbeat, c_.start_wall) < c_.o.heartbeat_timeout_s) {
-          ReplyError(res, 409, "instance " + id + " is registered and alive: join under another --instance-id");
-          return Status::Ok();
-        }
         r = *known;
         if (r.state == InstanceState::kRequested) r.state = r.job_id.empty() ? InstanceState::kIdle : InstanceState::kAssigned;
         if (r.state == InstanceState::kUnhealthy) r.state = InstanceState::kIdle;  // its agent joined again: back in the pool
@@ -151,17 +159,62 @@ class AgentRoutes : public RoutePart {
       }
       r.address = b.value("address", std::string("127.0.0.1"));
       r.instance_type = b.value("instance_type", r.instance_type.empty() ? std::string("local") : r.instance_type);
-      r.slots = b.value("slots", r.slots);
+      int64_t slots = r.slots;
+      if (b.contains("slots") && !JsonIntIn(b["slots"], 1, 4096, &slots)) {
+        ReplyError(res, 400, "slots: must be a whole number from 1 to 4096, got " + b["slots"].dump(), "slots");
+        return Status::Ok();
+      }
+      r.slots = static_cast<int>(slots);
       r.registered_at = now;
       r.last_heartbeat = now;
       ANNEAL_RETURN_IF_ERROR(c_.store->PutInstance(r));
-      // A fresh token for the instance; one it held before (an agent re-joining) stops working.
+      // The secret is spent; a fresh token for the instance, and one it held before (an operator's
+      // agent re-joining) stops working.
+      if (secret) ANNEAL_RETURN_IF_ERROR(c_.store->DeleteTokensOf(r.id, "register"));
       ANNEAL_RETURN_IF_ERROR(c_.store->DeleteTokensOf(r.id, "agent"));
       ANNEAL_ASSIGN_OR_RETURN(std::string token, IssueToken(c_.store, r.id, "agent", "instance token", now));
       c_.scheduler->Wake();
       Reply(res, 200, {{"id", r.id}, {"heartbeat_s", c_.o.heartbeat_s}, {"token", token}});
       return Status::Ok();
     });
+  }
+
+  // Why this registration may not take the id ("" when it may).
+  std::string Refusal(const Principal& p, const std::string& id, const std::optional<InstanceRecord>& known,
+                      double now) const {
+    if (p.kind == "register") {
+      if (id != p.name) return "this registration secret is for instance " + p.name + ", not '" + id + "'";
+      if (!known || known->state != InstanceState::kRequested) {
+        return "instance " + id + " is not waiting for its agent (" +
+               (known ? std::string(InstanceStateName(known->state)) : std::string("unknown")) + ")";
+      }
+      return "";
+    }
+    if (LooksRequested(id)) {
+      return "instance id " + id + " has the form the server gives the instances it requests (<job>-a<attempt>-n<node>), "
+             "which register with their own secret: join under another --instance-id";
+    }
+    if (!known) return "";
+    if (known->backend != kJoinedBackend) {
+      return "instance " + id + " was requested from the " + known->backend + " backend: join under another --instance-id";
+    }
+    const double quiet = now - std::max(known->last_heartbeat, c_.start_wall);
+    if (quiet < c_.o.heartbeat_timeout_s && known->state != InstanceState::kUnhealthy) {
+      return "instance " + id + " is registered and alive: join under another --instance-id";
+    }
+    if (!known->job_id.empty() && known->state != InstanceState::kIdle && known->state != InstanceState::kUnhealthy &&
+        known->state != InstanceState::kReleased) {
+      return "instance " + id + " went quiet while holding job " + known->job_id + ", which handles it as lost; join again "
+             "once the server has released it (within a few seconds), or under another --instance-id";
+    }
+    return "";
+  }
+
+  // The ids the scheduler gives requested instances: <job>-a<attempt>-n<node>, and -h<round> for a
+  // health check's replacement (control/scheduler.cc).
+  static bool LooksRequested(const std::string& id) {
+    static const std::regex re(".+-a[0-9]+-n[0-9]+(-h[0-9]+)?");
+    return std::regex_match(id, re);
   }
 
   void Heartbeat(const httplib::Request& req, httplib::Response& res) {

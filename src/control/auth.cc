@@ -34,7 +34,7 @@ Result<std::string> ReadSecretFile(const std::string& path) {
 std::string NewTokenSecret() { return "ann_" + RandomHex(32); }
 
 std::string NewTokenId(const std::string& kind) {
-  std::string id = kind == "agent" ? "agt-" : kind == "join" ? "join-" : "tok-";
+  std::string id = kind == "agent" ? "agt-" : kind == "join" ? "join-" : kind == "register" ? "reg-" : "tok-";
   return id.append(RandomHex(6));
 }
 

@@ -4,8 +4,11 @@
 // /dev/urandom; the store keeps only its SHA-256 (a token's entropy makes a slow hash unnecessary),
 // so a copied database grants nothing. Token kinds:
 //   user  — a user's API token (`anneal tokens create`);
-//   join  — lets an agent register (`anneal agent`, the local backend passes it in the agent's
-//           environment, never on a command line);
+//   join  — lets an operator's own agent register (`anneal agent --join-token-file`), under an id
+//           of its own: never one the server asked a backend for;
+//   register — a one-time secret for one instance the server asked a backend for (the scheduler
+//           issues it with the request; the local backend hands it to the agent through a pipe, the
+//           Slurm backend in a 0600 file the agent deletes): it registers that id once, then is gone;
 //   agent — issued to an instance at registration; valid for that instance's own endpoints only.
 // Roles: admin does everything (users, tokens, every job); user submits jobs and sees and changes
 // only their own (another user's job answers 404, as if it did not exist); viewer reads every job
@@ -26,8 +29,8 @@
 namespace anneal {
 
 struct Principal {
-  std::string kind;  // user | agent | join
-  std::string name;  // the user, or the instance id of an agent
+  std::string kind;  // user | agent | join | register
+  std::string name;  // the user, or the instance id of an agent (or of a register secret)
   std::string role;  // users: admin | user | viewer
   bool admin() const { return kind == "user" && role == "admin"; }
   bool reads_all() const { return kind == "user" && (role == "admin" || role == "viewer"); }

@@ -67,7 +67,8 @@ std::string Denied(Access a, const Principal& p) {
                                      : "this endpoint is for users, not " + p.kind + " tokens";
     case Access::kAdmin: return p.admin() ? "" : "only an admin may do this";
     case Access::kAgent: return p.kind == "agent" ? "" : "this endpoint is for agents";
-    case Access::kJoin: return p.kind == "join" ? "" : "registering an agent needs the join token";
+    case Access::kJoin:
+      return p.kind == "join" || p.kind == "register" ? "" : "registering an agent needs the join token or its instance's secret";
     case Access::kAny: return p.kind == "user" || p.kind == "agent" ? "" : "the join token only registers agents";
   }
   return "denied";

@@ -33,7 +33,7 @@ enum class Access {
   kSubmit,  // admin or user (creates or changes jobs)
   kAdmin,
   kAgent,   // an agent's own token
-  kJoin,    // the join token (agent registration)
+  kJoin,    // the join token or a requested instance's one-time secret (agent registration)
   kAny,     // any user or agent
 };
 

@@ -46,7 +46,7 @@ class JobRoutes : public RoutePart {
     h.Get(R"(/v1/jobs/([^/]+))", Guarded(st, Access::kUser, [this](const httplib::Request& req, httplib::Response& res, const Principal& p) {
       auto j = VisibleJob(p, req.matches[1], res);
       if (!j) return;
-      auto d = Describe(*j);
+      auto d = Describe(*j, p);
       if (!d.ok()) return ReplyError(res, 500, d.status().message());
       Reply(res, 200, *d);
     }));
@@ -185,11 +185,17 @@ class JobRoutes : public RoutePart {
     res.set_content(body, "application/json");
   }
 
-  Result<json> Describe(const JobRecord& j) {
+  Result<json> Describe(const JobRecord& j, const Principal& p) {
     json d = Summary(j);
-    // anneal exec's uses (control/exec_routes.cc), oldest first.
+    // anneal exec's uses (control/exec_routes.cc), oldest first: their command lines to the owner and
+    // admins only (a viewer reads every job, not what its owner typed into it).
     auto execs = c_.store->GetValue("execs:" + j.id);
     d["execs"] = execs.ok() && *execs ? json::parse(**execs, nullptr, false) : json::array();
+    if (!p.admin() && p.name != j.owner && d["execs"].is_array()) {
+      for (json& e : d["execs"]) {
+        if (e.is_object() && e.contains("command")) e["command"] = "***";
+      }
+    }
     d["spec"] = j.spec.ToJson();
     if (!j.idempotency_key.empty()) d["idempotency_key"] = j.idempotency_key;
     // Secrets are never shown: their names only.

@@ -3,6 +3,7 @@
 #include "control/scheduler.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "control/scheduler_pass.h"
 
@@ -89,6 +90,18 @@ void SchedulerPass::Put(const InstanceRecord& r) {
   });
 }
 
+// A requested instance's record. An older record under its id (left by a crash, or anything the
+// registration checks did not foresee) is forgotten first, with a message: never a move the store
+// refuses, which would fail this pass and every pass after it.
+void SchedulerPass::Claim(const InstanceRecord& r) {
+  if (const InstanceRecord* old = Instance(r.id)) {
+    std::fprintf(stderr, "anneal server: instance id %s was held by a %s record (%s): forgotten for the new request\n",
+                 r.id.c_str(), InstanceStateName(old->state), old->backend.c_str());
+    Forget(r.id);
+  }
+  Put(r);
+}
+
 void SchedulerPass::Forget(const std::string& id) {
   d_.actions.push_back(act::Forget{id});
   insts_.erase(std::remove_if(insts_.begin(), insts_.end(), [&](const auto& i) { return i.id == id; }), insts_.end());
@@ -113,6 +126,9 @@ void SchedulerPass::ForgetGone() {
   const std::vector<InstanceRecord> all = insts_;
   for (const auto& i : all) {
     if (i.state == InstanceState::kReleased && Since(i.last_heartbeat) > 3 * c_.heartbeat_s + 5) Forget(i.id);
+    // An operator's agent that joined and went away: its record (and token) do not stay forever.
+    const bool idle = i.state == InstanceState::kIdle || i.state == InstanceState::kUnhealthy;
+    if (!Obtained(i) && idle && i.job_id.empty() && Since(i.last_heartbeat) > c_.joined_forget_s) Forget(i.id);
   }
 }
 
@@ -248,8 +264,8 @@ bool SchedulerPass::Obtain(JobRecord& j) {
     r.slots = SlotsOf(j);
     r.state = InstanceState::kRequested;
     r.backend = c_.backend_name;
-    Put(r);
-    gang.instances.push_back({r.id, r.instance_type, r.slots, ""});
+    Claim(r);
+    gang.instances.push_back({r.id, r.instance_type, r.slots, "", ""});
     ids += (n ? ", " : "") + r.id;
   }
   d_.actions.push_back(std::move(gang));

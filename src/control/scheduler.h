@@ -59,6 +59,7 @@ struct SchedulerConfig {
   std::string backend_name;     // for messages
   double heartbeat_s = 1;
   double heartbeat_timeout_s = 30;  // an instance silent this long is lost
+  double joined_forget_s = 600;     // an idle (or unhealthy) joined agent silent this long is forgotten
   double start_timeout_s = 120;     // a job's instances must register within this
   std::string instances_dir;        // where the agents' logs are, named when they never register
 };

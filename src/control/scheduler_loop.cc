@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "control/auth.h"
 #include "core/clock.h"
 
 namespace anneal {
@@ -169,7 +170,12 @@ Status SchedulerLoop::ApplyOne(const Action& a, double now) {
   if (auto* p = std::get_if<act::PutInstance>(&a)) return store_->PutInstance(p->instance);
   if (auto* o = std::get_if<act::Obtain>(&a)) {
     GangRequest g{o->job, o->attempt, o->instances};
-    for (InstanceRequest& r : g.instances) r.server_url = url_;
+    for (InstanceRequest& r : g.instances) {
+      r.server_url = url_;
+      // Its one-time registration secret (control/auth.h "register"): only this agent can join as r.id.
+      ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(r.id, "register"));
+      ANNEAL_ASSIGN_OR_RETURN(r.secret, IssueToken(store_, r.id, "register", "registers requested instance " + r.id + " once", now));
+    }
     return backend_->Obtain(g);
   }
   if (auto* r = std::get_if<act::Release>(&a)) {
@@ -178,6 +184,7 @@ Status SchedulerLoop::ApplyOne(const Action& a, double now) {
   }
   if (auto* f = std::get_if<act::Forget>(&a)) {
     ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(f->instance, "agent"));
+    ANNEAL_RETURN_IF_ERROR(store_->DeleteTokensOf(f->instance, "register"));
     return store_->DeleteInstance(f->instance);
   }
   if (auto* w = std::get_if<act::SetWarmPool>(&a)) return store_->SetWarmPool(w->job, w->pool);

@@ -63,6 +63,7 @@ class SchedulerPass {
   void SetAttempt(JobRecord& j, int attempt);
   void Put(const InstanceRecord& r);
   void Forget(const std::string& id);
+  void Claim(const InstanceRecord& r);  // Put of a requested instance, forgetting an old record under its id
   void SetWarmPool(const std::string& job, const nlohmann::json& pool);
   void SetValue(const std::string& key, const std::string& value);
 

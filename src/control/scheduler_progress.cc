@@ -163,8 +163,8 @@ void SchedulerPass::ReplaceUnhealthy(JobRecord& j, const std::vector<InstanceRec
     n.slots = i.slots;
     n.state = InstanceState::kRequested;
     n.backend = c_.backend_name;
-    Put(n);
-    gang.instances.push_back({n.id, n.instance_type, n.slots, ""});
+    Claim(n);
+    gang.instances.push_back({n.id, n.instance_type, n.slots, "", ""});
     ids += (ids.empty() ? "" : ", ") + n.id;
   }
   d_.actions.push_back(std::move(gang));

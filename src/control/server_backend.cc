@@ -14,9 +14,6 @@ namespace anneal {
 namespace {
 
 bool Tls(const ServerOptions& o) { return !o.tls_cert.empty() || !o.tls_key.empty(); }
-std::string JoinTokenPath(const ServerOptions& o) {
-  return o.join_token_file.empty() ? JoinPath(o.data_dir, "join.token") : o.join_token_file;
-}
 std::string Absolute(const std::string& p) {
   char buf[PATH_MAX];
   return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
@@ -24,7 +21,7 @@ std::string Absolute(const std::string& p) {
 
 Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
   LocalBackendOptions lo;
-  ANNEAL_ASSIGN_OR_RETURN(lo.env["ANNEAL_JOIN_TOKEN"], ReadSecretFile(JoinTokenPath(o)));
+  // No join token: each agent gets its instance's one-time secret (InstanceRequest::secret).
   if (Tls(o)) lo.env["ANNEAL_CA_CERT"] = o.tls_ca.empty() ? o.tls_cert : o.tls_ca;
   lo.agent_binary = o.agent_binary;
   lo.work_root = JoinPath(o.data_dir, "instances");
@@ -42,7 +39,6 @@ Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
   if (so.agent_binary.empty()) so.agent_binary = o.agent_binary.empty() ? SelfExecutable() : o.agent_binary;
   if (so.work_root.empty()) so.work_root = JoinPath(data, "instances");
   so.script_dir = JoinPath(data, "slurm");
-  so.join_token_file = Absolute(JoinTokenPath(o));
   if (Tls(o)) so.ca_file = Absolute(o.tls_ca.empty() ? o.tls_cert : o.tls_ca);
   so.tag = Sha256Hex(data).substr(0, 12);  // this server's jobs among the cluster's
   so.heartbeat_s = o.heartbeat_s;

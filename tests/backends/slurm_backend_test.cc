@@ -84,17 +84,18 @@ TEST(SlurmText, SbatchAsksForOneNodePerInstanceWithTheOperatorsOptions) {
   EXPECT_EQ(SbatchArgs(o, Gang("j2", 1), "/s.sh").back(), "/s.sh");
 }
 
-TEST(SlurmText, TheBatchScriptRunsOneAgentPerNodeAndNamesTheTokenFileNotTheToken) {
+TEST(SlurmText, TheBatchScriptRunsOneAgentPerNodeAndNamesEachSecretFileNotTheSecret) {
   SlurmOptions o;
   o.agent_binary = "/opt/anneal bin/anneal";
   o.work_root = "/scratch/anneal";
   o.script_dir = "/data/slurm";
-  o.join_token_file = "/data/join.token";
   const std::string s = BatchScript(o, Gang("j1", 2));
   EXPECT_TRUE(Has(s, "ANNEAL_INSTANCE_IDS='j1-a0-n0 j1-a0-n1'"));
   EXPECT_TRUE(Has(s, "srun --overlap --ntasks-per-node=1"));
   EXPECT_TRUE(Has(s, "'/opt/anneal bin/anneal' agent --server 'http://10.0.0.1:8470'"));
-  EXPECT_TRUE(Has(s, "--join-token-file '/data/join.token'"));
+  EXPECT_TRUE(Has(s, "ANNEAL_SECRET_DIR='/data/slurm'"));
+  EXPECT_TRUE(Has(s, "--join-token-file \"$ANNEAL_SECRET_DIR/$id.secret\" --remove-join-token-file"));
+  EXPECT_FALSE(Has(s, "join.token"));
   EXPECT_TRUE(Has(s, "unset ANNEAL_JOIN_TOKEN"));
   EXPECT_TRUE(Has(s, "trap "));
   // The script is valid shell.

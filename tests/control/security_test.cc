@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "control/server.h"
 #include "core/bounded_parse.h"
@@ -171,6 +172,89 @@ TEST(SecurityServer, ExecOnAnotherUsersJobAnswersAsAMissingOne) {
   EXPECT_EQ(other->status, 404) << other->body;
   EXPECT_EQ(missing->status, 404);
   EXPECT_EQ(ErrorOf(other).find("alice"), std::string::npos) << "names the owner: " << other->body;
+}
+
+// Registers with the join token: the answer.
+httplib::Result JoinAs(const Served& s, const json& body) {
+  auto c = s.Client(testing::ReadTokenFile(JoinPath(s.dir.path(), "join.token")));
+  return c->Post("/v1/agents", body.dump(), "application/json");
+}
+
+TEST(SecurityAgents, TheJoinTokenCannotTakeTheIdsOfRequestedInstances) {
+  Served s;
+  ASSERT_TRUE(s.server);
+  // The ids the scheduler gives the instances it requests (the next job's are predictable).
+  for (const char* id : {"train-3-a0-n0", "train-3-a1-n2-h1"}) {
+    auto r = JoinAs(s, {{"id", id}, {"slots", 1}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 409) << id << ": " << r->body;
+    EXPECT_EQ(json::parse(r->body).value("token", ""), "") << r->body;
+  }
+  // An operator's own id is fine; slots out of range are not wrapped.
+  auto ok = JoinAs(s, {{"id", "rack1-gpu7"}, {"slots", 2}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+  auto big = JoinAs(s, {{"id", "rack1-gpu8"}, {"slots", 4294967297LL}});
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 400) << big->body;
+}
+
+TEST(SecurityAgents, AQuietInstanceHoldingAJobIsNotHandedToANewRegistration) {
+  ServerOptions o;
+  o.heartbeat_timeout_s = 0.5;
+  o.health.enabled = false;
+  Served s(o);
+  ASSERT_TRUE(s.server);
+  auto joined = JoinAs(s, {{"id", "node-a"}, {"slots", 1}, {"instance_type", "cpu"}});
+  ASSERT_TRUE(joined && joined->status == 200) << (joined ? joined->body : "");
+  auto agent = s.Client(json::parse(joined->body)["token"]);
+  auto sub = s.admin->Post("/v1/jobs", json({{"name", "held"}, {"entrypoint", {{"command", "sleep 100"}}},
+                                             {"secrets", {{"KEY", "s3cr3t"}}},
+                                             {"resources", {{"instance_type", "cpu"}}}}).dump(), "application/json");
+  ASSERT_TRUE(sub && sub->status == 201) << (sub ? sub->body : "");
+  const std::string id = json::parse(sub->body)["id"];
+  // The agent takes the job, then goes quiet.
+  json a = json::object();
+  for (int i = 0; i < 100 && a.value("action", "") != "run"; ++i) {
+    auto hb = agent->Post("/v1/agents/node-a/heartbeat", "{}", "application/json");
+    ASSERT_TRUE(hb && hb->status == 200);
+    a = json::parse(hb->body);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(a.value("action", ""), "run") << a.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Past the heartbeat timeout: a registration under its id is refused, with no token and so no
+  // assignment (nor the job's secrets).
+  auto take = JoinAs(s, {{"id", "node-a"}, {"slots", 1}, {"instance_type", "cpu"}});
+  ASSERT_TRUE(take);
+  const bool still_held = take->status == 409;
+  if (still_held) {
+    EXPECT_EQ(json::parse(take->body).value("token", ""), "");
+    EXPECT_NE(take->body.find("lost"), std::string::npos) << take->body;
+  }
+  // The job is handled as lost (an infrastructure failure; one attempt: Failed), whichever came first.
+  std::string status;
+  for (int i = 0; i < 200 && status != "Failed"; ++i) {
+    auto d = s.admin->Get("/v1/jobs/" + id);
+    ASSERT_TRUE(d);
+    status = json::parse(d->body).value("status", "");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(status, "Failed");
+  // Once released (the same pass, applied just after the status), the operator's agent joins again as
+  // an idle instance: never with the old job.
+  auto again = JoinAs(s, {{"id", "node-a"}, {"slots", 1}, {"instance_type", "cpu"}});
+  for (int i = 0; i < 100 && again && again->status == 409; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    again = JoinAs(s, {{"id", "node-a"}, {"slots", 1}, {"instance_type", "cpu"}});
+  }
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->status, 200) << again->body;
+  auto fresh = s.Client(json::parse(again->body)["token"]);
+  auto hb = fresh->Post("/v1/agents/node-a/heartbeat", "{}", "application/json");
+  ASSERT_TRUE(hb && hb->status == 200);
+  EXPECT_NE(json::parse(hb->body).value("action", ""), "run") << hb->body;
+  EXPECT_EQ(hb->body.find("s3cr3t"), std::string::npos);
 }
 
 }  // namespace
