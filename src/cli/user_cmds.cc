@@ -16,6 +16,8 @@ using nlohmann::json;
 struct UserArgs {
   Target target;
   std::string name, role = "user", description, user;
+  double ttl_s = -1;     // tokens create: -1 = the server's default
+  bool service = false;  // tokens create: no expiry by default
   int max_instances = -1;
   bool set_role = false, set_max = false;
 };
@@ -58,14 +60,21 @@ Status RunTokens(const std::string& verb, const UserArgs& a) {
   ANNEAL_ASSIGN_OR_RETURN(Connection c, Connect(a.target, false));
   if (verb == "list") {
     ANNEAL_ASSIGN_OR_RETURN(json r, c.client->Get(a.user.empty() ? "/v1/tokens" : "/v1/tokens?user=" + a.user));
-    std::printf("%-18s %-16s %-6s %-20s %s\n", "ID", "USER", "KIND", "CREATED", "DESCRIPTION");
+    std::printf("%-18s %-16s %-6s %-20s %-20s %-20s %s\n", "ID", "USER", "KIND", "CREATED", "EXPIRES", "LAST USED", "DESCRIPTION");
+    auto when = [](const json& t, const char* key, const char* none) {
+      const double at = t.value(key, 0.0);
+      return at > 0 ? FormatTime(at).substr(0, 19) : std::string(none);
+    };
     for (const auto& t : r["tokens"]) {
-      std::printf("%-18s %-16s %-6s %-20s %s\n", t.value("id", std::string()).c_str(), t.value("user", std::string()).c_str(),
-                  t.value("kind", std::string()).c_str(), FormatTime(t.value("created_at", 0.0)).substr(0, 19).c_str(),
-                  t.value("description", std::string()).c_str());
+      std::printf("%-18s %-16s %-6s %-20s %-20s %-20s %s\n", t.value("id", std::string()).c_str(),
+                  t.value("user", std::string()).c_str(), t.value("kind", std::string()).c_str(),
+                  when(t, "created_at", "-").c_str(), when(t, "expires_at", "never").c_str(),
+                  when(t, "last_used_at", "never").c_str(), t.value("description", std::string()).c_str());
     }
   } else if (verb == "create") {
     json b = {{"description", a.description}};
+    if (a.ttl_s >= 0) b["ttl_s"] = a.ttl_s;
+    if (a.service) b["service"] = true;
     if (!a.user.empty()) b["user"] = a.user;
     ANNEAL_ASSIGN_OR_RETURN(json r, c.client->Post("/v1/tokens", b));
     std::fprintf(stderr, "token %s for %s (the secret is shown once):\n", r.value("id", std::string()).c_str(),
@@ -116,6 +125,9 @@ void AddUserCommands(CLI::App& app, RunFn* run) {
   CLI::App* tc = tokens->add_subcommand("create", "Create a token and print its secret once");
   tc->add_option("--user", a->user, "Admins: for this user (default: yourself)");
   tc->add_option("--description", a->description, "What it is for");
+  tc->add_option("--ttl-s", a->ttl_s, "Expires after this many seconds (0: never; default: the server's --user-token-ttl-s)")
+      ->check(CLI::Range(0.0, 1e10));
+  tc->add_flag("--service", a->service, "A service token: never expires unless --ttl-s is given");
   AddTargetOptions(tc, &a->target, false);
   tc->callback([run, a] { *run = [a] { return RunTokens("create", *a); }; });
   CLI::App* tr = tokens->add_subcommand("revoke", "Revoke a token by id");

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <regex>
 
+#include "control/wire.h"
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/crypto.h"
 
@@ -60,6 +62,13 @@ Result<Principal> Authenticate(JobStore* store, const std::string& header) {
   const std::string secret = Trim(header.substr(prefix.size()));
   ANNEAL_ASSIGN_OR_RETURN(std::optional<TokenRecord> t, store->FindToken(TokenHash(secret)));
   if (!t) return InvalidInput("401: the token is not valid (revoked, mistyped, or from another server)");
+  const double now = WallSeconds();
+  if (t->expires_at > 0 && now >= t->expires_at) {
+    return InvalidInput("401: the token " + t->id + " expired at " + FormatTime(t->expires_at) +
+                        ": create a new one with anneal tokens create");
+  }
+  // Last use, for anneal tokens list: a write at most once a minute per token, not one per request.
+  if (now - t->last_used_at > 60) ANNEAL_RETURN_IF_ERROR(store->TouchToken(t->id, now));
   Principal p;
   p.kind = t->kind;
   p.name = t->principal;
@@ -72,7 +81,7 @@ Result<Principal> Authenticate(JobStore* store, const std::string& header) {
 }
 
 Result<std::string> IssueToken(JobStore* store, const std::string& principal, const std::string& kind,
-                               const std::string& description, double now) {
+                               const std::string& description, double now, double expires_at) {
   TokenRecord t;
   t.id = NewTokenId(kind);
   t.principal = principal;
@@ -81,6 +90,7 @@ Result<std::string> IssueToken(JobStore* store, const std::string& principal, co
   t.sha256 = TokenHash(secret);
   t.description = description;
   t.created_at = now;
+  t.expires_at = expires_at;
   ANNEAL_RETURN_IF_ERROR(store->PutToken(t));
   return secret;
 }

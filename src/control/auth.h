@@ -50,9 +50,10 @@ Status ValidateUserName(const std::string& name);
 // (returned as InvalidInput with a message starting "401:") when it is missing or unknown.
 Result<Principal> Authenticate(JobStore* store, const std::string& authorization_header);
 
-// Creates the token for principal and stores its hash; returns the secret (shown once).
+// Creates the token for principal and stores its hash; returns the secret (shown once). expires_at:
+// when Authenticate starts refusing it (401, "expired"); 0: never.
 Result<std::string> IssueToken(JobStore* store, const std::string& principal, const std::string& kind,
-                               const std::string& description, double now);
+                               const std::string& description, double now, double expires_at = 0);
 
 // First start: the admin user and its token file, and the join token file.
 // join_token_file non-empty: that file's content is the join token (created if missing).

@@ -137,6 +137,11 @@ CREATE TABLE kv (
 ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_idempotency ON jobs(owner, idempotency_key) WHERE idempotency_key != '';
 )sql",
+    // 5: tokens' expiry and last use (docs/security.md).
+    R"sql(
+ALTER TABLE tokens ADD COLUMN expires_at REAL NOT NULL DEFAULT 0;
+ALTER TABLE tokens ADD COLUMN last_used_at REAL NOT NULL DEFAULT 0;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
@@ -788,10 +793,13 @@ TokenRecord ReadToken(const SqlStmt& s) {
   t.sha256 = s.Text(3);
   t.description = s.Text(4);
   t.created_at = s.Real(5);
+  t.expires_at = s.Real(6);
+  t.last_used_at = s.Real(7);
   return t;
 }
 
-constexpr const char* kTokenColumns = "SELECT id, principal, kind, sha256, description, created_at FROM tokens";
+constexpr const char* kTokenColumns =
+    "SELECT id, principal, kind, sha256, description, created_at, expires_at, last_used_at FROM tokens";
 
 }  // namespace
 
@@ -850,8 +858,19 @@ Status JobStore::DeleteUser(const std::string& name) {
 Status JobStore::PutToken(const TokenRecord& t) {
   std::lock_guard<std::mutex> l(mu_);
   const AuthChange auth_change(this);  // no cached answer during the write; cleared after it
-  SqlStmt s(db_, "INSERT OR REPLACE INTO tokens(id, principal, kind, sha256, description, created_at) VALUES(?,?,?,?,?,?)");
+  SqlStmt s(db_,
+            "INSERT OR REPLACE INTO tokens(id, principal, kind, sha256, description, created_at, expires_at, last_used_at) "
+            "VALUES(?,?,?,?,?,?,?,?)");
   s.Bind(1, t.id).Bind(2, t.principal).Bind(3, t.kind).Bind(4, t.sha256).Bind(5, t.description).Bind(6, t.created_at);
+  s.Bind(7, t.expires_at).Bind(8, t.last_used_at);
+  return s.Run();
+}
+
+Status JobStore::TouchToken(const std::string& id, double now) {
+  std::lock_guard<std::mutex> l(mu_);
+  const AuthChange auth_change(this);  // the cached record's last use is refreshed
+  SqlStmt s(db_, "UPDATE tokens SET last_used_at = ? WHERE id = ?");
+  s.Bind(1, now).Bind(2, id);
   return s.Run();
 }
 

@@ -97,6 +97,8 @@ struct TokenRecord {
   std::string sha256;
   std::string description;
   double created_at = 0;
+  double expires_at = 0;    // 0: never (service tokens, agents' tokens)
+  double last_used_at = 0;  // refreshed at most once a minute (control/auth.cc)
 };
 
 struct HealthRecord {
@@ -145,7 +147,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
   // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key
@@ -227,6 +229,7 @@ class JobStore {
   // Removes the user and every token of theirs.
   Status DeleteUser(const std::string& name);
   Status PutToken(const TokenRecord& t);
+  Status TouchToken(const std::string& id, double now);  // sets last_used_at
   Result<std::optional<TokenRecord>> FindToken(const std::string& sha256);
   // principal "" = all.
   Result<std::vector<TokenRecord>> Tokens(const std::string& principal);

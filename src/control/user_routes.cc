@@ -15,7 +15,9 @@ json UserJson(const UserRecord& u) {
 }
 
 json TokenJson(const TokenRecord& t) {
-  return {{"id", t.id}, {"user", t.principal}, {"kind", t.kind}, {"description", t.description}, {"created_at", t.created_at}};
+  return {{"id", t.id},           {"user", t.principal},         {"kind", t.kind},
+          {"description", t.description}, {"created_at", t.created_at}, {"expires_at", t.expires_at},
+          {"last_used_at", t.last_used_at}};
 }
 
 // Reads role / max_instances from a body into u; false (and the 400 sent) when invalid.
@@ -44,11 +46,11 @@ json ParseBody(const httplib::Request& req, httplib::Response& res) {
   return b ? *b : json();
 }
 
-void AddTokenRoutes(httplib::Server& http, JobStore* store);
+void AddTokenRoutes(httplib::Server& http, JobStore* store, double ttl_s);
 
 }  // namespace
 
-void AddUserRoutes(httplib::Server& http, JobStore* store) {
+void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl_s) {
   http.Get("/v1/users", Guarded(store, Access::kAdmin, [store](const httplib::Request&, httplib::Response& res, const Principal&) {
     auto users = store->Users();
     if (!users.ok()) return ReplyError(res, 500, users.status().message());
@@ -56,7 +58,7 @@ void AddUserRoutes(httplib::Server& http, JobStore* store) {
     for (const auto& u : *users) out.push_back(UserJson(u));
     Reply(res, 200, {{"users", out}});
   }));
-  http.Post("/v1/users", Guarded(store, Access::kAdmin, [store](const httplib::Request& req, httplib::Response& res, const Principal&) {
+  http.Post("/v1/users", Guarded(store, Access::kAdmin, [store, user_token_ttl_s](const httplib::Request& req, httplib::Response& res, const Principal&) {
     json b = ParseBody(req, res);
     if (b.is_null()) return;
     UserRecord u;
@@ -69,7 +71,8 @@ void AddUserRoutes(httplib::Server& http, JobStore* store) {
     if (*known) return ReplyError(res, 409, "user " + u.name + " exists (change it with PUT /v1/users/" + u.name + ")");
     u.created_at = WallSeconds();
     if (Status st = store->PutUser(u); !st.ok()) return ReplyError(res, 500, st.message());
-    auto secret = IssueToken(store, u.name, "user", "created with the user", u.created_at);
+    auto secret = IssueToken(store, u.name, "user", "created with the user", u.created_at,
+                             user_token_ttl_s > 0 ? u.created_at + user_token_ttl_s : 0);
     if (!secret.ok()) return ReplyError(res, 500, secret.status().message());
     json out = UserJson(u);
     out["token"] = *secret;
@@ -96,13 +99,13 @@ void AddUserRoutes(httplib::Server& http, JobStore* store) {
     if (Status st = store->DeleteUser(name); !st.ok()) return ReplyError(res, 500, st.message());
     Reply(res, 200, {{"removed", name}});
   }));
-  AddTokenRoutes(http, store);
+  AddTokenRoutes(http, store, user_token_ttl_s);
 }
 
 namespace {
 
 // /v1/tokens: one's own, anyone's for an admin; a token's secret is answered once, when it is made.
-void AddTokenRoutes(httplib::Server& http, JobStore* store) {
+void AddTokenRoutes(httplib::Server& http, JobStore* store, double ttl_s) {
   http.Get("/v1/tokens", Guarded(store, Access::kUser, [store](const httplib::Request& req, httplib::Response& res, const Principal& p) {
     std::string who = p.name;
     if (p.admin()) who = req.has_param("user") ? req.get_param_value("user") : "";
@@ -112,7 +115,7 @@ void AddTokenRoutes(httplib::Server& http, JobStore* store) {
     for (const auto& t : *tokens) out.push_back(TokenJson(t));
     Reply(res, 200, {{"tokens", out}});
   }));
-  http.Post("/v1/tokens", Guarded(store, Access::kUser, [store](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+  http.Post("/v1/tokens", Guarded(store, Access::kUser, [store, ttl_s](const httplib::Request& req, httplib::Response& res, const Principal& p) {
     json b = ParseBody(req, res);
     if (b.is_null()) return;
     const std::string user = b.value("user", p.name);
@@ -120,7 +123,17 @@ void AddTokenRoutes(httplib::Server& http, JobStore* store) {
     auto u = store->GetUser(user);
     if (!u.ok()) return ReplyError(res, 500, u.status().message());
     if (!*u) return ReplyError(res, 404, "no user " + user + " (an admin adds one with anneal users add)");
-    auto secret = IssueToken(store, user, "user", b.value("description", std::string()), WallSeconds());
+    // Its lifetime: ttl_s if given (0: never), none for a service token, else the server's default.
+    double ttl = b.value("service", false) ? 0 : ttl_s;
+    if (b.contains("service") && !b["service"].is_boolean()) return ReplyError(res, 400, "service: must be true or false", "service");
+    if (b.contains("ttl_s")) {
+      if (!b["ttl_s"].is_number() || b["ttl_s"].get<double>() < 0 || b["ttl_s"].get<double>() > 1e10) {
+        return ReplyError(res, 400, "ttl_s: must be seconds from 0 (never expires) to 1e10, got " + b["ttl_s"].dump(), "ttl_s");
+      }
+      ttl = b["ttl_s"].get<double>();
+    }
+    const double now = WallSeconds();
+    auto secret = IssueToken(store, user, "user", b.value("description", std::string()), now, ttl > 0 ? now + ttl : 0);
     if (!secret.ok()) return ReplyError(res, 500, secret.status().message());
     auto mine = store->FindToken(TokenHash(*secret));
     if (!mine.ok() || !*mine) return ReplyError(res, 500, "the new token vanished");

@@ -11,6 +11,7 @@
 
 namespace anneal {
 
-void AddUserRoutes(httplib::Server& http, JobStore* store);
+// user_token_ttl_s: the lifetime of a new user token unless its request says otherwise (0: none).
+void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl_s = 90 * 24 * 3600);
 
 }  // namespace anneal

@@ -174,6 +174,39 @@ TEST(SecurityServer, ExecOnAnotherUsersJobAnswersAsAMissingOne) {
   EXPECT_EQ(ErrorOf(other).find("alice"), std::string::npos) << "names the owner: " << other->body;
 }
 
+TEST(SecurityTokens, UserTokensExpireAndShowTheirLastUse) {
+  Served s;
+  ASSERT_TRUE(s.server);
+  auto r = s.admin->Post("/v1/users", json({{"name", "carol"}, {"role", "user"}}).dump(), "application/json");
+  ASSERT_TRUE(r && r->status == 201);
+  auto shortlived = s.admin->Post("/v1/tokens", json({{"user", "carol"}, {"ttl_s", 0.5}}).dump(), "application/json");
+  auto dflt = s.admin->Post("/v1/tokens", json({{"user", "carol"}}).dump(), "application/json");
+  auto service = s.admin->Post("/v1/tokens", json({{"user", "carol"}, {"service", true}}).dump(), "application/json");
+  ASSERT_TRUE(shortlived && shortlived->status == 201 && dflt && dflt->status == 201 && service && service->status == 201);
+  const json d = json::parse(dflt->body);
+  EXPECT_NEAR(d["expires_at"].get<double>() - d["created_at"].get<double>(), 90 * 24 * 3600.0, 1);
+  EXPECT_EQ(json::parse(service->body)["expires_at"], 0.0);
+  auto carol = s.Client(json::parse(shortlived->body)["token"]);
+  auto ok = carol->Get("/v1/jobs");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  auto late = carol->Get("/v1/jobs");
+  ASSERT_TRUE(late);
+  EXPECT_EQ(late->status, 401) << late->body;
+  EXPECT_NE(ErrorOf(late).find("expired"), std::string::npos) << late->body;
+  // The list shows when each was last used (the expired one: at its first request).
+  auto list = s.admin->Get("/v1/tokens?user=carol");
+  ASSERT_TRUE(list && list->status == 200);
+  int used = 0;
+  const json tokens = json::parse(list->body)["tokens"];
+  for (const auto& t : tokens) used += t["last_used_at"].get<double>() > 0 ? 1 : 0;
+  EXPECT_EQ(used, 1) << list->body;
+  auto bad = s.admin->Post("/v1/tokens", json({{"user", "carol"}, {"ttl_s", -1}}).dump(), "application/json");
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+}
+
 // Registers with the join token: the answer.
 httplib::Result JoinAs(const Served& s, const json& body) {
   auto c = s.Client(testing::ReadTokenFile(JoinPath(s.dir.path(), "join.token")));
