@@ -1,17 +1,21 @@
 // `anneal server` wires its parts: the store, the backend, the scheduler loop (control/
 // scheduler_loop.h), the agents' sessions, the job, user, agent and metrics routes, the webhook
-// sender, the dashboard's files (/ui); and owns the HTTP listener and the API's latency statistics.
+// sender, the dashboard's files (/ui); and owns the HTTP listener (guarded: control/connection_guard.h),
+// the request body limit and the API's latency statistics.
 #include "control/server.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <set>
 #include <thread>
 
 #include "control/agent_routes.h"
 #include "control/auth.h"
+#include "control/connection_guard.h"
 #include "control/http_util.h"
 #include "control/exec_routes.h"
 #include "control/job_routes.h"
@@ -69,6 +73,7 @@ class Server : public ControlServer {
     if (scheduler_) scheduler_->Stop();
     if (http_) http_->stop();
     if (listener_.joinable()) listener_.join();
+    if (guard_) guard_->Stop();  // after the listener: connections still served until then keep their deadlines
     if (webhooks_) webhooks_->Stop();
   }
 
@@ -95,17 +100,23 @@ class Server : public ControlServer {
   bool tls() const { return !o_.tls_cert.empty() || !o_.tls_key.empty(); }
 
   Status MakeHttp() {
+    ConnectionGuard::Options go;
+    go.header_timeout_s = o_.header_timeout_s;
+    go.max_per_client = o_.max_connections_per_client;
+    guard_ = std::make_unique<ConnectionGuard>(go);
     if (tls()) {
       if (o_.tls_cert.empty() || o_.tls_key.empty()) return InvalidInput("TLS needs both --tls-cert and --tls-key");
-      http_ = std::make_unique<httplib::SSLServer>(o_.tls_cert.c_str(), o_.tls_key.c_str());
+      http_ = std::make_unique<GuardedHttp<httplib::SSLServer>>(guard_.get(), o_.tls_cert.c_str(), o_.tls_key.c_str());
       if (!http_->is_valid()) {
         return InvalidInput("cannot load the TLS certificate " + o_.tls_cert + " or key " + o_.tls_key +
                             ": check they are PEM files that belong together");
       }
     } else {
-      http_ = std::make_unique<httplib::Server>();
+      http_ = std::make_unique<GuardedHttp<httplib::Server>>(guard_.get());
     }
-    http_->set_payload_max_length(size_t{4} << 30);
+    // cpp-httplib's own cap, for every route: the largest body any route takes. The smaller limit of
+    // every route but a package upload is RefuseBody's, before the body is read.
+    http_->set_payload_max_length(static_cast<size_t>(std::max(o_.max_request_bytes, o_.max_package_bytes)));
     // Idle keep-alive connections are held this long (polled every 10 ms by cpp-httplib meanwhile:
     // anneal's own clients close theirs); Stop() waits for them. cpp-httplib also waits only this long
     // for a new connection's first request: at 1 s, a client that took longer from connect to send (a
@@ -156,12 +167,21 @@ class Server : public ControlServer {
     ctx_.requests = &requests_;
     ctx_.latest = &latest_;
     ctx_.execs = &execs_;
-    http_->set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+    // Both run once the headers are parsed, before the body is read (cpp-httplib's Server::routing);
+    // a request with `Expect: 100-continue` meets the second first, so a refused body is never sent.
+    http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       g_request_start = MonotonicSeconds();
-      return httplib::Server::HandlerResponse::Unhandled;
+      ConnectionGuard::HeadersReceived();
+      return RefuseBody(req, res) ? httplib::Server::HandlerResponse::Handled : httplib::Server::HandlerResponse::Unhandled;
+    });
+    http_->set_expect_100_continue_handler([this](const httplib::Request& req, httplib::Response& res) {
+      g_request_start = MonotonicSeconds();
+      ConnectionGuard::HeadersReceived();
+      return RefuseBody(req, res) ? res.status : 100;
     });
     http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
       requests_.Observe(req.method, req.path, res.status, MonotonicSeconds() - g_request_start);
+      ConnectionGuard::Answered();
     });
     parts_.push_back(AddJobRoutes(*http_, ctx_));
     parts_.push_back(AddMetricsRoutes(*http_, ctx_));
@@ -179,6 +199,27 @@ class Server : public ControlServer {
       }
       ReplyError(res, 400, "bad request: " + what);
     });
+  }
+
+  // Answers 413 (a Content-Length over --max-request-bytes) or 411 (a chunked body) before the body
+  // is read, on every route but a package upload, which job_routes.cc streams to disk under its own
+  // cap. The connection then ends: its unread body cannot be told from a next request.
+  bool RefuseBody(const httplib::Request& req, httplib::Response& res) const {
+    if (req.method == "POST" && req.path == "/v1/packages") return false;
+    const std::string limit = std::to_string(o_.max_request_bytes);
+    if (req.has_header("Transfer-Encoding")) {
+      ReplyError(res, 411, "a body of unknown length (Transfer-Encoding: " + req.get_header_value("Transfer-Encoding") +
+                               ") is not accepted here: send a Content-Length (at most " + limit +
+                               " bytes, --max-request-bytes)");
+    } else {
+      // As cpp-httplib reads it (strtoull); a length it cannot read is its own 400 later.
+      const uint64_t n = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      if (n <= static_cast<uint64_t>(o_.max_request_bytes)) return false;
+      ReplyError(res, 413, "the request body is " + std::to_string(n) + " bytes, more than this server's limit of " +
+                               limit + " (--max-request-bytes)");
+    }
+    ConnectionGuard::CloseAfterAnswer();
+    return true;
   }
 
   SchedulerConfig SchedConfig() const {
@@ -216,6 +257,7 @@ class Server : public ControlServer {
   ExecSessions execs_;
   std::unique_ptr<JobStore> store_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<ConnectionGuard> guard_;  // outlives http_, whose worker threads use it
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<SchedulerLoop> scheduler_;
   std::vector<std::unique_ptr<RoutePart>> parts_;
