@@ -28,6 +28,7 @@
 #include "backends/slurm_text.h"
 #include "control/api_client.h"
 #include "control/auth.h"
+#include "agent/package_unpack.h"
 #include "control/exit_cause.h"
 #include "control/job_spec.h"
 #include "control/wire.h"
@@ -120,28 +121,6 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
   m.store_port = value["store_port"].get<int>();
   m.exec_key = value.value("exec_key", "");
   return m;
-}
-
-// Runs argv, waiting for it; its output goes to the agent's stderr.
-Status RunTool(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return IoError(std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    ::dup2(2, 1);
-    ::execvp(argv[0], argv.data());
-    ::_exit(127);
-  }
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    return IoError("'" + args[0] + " " + (args.size() > 1 ? args[1] : "") + "' failed (status " + std::to_string(st) + ")");
-  }
-  return Status::Ok();
 }
 
 // "${NAME}" -> env[NAME] (names not in env are left as they are).
@@ -407,9 +386,11 @@ class JobRunner {
       const std::string sha = spec.source.substr(spec.source.find(':') + 1);
       ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(o_.server_url, 300));
       ANNEAL_ASSIGN_OR_RETURN(std::string pkg, c->GetRaw("/v1/packages/" + sha));
-      const std::string tgz = JoinPath(jobdir, "source.tar.gz");
-      ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(tgz, pkg));
-      ANNEAL_RETURN_IF_ERROR(RunTool({"tar", "-xzf", tgz, "-C", code}).Annotate("unpacking the job's source"));
+      // A damaged download is infrastructure (retried); a package that is not a .tar.gz or unpacks past
+      // the limits is the user's (InvalidInput: a user error, never retried).
+      ANNEAL_RETURN_IF_ERROR(UnpackPackage(pkg, sha, JoinPath(jobdir, "source.tar.gz"), code,
+                                           {o_.max_unpacked_bytes, o_.max_unpacked_files})
+                                 .Annotate("the job's source " + spec.source));
       Log("unpacked the source package (" + std::to_string(pkg.size()) + " bytes) into " + code);
     }
     std::map<std::string, std::string> vars;

@@ -45,6 +45,9 @@ struct AgentOptions {
   // for everything else.
   std::string join_token_file;
   int join_token_fd = -1;
+  // A job's source package may unpack to at most this much and this many files (agent/package_unpack.h).
+  int64_t max_unpacked_bytes = int64_t{4} << 30;
+  int64_t max_unpacked_files = 200000;
   bool remove_join_token_file = false;
   bool keep_job_dirs = false;       // keep <work_dir>/jobs/<job> after the job (default: removed)
   // Heartbeats, the orphan timeout, hang detection, the health checks' and meetings' deadlines.

@@ -155,6 +155,10 @@ void AddAgentCommand(CLI::App& app, RunFn* run) {
   c->add_flag("--keep-job-dirs", o->keep_job_dirs, "Keep each job's folder under --work-dir after it ends (debugging)");
   c->add_option("--join-token-file", o->join_token_file,
                 "The server's join token (default: $ANNEAL_JOIN_TOKEN); the server wrote it to its DATA_DIR/join.token");
+  c->add_option("--max-unpacked-bytes", o->max_unpacked_bytes, "Most bytes a job's source package may unpack to")
+      ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 50));
+  c->add_option("--max-unpacked-files", o->max_unpacked_files, "Most files a job's source package may hold")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   c->add_flag("--remove-join-token-file", o->remove_join_token_file,
               "Delete --join-token-file once read (a backend's one-time secret file for this instance)");
   c->add_option("--join-token-fd", o->join_token_fd,

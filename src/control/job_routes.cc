@@ -4,6 +4,9 @@
 #include "control/job_routes.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <regex>
 
 #include "anneal_version.h"
 #include "control/execution_roles.h"
@@ -29,9 +32,13 @@ class JobRoutes : public RoutePart {
     h.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
       Reply(res, 200, {{"ok", true}, {"version", ANNEAL_VERSION}, {"backend", c_.o.backend}});
     });
-    h.Post("/v1/packages", Guarded(st, Access::kSubmit, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
-      PostPackage(req, res);
-    }));
+    // Streamed to disk as it arrives (a content reader: httplib does not buffer the body), after the
+    // token is checked.
+    h.Post("/v1/packages", [this, st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      Guarded(st, Access::kSubmit, [&](const httplib::Request& rq, httplib::Response& rs, const Principal&) {
+        PostPackage(rq, rs, read);
+      })(req, res);
+    });
     h.Get(R"(/v1/packages/([0-9a-f]{64}))", Guarded(st, Access::kAny, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
       auto data = Env::Default().ReadFile(PackagePath(req.matches[1]));
       if (!data.ok()) return ReplyError(res, 404, "no package " + std::string(req.matches[1]));
@@ -84,18 +91,52 @@ class JobRoutes : public RoutePart {
     return JoinPath(JoinPath(c_.o.data_dir, "packages"), sha + ".tar.gz");
   }
 
-  void PostPackage(const httplib::Request& req, httplib::Response& res) {
-    const std::string sha = Sha256Hex(req.body);
+  // A package upload: at most --max-package-bytes (413 naming it, before reading when Content-Length
+  // says so), a gzip stream (its magic bytes), written to a temporary file as it arrives and renamed
+  // to <sha256>.tar.gz once whole.
+  void PostPackage(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+    const int64_t limit = c_.o.max_package_bytes;
+    const std::string too_big = " bytes, more than this server's limit of " + std::to_string(limit) +
+                                " (anneal server --max-package-bytes): leave data and checkpoints out of the source "
+                                "folder (channels carry data)";
+    const std::string fix = " (anneal server --max-package-bytes): leave data and checkpoints out of the source folder";
+    if (req.has_header("Content-Length")) {
+      const int64_t n = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      if (n > limit) return ReplyError(res, 413, "the package is " + std::to_string(n) + too_big);
+    }
+    const std::string tmp = JoinPath(JoinPath(c_.o.data_dir, "packages"), ".upload-" + RandomHex(8));
+    std::FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return ReplyError(res, 500, "cannot write " + tmp);
+    Sha256Stream sha256;
+    int64_t got = 0;
+    std::string head;
+    bool written = true;
+    const bool whole = read([&](const char* data, size_t n) {
+      got += static_cast<int64_t>(n);
+      if (got > limit) return false;
+      if (head.size() < 2) head.append(data, std::min<size_t>(n, 2 - head.size()));
+      sha256.Update(std::string_view(data, n));
+      written = written && std::fwrite(data, 1, n, f) == n;
+      return written;
+    });
+    written = std::fclose(f) == 0 && written;
+    auto fail = [&](int status, const std::string& why) {
+      std::remove(tmp.c_str());
+      ReplyError(res, status, why);
+    };
+    if (got > limit) return fail(413, "the package is more than this server's limit of " + std::to_string(limit) + " bytes" + fix);
+    if (!written) return fail(500, "cannot write the package to " + tmp + " (disk full?)");
+    if (!whole) return fail(400, "the package upload ended early; submit again");
+    if (head.size() < 2 || static_cast<unsigned char>(head[0]) != 0x1f || static_cast<unsigned char>(head[1]) != 0x8b) {
+      return fail(400, "the package is not gzip'd: upload a .tar.gz (anneal submit packs the source folder)");
+    }
+    const std::string sha = sha256.Hex();
     if (req.has_header("X-Anneal-Sha256") && req.get_header_value("X-Anneal-Sha256") != sha) {
-      return ReplyError(res, 400, "the package arrived damaged: its SHA-256 is " + sha + ", the client sent " +
-                                      req.get_header_value("X-Anneal-Sha256") + "; submit again");
+      return fail(400, "the package arrived damaged: its SHA-256 is " + sha + ", the client sent " +
+                           req.get_header_value("X-Anneal-Sha256") + "; submit again");
     }
-    Env& env = Env::Default();
-    if (!env.Exists(PackagePath(sha))) {
-      Status st = env.WriteFileAtomic(PackagePath(sha), req.body);
-      if (!st.ok()) return ReplyError(res, 500, st.message());
-    }
-    Reply(res, 201, {{"package", "package:" + sha}, {"bytes", req.body.size()}});
+    if (std::rename(tmp.c_str(), PackagePath(sha).c_str()) != 0) return fail(500, "cannot store the package " + sha);
+    Reply(res, 201, {{"package", "package:" + sha}, {"bytes", got}});
   }
 
   // The user's own instance limit (-1: the server's default).
@@ -109,6 +150,11 @@ class JobRoutes : public RoutePart {
     auto spec = ParseJobSpec(req.body, &field);
     if (!spec.ok()) return ReplyError(res, 400, spec.status().message(), field);
     if (!spec->source.empty()) {
+      static const std::regex kPackage("package:[0-9a-f]{64}");
+      if (spec->source.rfind("package:", 0) == 0 && !std::regex_match(spec->source, kPackage)) {
+        return ReplyError(res, 400, "source: '" + spec->source + "' is not package:<64 hex digits> (the SHA-256 POST /v1/packages answered)",
+                          "source");
+      }
       if (spec->source.rfind("package:", 0) != 0) {
         return ReplyError(res, 400,
                           "source: '" + spec->source + "' is a local folder the server cannot read; submit with "

@@ -186,7 +186,7 @@ class Server : public ControlServer {
     parts_.push_back(AddJobRoutes(*http_, ctx_));
     parts_.push_back(AddMetricsRoutes(*http_, ctx_));
     parts_.push_back(AddExecRoutes(*http_, ctx_));
-    AddUserRoutes(*http_, store_.get());
+    AddUserRoutes(*http_, store_.get(), o_.user_token_ttl_s);
     AddUiRoutes(*http_);
     parts_.push_back(AddAgentRoutes(*http_, ctx_));
     http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -232,6 +232,7 @@ class Server : public ControlServer {
     c.backend_name = backend_->name();
     c.heartbeat_s = o_.heartbeat_s;
     c.heartbeat_timeout_s = o_.heartbeat_timeout_s;
+    c.joined_forget_s = o_.joined_forget_s;
     c.start_timeout_s = o_.start_timeout_s;
     c.instances_dir = JoinPath(o_.data_dir, "instances");
     return c;

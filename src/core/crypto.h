@@ -11,6 +11,19 @@ namespace anneal {
 std::string Sha256Hex(std::string_view data);
 // Lower-case hex of raw bytes (a digest or MAC).
 std::string HexLower(std::string_view bytes);
+// SHA-256 of data fed in pieces (a streamed upload): Update as it arrives, then Hex once.
+class Sha256Stream {
+ public:
+  Sha256Stream();
+  ~Sha256Stream();
+  Sha256Stream(const Sha256Stream&) = delete;
+  Sha256Stream& operator=(const Sha256Stream&) = delete;
+  void Update(std::string_view data);
+  std::string Hex();
+
+ private:
+  void* ctx_;  // EVP_MD_CTX
+};
 // Raw MD5 (16 bytes): S3's Content-MD5 and ETags, never for security.
 std::string Md5(std::string_view data);
 // Raw HMAC-SHA256 (32 bytes).

@@ -5,10 +5,13 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
+#include "agent/package_unpack.h"
 #include "control/server.h"
+#include "core/crypto.h"
 #include "core/bounded_parse.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
@@ -205,6 +208,68 @@ TEST(SecurityTokens, UserTokensExpireAndShowTheirLastUse) {
   auto bad = s.admin->Post("/v1/tokens", json({{"user", "carol"}, {"ttl_s", -1}}).dump(), "application/json");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+}
+
+TEST(SecurityPackages, APackageIsCheckedAndUnpackedWithinLimits) {
+  testing::TempDir t;
+  const std::string d = t.path();
+  // 20 MB of zeros: a tar.gz of about 20 KB.
+  ASSERT_EQ(std::system(("mkdir -p " + d + "/src && head -c 20000000 /dev/zero > " + d + "/src/zeros && echo hi > " + d +
+                         "/src/a.txt && tar -czf " + d + "/p.tgz -C " + d + "/src .").c_str()), 0);
+  auto bytes = Env::Default().ReadFile(d + "/p.tgz");
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_LT(bytes->size(), 100000u);
+  const std::string sha = Sha256Hex(*bytes);
+  auto dest = [&](const std::string& n) {
+    EXPECT_TRUE(Env::Default().CreateDirs(d + "/" + n).ok());
+    return d + "/" + n;
+  };
+  UnpackLimits small;
+  small.max_bytes = 10 << 20;
+  Status big = UnpackPackage(*bytes, sha, d + "/k1.tgz", dest("out1"), small);
+  EXPECT_EQ(big.code(), Code::kInvalidInput) << big.ToString();
+  EXPECT_NE(big.message().find("--max-unpacked-bytes"), std::string::npos) << big.message();
+  EXPECT_FALSE(Env::Default().Exists(d + "/out1/zeros"));  // nothing written
+  UnpackLimits few;
+  few.max_files = 2;  // ".", zeros, a.txt
+  EXPECT_EQ(UnpackPackage(*bytes, sha, d + "/k2.tgz", dest("out2"), few).code(), Code::kInvalidInput);
+  // A damaged download is the transfer's fault (retried), not the user's.
+  EXPECT_EQ(UnpackPackage(*bytes + "x", sha, d + "/k3.tgz", dest("out3")).code(), Code::kPeer);
+  EXPECT_EQ(UnpackPackage("not gzip", Sha256Hex("not gzip"), d + "/k4.tgz", dest("out4")).code(), Code::kInvalidInput);
+  const std::string broken = bytes->substr(0, bytes->size() / 2);
+  EXPECT_EQ(UnpackPackage(broken, Sha256Hex(broken), d + "/k5.tgz", dest("out5")).code(), Code::kInvalidInput);
+  ASSERT_TRUE(UnpackPackage(*bytes, sha, d + "/k6.tgz", dest("out6")).ok());
+  EXPECT_TRUE(Env::Default().Exists(d + "/out6/a.txt"));
+}
+
+TEST(SecurityPackages, UploadsAreCappedCheckedAndSourcesArePackageIdsOnly) {
+  ServerOptions o;
+  o.max_package_bytes = 64 << 10;
+  Served s(o);
+  ASSERT_TRUE(s.server);
+  auto big = s.admin->Post("/v1/packages", std::string(200 << 10, '\x1f'), "application/gzip");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413) << big->body;
+  EXPECT_NE(ErrorOf(big).find("--max-package-bytes"), std::string::npos) << big->body;
+  auto plain = s.admin->Post("/v1/packages", std::string(1000, 'a'), "application/gzip");
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->status, 400) << plain->body;
+  const std::string gz = std::string("\x1f\x8b", 2) + std::string(1000, 'b');
+  auto ok = s.admin->Post("/v1/packages", gz, "application/gzip");
+  ASSERT_TRUE(ok);
+  ASSERT_EQ(ok->status, 201) << ok->body;
+  EXPECT_EQ(json::parse(ok->body)["package"], "package:" + Sha256Hex(gz));
+  // Nothing but whole packages under packages/ (no temporary file left by the refusals).
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(s.dir.path() + "/packages")) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, 1);
+  for (const std::string src : {"package:../../../../etc/passwd", "package:ABC"}) {
+    auto j = s.admin->Post("/v1/jobs", json({{"name", "p"}, {"entrypoint", {{"command", "true"}}}, {"source", src}}).dump(),
+                           "application/json");
+    ASSERT_TRUE(j);
+    EXPECT_EQ(j->status, 400) << j->body;
+    EXPECT_NE(ErrorOf(j).find("64 hex"), std::string::npos) << j->body;
+  }
 }
 
 // Registers with the join token: the answer.

@@ -340,7 +340,7 @@ out=$(printf 'one\ntwo\n' | carol "$ANNEAL" exec "$id" -i --server "$URL" -- sh 
 check "exec -i: the command reads this process's standard input to its end (2 lines)" test "$(echo $out)" = 2
 out=$( (sleep 0.5; echo typed) | carol "$ANNEAL" exec "$id" -t --server "$URL" -- sh -c 'test -t 0 && echo on-a-tty; read x; echo "got $x"' | tr -d '\r')
 check "exec -t: the command runs on a terminal and reads from it" bash -c "grep -qx on-a-tty <<<'$out' && grep -qx 'got typed' <<<'$out'"
-expect_exit "another user: 403 (only the owner or an admin)" 2 "only the job's owner" \
+expect_exit "another user: 404, as for a missing job (its owner not named)" 2 "no job $id" \
   env ANNEAL_TOKEN_FILE="$TMP/dave.token" "$ANNEAL" exec "$id" --server "$URL" -- true
 check "an admin may" "$ANNEAL" exec "$id" --server "$URL" -- true
 "$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/exec.json"
