@@ -39,6 +39,7 @@ class MetricsRoutes : public RoutePart {
     t->Family("anneal_scheduler_pass_seconds", "histogram", "How long each scheduler pass took");
     c_.scheduler->pass_seconds().Write(t, "anneal_scheduler_pass_seconds", {});
     if (c_.requests) c_.requests->Write(t);
+    if (c_.guard) c_.guard->Write(t);  // connections refused, header deadlines passed
     ANNEAL_RETURN_IF_ERROR(WriteInstances(t));
     return WriteTraining(t);
   }

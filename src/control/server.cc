@@ -104,6 +104,7 @@ class Server : public ControlServer {
     go.header_timeout_s = o_.header_timeout_s;
     go.max_per_client = o_.max_connections_per_client;
     guard_ = std::make_unique<ConnectionGuard>(go);
+    ctx_.guard = guard_.get();
     if (tls()) {
       if (o_.tls_cert.empty() || o_.tls_key.empty()) return InvalidInput("TLS needs both --tls-cert and --tls-key");
       http_ = std::make_unique<GuardedHttp<httplib::SSLServer>>(guard_.get(), o_.tls_cert.c_str(), o_.tls_key.c_str());

@@ -7,6 +7,7 @@
 
 #include "backends/backend.h"
 #include "control/agent_sessions.h"
+#include "control/connection_guard.h"
 #include "control/exec_sessions.h"
 #include "control/execution_roles.h"
 #include "control/job_store.h"
@@ -26,6 +27,7 @@ struct ServerContext {
   RequestStats* requests = nullptr;  // the API's latencies (/metrics)
   LatestPoints* latest = nullptr;    // each active job's newest metric points (/metrics)
   ExecSessions* execs = nullptr;     // anneal exec's sessions
+  const ConnectionGuard* guard = nullptr;  // the listener's connection limits (/metrics)
   ExecutionRoles roles;
   std::string url;         // where agents register
   double start_wall = 0;   // heartbeat deadlines count from here at the earliest
