@@ -113,6 +113,10 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
   c->add_option("--max-package-bytes", o->max_package_bytes, "Largest package upload (413 above)")
       ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{64} << 30));
+  c->add_option("--package-quota-bytes", o->package_quota_bytes, "One user's uploaded packages, until cleaned up (413 above)")
+      ->capture_default_str()->check(CLI::Range(int64_t{1024}, int64_t{1} << 50));
+  c->add_option("--package-keep-s", o->package_keep_s, "Delete a package no unfinished job uses this long after its upload")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
   c->add_option("--header-timeout-s", o->header_timeout_s, "A connection's request headers must arrive within this")
       ->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   c->add_option("--max-connections-per-client", o->max_connections_per_client, "Open connections one client address may hold")

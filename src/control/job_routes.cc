@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
+#include <set>
 
 #include "anneal_version.h"
 #include "control/execution_roles.h"
@@ -35,8 +36,8 @@ class JobRoutes : public RoutePart {
     // Streamed to disk as it arrives (a content reader: httplib does not buffer the body), after the
     // token is checked.
     h.Post("/v1/packages", [this, st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-      Guarded(st, Access::kSubmit, [&](const httplib::Request& rq, httplib::Response& rs, const Principal&) {
-        PostPackage(rq, rs, read);
+      Guarded(st, Access::kSubmit, [&](const httplib::Request& rq, httplib::Response& rs, const Principal& p) {
+        PostPackage(rq, rs, read, p.name);
       })(req, res);
     });
     h.Get(R"(/v1/packages/([0-9a-f]{64}))", Guarded(st, Access::kAny, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
@@ -94,15 +95,39 @@ class JobRoutes : public RoutePart {
   // A package upload: at most --max-package-bytes (413 naming it, before reading when Content-Length
   // says so), a gzip stream (its magic bytes), written to a temporary file as it arrives and renamed
   // to <sha256>.tar.gz once whole.
-  void PostPackage(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
-    const int64_t limit = c_.o.max_package_bytes;
+  // Deletes the packages no unfinished job uses whose every upload is older than --package-keep-s
+  // (on each upload: the clean-up costs a query, and uploads are what fill the folder).
+  Status CleanPackages(double now) {
+    ANNEAL_ASSIGN_OR_RETURN(auto active, c_.store->ListJobs(1000000, true, 0, ""));
+    std::set<std::string> keep;
+    for (const JobRecord& j : active) {
+      if (j.spec.source.rfind("package:", 0) == 0) keep.insert(j.spec.source.substr(8));
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto gone, c_.store->ForgetPackagesBefore(now - c_.o.package_keep_s, keep));
+    for (const std::string& sha : gone) std::remove(PackagePath(sha).c_str());
+    return Status::Ok();
+  }
+
+  void PostPackage(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
+                   const std::string& owner) {
+    const double now = WallSeconds();
+    if (Status st = CleanPackages(now); !st.ok()) return ReplyError(res, 500, st.message());
+    auto used = c_.store->PackageBytesOf(owner);
+    if (!used.ok()) return ReplyError(res, 500, used.status().message());
+    const int64_t quota_left = c_.o.package_quota_bytes - *used;
+    const std::string over_quota = "your packages hold " + std::to_string(*used) + " bytes of your quota of " +
+                                   std::to_string(c_.o.package_quota_bytes) + " (anneal server --package-quota-bytes); " +
+                                   "a package no unfinished job uses is deleted --package-keep-s after its upload";
+    const int64_t limit = std::min<int64_t>(c_.o.max_package_bytes, std::max<int64_t>(quota_left, 0));
+    const bool quota_bound = quota_left < c_.o.max_package_bytes;
     const std::string too_big = " bytes, more than this server's limit of " + std::to_string(limit) +
                                 " (anneal server --max-package-bytes): leave data and checkpoints out of the source "
                                 "folder (channels carry data)";
     const std::string fix = " (anneal server --max-package-bytes): leave data and checkpoints out of the source folder";
     if (req.has_header("Content-Length")) {
       const int64_t n = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
-      if (n > limit) return ReplyError(res, 413, "the package is " + std::to_string(n) + too_big);
+      if (n > c_.o.max_package_bytes) return ReplyError(res, 413, "the package is " + std::to_string(n) + too_big);
+      if (n > limit) return ReplyError(res, 413, "the package is " + std::to_string(n) + " bytes and " + over_quota);
     }
     const std::string tmp = JoinPath(JoinPath(c_.o.data_dir, "packages"), ".upload-" + RandomHex(8));
     std::FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -124,6 +149,7 @@ class JobRoutes : public RoutePart {
       std::remove(tmp.c_str());
       ReplyError(res, status, why);
     };
+    if (got > limit && quota_bound) return fail(413, "the package is more than " + std::to_string(limit) + " bytes, and " + over_quota);
     if (got > limit) return fail(413, "the package is more than this server's limit of " + std::to_string(limit) + " bytes" + fix);
     if (!written) return fail(500, "cannot write the package to " + tmp + " (disk full?)");
     if (!whole) return fail(400, "the package upload ended early; submit again");
@@ -136,6 +162,7 @@ class JobRoutes : public RoutePart {
                            req.get_header_value("X-Anneal-Sha256") + "; submit again");
     }
     if (std::rename(tmp.c_str(), PackagePath(sha).c_str()) != 0) return fail(500, "cannot store the package " + sha);
+    if (Status st = c_.store->PutPackage(sha, owner, got, now); !st.ok()) return ReplyError(res, 500, st.message());
     Reply(res, 201, {{"package", "package:" + sha}, {"bytes", got}});
   }
 

@@ -137,10 +137,16 @@ CREATE TABLE kv (
 ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_idempotency ON jobs(owner, idempotency_key) WHERE idempotency_key != '';
 )sql",
-    // 5: tokens' expiry and last use (docs/security.md).
+    // 5: tokens' expiry and last use; who uploaded which package (quota, clean-up) (docs/security.md).
     R"sql(
 ALTER TABLE tokens ADD COLUMN expires_at REAL NOT NULL DEFAULT 0;
 ALTER TABLE tokens ADD COLUMN last_used_at REAL NOT NULL DEFAULT 0;
+CREATE TABLE packages (
+  sha256 TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  bytes INTEGER NOT NULL,
+  uploaded_at REAL NOT NULL,
+  PRIMARY KEY(sha256, owner));
 )sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
@@ -926,6 +932,51 @@ Status JobStore::DeleteTokensOf(const std::string& principal, const std::string&
   SqlStmt s(db_, "DELETE FROM tokens WHERE principal = ? AND kind = ?");
   s.Bind(1, principal).Bind(2, kind);
   return s.Run();
+}
+
+Status JobStore::PutPackage(const std::string& sha256, const std::string& owner, int64_t bytes, double now) {
+  std::lock_guard<std::mutex> l(mu_);
+  SqlStmt s(db_, "INSERT OR REPLACE INTO packages(sha256, owner, bytes, uploaded_at) VALUES(?,?,?,?)");
+  s.Bind(1, sha256).Bind(2, owner).Bind(3, bytes).Bind(4, now);
+  return s.Run();
+}
+
+Result<int64_t> JobStore::PackageBytesOf(const std::string& owner) {
+  Reader r(this);
+  SqlStmt s(r.db(), "SELECT COALESCE(SUM(bytes), 0) FROM packages WHERE owner = ?");
+  s.Bind(1, owner);
+  Status st;
+  if (s.Step(&st)) return s.Int(0);
+  ANNEAL_RETURN_IF_ERROR(st);
+  return int64_t{0};
+}
+
+Result<std::vector<std::string>> JobStore::ForgetPackagesBefore(double before, const std::set<std::string>& keep) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::pair<std::string, std::string>> old;
+  {
+    SqlStmt s(db_, "SELECT sha256, owner FROM packages WHERE uploaded_at < ?");
+    s.Bind(1, before);
+    Status st;
+    while (s.Step(&st)) old.push_back({s.Text(0), s.Text(1)});
+    ANNEAL_RETURN_IF_ERROR(st);
+  }
+  for (const auto& [sha, owner] : old) {
+    if (keep.count(sha)) continue;
+    SqlStmt d(db_, "DELETE FROM packages WHERE sha256 = ? AND owner = ?");
+    d.Bind(1, sha).Bind(2, owner);
+    ANNEAL_RETURN_IF_ERROR(d.Run());
+  }
+  std::vector<std::string> unowned;  // no record left: the file may go
+  for (const auto& [sha, owner] : old) {
+    if (keep.count(sha)) continue;
+    SqlStmt c(db_, "SELECT COUNT(*) FROM packages WHERE sha256 = ?");
+    c.Bind(1, sha);
+    Status st;
+    if (c.Step(&st) && c.Int(0) == 0 && (unowned.empty() || unowned.back() != sha)) unowned.push_back(sha);
+    ANNEAL_RETURN_IF_ERROR(st);
+  }
+  return unowned;
 }
 
 Result<std::optional<std::string>> JobStore::GetValue(const std::string& key) {

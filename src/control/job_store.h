@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -238,6 +239,12 @@ class JobStore {
   Status DeleteTokensOf(const std::string& principal, const std::string& kind);
 
   // Small named values (the webhook sender's cursor).
+  // Packages (POST /v1/packages): who uploaded which, for the per-user quota and the clean-up.
+  Status PutPackage(const std::string& sha256, const std::string& owner, int64_t bytes, double now);
+  Result<int64_t> PackageBytesOf(const std::string& owner);
+  // Forgets the uploads older than `before` of packages not in `keep`; returns the packages no upload
+  // record names any more (their files may be deleted).
+  Result<std::vector<std::string>> ForgetPackagesBefore(double before, const std::set<std::string>& keep);
   Result<std::optional<std::string>> GetValue(const std::string& key);
   Status SetValue(const std::string& key, const std::string& value);
 

@@ -60,6 +60,8 @@ struct ServerOptions {
   // Limits (docs/security.md "Limits"): what one request, one client and one user may hold.
   int64_t max_request_bytes = int64_t{1} << 20;      // the body of every request but a package upload
   int64_t max_package_bytes = int64_t{256} << 20;    // one package upload (streamed to disk)
+  int64_t package_quota_bytes = int64_t{2} << 30;    // one user's uploads not yet cleaned up
+  double package_keep_s = 24 * 3600;                 // a package no unfinished job uses is deleted this long after its upload
   double header_timeout_s = 10;                      // a connection's request headers must arrive within this
   int max_connections_per_client = 32;               // open connections from one client address
   double user_token_ttl_s = 90 * 24 * 3600;          // default lifetime of a new user token (0: none)

@@ -272,6 +272,32 @@ TEST(SecurityPackages, UploadsAreCappedCheckedAndSourcesArePackageIdsOnly) {
   }
 }
 
+TEST(SecurityPackages, EachUserHasAQuotaAndUnusedPackagesAreCleanedUp) {
+  ServerOptions o;
+  o.package_quota_bytes = 3000;
+  o.package_keep_s = 0.3;
+  Served s(o);
+  ASSERT_TRUE(s.server);
+  auto gz = [](char c) { return std::string("\x1f\x8b", 2) + std::string(2000, c); };
+  auto a = s.admin->Post("/v1/packages", gz('a'), "application/gzip");
+  ASSERT_TRUE(a && a->status == 201) << (a ? a->body : "");
+  auto b = s.admin->Post("/v1/packages", gz('b'), "application/gzip");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->status, 413) << b->body;
+  EXPECT_NE(ErrorOf(b).find("--package-quota-bytes"), std::string::npos) << b->body;
+  // Another user has a quota of their own.
+  auto dave = s.User("dave", "user");
+  auto d = dave->Post("/v1/packages", gz('d'), "application/gzip");
+  ASSERT_TRUE(d && d->status == 201) << (d ? d->body : "");
+  // A package no unfinished job uses goes once --package-keep-s has passed: room again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto again = s.admin->Post("/v1/packages", gz('b'), "application/gzip");
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, 201) << again->body;
+  EXPECT_FALSE(Env::Default().Exists(s.dir.path() + "/packages/" + Sha256Hex(gz('a')) + ".tar.gz"));
+  EXPECT_TRUE(Env::Default().Exists(s.dir.path() + "/packages/" + Sha256Hex(gz('b')) + ".tar.gz"));
+}
+
 // Registers with the join token: the answer.
 httplib::Result JoinAs(const Served& s, const json& body) {
   auto c = s.Client(testing::ReadTokenFile(JoinPath(s.dir.path(), "join.token")));
