@@ -10,6 +10,7 @@
 #   5. MPI programs (entrypoint.launcher mpirun, off Slurm): Open MPI's allreduce across 2 instances,
 #      the rank contract on every rank, a failing rank, a stop; srun refused on the local backend;
 #   6. 50 jobs submitted at once with capacity for one complete, in submission order.
+# (Before 2, the next job's predictable instance ids are pre-registered with the join token: 409.)
 source "$(dirname "$0")/lib.sh"
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
@@ -88,6 +89,18 @@ checkpoint: {uri: "file://$TMP/ck_train2", sync: false}
 resources: {instance_count: 2, procs_per_instance: 1}
 metric_definitions: [{name: train_loss, regex: 'step +[0-9]+/[0-9]+ \| loss ([0-9.]+)'}]
 YAML
+# The ids of train2's instances are predictable (train2-<seq>-a0-n<node>): pre-registering them with
+# the join token is refused (409), so they cannot jam the queue or take the job; train2 still runs.
+JOIN=(curl -s --max-time 30 -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$TMP/srv/join.token")")
+codes=""
+for seq in $(seq 1 12); do
+  for node in 0 1; do
+    codes+="$("${JOIN[@]}" -H 'Content-Type: application/json' \
+      -d "{\"id\": \"train2-$(printf %04d "$seq")-a0-n$node\", \"slots\": 1}" "$URL/v1/agents") "
+  done
+done
+check "the join token cannot pre-register a job's predictable instance ids (409, 24 of 24)" \
+  test "$(tr ' ' '\n' <<<"$codes" | grep -c '^409$')" = 24
 "$ANNEAL" submit "$TMP/train2.yaml" --server "$URL" --wait >"$TMP/train2.out" 2>"$TMP/train2.err"
 rc=$?
 check "a 2-instance training job completes (exit 0)" test $rc -eq 0
