@@ -5,12 +5,7 @@
 #include "control/server.h"
 
 #include <httplib.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -44,10 +39,7 @@ thread_local double g_request_start = 0;  // when this thread's current request 
 class Server : public ControlServer {
  public:
   explicit Server(const ServerOptions& o) : o_(o) {}
-  ~Server() override {
-    Stop();
-    if (lock_fd_ >= 0) ::close(lock_fd_);  // the data folder's lock goes last
-  }
+  ~Server() override { Stop(); }
 
   Status Init() {
     ANNEAL_RETURN_IF_ERROR(OpenStore());
@@ -93,7 +85,6 @@ class Server : public ControlServer {
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(o_.data_dir));
     // The store holds secrets and token hashes, the folder the token files: this OS user's only.
     if (::chmod(o_.data_dir.c_str(), 0700) != 0) return IoError("cannot make " + o_.data_dir + " private (chmod 700)");
-    ANNEAL_RETURN_IF_ERROR(LockDataDir());
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(o_.data_dir, "packages")));
     ANNEAL_ASSIGN_OR_RETURN(store_, JobStore::Open(JoinPath(o_.data_dir, "anneal.db")));
     ANNEAL_RETURN_IF_ERROR(BootstrapAuth(store_.get(), o_.data_dir, o_.join_token_file, WallSeconds()));
@@ -104,39 +95,6 @@ class Server : public ControlServer {
       ANNEAL_ASSIGN_OR_RETURN(ctx_.roles, LoadExecutionRoles(o_.execution_roles_file));
     }
     return Status::Ok();
-  }
-
-  // One server per data folder: an flock on <data_dir>/server.lock, held for this server's life (the
-  // kernel drops it when the process ends, however it ends). Two schedulers on one store would both
-  // write it.
-  Status LockDataDir() {
-    const std::string path = JoinPath(o_.data_dir, "server.lock");
-    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock_fd_ < 0) return IoError("cannot open " + path);
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
-    std::string who = "another anneal server";
-    auto text = Env::Default().ReadFile(JoinPath(o_.data_dir, "server.json"));
-    const json other = text.ok() ? json::parse(*text, nullptr, false) : json();
-    if (other.is_object()) {
-      who += " (pid " + std::to_string(other.value("pid", 0)) + ", " + other.value("url", std::string("?")) + ")";
-    }
-    ::close(lock_fd_);
-    lock_fd_ = -1;
-    return InvalidInput(who + " already serves the data folder " + o_.data_dir +
-                        ": use that server (--server URL), stop it first, or choose another --data-dir");
-  }
-
-  // Whether something accepts TCP connections at host:port (an IPv4 address; names are not resolved).
-  static bool Listening(const std::string& host, int port) {
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    if (::inet_pton(AF_INET, host == "0.0.0.0" ? "127.0.0.1" : host.c_str(), &a.sin_addr) != 1) return false;
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return false;
-    const bool up = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return up;
   }
 
   bool tls() const { return !o_.tls_cert.empty() || !o_.tls_key.empty(); }
@@ -194,11 +152,6 @@ class Server : public ControlServer {
     if (port == 0) {
       port = http_->bind_to_any_port(o_.host);
       if (port < 0) return InvalidInput("cannot listen on " + o_.host + ": no free port");
-    } else if (Listening(o_.host, port)) {
-      // cpp-httplib binds with SO_REUSEPORT, with which a second server on a busy address starts too
-      // and the kernel splits the connections between them; so a listener there is asked for first.
-      return InvalidInput("cannot listen on " + o_.host + ":" + std::to_string(port) +
-                          ": something already listens there (another anneal server?): stop it or choose another --listen");
     } else if (!http_->bind_to_port(o_.host, port)) {
       return InvalidInput("cannot listen on " + o_.host + ":" + std::to_string(port) +
                           " (in use, or not an address of this machine): choose another --listen");
@@ -311,7 +264,6 @@ class Server : public ControlServer {
   std::unique_ptr<SchedulerLoop> scheduler_;
   std::vector<std::unique_ptr<RoutePart>> parts_;
   std::thread listener_;
-  int lock_fd_ = -1;  // <data_dir>/server.lock, flock'd (LockDataDir)
   std::atomic<bool> stopped_{false};
   std::unique_ptr<WebhookSender> webhooks_;  // null without --webhook
 };

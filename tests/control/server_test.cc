@@ -252,37 +252,3 @@ TEST(ControlServer, RetriesAnInfrastructureFailureButNotAUserError) {
 
 }  // namespace
 }  // namespace anneal
-
-namespace anneal {
-namespace {
-
-// One server per data folder and per address: the second is refused naming the first.
-TEST(ControlServer, ASecondServerOnTheSameDataFolderOrAddressIsRefused) {
-  testing::TempDir a, b;
-  ServerOptions o;
-  o.data_dir = a.path();
-  o.port = 0;
-  o.backend = "static";
-  auto first = ControlServer::Start(o);
-  ASSERT_TRUE(first.ok()) << first.status().ToString();
-  const std::string url = (*first)->url();
-  auto same_dir = ControlServer::Start(o);
-  ASSERT_FALSE(same_dir.ok());
-  EXPECT_EQ(same_dir.status().code(), Code::kInvalidInput);
-  EXPECT_NE(same_dir.status().message().find("pid " + std::to_string(::getpid())), std::string::npos)
-      << same_dir.status().message();
-  EXPECT_NE(same_dir.status().message().find(url), std::string::npos) << same_dir.status().message();
-  ServerOptions other = o;
-  other.data_dir = b.path();
-  other.port = std::stoi(url.substr(url.rfind(':') + 1));
-  auto same_port = ControlServer::Start(other);
-  ASSERT_FALSE(same_port.ok()) << "two servers listen on " << url;
-  EXPECT_NE(same_port.status().message().find("already listens"), std::string::npos) << same_port.status().message();
-  // Once the first is gone, its folder serves again.
-  first->reset();
-  auto again = ControlServer::Start(o);
-  EXPECT_TRUE(again.ok()) << again.status().ToString();
-}
-
-}  // namespace
-}  // namespace anneal
