@@ -33,8 +33,8 @@ Status SumListing(const std::string& listing, int64_t* bytes, int64_t* files) {
 
 Status UnpackPackage(const std::string& bytes, const std::string& sha256, const std::string& tgz, const std::string& dest,
                      const UnpackLimits& limits) {
-  if (Sha256Hex(bytes) != sha256) {
-    return PeerError("the source package arrived damaged (its SHA-256 is " + Sha256Hex(bytes) + ", not " + sha256 + ")");
+  if (const std::string got = Sha256Hex(bytes); got != sha256) {
+    return PeerError("the source package arrived damaged (its SHA-256 is " + got + ", not " + sha256 + ")");
   }
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b) {
     return InvalidInput("the source package is not gzip'd (a .tar.gz is expected; anneal submit packs one)");

@@ -120,13 +120,12 @@ class JobRoutes : public RoutePart {
                                    "a package no unfinished job uses is deleted --package-keep-s after its upload";
     const int64_t limit = std::min<int64_t>(c_.o.max_package_bytes, std::max<int64_t>(quota_left, 0));
     const bool quota_bound = quota_left < c_.o.max_package_bytes;
-    const std::string too_big = " bytes, more than this server's limit of " + std::to_string(limit) +
-                                " (anneal server --max-package-bytes): leave data and checkpoints out of the source "
-                                "folder (channels carry data)";
-    const std::string fix = " (anneal server --max-package-bytes): leave data and checkpoints out of the source folder";
+    const std::string over_max = "more than this server's limit of " + std::to_string(c_.o.max_package_bytes) +
+                                 " bytes (anneal server --max-package-bytes): leave data and checkpoints out of the "
+                                 "source folder (channels carry data)";
     if (req.has_header("Content-Length")) {
       const int64_t n = std::strtoll(req.get_header_value("Content-Length").c_str(), nullptr, 10);
-      if (n > c_.o.max_package_bytes) return ReplyError(res, 413, "the package is " + std::to_string(n) + too_big);
+      if (n > c_.o.max_package_bytes) return ReplyError(res, 413, "the package is " + std::to_string(n) + " bytes, " + over_max);
       if (n > limit) return ReplyError(res, 413, "the package is " + std::to_string(n) + " bytes and " + over_quota);
     }
     const std::string tmp = JoinPath(JoinPath(c_.o.data_dir, "packages"), ".upload-" + RandomHex(8));
@@ -150,7 +149,7 @@ class JobRoutes : public RoutePart {
       ReplyError(res, status, why);
     };
     if (got > limit && quota_bound) return fail(413, "the package is more than " + std::to_string(limit) + " bytes, and " + over_quota);
-    if (got > limit) return fail(413, "the package is more than this server's limit of " + std::to_string(limit) + " bytes" + fix);
+    if (got > limit) return fail(413, "the package is " + over_max);
     if (!written) return fail(500, "cannot write the package to " + tmp + " (disk full?)");
     if (!whole) return fail(400, "the package upload ended early; submit again");
     if (head.size() < 2 || static_cast<unsigned char>(head[0]) != 0x1f || static_cast<unsigned char>(head[1]) != 0x8b) {
