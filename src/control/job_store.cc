@@ -137,10 +137,13 @@ CREATE TABLE kv (
 ALTER TABLE jobs ADD COLUMN idempotency_key TEXT NOT NULL DEFAULT '';
 CREATE UNIQUE INDEX jobs_idempotency ON jobs(owner, idempotency_key) WHERE idempotency_key != '';
 )sql",
-    // 5: tokens' expiry and last use; who uploaded which package (quota, clean-up) (docs/security.md).
+    // 5: tokens' expiry and last use (docs/security.md).
     R"sql(
 ALTER TABLE tokens ADD COLUMN expires_at REAL NOT NULL DEFAULT 0;
 ALTER TABLE tokens ADD COLUMN last_used_at REAL NOT NULL DEFAULT 0;
+)sql",
+    // 6: who uploaded which package (quota, clean-up) (docs/security.md).
+    R"sql(
 CREATE TABLE packages (
   sha256 TEXT NOT NULL,
   owner TEXT NOT NULL,

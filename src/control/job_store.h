@@ -148,7 +148,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
   // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key

@@ -301,6 +301,28 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   EXPECT_EQ(k->job.id, "new-0002");
   EXPECT_TRUE((*(*s)->CreateJob({"new", "alice", Spec("new"), "key-1"}, 4.0)).existed);
+  // Version 6's: uploads are recorded and counted against their owner.
+  ASSERT_TRUE((*s)->PutPackage(std::string(64, 'a'), "alice", 100, 5.0).ok());
+  EXPECT_EQ(*(*s)->PackageBytesOf("alice"), 100);
+}
+
+// A store a build of schema 5 wrote (tokens' expiry, no packages table) gains the table at the next
+// start: a migration once shipped is never edited, the table came as its own step.
+TEST(JobStore, AVersion5StoreGainsThePackagesTable) {
+  testing::TempDir dir;
+  const std::string db = dir.File("anneal.db");
+  {
+    auto s = JobStore::Open(db);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+  }
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; PRAGMA user_version = 5;", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(raw);
+  auto s = JobStore::Open(db);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE((*s)->PutPackage(std::string(64, 'b'), "admin", 7, 1.0).ok());
+  EXPECT_EQ(*(*s)->PackageBytesOf("admin"), 7);
 }
 
 TEST(JobStore, AKeyNamesOneJobPerOwnerForEver) {

@@ -5,6 +5,8 @@ ANNEAL=${1:-build/release/src/anneal}
 ANNEAL=$(readlink -f "$ANNEAL")
 TMP=$(mktemp -d /tmp/anneal_e2e.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+# `--local` commands keep their store under $ANNEAL_HOME/local: the test's own, never the user's home.
+export ANNEAL_HOME="$TMP/home"
 PASS=0 FAIL=0
 
 ok() { PASS=$((PASS + 1)); echo "ok   $*"; }

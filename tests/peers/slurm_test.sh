@@ -95,6 +95,7 @@ job_yaml ref "$TMP/ck_ref"
 ANNEAL_TOKEN_FILE= PATH="$(dirname "$ANNEAL"):$PATH" "$ANNEAL" submit "$TMP/ref.yaml" --local >"$TMP/ref.out" 2>&1
 ref_hash=$(hash_of <"$TMP/ref.out")
 check "the same job on the local backend completes (state hash $ref_hash)" test -n "$ref_hash"
+[ -n "$ref_hash" ] || { echo "  the local run's last lines:"; tail -15 "$TMP/ref.out" | sed 's/^/    /'; }
 job_yaml two "$TMP/ck_two"
 id=$("$ANNEAL" submit "$TMP/two.yaml" --server "$URL")
 check "the 2-instance job completes on Slurm" wait_field "$id" status Completed 120
