@@ -23,6 +23,7 @@ void AddCkptCommand(CLI::App& app, RunFn* run);
 void AddServerCommand(CLI::App& app, RunFn* run);
 void AddAgentCommand(CLI::App& app, RunFn* run);
 void AddJobCommands(CLI::App& app, RunFn* run);
+void AddSubmitCommand(CLI::App& app, RunFn* run);
 void AddUserCommands(CLI::App& app, RunFn* run);
 void AddKubernetesCommand(CLI::App& app, RunFn* run);
 void AddExecCommand(CLI::App& app, RunFn* run);

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddCkptCommand(app, &run);
   anneal::cli::AddServerCommand(app, &run);
   anneal::cli::AddAgentCommand(app, &run);
+  anneal::cli::AddSubmitCommand(app, &run);
   anneal::cli::AddJobCommands(app, &run);
   anneal::cli::AddUserCommands(app, &run);
   anneal::cli::AddKubernetesCommand(app, &run);
