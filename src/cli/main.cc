@@ -4,6 +4,30 @@
 
 #include "anneal_version.h"
 #include "cli/commands.h"
+#include "train/config.h"  // EditDistance
+
+namespace {
+
+// A first word that names no command: exit 2 with the closest command's name ("did you mean").
+// Returns -1 when argv names a command (or starts with an option), else the exit code.
+int RefuseUnknownCommand(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return -1;
+  const std::string word = argv[1];
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const CLI::App* sub : app.get_subcommands(nullptr)) {
+    if (sub->check_name(word)) return -1;
+    const size_t d = anneal::EditDistance(word, sub->get_name());
+    if (d < best_d) best_d = d, best = sub->get_name();
+  }
+  std::string msg = "anneal: error: '" + word + "' is not an anneal command";
+  // Close enough to be a typo: at most 2 edits, and fewer than half the word's letters.
+  if (!best.empty() && best_d <= 2 && best_d * 2 < word.size()) msg += "; did you mean '" + best + "'?";
+  std::fprintf(stderr, "%s (anneal --help lists every command)\n", msg.c_str());
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"anneal: self-hosted training of large language models on a cluster.\n"
@@ -34,6 +58,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddExecCommand(app, &run);
   anneal::cli::AddProfileCommand(app, &run);
 #endif
+  if (int rc = RefuseUnknownCommand(app, argc, argv); rc >= 0) return rc;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
