@@ -4,6 +4,10 @@
 // the data dir $ANNEAL_HOME/local (default ~/.anneal/local, or --data-dir).
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
+#include <csignal>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -29,10 +33,39 @@ using nlohmann::json;
 
 // ---- jobs / describe / logs / stop / metrics ----
 
-Status RunJobs(const Target& t, int limit, bool active, bool as_json) {
-  ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(t, false));
-  ANNEAL_ASSIGN_OR_RETURN(json r, conn.client->Get("/v1/jobs?limit=" + std::to_string(limit) + (active ? "&active=1" : "")));
-  if (as_json) {
+// A query parameter's value, percent-encoded.
+std::string QueryValue(const std::string& v) {
+  static const char* kHex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : v) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += kHex[ch >> 4];
+      out += kHex[ch & 15];
+    }
+  }
+  return out;
+}
+
+struct JobsArgs {
+  int limit = 50;
+  bool active = false, as_json = false, watch = false;
+  double watch_s = 2;
+  std::string status, user, name;
+};
+
+std::atomic<bool> g_watch_stop{false};
+extern "C" void OnWatchInterrupt(int) { g_watch_stop.store(true); }
+
+Status PrintJobs(ApiClient& client, const JobsArgs& a) {
+  std::string q = "/v1/jobs?limit=" + std::to_string(a.limit) + (a.active ? "&active=1" : "");
+  if (!a.status.empty()) q += "&status=" + QueryValue(a.status);
+  if (!a.user.empty()) q += "&user=" + QueryValue(a.user);
+  if (!a.name.empty()) q += "&name=" + QueryValue(a.name);
+  ANNEAL_ASSIGN_OR_RETURN(json r, client.Get(q));
+  if (a.as_json) {
     std::printf("%s\n", r.dump(2).c_str());
     return Status::Ok();
   }
@@ -43,6 +76,30 @@ Status RunJobs(const Target& t, int limit, bool active, bool as_json) {
     std::printf("%-28s %-11s %-19s %9d %-8s %9s\n", j.value("id", std::string()).c_str(),
                 j.value("status", std::string()).c_str(), j.value("secondary_status", std::string()).c_str(),
                 j.value("instance_count", 1), Clock(start).c_str(), Duration((end > 0 ? end : now) - start).c_str());
+  }
+  return Status::Ok();
+}
+
+// --watch: the table redrawn every watch_s seconds until Ctrl-C (SIGINT, exit 0) or SIGTERM. On a
+// terminal the screen is cleared before each drawing; otherwise each table follows the last.
+Status RunJobs(const Target& t, const JobsArgs& a) {
+  ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(t, false));
+  if (!a.watch) return PrintJobs(*conn.client, a);
+  struct sigaction sa {};
+  sa.sa_handler = OnWatchInterrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const bool tty = ::isatty(1) == 1;
+  while (!g_watch_stop.load()) {
+    if (tty) std::printf("\033[H\033[2J");
+    std::printf("every %gs (Ctrl-C to stop): %s\n", a.watch_s, FormatTime(WallSeconds()).c_str());
+    ANNEAL_RETURN_IF_ERROR(PrintJobs(*conn.client, a));
+    if (!tty) std::printf("\n");
+    std::fflush(stdout);
+    for (double waited = 0; waited < a.watch_s && !g_watch_stop.load(); waited += 0.05) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
   }
   return Status::Ok();
 }
@@ -106,18 +163,52 @@ Status RunDescribe(const Target& t, const std::string& id, bool as_json) {
   return Status::Ok();
 }
 
-Status RunLogs(const Target& t, const std::string& id, bool follow, int rank) {
+struct LogsArgs {
+  std::string id;
+  bool follow = false;
+  int rank = -2;
+  int tail = -1;       // --tail N: the last N lines first (-1: every line)
+  std::string since;   // --since T: only lines from T on
+};
+
+Status RunLogs(const Target& t, const LogsArgs& a) {
+  double since = 0;
+  if (!a.since.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(since, ParseSince(a.since, WallSeconds()));
+  }
+  if (a.tail == 0 && !a.follow) return Status::Ok();
   ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(t, false));
+  std::string filter;
+  if (a.rank >= -1) filter += "&rank=" + std::to_string(a.rank);
+  if (since > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.3f", since);
+    filter += "&since=" + std::string(buf);
+  }
   int64_t after = 0;
-  for (int quiet_after_end = 0;;) {
-    std::string q = "/v1/jobs/" + id + "/logs?after=" + std::to_string(after) + "&limit=5000";
-    if (rank >= -1) q += "&rank=" + std::to_string(rank);
-    ANNEAL_ASSIGN_OR_RETURN(json page, conn.client->Get(q));
+  auto print = [](const json& page) {
     for (const json& x : page["lines"]) std::printf("%s%s\n", LinePrefix(x).c_str(), x.value("text", std::string()).c_str());
     std::fflush(stdout);
+  };
+  if (a.tail >= 0) {  // the last N lines, then (with -f) whatever comes after them
+    json page;
+    if (a.tail > 0) {
+      ANNEAL_ASSIGN_OR_RETURN(page, conn.client->Get("/v1/jobs/" + a.id + "/logs?tail=" + std::to_string(a.tail) + filter));
+    } else {  // --tail 0 -f: only new lines; start after the newest one
+      ANNEAL_ASSIGN_OR_RETURN(page, conn.client->Get("/v1/jobs/" + a.id + "/logs?tail=1" + filter));
+      page["lines"] = json::array();
+    }
+    print(page);
+    after = page.value("next", after);
+    if (!a.follow) return Status::Ok();
+  }
+  for (int quiet_after_end = 0;;) {
+    std::string q = "/v1/jobs/" + a.id + "/logs?after=" + std::to_string(after) + "&limit=5000" + filter;
+    ANNEAL_ASSIGN_OR_RETURN(json page, conn.client->Get(q));
+    print(page);
     after = page.value("next", after);
     if (page["lines"].size() == 5000) continue;
-    if (!follow) return Status::Ok();
+    if (!a.follow) return Status::Ok();
     if (page.value("job_done", false) && page["lines"].empty() && ++quiet_after_end >= 3) return Status::Ok();
     std::this_thread::sleep_for(std::chrono::milliseconds(page.value("job_done", false) ? 500 : 1000));
   }
@@ -175,15 +266,22 @@ Status RunMetrics(const Target& t, const std::string& id, const std::string& nam
 void AddJobCommands(CLI::App& app, RunFn* run) {
   {
     auto t = std::make_shared<Target>();
-    auto limit = std::make_shared<int>(50);
-    auto active = std::make_shared<bool>(false);
-    auto as_json = std::make_shared<bool>(false);
-    CLI::App* c = app.add_subcommand("jobs", "List jobs, newest first.\nExample: anneal jobs --active");
-    c->add_option("--limit", *limit, "How many")->capture_default_str();
-    c->add_flag("--active", *active, "Only jobs not yet ended");
-    c->add_flag("--json", *as_json, "The API's JSON instead of a table");
+    auto a = std::make_shared<JobsArgs>();
+    CLI::App* c = app.add_subcommand("jobs", "List jobs, newest first.\n"
+                                             "Examples: anneal jobs --active\n"
+                                             "          anneal jobs --status failed --user alice --name kjv-tiny\n"
+                                             "          anneal jobs --watch          (redrawn every 2 s until Ctrl-C)");
+    c->add_option("--limit", a->limit, "How many")->capture_default_str();
+    c->add_flag("--active", a->active, "Only jobs not yet ended");
+    c->add_option("--status", a->status,
+                  "Only jobs in this status: a primary one (InProgress, Stopping, Completed, Failed, Stopped) or a "
+                  "secondary one (Pending, Training, MaxRuntimeExceeded, ...); any case");
+    c->add_option("--user", a->user, "Only this user's jobs (a user who sees only its own jobs gets none of another's)");
+    c->add_option("--name", a->name, "Only jobs of this name (the spec's name: the id without its -NNNN)");
+    c->add_flag("-w,--watch", a->watch, "Redraw the list every 2 s until Ctrl-C");
+    c->add_flag("--json", a->as_json, "The API's JSON instead of a table");
     AddTargetOptions(c, t.get(), false);
-    c->callback([run, t, limit, active, as_json] { *run = [=] { return RunJobs(*t, *limit, *active, *as_json); }; });
+    c->callback([run, t, a] { *run = [=] { return RunJobs(*t, *a); }; });
   }
   {
     auto t = std::make_shared<Target>();
@@ -198,15 +296,20 @@ void AddJobCommands(CLI::App& app, RunFn* run) {
   }
   {
     auto t = std::make_shared<Target>();
-    auto id = std::make_shared<std::string>();
-    auto follow = std::make_shared<bool>(false);
-    auto rank = std::make_shared<int>(-2);
-    CLI::App* c = app.add_subcommand("logs", "Print a job's log lines (every rank, in order).\nExample: anneal logs kjv-0001 -f --rank 0");
-    c->add_option("id", *id, "Job id")->required();
-    c->add_flag("-f,--follow", *follow, "Keep printing new lines until the job ends");
-    c->add_option("--rank", *rank, "Only this rank's lines (-1: the agents' own)");
+    auto a = std::make_shared<LogsArgs>();
+    CLI::App* c = app.add_subcommand("logs", "Print a job's log lines (every rank, in order).\n"
+                                             "Examples: anneal logs kjv-0001 -f --rank 0\n"
+                                             "          anneal logs kjv-0001 --tail 20 --since 10m");
+    c->add_option("id", a->id, "Job id")->required();
+    c->add_flag("-f,--follow", a->follow, "Keep printing new lines until the job ends");
+    c->add_option("--rank", a->rank, "Only this rank's lines (-1: the agents' own)");
+    c->add_option("-n,--tail", a->tail, "Only the last N lines (with -f: then the new ones as they come)")
+        ->check(CLI::Range(0, 100000));
+    c->add_option("--since", a->since,
+                  "Only lines from this time on: a duration before now (90s, 10m, 2h, 1d, 1h30m) or an ISO 8601 time "
+                  "(2026-11-30T07:12:03Z; no offset is UTC)");
     AddTargetOptions(c, t.get(), false);
-    c->callback([run, t, id, follow, rank] { *run = [=] { return RunLogs(*t, *id, *follow, *rank); }; });
+    c->callback([run, t, a] { *run = [=] { return RunLogs(*t, *a); }; });
   }
   {
     auto t = std::make_shared<Target>();

@@ -4,6 +4,9 @@
 #include "control/job_routes.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <optional>
 #include <cstdio>
 #include <cstdlib>
 #include <regex>
@@ -195,6 +198,7 @@ class JobRoutes : public RoutePart {
     if (Status st = CheckExecutionRole(c_.roles, *spec, p.name, p.admin(), &field); !st.ok()) {
       return ReplyError(res, 403, st.message(), field);
     }
+    if (Status st = CheckLocalChannels(*spec, &field); !st.ok()) return ReplyError(res, 400, st.message(), field);
     if (spec->launcher == "srun" && c_.backend->name() != "slurm") {
       return ReplyError(res, 400,
                         "entrypoint.launcher: srun needs a Slurm allocation, and this server's backend is " +
@@ -229,6 +233,26 @@ class JobRoutes : public RoutePart {
                                           {"secondary_status", PhaseName(rec->job.phase)}, {"existed", rec->existed}});
   }
 
+  // A channel on a file system (file:// or a path) that does not exist is refused now rather than
+  // when an instance fails to copy it. Checked only where the instances read the server's file system
+  // (the local backend); a static or Slurm agent's node may mount what the server does not. s3://
+  // channels are not checked: control/ has no object-store client (the agents read them, with the
+  // job's role's credentials).
+  Status CheckLocalChannels(const JobSpec& spec, std::string* field) {
+    if (c_.backend->name() != "local") return Status::Ok();
+    for (size_t i = 0; i < spec.channels.size(); ++i) {
+      const std::string& uri = spec.channels[i].uri;
+      if (uri.find("://") != std::string::npos && uri.rfind("file://", 0) != 0) continue;
+      const std::string path = uri.rfind("file://", 0) == 0 ? uri.substr(7) : uri;
+      if (path.empty() || path[0] != '/' || Env::Default().Exists(path)) continue;
+      *field = "channels[" + std::to_string(i) + "].uri";
+      return InvalidInput(*field + ": '" + uri + "' does not exist on this server, whose instances would read it: " +
+                          "prepare the data there first (anneal prep --output " + path +
+                          ") or correct the path (a relative one is taken from the job spec's folder)");
+    }
+    return Status::Ok();
+  }
+
   // The summary's text (wire.h), with the scheduler's reason while the job waits.
   std::string SummaryText(const JobRecord& j) {
     std::optional<std::string> why;
@@ -237,10 +261,56 @@ class JobRoutes : public RoutePart {
   }
   json Summary(const JobRecord& j) { return json::parse(SummaryText(j)); }
 
+  // A primary status (InProgress, Stopping, Completed, Failed, Stopped) or a secondary one (Pending,
+  // Training, …) as the store spells it, matched without case; nothing for a word that is neither.
+  static std::optional<std::string> CanonicalStatus(const std::string& s) {
+    auto lower = [](std::string x) {
+      for (char& ch : x) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      return x;
+    };
+    for (const std::string& n : AllStatusNames()) {
+      if (lower(n) == lower(s)) return n;
+    }
+    return std::nullopt;
+  }
+  static std::vector<std::string> AllStatusNames() {
+    std::vector<std::string> out = {"InProgress"};
+    for (int i = 0; i <= static_cast<int>(JobPhase::kMaxRuntimeExceeded); ++i) {
+      const JobPhase ph = static_cast<JobPhase>(i);
+      for (const char* n : {PrimaryStatus(ph), PhaseName(ph)}) {
+        if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+      }
+    }
+    return out;
+  }
+  static std::string StatusNames() {
+    std::string list;
+    for (const std::string& n : AllStatusNames()) list += (list.empty() ? "" : ", ") + n;
+    return list;
+  }
+
   void ListJobs(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     const int limit = std::clamp(IntParam(req, "limit", 100), 1, 10000);
-    const bool active = req.has_param("active") && req.get_param_value("active") != "0";
-    auto jobs = c_.store->ListJobs(limit, active, Int64Param(req, "before", 0), p.reads_all() ? "" : p.name);
+    JobStore::ListFilter f;
+    f.active_only = req.has_param("active") && req.get_param_value("active") != "0";
+    f.before_seq = Int64Param(req, "before", 0);
+    f.owner = p.reads_all() ? "" : p.name;
+    f.name = req.has_param("name") ? req.get_param_value("name") : "";
+    if (req.has_param("user") && !req.get_param_value("user").empty()) {
+      const std::string user = req.get_param_value("user");
+      // A user who reads only its own jobs asking for another's: none it may see.
+      if (!f.owner.empty() && user != f.owner) return Reply(res, 200, {{"jobs", json::array()}});
+      f.owner = user;
+    }
+    if (req.has_param("status") && !req.get_param_value("status").empty()) {
+      auto status = CanonicalStatus(req.get_param_value("status"));
+      if (!status) {
+        return ReplyError(res, 400, "status: '" + req.get_param_value("status") + "' is no job status; use one of " +
+                                        StatusNames() + " (case does not matter)", "status");
+      }
+      f.status = *status;
+    }
+    auto jobs = c_.store->ListJobs(limit, f);
     if (!jobs.ok()) return ReplyError(res, 500, jobs.status().message());
     std::string body = "{\"jobs\":[";
     for (size_t n = 0; n < jobs->size(); ++n) {
@@ -341,7 +411,20 @@ class JobRoutes : public RoutePart {
     auto j = VisibleJob(p, id, res);
     if (!j) return;
     const int rank = req.has_param("rank") ? IntParam(req, "rank", -2) : -2;
-    auto lines = c_.store->Logs(id, Int64Param(req, "after", 0), rank, std::clamp(IntParam(req, "limit", 1000), 1, 10000));
+    double since = 0;
+    if (req.has_param("since")) {
+      char* end = nullptr;
+      const std::string v = req.get_param_value("since");
+      since = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(since)) {
+        return ReplyError(res, 400, "since: '" + v + "' is not a time in seconds since the Unix epoch", "since");
+      }
+    }
+    const int64_t after = Int64Param(req, "after", 0);
+    // tail=N: the last N matching lines (anneal logs --tail), else the first `limit` after `after`.
+    auto lines = req.has_param("tail")
+                     ? c_.store->TailLogs(id, after, rank, std::clamp(IntParam(req, "tail", 100), 1, 100000), since)
+                     : c_.store->Logs(id, after, rank, std::clamp(IntParam(req, "limit", 1000), 1, 10000), since);
     if (!lines.ok()) return ReplyError(res, 500, lines.status().message());
     json out = json::array();
     int64_t next = Int64Param(req, "after", 0);

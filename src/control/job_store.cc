@@ -356,6 +356,14 @@ Result<std::optional<JobRecord>> JobStore::GetJob(const std::string& id) {
 
 Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, int64_t before_seq,
                                                   const std::string& owner) {
+  ListFilter f;
+  f.active_only = active_only;
+  f.before_seq = before_seq;
+  f.owner = owner;
+  return ListJobs(limit, f);
+}
+
+Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, const ListFilter& f) {
   Reader r(this);  // no lock on the writer (WAL)
   // A listing needs only resources.instance_count of each spec: SQLite extracts it, so a page of 100
   // jobs does not parse 100 whole specs.
@@ -363,17 +371,22 @@ Result<std::vector<JobRecord>> JobStore::ListJobs(int limit, bool active_only, i
   cols.replace(cols.find(" spec,"), 6,
                " json_extract(spec, '$.resources.instance_count'),");
   std::string sql = "SELECT " + cols + " FROM jobs WHERE seq < ?";
-  if (active_only) sql += " AND primary_status IN ('InProgress', 'Stopping')";
-  if (!owner.empty()) sql += " AND owner = ?";
+  if (f.active_only) sql += " AND primary_status IN ('InProgress', 'Stopping')";
+  if (!f.owner.empty()) sql += " AND owner = ?";
+  if (!f.status.empty()) sql += " AND (primary_status = ? OR phase = ?)";
+  if (!f.name.empty()) sql += " AND name = ?";
   sql += " ORDER BY seq DESC LIMIT ?";
   SqlStmt s(r.db(), sql.c_str());
   ANNEAL_RETURN_IF_ERROR(s.prepared());
-  s.Bind(1, before_seq > 0 ? before_seq : INT64_MAX);
-  if (!owner.empty()) {
-    s.Bind(2, owner).Bind(3, limit);
-  } else {
-    s.Bind(2, limit);
+  int i = 1;
+  s.Bind(i++, f.before_seq > 0 ? f.before_seq : INT64_MAX);
+  if (!f.owner.empty()) s.Bind(i++, f.owner);
+  if (!f.status.empty()) {
+    s.Bind(i++, f.status);
+    s.Bind(i++, f.status);
   }
+  if (!f.name.empty()) s.Bind(i++, f.name);
+  s.Bind(i, limit);
   return ReadJobs(s, /*summary=*/true);
 }
 
@@ -561,18 +574,34 @@ Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& 
   });
 }
 
-Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t after_id, int rank, int limit) {
+Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t after_id, int rank, int limit, double since) {
   Reader r(this);  // no lock on the writer (WAL)
   SqlStmt s(r.db(),
          "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? "
-         "AND (? = -2 OR rank = ?) ORDER BY id LIMIT ?");
-  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, limit);
+         "AND (? = -2 OR rank = ?) AND at >= ? ORDER BY id LIMIT ?");
+  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, since).Bind(6, limit);
   std::vector<LogLine> out;
   Status st;
   while (s.Step(&st)) {
     out.push_back(ReadLogLine(s));
   }
   ANNEAL_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Result<std::vector<LogLine>> JobStore::TailLogs(const std::string& job, int64_t after_id, int rank, int n, double since) {
+  Reader r(this);  // no lock on the writer (WAL)
+  SqlStmt s(r.db(),
+         "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? "
+         "AND (? = -2 OR rank = ?) AND at >= ? ORDER BY id DESC LIMIT ?");
+  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, since).Bind(6, n);
+  std::vector<LogLine> out;
+  Status st;
+  while (s.Step(&st)) {
+    out.push_back(ReadLogLine(s));
+  }
+  ANNEAL_RETURN_IF_ERROR(st);
+  std::reverse(out.begin(), out.end());
   return out;
 }
 

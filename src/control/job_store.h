@@ -173,6 +173,15 @@ class JobStore {
   // owner non-empty: only that user's jobs.
   Result<std::vector<JobRecord>> ListJobs(int limit, bool active_only, int64_t before_seq = 0,
                                           const std::string& owner = "");
+  // GET /v1/jobs's filters, each empty for any: status is a primary status (InProgress, Completed, …)
+  // or a secondary one (Training, …), spelt as the store keeps it; name is the job's name (its id
+  // without the -NNNN).
+  struct ListFilter {
+    bool active_only = false;
+    int64_t before_seq = 0;
+    std::string owner, status, name;
+  };
+  Result<std::vector<JobRecord>> ListJobs(int limit, const ListFilter& f);
   // Every job started and not yet terminal (not Pending), in submission order.
   Result<std::vector<JobRecord>> ActiveJobs();
   // The oldest Pending jobs, at most limit, in submission order (the scheduler's queue head).
@@ -201,7 +210,10 @@ class JobStore {
   // Inserts lines a node sent; a (job, attempt, node, seq) already stored is skipped.
   Status AppendLogs(const std::string& job, const std::vector<LogLine>& lines);
   // Lines with id > after_id, oldest first; rank >= -1 filters by rank (-2: all ranks).
-  Result<std::vector<LogLine>> Logs(const std::string& job, int64_t after_id, int rank, int limit);
+  // since > 0: only lines whose time (`at`, the agent's clock) is at or after it.
+  Result<std::vector<LogLine>> Logs(const std::string& job, int64_t after_id, int rank, int limit, double since = 0);
+  // The last n of the lines Logs(job, after_id, rank, ∞, since) would return, oldest first.
+  Result<std::vector<LogLine>> TailLogs(const std::string& job, int64_t after_id, int rank, int n, double since = 0);
   // The last n lines of one rank (-1: the agent), oldest first.
   Result<std::vector<LogLine>> LastLogs(const std::string& job, int rank, int n);
   Status AppendMetrics(const std::string& job, const std::vector<MetricPoint>& points);

@@ -1,6 +1,9 @@
 #include "control/wire.h"
 
+#include <cctype>
 #include <charconv>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <chrono>
 #include <string_view>
@@ -195,6 +198,73 @@ std::string FormatTime(double wall_s) {
   std::snprintf(buf, sizeof(buf), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
                 tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
   return buf;
+}
+
+namespace {
+
+// Days from 1970-01-01 to y-m-d (proleptic Gregorian; Howard Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+}  // namespace
+
+Result<double> ParseSince(const std::string& text, double now) {
+  const std::string forms = "--since '" + text + "': give a duration before now (90s, 10m, 2h, 1d, 1h30m) or an ISO 8601 "
+                            "time (2026-11-30T07:12:03Z, 2026-11-30 07:12, 2026-11-30T09:12:03+02:00; no offset is UTC)";
+  // A duration: one or more <number><unit>.
+  {
+    size_t i = 0;
+    double total = 0;
+    bool any = false;
+    while (i < text.size()) {
+      size_t j = i;
+      while (j < text.size() && (std::isdigit(static_cast<unsigned char>(text[j])) || text[j] == '.')) ++j;
+      if (j == i || j >= text.size()) break;
+      const double n = std::strtod(text.substr(i, j - i).c_str(), nullptr);
+      const char u = text[j];
+      const double mult = u == 's' ? 1 : u == 'm' ? 60 : u == 'h' ? 3600 : u == 'd' ? 86400 : -1;
+      if (mult < 0) break;
+      total += n * mult;
+      i = j + 1;
+      any = i == text.size();
+    }
+    if (any) return now - total;
+  }
+  // An ISO 8601 time.
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, n = 0;
+  double sec = 0;
+  const char* p = text.c_str();
+  if (std::sscanf(p, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 || n != 10) return InvalidInput(forms);
+  p += n;
+  if (*p == 'T' || *p == 't' || *p == ' ') {
+    ++p;
+    if (std::sscanf(p, "%2d:%2d%n", &h, &mi, &n) != 2 || n != 5) return InvalidInput(forms);
+    p += n;
+    if (*p == ':') {
+      char* end = nullptr;
+      sec = std::strtod(p + 1, &end);
+      if (end == p + 1 || !(sec >= 0 && sec < 61)) return InvalidInput(forms);
+      p = end;
+    }
+  }
+  double offset = 0;
+  if (*p == 'Z' || *p == 'z') {
+    ++p;
+  } else if (*p == '+' || *p == '-') {
+    int oh = 0, om = 0;
+    if (std::sscanf(p + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) return InvalidInput(forms);
+    offset = (*p == '-' ? -1 : 1) * (oh * 3600.0 + om * 60.0);
+    p += 1 + n;
+  }
+  if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59) return InvalidInput(forms);
+  return static_cast<double>(DaysFromCivil(y, static_cast<unsigned>(mo), static_cast<unsigned>(d))) * 86400.0 + h * 3600.0 +
+         mi * 60.0 + sec - offset;
 }
 
 }  // namespace anneal

@@ -63,5 +63,10 @@ std::string JobSummaryJson(const JobRecord& j, const std::string* pending_reason
 
 // "2026-11-30T07:12:03.120Z"
 std::string FormatTime(double wall_s);
+// A point in time as `anneal logs --since` takes it, in wall seconds: a duration before now ("90s",
+// "10m", "2h", "1d", "1h30m") or an ISO 8601 time ("2026-11-30T07:12:03Z", with an optional fraction
+// and a +HH:MM / -HH:MM offset; no offset is UTC, as anneal prints times; a date alone is its midnight).
+// Bad input names the forms it takes.
+Result<double> ParseSince(const std::string& text, double now);
 
 }  // namespace anneal

@@ -171,6 +171,76 @@ TEST(JobStore, LogsAreDeduplicatedAndOrdered) {
   EXPECT_EQ((*last)[0].text, "b");
 }
 
+TEST(JobStore, LogsSinceATimeAndTheLastN) {
+  testing::TempDir dir;
+  auto s = JobStore::Open(dir.File("anneal.db"));
+  ASSERT_TRUE(s.ok());
+  std::vector<LogLine> lines;
+  for (int i = 0; i < 6; ++i) {
+    LogLine x;
+    x.seq = i + 1;
+    x.rank = i % 2;
+    x.stream = "stdout";
+    x.at = 100.0 + i;
+    x.text = 'l';
+    x.text += std::to_string(i);
+    lines.push_back(x);
+  }
+  ASSERT_TRUE((*s)->AppendLogs("j", lines).ok());
+  auto since = (*s)->Logs("j", 0, -2, 100, 103.0);
+  ASSERT_TRUE(since.ok());
+  ASSERT_EQ(since->size(), 3u);
+  EXPECT_EQ((*since)[0].text, "l3");
+  auto tail = (*s)->TailLogs("j", 0, -2, 2);  // the last 2, oldest first
+  ASSERT_TRUE(tail.ok());
+  ASSERT_EQ(tail->size(), 2u);
+  EXPECT_EQ((*tail)[0].text, "l4");
+  EXPECT_EQ((*tail)[1].text, "l5");
+  auto tail_rank0 = (*s)->TailLogs("j", 0, 0, 2, 101.0);  // rank 0's since 101: l2, l4
+  ASSERT_TRUE(tail_rank0.ok());
+  ASSERT_EQ(tail_rank0->size(), 2u);
+  EXPECT_EQ((*tail_rank0)[0].text, "l2");
+  EXPECT_EQ((*tail_rank0)[1].text, "l4");
+  auto more = (*s)->TailLogs("j", 0, -2, 100, 104.5);
+  ASSERT_TRUE(more.ok());
+  ASSERT_EQ(more->size(), 1u);
+}
+
+TEST(JobStore, ListsJobsByStatusOwnerAndName) {
+  testing::TempDir dir;
+  auto s = JobStore::Open(dir.File("anneal.db"));
+  ASSERT_TRUE(s.ok());
+  auto a = (*s)->CreateJob({"kjv", "alice", Spec("kjv")}, 100.0);
+  auto b = (*s)->CreateJob({"kjv", "bob", Spec("kjv")}, 101.0);
+  auto c = (*s)->CreateJob({"other", "alice", Spec("other")}, 102.0);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  ASSERT_TRUE((*s)->Transition(b->job.id, JobPhase::kFailed, "boom", 103.0).ok());
+  auto ids = [&](const JobStore::ListFilter& f) {
+    std::vector<std::string> out;
+    auto jobs = (*s)->ListJobs(10, f);
+    EXPECT_TRUE(jobs.ok());
+    if (jobs.ok()) {
+      for (const JobRecord& j : *jobs) out.push_back(j.id);
+    }
+    return out;
+  };
+  JobStore::ListFilter f;
+  f.status = "Failed";
+  EXPECT_EQ(ids(f), std::vector<std::string>{b->job.id});
+  f.status = "InProgress";  // a primary status
+  EXPECT_EQ(ids(f), (std::vector<std::string>{c->job.id, a->job.id}));
+  f.status = "Pending";  // a secondary one
+  f.owner = "alice";
+  EXPECT_EQ(ids(f), (std::vector<std::string>{c->job.id, a->job.id}));
+  f.name = "kjv";
+  EXPECT_EQ(ids(f), std::vector<std::string>{a->job.id});
+  f = {};
+  f.name = "kjv";
+  EXPECT_EQ(ids(f), (std::vector<std::string>{b->job.id, a->job.id}));
+  f.owner = "carol";
+  EXPECT_TRUE(ids(f).empty());
+}
+
 TEST(JobStore, MetricsRankMeansAndRendezvous) {
   testing::TempDir dir;
   auto s = JobStore::Open(dir.File("anneal.db"));

@@ -135,6 +135,30 @@ TEST(Wire, AJobSummaryIsWhatTheJsonLibraryWouldWrite) {
   EXPECT_THROW(JobSummaryJson(j, nullptr), json::exception);
 }
 
+TEST(Wire, ParseSinceTakesADurationOrAnIsoTime) {
+  const double now = 1800000000.0;
+  EXPECT_DOUBLE_EQ(*ParseSince("90s", now), now - 90);
+  EXPECT_DOUBLE_EQ(*ParseSince("10m", now), now - 600);
+  EXPECT_DOUBLE_EQ(*ParseSince("2h", now), now - 7200);
+  EXPECT_DOUBLE_EQ(*ParseSince("1d", now), now - 86400);
+  EXPECT_DOUBLE_EQ(*ParseSince("1h30m", now), now - 5400);
+  // 2027-01-15T08:00:00Z is 1800000000 s after the epoch.
+  EXPECT_DOUBLE_EQ(*ParseSince("2027-01-15T08:00:00Z", now), 1800000000.0);
+  EXPECT_EQ(FormatTime(*ParseSince("2027-01-15T08:00:00Z", now)), "2027-01-15T08:00:00.000Z");
+  EXPECT_DOUBLE_EQ(*ParseSince("2027-01-15T08:00:00", now), 1800000000.0);  // no offset: UTC
+  EXPECT_DOUBLE_EQ(*ParseSince("2027-01-15 08:00", now), 1800000000.0);
+  EXPECT_DOUBLE_EQ(*ParseSince("2027-01-15T10:00:00.5+02:00", now), 1800000000.5);
+  EXPECT_DOUBLE_EQ(*ParseSince("2027-01-15", now), 1800000000.0 - 8 * 3600);
+  for (const char* bad : {"", "10", "5x", "m", "2027-13-01", "2027-01-15T25:00", "2027-01-15T08:00Zjunk", "yesterday"}) {
+    auto r = ParseSince(bad, now);
+    EXPECT_FALSE(r.ok()) << bad;
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().ExitCode(), 2);
+      EXPECT_NE(r.status().message().find("10m"), std::string::npos) << r.status().message();
+    }
+  }
+}
+
 TEST(Wire, TheAgentProtocolsMessagesRoundTrip) {
   HeartbeatMsg hb;
   EXPECT_EQ(ToJson(hb), json::object());  // idle: an empty body
