@@ -1,10 +1,13 @@
 // anneal train: one rank of training from a YAML config (train/config.h lists every key).
 // SIGTERM or SIGINT: finish the current step, save a checkpoint, exit 0. With train.checkpoint_dir
 // unset, $ANNEAL_CHECKPOINT_URI (set by the agent from the job spec's checkpoint.uri) is used.
+// --print-config prints the resolved config and exits; a run whose newest checkpoint is already at
+// train.steps says there is nothing to do and exits 0.
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
 
+#include "ckpt/checkpoint.h"
 #include "cli/commands.h"
 #include "train/trainer.h"
 
@@ -19,7 +22,31 @@ struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
   bool list_keys = false;
+  bool print_config = false;
 };
+
+// With train.resume = auto, the newest complete checkpoint at or past train.steps: there is nothing
+// left to train. Says so (rank 0) and how to train further; true then. Checked before the runtime is
+// built (no model, data or communicators for a run that would take no step).
+Result<bool> NothingToTrain(const TrainConfig& c) {
+  if (c.checkpoint.resume != "auto" || c.checkpoint.dir.empty()) return false;
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenCheckpointStore(c.checkpoint.dir));
+  ANNEAL_ASSIGN_OR_RETURN(auto all, ListCheckpoints(*store));
+  const CheckpointListing* newest = nullptr;
+  for (const CheckpointListing& l : all) {
+    if (l.complete && (!newest || l.step > newest->step)) newest = &l;
+  }
+  if (!newest || newest->step < c.train.steps) return false;
+  const char* rank = std::getenv("RANK");
+  if (!rank || std::string(rank) == "0") {
+    std::printf("nothing to do: the newest checkpoint, %s/%s, is at step %d and train.steps is %d, so this run "
+                "would train no step. To train further, raise train.steps (e.g. --set train.steps=%d): it resumes "
+                "from that checkpoint; to start afresh, --set train.resume=none or another train.checkpoint_dir.\n",
+                c.checkpoint.dir.c_str(), newest->name.c_str(), newest->step, c.train.steps, 2 * newest->step);
+    std::fflush(stdout);
+  }
+  return true;
+}
 
 Status RunTrain(const TrainArgs& a) {
   if (a.list_keys) {
@@ -32,6 +59,15 @@ Status RunTrain(const TrainArgs& a) {
   if (const char* uri = std::getenv("ANNEAL_CHECKPOINT_URI"); c.checkpoint.dir.empty() && uri && *uri) {
     c.checkpoint.dir = uri;
   }
+  if (a.print_config) {  // what this run would use, $ANNEAL_CHECKPOINT_URI included
+    TrainConfig shown = c;
+    shown.values["train.checkpoint_dir"] = c.checkpoint.dir;
+    std::printf("# the resolved config of anneal train --config %s: every key, after the file, --set and the defaults\n%s",
+                a.config.c_str(), shown.ResolvedYaml().c_str());
+    return Status::Ok();
+  }
+  ANNEAL_ASSIGN_OR_RETURN(bool nothing, NothingToTrain(c));
+  if (nothing) return Status::Ok();
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
@@ -53,6 +89,8 @@ void AddTrainCommand(CLI::App& app, RunFn* run) {
   c->add_option("--config", a->config, "YAML config: sections model, data, optim, train");
   c->add_option("--set", a->sets, "Override one key, e.g. --set train.steps=50 (repeatable)");
   c->add_flag("--list-keys", a->list_keys, "Print every config key with its default and meaning");
+  c->add_flag("--print-config", a->print_config,
+              "Print the resolved config (the file, then --set, over the defaults) as YAML and exit without training");
   c->callback([run, a] { *run = [a] { return RunTrain(*a); }; });
 }
 

@@ -146,7 +146,9 @@ namespace {
 // key and what it must be (all are collected before the config is refused).
 class Reader {
  public:
-  explicit Reader(std::map<std::string, std::string> v) : v_(std::move(v)) {}
+  // from_set: the keys an override gave, each with its "--set" text (errors about them name it).
+  Reader(std::map<std::string, std::string> v, std::map<std::string, std::string> from_set)
+      : v_(std::move(v)), from_set_(std::move(from_set)) {}
   const std::string& Str(const std::string& k) { return v_[k]; }
   int Int(const std::string& k, int lo, int hi) {
     try {
@@ -155,7 +157,7 @@ class Reader {
       if (pos != v_[k].size() || x < lo || x > hi) throw std::out_of_range("");
       return static_cast<int>(x);
     } catch (...) {
-      Error(k + " = '" + v_[k] + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      KeyError(k, k + " = '" + v_[k] + "' must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
       return lo;
     }
   }
@@ -166,7 +168,7 @@ class Reader {
       if (pos != v_[k].size() || !(x >= lo && x <= hi)) throw std::out_of_range("");
       return x;
     } catch (...) {
-      Error(k + " = '" + v_[k] + "' must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      KeyError(k, k + " = '" + v_[k] + "' must be a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
       return lo;
     }
   }
@@ -174,7 +176,7 @@ class Reader {
   bool Bool(const std::string& k) {
     if (v_[k] == "true") return true;
     if (v_[k] == "false") return false;
-    Error(k + " = '" + v_[k] + "' must be true or false");
+    KeyError(k, k + " = '" + v_[k] + "' must be true or false");
     return false;
   }
   // The value, which must be one of `allowed` ("must be a, b or c" otherwise).
@@ -183,15 +185,21 @@ class Reader {
     if (std::find(allowed.begin(), allowed.end(), x) != allowed.end()) return x;
     std::string list;
     for (size_t i = 0; i < allowed.size(); ++i) list += (i == 0 ? "" : i + 1 == allowed.size() ? " or " : ", ") + allowed[i];
-    Error(k + " = '" + x + "' must be " + list);
+    KeyError(k, k + " = '" + x + "' must be " + list);
     return x;
   }
   void Error(std::string e) { errors_.push_back(std::move(e)); }
+  // An error about key k's value: blamed on its --set when an override gave it.
+  void KeyError(const std::string& k, std::string e) {
+    auto it = from_set_.find(k);
+    Error(it == from_set_.end() ? std::move(e) : "--set " + it->second + ": " + e);
+  }
   const std::vector<std::string>& errors() const { return errors_; }
   const std::map<std::string, std::string>& values() const { return v_; }
 
  private:
   std::map<std::string, std::string> v_;
+  std::map<std::string, std::string> from_set_;
   std::vector<std::string> errors_;
 };
 
@@ -344,9 +352,11 @@ Status FlattenConfigText(const std::string& text, const std::string& where, std:
 #endif
 }
 
-// The given keys (the YAML file's, then the overrides') over the defaults; unknown keys are errors.
+// The given keys (the YAML file's, then the overrides') over the defaults; unknown keys are errors,
+// blamed on the --set that gave them when one did. *from_set: each overridden key's "--set" text.
 Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text, const std::vector<std::string>& overrides,
-                                                   const std::string& where, std::vector<std::string>* errors) {
+                                                   const std::string& where, std::vector<std::string>* errors,
+                                                   std::map<std::string, std::string>* from_set) {
   std::map<std::string, std::string> given;
   ANNEAL_RETURN_IF_ERROR(FlattenConfigText(yaml_text, where, &given, errors));
   for (const auto& o : overrides) {
@@ -356,12 +366,15 @@ Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text,
       continue;
     }
     given[o.substr(0, eq)] = o.substr(eq + 1);
+    (*from_set)[o.substr(0, eq)] = o;
   }
   std::map<std::string, std::string> v;
   for (const auto& s : kSpecs) v[s.key] = s.def;
   for (const auto& [k, val] : given) {
     if (!v.count(k)) {
-      errors->push_back("unknown key '" + k + "' (did you mean '" + Closest(k) + "'?)");
+      const auto set = from_set->find(k);
+      errors->push_back((set == from_set->end() ? "" : "--set " + set->second + ": ") + "unknown key '" + k +
+                        "' (did you mean '" + Closest(k) + "'?)");
       continue;
     }
     v[k] = val;
@@ -369,13 +382,27 @@ Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text,
   return v;
 }
 
+// A value as a YAML scalar that reads back as the same text: plain when it is plain, else quoted.
+std::string YamlScalar(const std::string& v) {
+  const bool plain = !v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./+-") ==
+                                       std::string::npos;
+  if (plain) return v;
+  std::string q = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\') q += '\\';
+    q += ch;
+  }
+  return q + "\"";
+}
+
 }  // namespace
 
 Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                        const std::string& where) {
   std::vector<std::string> early;
-  ANNEAL_ASSIGN_OR_RETURN(auto values, Resolve(yaml_text, overrides, where, &early));
-  Reader r(std::move(values));
+  std::map<std::string, std::string> from_set;
+  ANNEAL_ASSIGN_OR_RETURN(auto values, Resolve(yaml_text, overrides, where, &early, &from_set));
+  Reader r(std::move(values), std::move(from_set));
   for (auto& e : early) r.Error(std::move(e));
   TrainConfig c;
   ReadModel(r, &c.model);
@@ -386,12 +413,33 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
   ReadDist(r, &c.dist);
   CheckTogether(r, &c);
   if (!r.errors().empty()) {
-    std::string m = where + ": ";
-    for (size_t i = 0; i < r.errors().size(); ++i) m += (i ? "; " : "") + r.errors()[i];
+    // The file's (and the checks across keys') errors after its name; an override's after its --set.
+    std::string in_file, in_sets;
+    for (const std::string& e : r.errors()) {
+      std::string& to = e.rfind("--set ", 0) == 0 ? in_sets : in_file;
+      to += (to.empty() ? "" : "; ") + e;
+    }
+    std::string m = in_file.empty() ? "" : where + ": " + in_file;
+    if (!in_sets.empty()) m += (m.empty() ? "" : "; ") + in_sets;
     return InvalidInput(m);
   }
   c.values = r.values();
   return c;
+}
+
+std::string TrainConfig::ResolvedYaml() const {
+  std::string out;
+  std::string section;
+  for (const auto& s : kSpecs) {  // in the table's order, each section once
+    const std::string key = s.key, sec = key.substr(0, key.find('.'));
+    if (sec != section) {
+      section = sec;
+      out += section + ":\n";
+    }
+    const auto it = values.find(key);
+    out += "  " + key.substr(sec.size() + 1) + ": " + YamlScalar(it == values.end() ? s.def : it->second) + "\n";
+  }
+  return out;
 }
 
 }  // namespace anneal

@@ -87,6 +87,9 @@ struct TrainConfig {
   static Result<TrainConfig> Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                    const std::string& where);
   static Result<TrainConfig> Load(const std::string& path, const std::vector<std::string>& overrides);
+  // Every key of `values`, by section in the order of --list-keys, as YAML that Parse reads back to
+  // the same values (anneal train --print-config).
+  std::string ResolvedYaml() const;
   // The valid keys, for --help and error messages.
   static std::vector<std::string> Keys();
 };

@@ -33,6 +33,36 @@ TEST(TrainConfigTest, UnknownKeysNameTheClosestValidKey) {
   EXPECT_NE(m.find("optim.learning_rate"), std::string::npos) << m;
 }
 
+TEST(TrainConfigTest, AnOverridesMistakeIsBlamedOnItsSet) {
+  auto c = TrainConfig::Parse(kYaml, {"optim.lrr=1"}, "t.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "--set optim.lrr=1: unknown key 'optim.lrr' (did you mean 'optim.lr'?)");
+  c = TrainConfig::Parse(kYaml, {"train.steps=ten"}, "t.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message().rfind("--set train.steps=ten: train.steps = 'ten' must be an integer", 0), 0u)
+      << c.status().message();
+  // The file's own mistake stays the file's, beside an override's.
+  c = TrainConfig::Parse(std::string(kYaml) + "optim: {lrr: 1}\n", {"data.batch_size=x"}, "t.yaml");
+  ASSERT_FALSE(c.ok());
+  const std::string& m = c.status().message();
+  EXPECT_EQ(m.rfind("t.yaml: unknown key 'optim.lrr'", 0), 0u) << m;
+  EXPECT_NE(m.find("; --set data.batch_size=x: data.batch_size = 'x' must be"), std::string::npos) << m;
+}
+
+TEST(TrainConfigTest, TheResolvedYamlReadsBackToTheSameValues) {
+  auto c = TrainConfig::Parse(kYaml, {"optim.lr=0.01", "train.checkpoint_dir=s3://b/p x", "train.profile_steps=3,5"},
+                              "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const std::string y = c->ResolvedYaml();
+  EXPECT_NE(y.find("optim:\n  lr: 0.01\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("  checkpoint_dir: \"s3://b/p x\"\n"), std::string::npos) << y;
+  EXPECT_NE(y.find("  warmup_steps: 10\n"), std::string::npos) << y;  // a default
+  auto back = TrainConfig::Parse(y, {}, "printed");
+  ASSERT_TRUE(back.ok()) << back.status().ToString() << "\n" << y;
+  EXPECT_EQ(back->values, c->values);
+  EXPECT_EQ(back->values.size(), TrainConfig::Keys().size());
+}
+
 TEST(TrainConfigTest, ValidatesEverythingBeforeWork) {
   EXPECT_NE(TrainConfig::Parse(kYaml, {"model.n_head=5"}, "t").status().message().find("not divisible by n_head 5"),
             std::string::npos);
