@@ -29,6 +29,17 @@ Status RunPrepCommand(PrepArgs& a) {
                 static_cast<double>(r.bytes) / 1e6 / std::max(r.seconds, 1e-9));
   }
   std::printf("\n");
+  if (!r.orphans.empty()) {
+    std::string names;
+    for (size_t i = 0; i < r.orphans.size() && i < 10; ++i) names += (i ? ", " : "") + r.orphans[i];
+    if (r.orphans.size() > 10) names += " and " + std::to_string(r.orphans.size() - 10) + " more";
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "prep: warning: %s holds %zu shard file(s) that this prep's dataset.json does not list, left by an "
+                 "earlier prep of other inputs or another --unit-mb: %s. Training reads only the listed shards, but "
+                 "a data.mode=file channel copies every file: remove them, or prep into an empty folder.\n",
+                 a.opt.output.c_str(), r.orphans.size(), names.c_str());
+  }
   return Status::Ok();
 }
 

@@ -1,5 +1,8 @@
 #include "data/prep.h"
 
+#include <algorithm>
+#include <set>
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -211,6 +214,14 @@ Status Finalize(Env& env, const PrepOptions& o, const Tokenizer& tok, const std:
   d.inputs_hash = HexU64(all.Digest());
   ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(JoinPath(o.output, kDatasetFile), d.ToJson()));
   report->finalized = true;
+  std::set<std::string> listed;
+  for (const ShardInfo& s : d.shards) listed.insert(s.file);
+  if (auto names = env.ListDir(o.output); names.ok()) {
+    for (const std::string& n : *names) {
+      if (n.size() > 4 && n.compare(n.size() - 4, 4, ".bin") == 0 && !listed.count(n)) report->orphans.push_back(n);
+    }
+    std::sort(report->orphans.begin(), report->orphans.end());
+  }
   report->docs = docs;
   report->tokens = d.Tokens("train") + d.Tokens("val");
   return Status::Ok();

@@ -55,6 +55,11 @@ struct PrepReport {
   uint64_t bytes = 0, docs = 0, tokens = 0;
   double seconds = 0;
   bool finalized = false;
+  // Finalized: the shard files (*.bin) in the output folder that this plan's dataset.json does not
+  // list — an earlier prep's with other inputs or another --unit-mb. Kept (they may be someone's),
+  // and named so that they can be removed: the loader reads only the listed shards, but a channel
+  // (data.mode file) copies every file of the folder.
+  std::vector<std::string> orphans;
 };
 
 // The deterministic plan. Errors: missing, empty or unreadable inputs (exit 2).

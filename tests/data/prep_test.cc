@@ -106,6 +106,28 @@ TEST(PrepTest, RerunRedoesOnlyMissingUnits) {
   EXPECT_TRUE(Env::Default().Exists(torn3));
 }
 
+TEST(PrepTest, ShardsOfAnotherPlanAreNamedAndKept) {
+  testing::TempDir dir;
+  WriteCorpus(dir);
+  PrepOptions o = Opts(dir, "out", 2);
+  auto first = RunPrep(Env::Default(), o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_TRUE(first->orphans.empty());
+  ASSERT_GT(first->units_total, 2u);
+  o.unit_bytes = 1 << 20;  // one unit now: units 1.. of the first plan are another plan's
+  auto second = RunPrep(Env::Default(), o);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_EQ(second->units_total, 1u);
+  EXPECT_FALSE(second->orphans.empty());
+  auto info = LoadDataset(Env::Default(), dir.File("out"));
+  ASSERT_TRUE(info.ok());
+  for (const std::string& n : second->orphans) {
+    EXPECT_TRUE(Env::Default().Exists(JoinPath(dir.File("out"), n))) << n << " was removed";
+    for (const ShardInfo& s : info->shards) EXPECT_NE(s.file, n);
+  }
+  EXPECT_NE(std::find(second->orphans.begin(), second->orphans.end(), "train_000001.bin"), second->orphans.end());
+}
+
 TEST(PrepTest, ShardOfWrongSizeIsRedone) {
   testing::TempDir dir;
   WriteCorpus(dir);
