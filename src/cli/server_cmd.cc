@@ -1,11 +1,13 @@
 // anneal server / anneal agent: the control plane's two daemons (control/server.h, agent/agent.h).
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "control/server.h"
+#include "core/env.h"
 
 namespace anneal::cli {
 
@@ -32,6 +34,19 @@ Status RunServer(ServerOptions o, const std::string& listen) {
   ANNEAL_ASSIGN_OR_RETURN(auto server, ControlServer::Start(o));
   std::fprintf(stderr, "anneal server: listening on %s (data in %s, backend %s)\n", server->url().c_str(),
                o.data_dir.c_str(), o.backend.c_str());
+  // Where a user starts: the admin's token (written at the first start only) and the dashboard.
+  std::error_code ec;
+  const std::string token = std::filesystem::absolute(JoinPath(o.data_dir, "admin.token"), ec).lexically_normal().string();
+  if (Env::Default().Exists(token)) {
+    std::fprintf(stderr, "anneal server: the admin token is in %s (for the CLI: export ANNEAL_TOKEN_FILE=%s)\n",
+                 token.c_str(), token.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "anneal server: no admin token file at %s (it is written at the first start only): an admin makes "
+                 "a new token with anneal tokens create\n",
+                 token.c_str());
+  }
+  std::fprintf(stderr, "anneal server: the dashboard is at %s/ui/ (sign in with a token)\n", server->url().c_str());
   std::fflush(stderr);
   struct sigaction sa {};
   sa.sa_handler = OnServerSignal;

@@ -36,6 +36,15 @@ Result<Connection> Connect(const Target& t, bool schedule) {
     url = c.embedded->url();
   }
   ANNEAL_ASSIGN_OR_RETURN(c.client, ApiClient::Make(url, 60));
+  // No server at the URL, but this machine has a --local store: say so (one health probe, only then).
+  if (!t.local && Env::Default().Exists(LocalDataDir(t))) {
+    auto health = c.client->Get("/v1/health");
+    if (!health.ok() && health.status().message().rfind("cannot reach", 0) == 0) {
+      return Status(health.status().code(),
+                    health.status().message() + "; this machine has a local store in " + LocalDataDir(t) +
+                        ": add --local to use it (an embedded server in this process, no server needed)");
+    }
+  }
   if (t.local) {
     // The embedded server is this user's own: its admin token.
     ANNEAL_ASSIGN_OR_RETURN(std::string token, Env::Default().ReadFile(JoinPath(LocalDataDir(t), "admin.token")));
