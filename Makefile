@@ -1,14 +1,16 @@
 # anneal — the two commands of the quick start:
 #   make run    install what is missing, build, and run the main job on the demo corpus
 #   make test   install what is missing, build (release + sanitizers), and run every test tier
+#   make install  copy the built anneal (and its CUDA plugin, when built) to PREFIX (default ~/.local/bin)
 # Other targets: build, bench, format, clean.
 SHELL := /bin/bash
 JOBS ?= 2
 PRESET ?= release
 BUILD := build/$(PRESET)
 ANNEAL := $(BUILD)/src/anneal
+PREFIX ?= $(HOME)/.local/bin
 
-.PHONY: all setup build build-asan run test bench format clean
+.PHONY: all setup build build-asan run test bench format clean install
 
 all: build
 
@@ -35,6 +37,15 @@ run: build
 
 test: build build-asan
 	@bash scripts/run_tests.sh
+
+# The binary finds the CUDA runtime in this checkout's tools/cuda/lib (its RUNPATH) and the plugin
+# beside itself: installed copies keep working while the checkout stays where it is.
+install:
+	@[ -x $(ANNEAL) ] || { echo "make install: no $(ANNEAL) yet: run make build first" >&2; exit 2; }
+	@install -d $(PREFIX)
+	@install -m 755 $(ANNEAL) $(PREFIX)/anneal
+	@if [ -f $(BUILD)/src/libanneal_cuda.so ]; then install -m 755 $(BUILD)/src/libanneal_cuda.so $(PREFIX)/; fi
+	@echo "installed $(PREFIX)/anneal$$(case ":$$PATH:" in *":$(PREFIX):"*) ;; *) echo " ($(PREFIX) is not on PATH: export PATH=$(PREFIX):\$$PATH)";; esac)"
 
 bench: build
 	@bash bench/run_all.sh $(ANNEAL)
