@@ -513,6 +513,8 @@ class JobRunner {
     }
     for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
     extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
+    defined_names_.clear();
+    for (const MetricDefinition& d : spec.metric_definitions) defined_names_.insert(d.name);
     if (!spec.stopping_rules.empty()) rules_ = std::make_unique<StoppingRuleWatch>(spec.stopping_rules, o_.clock->Monotonic());
     lo->on_output = [this](int rank, bool err, const std::string& line) {
       last_activity_.store(o_.clock->Monotonic());
@@ -535,6 +537,7 @@ class JobRunner {
   void MetricsLoop(const std::atomic<bool>* stop) {
     SystemSampler sys(o_.work_dir);
     ProgressReader progress(progress_dir_);
+    TrainerMetricsReader trainer(progress_dir_, defined_names_);  // a regex of the same name wins
     double next = o_.clock->Monotonic();
     const auto nap = std::chrono::duration<double>(std::min(1.0, o_.metrics_interval_s));
     while (!stop->load()) {
@@ -552,13 +555,15 @@ class JobRunner {
         last_activity_.store(o_.clock->Monotonic());
         active_seen_.store(true);
       }
-      for (const auto& [rank, secs] : steps) Metric("step_time_s", rank, secs);
+      for (const RankStepTime& t : steps) Metric("step_time_s", t.rank, t.seconds, t.step);
+      for (const StepPoint& p : trainer.Poll()) Metric(p.name, p.rank, p.value, p.step);
       CheckHang();
       Watch([&](StoppingRuleWatch& w) { return w.OnTick(o_.clock->Monotonic()); });
       std::unique_lock<std::mutex> l(metrics_mu_);
       metrics_cv_.wait_for(l, nap, [stop] { return stop->load(); });
     }
-    for (const auto& [rank, secs] : progress.Poll()) shipper_->AddMetric("step_time_s", rank, secs);
+    for (const RankStepTime& t : progress.Poll()) shipper_->AddMetric("step_time_s", t.rank, t.seconds, t.step);
+    for (const StepPoint& p : trainer.Poll()) shipper_->AddMetric(p.name, p.rank, p.value, p.step);
   }
 
   // This job's S3 requests from this agent so far (channels, checkpoint sync, output), as the node's
@@ -570,9 +575,9 @@ class JobRunner {
     for (const auto& [name, v] : d) shipper_->AddMetric(name, -1, v);
   }
 
-  // A metric point: shipped, and watched by the stopping rules.
-  void Metric(const std::string& name, int rank, double v) {
-    shipper_->AddMetric(name, rank, v);
+  // A metric point (of a training step, or -1): shipped, and watched by the stopping rules.
+  void Metric(const std::string& name, int rank, double v, int64_t step = -1) {
+    shipper_->AddMetric(name, rank, v, step);
     Watch([&](StoppingRuleWatch& w) { return w.OnMetric(name, rank, v, o_.clock->Monotonic()); });
   }
 
@@ -655,6 +660,7 @@ class JobRunner {
   std::unique_ptr<Shipper> shipper_;
   double unreachable_since_ = -1;  // when a call to the server first failed (Report), -1 once one succeeds
   std::unique_ptr<MetricExtractor> extractor_;
+  std::set<std::string> defined_names_;  // the spec's metric_definitions' names
   std::vector<std::string> secret_values_;  // masked in every line shipped (Mask)
   StorageVars storage_;  // the execution role's credentials, for this job's storage calls
   std::unique_ptr<DirSync> ckpt_sync_;

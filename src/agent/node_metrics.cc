@@ -3,6 +3,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -80,8 +82,8 @@ std::vector<std::pair<std::string, double>> MetricExtractor::Match(const std::st
   return out;
 }
 
-std::vector<std::pair<int, double>> ProgressReader::Poll() {
-  std::vector<std::pair<int, double>> out;
+std::vector<RankStepTime> ProgressReader::Poll() {
+  std::vector<RankStepTime> out;
   auto names = Env::Default().ListDir(dir_);
   if (!names.ok()) return out;
   for (const std::string& n : *names) {
@@ -100,7 +102,86 @@ std::vector<std::pair<int, double>> ProgressReader::Poll() {
       value = (total - it->second.second) / static_cast<double>(step - it->second.first);
     }
     last_[rank] = {step, total};
-    out.push_back({rank, value});
+    out.push_back({rank, step, value});
+  }
+  return out;
+}
+
+bool ParseTrainerMetricsLine(std::string_view line, int64_t* step, std::vector<std::pair<std::string, double>>* out) {
+  size_t i = 0;
+  int64_t s = 0;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9') {
+    if (s > (INT64_MAX - 9) / 10) return false;
+    s = s * 10 + (line[i++] - '0');
+  }
+  if (i == 0 || (i < line.size() && line[i] != ' ')) return false;
+  *step = s;
+  while (i < line.size()) {
+    while (i < line.size() && line[i] == ' ') ++i;
+    size_t end = line.find(' ', i);
+    if (end == std::string_view::npos) end = line.size();
+    const std::string_view tok = line.substr(i, end - i);
+    i = end;
+    const size_t eq = tok.find('=');
+    if (eq == 0 || eq == std::string_view::npos || eq + 1 == tok.size()) continue;
+    const std::string_view name = tok.substr(0, eq);
+    bool ok = true;
+    for (char c : name) ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+    if (!ok) continue;
+    const std::string v(tok.substr(eq + 1));
+    char* vend = nullptr;
+    const double x = std::strtod(v.c_str(), &vend);
+    if (vend != v.c_str() + v.size()) continue;
+    out->push_back({std::string(name), x});
+  }
+  return true;
+}
+
+std::vector<StepPoint> TrainerMetricsReader::Poll() {
+  constexpr uint64_t kMaxRead = 4 << 20;
+  constexpr size_t kMaxLine = 64 << 10;
+  std::vector<StepPoint> out;
+  auto names = Env::Default().ListDir(dir_);
+  if (!names.ok()) return out;
+  for (const std::string& n : *names) {
+    if (n.rfind("metrics-", 0) != 0) continue;
+    char* end = nullptr;
+    const long rank = std::strtol(n.c_str() + 8, &end, 10);
+    if (end == n.c_str() + 8 || *end != '\0' || rank < 0) continue;
+    std::ifstream f(JoinPath(dir_, n), std::ios::binary);
+    if (!f) continue;
+    File& st = files_[static_cast<int>(rank)];
+    f.seekg(0, std::ios::end);
+    const uint64_t size = static_cast<uint64_t>(f.tellg());
+    if (size < st.offset) st = File{};  // replaced by a shorter file: read it again
+    if (size == st.offset) continue;
+    const uint64_t want = std::min<uint64_t>(size - st.offset, kMaxRead);
+    std::string buf(want, '\0');
+    f.seekg(static_cast<std::streamoff>(st.offset));
+    f.read(buf.data(), static_cast<std::streamsize>(want));
+    buf.resize(static_cast<size_t>(f.gcount()));
+    st.offset += buf.size();
+    size_t from = 0;
+    for (size_t nl; (nl = buf.find('\n', from)) != std::string::npos; from = nl + 1) {
+      if (st.overlong) {  // the end of a line that was too long: dropped with it
+        st.overlong = false;
+        st.partial.clear();
+        continue;
+      }
+      std::string line = st.partial + buf.substr(from, nl - from);
+      st.partial.clear();
+      int64_t step = 0;
+      std::vector<std::pair<std::string, double>> values;
+      if (!ParseTrainerMetricsLine(line, &step, &values)) continue;
+      for (auto& [name, v] : values) {
+        if (!skip_.count(name)) out.push_back({static_cast<int>(rank), step, std::move(name), v});
+      }
+    }
+    if (!st.overlong) st.partial += buf.substr(from);
+    if (st.partial.size() > kMaxLine) {
+      st.partial.clear();
+      st.overlong = true;
+    }
   }
   return out;
 }

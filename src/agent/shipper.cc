@@ -43,7 +43,7 @@ void Shipper::AddLine(int rank, const std::string& stream, const std::string& te
   cv_.notify_all();
 }
 
-void Shipper::AddMetric(const std::string& name, int rank, double value) {
+void Shipper::AddMetric(const std::string& name, int rank, double value, int64_t step) {
   // JSON has no NaN or infinity (nlohmann writes null) and the store's values are REAL NOT NULL: a
   // non-finite value is left out of the metrics (its log line keeps it, and the stopping rules see it).
   if (!std::isfinite(value)) return;
@@ -54,6 +54,7 @@ void Shipper::AddMetric(const std::string& name, int rank, double value) {
   p.rank = rank;
   p.at = WallSeconds();
   p.value = value;
+  p.step = step;
   {
     std::lock_guard<std::mutex> l(mu_);
     p.seq = ++point_seq_;

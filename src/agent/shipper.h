@@ -26,7 +26,8 @@ class Shipper {
   // rank -1: the agent's own line (stream "agent").
   void AddLine(int rank, const std::string& stream, const std::string& text);
   // A non-finite value is dropped (JSON and the store have no NaN): the line it came from is shipped.
-  void AddMetric(const std::string& name, int rank, double value);
+  // step: the training step the value belongs to, -1 for none (a system sample, a regex's match).
+  void AddMetric(const std::string& name, int rank, double value, int64_t step = -1);
   // Waits until every record added so far is stored by the server, or timeout_s passes (false).
   bool Flush(double timeout_s);
   size_t pending() const;

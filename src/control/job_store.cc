@@ -151,6 +151,10 @@ CREATE TABLE packages (
   uploaded_at REAL NOT NULL,
   PRIMARY KEY(sha256, owner));
 )sql",
+    // 7: the training step of a metric point (-1: none).
+    R"sql(
+ALTER TABLE metrics ADD COLUMN step INTEGER NOT NULL DEFAULT -1;
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
@@ -637,11 +641,12 @@ Status JobStore::AppendMetrics(const std::string& job, const std::vector<MetricP
   std::lock_guard<std::mutex> l(mu_);
   return InTransaction([&]() -> Status {
     SqlStmt s(db_,
-           "INSERT OR IGNORE INTO metrics(job_id, attempt, node, seq, name, rank, at, value) VALUES(?,?,?,?,?,?,?,?)");
+           "INSERT OR IGNORE INTO metrics(job_id, attempt, node, seq, name, rank, at, value, step) "
+           "VALUES(?,?,?,?,?,?,?,?,?)");
     ANNEAL_RETURN_IF_ERROR(s.prepared());
     for (const MetricPoint& p : points) {
       s.Bind(1, job).Bind(2, p.attempt).Bind(3, p.node).Bind(4, p.seq).Bind(5, p.name).Bind(6, p.rank);
-      s.Bind(7, p.at).Bind(8, p.value);
+      s.Bind(7, p.at).Bind(8, p.value).Bind(9, p.step);
       ANNEAL_RETURN_IF_ERROR(s.Run());
       s.Reset();
     }
@@ -653,7 +658,7 @@ Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const
                                                    int limit) {
   Reader r(this);  // no lock on the writer (WAL)
   SqlStmt s(r.db(),
-         "SELECT id, attempt, node, seq, name, rank, at, value FROM metrics WHERE job_id = ? AND id > ? "
+         "SELECT id, attempt, node, seq, name, rank, at, value, step FROM metrics WHERE job_id = ? AND id > ? "
          "AND (? = '' OR name = ?) ORDER BY id LIMIT ?");
   s.Bind(1, job).Bind(2, after_id).Bind(3, name).Bind(4, name).Bind(5, limit);
   std::vector<MetricPoint> out;
@@ -668,6 +673,7 @@ Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const
     p.rank = static_cast<int>(s.Int(5));
     p.at = s.Real(6);
     p.value = s.Real(7);
+    p.step = s.Int(8);
     out.push_back(std::move(p));
   }
   ANNEAL_RETURN_IF_ERROR(st);
@@ -677,7 +683,7 @@ Result<std::vector<MetricPoint>> JobStore::Metrics(const std::string& job, const
 Result<std::vector<MetricPoint>> JobStore::LatestMetrics(const std::string& job) {
   Reader r(this);  // no lock on the writer (WAL)
   SqlStmt s(r.db(),
-         "SELECT m.attempt, m.node, m.name, m.rank, m.at, m.value FROM metrics m JOIN "
+         "SELECT m.attempt, m.node, m.name, m.rank, m.at, m.value, m.step FROM metrics m JOIN "
          "(SELECT MAX(id) AS id FROM metrics WHERE job_id = ? GROUP BY name, node, rank) l ON m.id = l.id ORDER BY m.name");
   s.Bind(1, job);
   std::vector<MetricPoint> out;
@@ -690,6 +696,7 @@ Result<std::vector<MetricPoint>> JobStore::LatestMetrics(const std::string& job)
     p.rank = static_cast<int>(s.Int(3));
     p.at = s.Real(4);
     p.value = s.Real(5);
+    p.step = s.Int(6);
     out.push_back(std::move(p));
   }
   ANNEAL_RETURN_IF_ERROR(st);

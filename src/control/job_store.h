@@ -127,6 +127,7 @@ struct MetricPoint {
   std::string name;
   int rank = -1;  // -1: the instance (system metrics)
   double at = 0, value = 0;
+  int64_t step = -1;  // the training step it belongs to (the built-in trainer's, step_time_s); -1: none
 };
 
 struct NodeReport {
@@ -148,7 +149,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
   // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key

@@ -31,7 +31,7 @@ LogLine LogLineFromJson(const nlohmann::json& j) {
 
 nlohmann::json ToJson(const MetricPoint& p) {
   return {{"id", p.id}, {"attempt", p.attempt}, {"node", p.node}, {"seq", p.seq}, {"name", p.name},
-          {"rank", p.rank}, {"at", p.at}, {"value", p.value}};
+          {"rank", p.rank}, {"at", p.at}, {"value", p.value}, {"step", p.step}};
 }
 
 MetricPoint MetricPointFromJson(const nlohmann::json& j) {
@@ -44,6 +44,7 @@ MetricPoint MetricPointFromJson(const nlohmann::json& j) {
   p.rank = j.value("rank", -1);
   p.at = j.value("at", 0.0);
   p.value = j.value("value", 0.0);
+  p.step = j.value("step", int64_t{-1});
   return p;
 }
 

@@ -1,6 +1,8 @@
 #include "train/report.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdarg>
@@ -30,9 +32,40 @@ std::string HexFloat(double x) {
   return buf;
 }
 
+// This process's peak resident set so far, MB.
+double PeakRssMb() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
 }  // namespace
 
-TrainReport::TrainReport(const TrainConfig& c, const Runtime& rt, LogFn log) : c_(c), rt_(rt), log_(std::move(log)) {
+TrainerMetricsFile::TrainerMetricsFile(const std::string& dir, int rank) {
+  if (!dir.empty()) {
+    fd_ = ::open((dir + "/metrics-" + std::to_string(rank)).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+}
+
+TrainerMetricsFile::~TrainerMetricsFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TrainerMetricsFile::Record(int64_t step, const std::vector<std::pair<std::string, double>>& values) const {
+  if (fd_ < 0 || values.empty()) return;
+  std::string line = std::to_string(step);
+  char buf[64];
+  for (const auto& [name, v] : values) {
+    std::snprintf(buf, sizeof(buf), "%.17g", v);
+    line += " " + name + "=" + buf;
+  }
+  line += "\n";
+  // One write: O_APPEND places it whole at the end, and the agent reads complete lines only.
+  (void)!::write(fd_, line.data(), line.size());
+}
+
+TrainReport::TrainReport(const TrainConfig& c, const Runtime& rt, LogFn log)
+    : c_(c), rt_(rt), log_(std::move(log)), metrics_(rt.re.progress_dir, rt.re.rank) {
   flops_per_token_ = 6.0 * static_cast<double>(c.model.NumParams()) +
                      6.0 * c.model.n_layer * c.model.n_embd * static_cast<double>(c.data.seq_len);
 }
@@ -100,11 +133,19 @@ Status TrainReport::Step(int step, double loss, const StepStats& s, double secon
                                   : std::string();
     log_(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%%s", step,
              c_.train.steps, loss, HexFloat(loss).c_str(), s.lr, s.grad_norm, seconds * 1e3, tps, mfu, of989.c_str()));
+    // The line's figures (rank 0's, the ones it prints), and every rank's own memory.
+    std::vector<std::pair<std::string, double>> v;
+    if (rt_.re.rank == 0) {
+      v = {{"train_loss", loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm}, {"tokens_per_s", tps}, {"mfu", mfu}};
+    }
+    v.push_back({"peak_rss_mb", PeakRssMb()});
+    metrics_.Record(step, v);
   }
   return Status::Ok();
 }
 
 void TrainReport::Validation(int step, double v) const {
+  if (rt_.re.rank == 0) metrics_.Record(step, {{"val_loss", v}});
   if (unigram_ < 0) return log_(Fmt("step %5d | val loss %.6f", step, v));
   log_(Fmt("step %5d | val loss %.6f | unigram entropy of the corpus %.4f nats/token%s", step, v, unigram_,
            unigram_ > 0 && v < unigram_ ? " (below it: the model uses context)" : ""));
@@ -166,9 +207,9 @@ Status TrainReport::PipelineIdle(int steps_done) {
 Status TrainReport::Finish(int steps_done, const std::string& state_hash, double checkpoint_blocked_s, bool checkpoints) {
   if (checkpoints) log_(Fmt("checkpoints blocked training %.0f ms in all", checkpoint_blocked_s * 1e3));
   if (c_.dist.pp > 1 && rt_.re.world > 1) ANNEAL_RETURN_IF_ERROR(PipelineIdle(steps_done));
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  log_(Fmt("peak RSS of rank 0: %.1f MB", ru.ru_maxrss / 1024.0));
+  const double rss = PeakRssMb();
+  log_(Fmt("peak RSS of rank 0: %.1f MB", rss));
+  metrics_.Record(steps_done, {{"peak_rss_mb", rss}});
   if (const std::string ops = rt_.model->backend().OpTimeTable(); !ops.empty()) log_(ops);
   if (rt_.tp_group) log_(Fmt("tensor parallelism: rank 0 sent %.1f MB in its group's collectives", rt_.tp_group->bytes() / 1e6));
   if (rt_.par && c_.dist.zero == 2) {

@@ -18,6 +18,8 @@
     {title: 'Learning rate', names: ['lr', 'learning_rate']},
     {title: 'Gradient norm', names: ['grad_norm', 'gradient_norm']},
   ];
+  // Per-rank plots of other metrics with a title of their own (the rest are titled by their name).
+  const RANK_TITLES = {step_time_s: 'Step time (s) per rank', peak_rss_mb: 'Peak RSS (MB) per rank'};
   const NODE_TITLES = {cpu_percent: 'CPU (%)', memory_used_mb: 'Memory used (MB)', disk_used_percent: 'Disk used (%)',
                        gpu_utilization_percent: 'GPU utilisation (%)', gpu_memory_used_mb: 'GPU memory used (MB)'};
 
@@ -210,11 +212,19 @@
       // Step and tokens/s: the newest points of the active jobs (GET .../metrics/latest).
       await Promise.all(jobs.filter((j) => ACTIVE.has(j.status)).slice(0, 50).map(async (j) => {
         const pts = (await get('/v1/jobs/' + encodeURIComponent(j.id) + '/metrics/latest')).points || [];
-        latest[j.id] = {step: newestOf(pts, ['step']), tokens: newestOf(pts, HEADLINE[2].names)};
+        latest[j.id] = {step: stepOf(pts), tokens: newestOf(pts, HEADLINE[2].names)};
       }));
       $('#live').textContent = 'updated ' + new Date().toLocaleTimeString();
       draw();
     });
+  }
+  // A job's current step from its series' newest points: the furthest step a rank's point carries
+  // (the built-in trainer's metrics, step_time_s) or a metric named `step` logged (metric_definitions).
+  function stepOf(points) {
+    const steps = points.filter((p) => p.rank >= 0 && p.step >= 0).map((p) => p.step);
+    const logged = newestOf(points, ['step']);
+    if (logged !== undefined) steps.push(logged);
+    return steps.length ? Math.max(...steps) : undefined;
   }
   // The newest value among the lowest rank's points of the first name present.
   function newestOf(points, names) {
@@ -238,13 +248,17 @@
       charts.push(this);
     }
     width() { return Math.max(200, this.plot.clientWidth || this.box.clientWidth - 16); }
-    // series: [{label, color, width, dash}]; data: [xs, ys...] aligned.
-    set(series, data, points) {
+    // series: [{label, color, width, dash}]; data: [xs, ys...] aligned; xlabel: the x axis's name
+    // (the chart's own when not given). The box keeps what it plots (box.plotted, data-xlabel) for
+    // tests/peers/ui_browser.mjs to compare with the API and the job's log.
+    set(series, data, points, xlabel = this.opts.xlabel || '') {
       this.box.dataset.points = String(points);
       this.box.dataset.series = String(series.length);
+      this.box.dataset.xlabel = xlabel;
+      this.box.plotted = {labels: series.map((s) => s.label), data};
       if (!data[0] || data[0].length === 0) { this.empty.hidden = false; return; }
       this.empty.hidden = true;
-      const key = series.map((s) => s.label).join('\u0000');
+      const key = series.map((s) => s.label).concat([xlabel]).join('\u0000');
       if (this.u && key === this.key) { this.u.setData(data); return; }
       if (this.u) this.u.destroy();
       this.key = key;
@@ -255,9 +269,9 @@
           const xs = u.data[0], pad = this.opts.time ? 30 : 1;
           return xs.length && xs[0] === xs[xs.length - 1] ? [xs[0] - pad, xs[0] + pad] : [min, max];
         }}},
-        axes: [{label: this.opts.xlabel || ''}, {size: 60}],
+        axes: [{label: xlabel}, {size: 60, values: (u, splits, ai, space, incr) => splits.map((v) => tick(v, incr))}],
         cursor: {drag: {x: true, y: false}},
-        series: [{label: this.opts.xlabel || 'x'}].concat(series.map((s) => ({
+        series: [{label: xlabel || 'x'}].concat(series.map((s) => ({
           label: s.label, stroke: s.color, width: s.width || 1.5, dash: s.dash, spanGaps: true,
           value: (u, v) => fmt(v)}))),  // points drawn by uPlot where sparse (a single sample too)
       }, data, this.plot);
@@ -267,6 +281,14 @@
   }
   window.addEventListener('resize', () => charts.forEach((c) => c.resize()));
 
+  // A y tick: uPlot's own format (at most 3 decimals), or with an exponent when the ticks are finer than
+  // that (a learning rate of 1e-4) or the values large, with the digits the tick spacing needs.
+  function tick(v, incr) {
+    if (v === null || v === undefined) return '';
+    const a = Math.abs(v);
+    if (a === 0 || !(incr < 1e-3 || a >= 1e6)) return uPlot.fmtNum(v);
+    return v.toExponential(Math.min(6, Math.max(0, Math.floor(Math.log10(a)) - Math.floor(Math.log10(incr || a)))));
+  }
   // Smoothing as TensorBoard does it: an exponential moving average, debiased at the start.
   function smooth(ys, w) {
     let last = 0, n = 0;
@@ -275,6 +297,11 @@
       last = last * w + (1 - w) * y; n++;
       return last / (1 - Math.pow(w, n));
     });
+  }
+  // The x axis of series from byRank: steps, the points' ordinals, or both.
+  function xlabelOf(series) {
+    if (series.length && series.every((s) => s.overSteps)) return 'step';
+    return series.some((s) => s.overSteps) ? 'step or point #' : 'point #';
   }
   // [xs, ys...] from series [{x: [...], y: [...]}], x sorted ascending and shared (uPlot's join).
   function align(list) {
@@ -291,7 +318,7 @@
 
   // ---- a job's points, fetched incrementally ----
   class JobPoints {
-    constructor(id) { this.id = id; this.next = 0; this.byName = new Map(); this.stepOf = new Map(); this.hasStep = false; }
+    constructor(id) { this.id = id; this.next = 0; this.byName = new Map(); this.stepOf = new Map(); }
     async poll() {
       for (;;) {
         const r = await get('/v1/jobs/' + encodeURIComponent(this.id) + '/metrics?limit=100000&after=' + this.next);
@@ -301,18 +328,19 @@
         if (pts.length < 100000) return pts.length;
       }
     }
-    // Steps: when the job defines a metric named `step` (e.g. 'step +([0-9]+)/' before the others in
-    // metric_definitions), each point of a rank takes the step its rank logged last; otherwise a
-    // point's x is its ordinal among the rank's values of that metric.
+    // A point's step (p.x): the one it carries (the built-in trainer's metrics, step_time_s: step >= 0);
+    // else, when the job logs a metric named `step` (e.g. 'step +([0-9]+)/' before the others in
+    // metric_definitions), the step its rank logged last; else none.
     add(p) {
       const where = p.attempt + '/' + p.node + '/' + p.rank;
-      if (p.name === 'step') { this.hasStep = true; this.stepOf.set(where, p.value); }
-      p.step = this.stepOf.get(where);
+      if (p.name === 'step' && !(p.step >= 0)) this.stepOf.set(where, p.value);
+      p.x = p.step >= 0 ? p.step : this.stepOf.get(where);
       if (!this.byName.has(p.name)) this.byName.set(p.name, []);
       this.byName.get(p.name).push(p);
     }
     names() { return [...this.byName.keys()]; }
-    // Per rank (lowest first, at most MAX_SERIES): {rank, x, y} over steps.
+    // Per rank (lowest first, at most MAX_SERIES): {rank, x, y, overSteps}: over steps when every point
+    // of the rank's series has one, else over the point's ordinal among the rank's values (point #).
     byRank(name) {
       const per = new Map();
       for (const p of this.byName.get(name) || []) {
@@ -322,8 +350,9 @@
       }
       const ranks = [...per.keys()].sort((a, b) => a - b);
       return {total: ranks.length, series: ranks.slice(0, MAX_SERIES).map((r) => {
-        const s = seriesOf(per.get(r), (p, i) => (this.hasStep && p.step !== undefined ? p.step : i + 1));
-        return Object.assign(s, {rank: r});
+        const overSteps = per.get(r).every((p) => p.x !== undefined);
+        const s = seriesOf(per.get(r), (p, i) => (overSteps ? p.x : i + 1));
+        return Object.assign(s, {rank: r, overSteps});
       })};
     }
     // Per node, over time (the instances' samples, rank -1).
@@ -367,20 +396,22 @@
     smoothIn.addEventListener('input', () => { smoothOut.textContent = Number(smoothIn.value).toFixed(2); drawCharts(); });
     function drawCharts() {
       const specNames = ((job && job.spec && job.spec.metric_definitions) || []).map((m) => m.name);
-      const used = new Set(['step', 'step_time_s']);
-      const xlabel = data.hasStep ? 'step' : 'value #';
+      const used = new Set(['step', ...Object.keys(RANK_TITLES)]);
       for (const h of HEADLINE) {
         const name = h.names.find((n) => data.byName.has(n)) || h.names.find((n) => specNames.includes(n)) || h.names[0];
         h.names.forEach((n) => used.add(n));
-        const c = chartFor(trainBox, 'h:' + h.title, h.title + ' · ' + name, {xlabel,
-          emptyText: specNames.includes(name) ? 'no points yet' : 'not in this job\'s metric_definitions (name it ' + name + ')'});
+        const c = chartFor(trainBox, 'h:' + h.title, h.title + ' · ' + name, {xlabel: 'step',
+          emptyText: specNames.includes(name) ? 'no points yet' :
+            'no points: the built-in trainer reports ' + name + '; another program can define it in metric_definitions'});
         drawRanks(c, name, h.loss);
       }
       for (const n of [...new Set(specNames.concat(data.names()))].sort()) {
         if (used.has(n) || !(data.byName.get(n) || []).some((p) => p.rank >= 0) && !specNames.includes(n)) continue;
-        drawRanks(chartFor(trainBox, 'm:' + n, n, {xlabel}), n, false);
+        drawRanks(chartFor(trainBox, 'm:' + n, n, {xlabel: 'step'}), n, false);
       }
-      if (data.byName.has('step_time_s')) drawRanks(chartFor(trainBox, 'm:step_time_s', 'Step time (s) per rank', {xlabel: 'report #'}), 'step_time_s', false);
+      for (const [n, title] of Object.entries(RANK_TITLES)) {
+        if (data.byName.has(n)) drawRanks(chartFor(trainBox, 'm:' + n, title, {xlabel: 'step'}), n, false);
+      }
       const nodeNames = data.names().filter((n) => (data.byName.get(n) || []).some((p) => p.rank < 0));
       const order = Object.keys(NODE_TITLES).concat(nodeNames.filter((n) => !(n in NODE_TITLES)).sort());
       for (const n of order) {
@@ -401,7 +432,7 @@
         defs.push({label: 'rank ' + series[0].rank + ' smoothed', color: '#111', width: 2.5});
         list.push({x: series[0].x, y: smooth(series[0].y, Number(smoothIn.value))});
       }
-      c.set(defs, align(list), series.reduce((a, s) => a + s.x.length, 0));
+      c.set(defs, align(list), series.reduce((a, s) => a + s.x.length, 0), series.length ? xlabelOf(series) : 'step');
     }
     function drawHead() {
       clear(head);
@@ -601,7 +632,7 @@
       }
     }
     function draw() {
-      const defs = [], list = [];
+      const defs = [], list = [], picked = [];
       let total = 0, i = 0;
       for (const id of chosen) {
         const p = points.get(id);
@@ -613,8 +644,9 @@
         const w = Number(smoothIn.value);
         defs.push({label: id, color: COLORS[i++ % COLORS.length]});
         list.push({x: s.x, y: w > 0 ? smooth(s.y, w) : s.y});
+        picked.push(s);
       }
-      chart.set(defs, align(list), total);
+      chart.set(defs, align(list), total, picked.length ? xlabelOf(picked) : 'step');
     }
     smoothIn.addEventListener('input', draw);
     async function tick() {

@@ -43,8 +43,9 @@ TEST(ProgressReader, ReportsEachNewStepOnce) {
   dir.Write("rank-1", "2 0.9\n");
   auto b = r.Poll();
   ASSERT_EQ(b.size(), 1u);
-  EXPECT_EQ(b[0].first, 1);
-  EXPECT_DOUBLE_EQ(b[0].second, 0.9);
+  EXPECT_EQ(b[0].rank, 1);
+  EXPECT_EQ(b[0].step, 2);
+  EXPECT_DOUBLE_EQ(b[0].seconds, 0.9);
 }
 
 TEST(ProgressReader, MeanOverTheStepsSinceTheLastPoll) {
@@ -55,7 +56,8 @@ TEST(ProgressReader, MeanOverTheStepsSinceTheLastPoll) {
   dir.Write("rank-0", "6 0.9 3.8\n");  // 4 steps took 2.8 s
   auto p = r.Poll();
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_DOUBLE_EQ(p[0].second, 0.7);
+  EXPECT_EQ(p[0].step, 6);
+  EXPECT_DOUBLE_EQ(p[0].seconds, 0.7);
 }
 
 TEST(SystemSampler, MeasuresThisMachine) {

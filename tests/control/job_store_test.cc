@@ -332,6 +332,9 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
       "CREATE TABLE node_reports (job_id TEXT NOT NULL, attempt INTEGER NOT NULL, node INTEGER NOT NULL,"
       " state TEXT NOT NULL, exit_code INTEGER NOT NULL DEFAULT -1, message TEXT NOT NULL DEFAULT '',"
       " at REAL NOT NULL, PRIMARY KEY(job_id, attempt, node));"
+      "CREATE TABLE metrics (id INTEGER PRIMARY KEY AUTOINCREMENT, job_id TEXT NOT NULL, attempt INTEGER NOT NULL,"
+      " node INTEGER NOT NULL, seq INTEGER NOT NULL, name TEXT NOT NULL, rank INTEGER NOT NULL, at REAL NOT NULL,"
+      " value REAL NOT NULL, UNIQUE(job_id, attempt, node, seq));"
       "CREATE TABLE instances (id TEXT PRIMARY KEY, job_id TEXT NOT NULL DEFAULT '', node INTEGER NOT NULL"
       " DEFAULT -1, address TEXT NOT NULL DEFAULT '', instance_type TEXT NOT NULL DEFAULT '', slots INTEGER NOT"
       " NULL DEFAULT 1, state TEXT NOT NULL, backend TEXT NOT NULL, registered_at REAL NOT NULL DEFAULT 0,"
@@ -387,7 +390,10 @@ TEST(JobStore, AVersion5StoreGainsThePackagesTable) {
   }
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; PRAGMA user_version = 5;", nullptr, nullptr, nullptr), SQLITE_OK);
+  // Back to 5: without the packages table (6) and the metrics' step (7).
+  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; ALTER TABLE metrics DROP COLUMN step; PRAGMA user_version = 5;", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(raw);
   auto s = JobStore::Open(db);
   ASSERT_TRUE(s.ok()) << s.status().ToString();

@@ -75,6 +75,40 @@ const rowsAre = async (name, want) => {
 // A job's page has read its every log line: the page is this job's (the id in its head) and its log
 // viewer found the ended job with nothing more to show, so every line went through the viewer (and the
 // profile card's test of it). Returns the lines shown, or null after ms.
+// The built-in trainer's own log (rank 0's lines through the API): what each step line and validation
+// line prints, and the end's peak RSS. A loss is read from its hex float, exactly.
+const hexFloat = (t) => {
+  const m = /^(-?)0x([0-9a-f]+)(?:\.([0-9a-f]*))?p([+-]\d+)$/i.exec(t);
+  if (!m) return NaN;
+  const frac = m[3] || "";
+  return (m[1] ? -1 : 1) * Number(BigInt("0x" + m[2] + frac)) * 2 ** (Number(m[4]) - 4 * frac.length);
+};
+// Half a unit of the last digit a printed number shows ("6.000e-04": 5e-8; "12.5": 0.05).
+const halfUnit = (t) => {
+  const m = /^[-+]?\d+(?:\.(\d+))?(?:e([-+]?\d+))?$/i.exec(t);
+  return 0.5 * 10 ** ((m[2] ? Number(m[2]) : 0) - (m[1] ? m[1].length : 0));
+};
+const trainerLog = (lines) => {
+  const steps = [], vals = [];
+  let rss = null;
+  for (const t of lines) {
+    let m = /^step +(\d+)\/\d+ \| loss [0-9.]+ \((\S+)\) \| lr (\S+) \| grad norm (\S+) \| \d+ ms \| (\d+) tok\/s \| MFU (\S+)%/.exec(t);
+    if (m) steps.push({ step: Number(m[1]), loss: m[2], lr: m[3], grad_norm: m[4], tokens_per_s: m[5], mfu: m[6] });
+    if ((m = /^step +(\d+) \| val loss (\S+)/.exec(t))) vals.push({ step: Number(m[1]), val_loss: m[2] });
+    if ((m = /^peak RSS of rank 0: (\S+) MB$/.exec(t))) rss = m[1];
+  }
+  return { steps, vals, rss };
+};
+// What a chart plots (Chart.set keeps it on its box), once it has n points and a canvas.
+const plotted = (key, n) => until(page, ([k, want]) => {
+  const c = document.querySelector(`.chart[data-metric="${k}"]`);
+  if (!c || !c.plotted || Number(c.dataset.points) !== want || !c.querySelector("canvas")) return null;
+  return { xlabel: c.dataset.xlabel, legendX: c.querySelector(".u-legend .u-series .u-label")?.textContent ?? null,
+           labels: c.plotted.labels, data: c.plotted.data };
+}, [key, n], 10000);
+// The (x, y) pairs of series i of a plot (uPlot's aligned data: a series' gaps are null).
+const pairs = (p, i) => p.data[0].map((x, j) => [x, p.data[i + 1][j]]).filter(([, y]) => y !== null && y !== undefined);
+
 const settled = (id, ms = 10000) => until(page, (j) => {
   const head = [...document.querySelectorAll("#job-head .facts > div")].some((d) => d.textContent === "id" + j);
   const state = document.querySelector("#main .logbar > .muted")?.textContent;
@@ -105,11 +139,21 @@ try {
   }, A);
   check("... A's row: InProgress, uma, 1 instance, step 40, tokens/s 10480", rowA && /^InProgress/.test(rowA[2]) && rowA[3] === "uma" &&
         rowA[4] === "1" && rowA[7] === "10480", JSON.stringify(rowA));
+  // C, the built-in trainer without metric_definitions: its step and tokens/s from the trainer's metrics.
+  const logC = trainerLog((await api(`/v1/jobs/${C}/logs?rank=0&limit=100000`)).lines.map((l) => l.text));
+  const lastC = logC.steps[logC.steps.length - 1];
+  const rowC = await until(page, (c) => {
+    const td = document.querySelector(`tr[data-job="${c}"]`)?.children;
+    return td && td[6].textContent === "8" ? [...td].map((x) => x.textContent) : null;
+  }, C);
+  check(`... C's row (the built-in trainer, no metric_definitions): step 8 and the tokens/s its last step line prints (${lastC?.tokens_per_s})`,
+        rowC && lastC && lastC.step === 8 && Math.abs(Number(rowC[7]) - Number(lastC.tokens_per_s)) <= 0.5 + 1e-3,
+        JSON.stringify(rowC));
   await page.selectOption("#filter-user", "uma");
   await rowsAre("the user filter shows uma's job only", [A]);
   await page.selectOption("#filter-user", "");
   await page.selectOption("#filter-status", "Completed");
-  await rowsAre("the status filter shows the completed jobs only (B and C)", [B, C]);
+  await rowsAre("the status filter shows the completed jobs only (B)", [B]);
   await page.selectOption("#filter-status", "");
   await rowsAre("... and with no filter all three again", [A, B, C]);
   await shot("jobs");
@@ -167,6 +211,32 @@ try {
   await shot("job-b");
   await noSideways("job B's page");
 
+  // ---- job C: the built-in trainer's metrics, plotted over its steps with the values its log prints ----
+  const specC = await api(`/v1/jobs/${C}`);
+  check("C's spec has no metric_definitions", !(specC.spec?.metric_definitions || []).length, JSON.stringify(specC.spec?.metric_definitions));
+  const apiStepsC = (await api(`/v1/jobs/${C}/metrics?name=train_loss&limit=100000`)).points.map((p) => p.step);
+  check(`... the API's train_loss points of C carry the steps its log prints (${logC.steps.map((x) => x.step)})`,
+        logC.steps.length === 4 && JSON.stringify(apiStepsC) === JSON.stringify(logC.steps.map((x) => x.step)), JSON.stringify(apiStepsC));
+  await go(`#/job/${C}`);
+  for (const [key, name, rows] of [["h:Train loss", "loss", logC.steps], ["h:Learning rate", "lr", logC.steps],
+                                   ["h:Gradient norm", "grad_norm", logC.steps], ["h:Tokens/s", "tokens_per_s", logC.steps],
+                                   ["h:MFU (%)", "mfu", logC.steps], ["h:Validation loss", "val_loss", logC.vals]]) {
+    const p = await plotted(key, rows.length);
+    const got = p ? pairs(p, 0) : [];
+    const want = rows.map((r) => [r.step, r[name]]);
+    // The loss exactly (the hex float); every other figure within half a unit of the digit printed.
+    const same = got.length === want.length && want.length > 0 && got.every(([x, y], i) => x === want[i][0] &&
+      (name === "loss" ? y === hexFloat(want[i][1]) : Math.abs(y - Number(want[i][1])) <= halfUnit(want[i][1]) * (1 + 1e-9)));
+    check(`C's ${key.slice(2)} plot: x = the steps its log prints, y = the values it prints (${want.map(([x, y]) => x + ":" + y).join(" ")})`,
+          same && p.labels[0] === "rank 0", p ? JSON.stringify(got) : "no plot");
+    check(`... its x axis is named "step" (legend "${p?.legendX}")`, p?.xlabel === "step" && p?.legendX === "step");
+  }
+  const rss = await plotted("m:peak_rss_mb", 4);
+  const rssLast = rss ? pairs(rss, 0).pop() : null;
+  check(`C's peak RSS plot ends at step 8 with the ${logC.rss} MB its last line prints`, rssLast && rssLast[0] === 8 &&
+        Math.abs(rssLast[1] - Number(logC.rss)) <= halfUnit(logC.rss), JSON.stringify(rssLast));
+  await page.locator("#train-charts").screenshot({ path: join(E.SHOTS, "job-builtin-plots.png") });
+
   // ---- job C: the step profile's summary ----
   const logged = (await api(`/v1/jobs/${C}/logs?rank=0&limit=100000`)).lines.map((l) => l.text)
     .filter((t) => t.startsWith("profile: ")).map((t) => t.slice(9));
@@ -191,13 +261,22 @@ try {
 
   // ---- compare ----
   const apiB = (await api(`/v1/jobs/${B}/metrics?name=train_loss&limit=100000`)).points.length;
-  await go(`#/compare?ids=${A},${B}`);
+  await go(`#/compare?ids=${A},${B},${C}`);
   const over = await until(page, (n) => {
     const c = document.querySelector("#compare-chart");
-    return c && Number(c.dataset.series) === 2 && Number(c.dataset.points) === n && c.querySelector("canvas") ? true : null;
-  }, apiLoss + apiB);
-  check(`compare overlays A and B (2 series, ${apiLoss} + ${apiB} points)`, over === true,
+    return c && Number(c.dataset.series) === 3 && Number(c.dataset.points) === n && c.querySelector("canvas") && c.plotted
+      ? { xlabel: c.dataset.xlabel, legendX: c.querySelector(".u-legend .u-series .u-label")?.textContent, labels: c.plotted.labels,
+          data: c.plotted.data } : null;
+  }, apiLoss + apiB + logC.steps.length);
+  check(`compare overlays A, B and C (3 series, ${apiLoss} + ${apiB} + ${logC.steps.length} points)`, over !== null,
         await page.evaluate(() => JSON.stringify(document.querySelector("#compare-chart")?.dataset)));
+  check(`... over steps: the x axis is named "step" (legend "${over?.legendX}")`, over?.xlabel === "step" && over?.legendX === "step");
+  const cmpC = over ? pairs(over, over.labels.indexOf(C)) : [];
+  check("... C's curve at the steps and losses its log prints", JSON.stringify(cmpC) ===
+        JSON.stringify(logC.steps.map((r) => [r.step, hexFloat(r.loss)])), JSON.stringify(cmpC));
+  const cmpA = over ? pairs(over, over.labels.indexOf(A)).map(([x]) => x) : [];
+  check("... A's at the steps its regex logs (1..40)", JSON.stringify(cmpA) === JSON.stringify([...Array(40).keys()].map((i) => i + 1)),
+        JSON.stringify(cmpA.slice(0, 5)));
   await shot("compare");
   await noSideways("compare page");
 

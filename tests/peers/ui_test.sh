@@ -5,11 +5,16 @@
 #   A (user uma) logs 40 steps of loss, lr, grad norm, tokens/s, MFU, a custom metric and val loss, then
 #     waits for the test's go file and prints a line after the page was opened, then waits to be stopped;
 #   B (admin) logs 25 steps and `<img src=x onerror=window.__pwned=1>`, and completes;
-#   C (admin) is the built-in trainer with train.profile_steps: its page shows the step profile's summary.
+#   C (admin) is the built-in trainer with NO metric_definitions (8 steps, a step line every 2, validation
+#     every 4) and train.profile_steps, then waits to be stopped: its metrics come from the trainer itself
+#     ($ANNEAL_PROGRESS_DIR/metrics-<RANK>), over its real steps; its page shows the step profile's summary.
 # The browser checks: a wrong token's sign-in page shows the API's reason; the jobs page lists both and
 # filters by user and status; job A's page plots as many loss points as the API returns, its other
 # metrics and the instance's samples, the timeline, and the log viewer shows the late line; B's page
-# shows the markup as text and runs no script; C's shows the step profile rank 0 logged; compare overlays A and B; a viewer's stop is refused
+# shows the markup as text and runs no script; C's row shows its step and tokens/s, C's page plots loss,
+# validation loss, lr, grad norm, tokens/s, MFU and peak RSS at x = the steps its log lines print, with the
+# values they print (the loss bit for bit, from its hex float), the x axis named "step", and shows the
+# step profile rank 0 logged; compare overlays A, B and C over steps (axis "step"); a viewer's stop is refused
 # (403, shown on the page); a revoked token returns to the sign-in page with the reason; every /ui
 # answer has the CSP; no page is wider than the window; no console error or failed request beyond the
 # expected 401s and 403. Screenshots: out/ui-screenshots/*.png.
@@ -70,10 +75,13 @@ YAML
 cat >"$TMP/c_cfg.yaml" <<YAML
 model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 16}
 data: {dir: $TMP/ds, seq_len: 16, batch_size: 2, seed: 5}
-train: {steps: 4, log_every: 1, eval_every: 0, eval_batches: 1, threads: 1, peak_gflops: 100, resume: none,
+train: {steps: 8, log_every: 2, eval_every: 4, eval_batches: 1, threads: 1, peak_gflops: 100, resume: none,
         profile_steps: [2, 3], profile_dir: $TMP/c_profile}
 YAML
-printf 'name: ui-c\nentrypoint: {command: [anneal, train, --config, %s]}\n' "$TMP/c_cfg.yaml" >"$TMP/c.yaml"
+cat >"$TMP/c.yaml" <<YAML
+name: ui-c
+entrypoint: {command: 'anneal train --config $TMP/c_cfg.yaml && for k in \$(seq 1 1200); do sleep 0.05; done'}
+YAML
 A=$(ANNEAL_TOKEN_FILE="$TMP/uma.token" "$ANNEAL" submit "$TMP/a.yaml" --server "$URL")
 B=$("$ANNEAL" submit "$TMP/b.yaml" --server "$URL")
 C=$("$ANNEAL" submit "$TMP/c.yaml" --server "$URL")
@@ -81,9 +89,12 @@ check "jobs A ($A, uma), B ($B, admin) and C ($C, the trainer, profiled) submitt
 api() { curl -s -H "Authorization: Bearer $(cat "$TMP/srv/admin.token")" "$URL$1"; }
 count() { api "/v1/jobs/$1/metrics?name=$2&limit=100000" | $PY -c 'import json,sys; print(len(json.load(sys.stdin)["points"]))'; }
 status() { api "/v1/jobs/$1" | $PY -c 'import json,sys; print(json.load(sys.stdin)["status"])'; }
-for _ in $(seq 1 300); do [ "$(status "$B")" = Completed ] && [ "$(status "$C")" = Completed ] && [ "$(count "$A" train_loss)" = 40 ] && break; sleep 0.1; done
+# C has trained once its last points are stored: 4 losses, 2 validations, 4 + 1 peak RSS (the end's).
+c_done() { [ "$(count "$C" train_loss)" = 4 ] && [ "$(count "$C" val_loss)" = 2 ] && [ "$(count "$C" peak_rss_mb)" = 5 ]; }
+for _ in $(seq 1 300); do [ "$(status "$B")" = Completed ] && c_done && [ "$(count "$A" train_loss)" = 40 ] && break; sleep 0.1; done
 check "B completed" test "$(status "$B")" = Completed
-check "C completed" test "$(status "$C")" = Completed
+check "C trained its 8 steps (4 train_loss, 2 val_loss, 5 peak_rss_mb points) and waits" c_done
+check "... C is running" test "$(status "$C")" = InProgress
 check "A logged its 40 losses and is running" test "$(count "$A" train_loss)" = 40 -a "$(status "$A")" = InProgress
 
 mkdir -p out/ui-screenshots
@@ -98,8 +109,10 @@ FAIL=$((FAIL + $(grep -c '^FAIL ' "$TMP/browser.out")))
 check "the browser script ran to its end (exit $rc)" test "$rc" = 0
 check "A was not stopped by the viewer" test "$(status "$A")" = InProgress
 "$ANNEAL" stop "$A" --server "$URL" >/dev/null 2>&1
-for _ in $(seq 1 100); do [ "$(status "$A")" = Stopped ] && break; sleep 0.1; done
+"$ANNEAL" stop "$C" --server "$URL" >/dev/null 2>&1
+for _ in $(seq 1 100); do [ "$(status "$A")" = Stopped ] && [ "$(status "$C")" = Stopped ] && break; sleep 0.1; done
 check "A stopped by its admin" test "$(status "$A")" = Stopped
-for p in signin jobs job job-b job-profile compare viewer-stop; do check "screenshot out/ui-screenshots/$p.png" test -s "out/ui-screenshots/$p.png"; done
+check "C stopped" test "$(status "$C")" = Stopped
+for p in signin jobs job job-b job-builtin-plots job-profile compare viewer-stop; do check "screenshot out/ui-screenshots/$p.png" test -s "out/ui-screenshots/$p.png"; done
 echo "wall time: $($PY -c "import time; print(round(time.time() - $T0, 1))") s"
 finish
