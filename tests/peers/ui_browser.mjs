@@ -206,6 +206,13 @@ try {
   await page.evaluate(() => new Promise((r) => setTimeout(r, 0)));
   check("... and no script ran (window.__pwned undefined, no img in the page)",
         await page.evaluate(() => window.__pwned === undefined && document.querySelectorAll("#main img").length === 0));
+  // B's metric_definitions have no `step`: its loss is plotted over the points' ordinals, and says so.
+  const nLossB = (await api(`/v1/jobs/${B}/metrics?name=train_loss&limit=100000`)).points.length;
+  const lossB = await plotted("h:Train loss", nLossB);
+  check(`... B's loss (a regex without a step) is plotted over "point #", x = 1..25 (legend "${lossB?.legendX}")`,
+        lossB?.xlabel === "point #" && lossB?.legendX === "point #" &&
+        JSON.stringify(pairs(lossB, 0).map(([x]) => x)) === JSON.stringify([...Array(25).keys()].map((i) => i + 1)),
+        JSON.stringify(lossB && { xlabel: lossB.xlabel, xs: lossB.data[0] }));
   const headB = await until(page, () => /Completed/.test(document.querySelector("#job-head h1")?.textContent || ""));
   check("... and the Completed job's page says so", headB === true, await text("#job-head h1"));
   await shot("job-b");
@@ -270,11 +277,21 @@ try {
   }, apiLoss + apiB + logC.steps.length);
   check(`compare overlays A, B and C (3 series, ${apiLoss} + ${apiB} + ${logC.steps.length} points)`, over !== null,
         await page.evaluate(() => JSON.stringify(document.querySelector("#compare-chart")?.dataset)));
-  check(`... over steps: the x axis is named "step" (legend "${over?.legendX}")`, over?.xlabel === "step" && over?.legendX === "step");
-  const cmpC = over ? pairs(over, over.labels.indexOf(C)) : [];
+  check(`... B's points have no step: the x axis is named "step or point #" (legend "${over?.legendX}")`,
+        over?.xlabel === "step or point #" && over?.legendX === "step or point #");
+  await go(`#/compare?ids=${A},${C}`);
+  const steps = await until(page, (n) => {
+    const c = document.querySelector("#compare-chart");
+    return c && Number(c.dataset.series) === 2 && Number(c.dataset.points) === n && c.querySelector("canvas") && c.plotted
+      ? { xlabel: c.dataset.xlabel, legendX: c.querySelector(".u-legend .u-series .u-label")?.textContent, labels: c.plotted.labels,
+          data: c.plotted.data } : null;
+  }, apiLoss + logC.steps.length);
+  check(`compare A and C (2 series, ${apiLoss} + ${logC.steps.length} points) over steps: the x axis is named "step" (legend "${steps?.legendX}")`,
+        steps?.xlabel === "step" && steps?.legendX === "step", JSON.stringify(steps && { xlabel: steps.xlabel, labels: steps.labels }));
+  const cmpC = steps ? pairs(steps, steps.labels.indexOf(C)) : [];
   check("... C's curve at the steps and losses its log prints", JSON.stringify(cmpC) ===
         JSON.stringify(logC.steps.map((r) => [r.step, hexFloat(r.loss)])), JSON.stringify(cmpC));
-  const cmpA = over ? pairs(over, over.labels.indexOf(A)).map(([x]) => x) : [];
+  const cmpA = steps ? pairs(steps, steps.labels.indexOf(A)).map(([x]) => x) : [];
   check("... A's at the steps its regex logs (1..40)", JSON.stringify(cmpA) === JSON.stringify([...Array(40).keys()].map((i) => i + 1)),
         JSON.stringify(cmpA.slice(0, 5)));
   await shot("compare");

@@ -4,7 +4,8 @@
 # backend) running two short shell jobs whose lines match their metric_definitions:
 #   A (user uma) logs 40 steps of loss, lr, grad norm, tokens/s, MFU, a custom metric and val loss, then
 #     waits for the test's go file and prints a line after the page was opened, then waits to be stopped;
-#   B (admin) logs 25 steps and `<img src=x onerror=window.__pwned=1>`, and completes;
+#   B (admin) logs 25 steps and `<img src=x onerror=window.__pwned=1>`, and completes; its only metric
+#     definition is its loss (no `step`), so its points carry no step: plotted over "point #";
 #   C (admin) is the built-in trainer with NO metric_definitions (8 steps, a step line every 2, validation
 #     every 4) and train.profile_steps, then waits to be stopped: its metrics come from the trainer itself
 #     ($ANNEAL_PROGRESS_DIR/metrics-<RANK>), over its real steps; its page shows the step profile's summary.
@@ -14,7 +15,8 @@
 # shows the markup as text and runs no script; C's row shows its step and tokens/s, C's page plots loss,
 # validation loss, lr, grad norm, tokens/s, MFU and peak RSS at x = the steps its log lines print, with the
 # values they print (the loss bit for bit, from its hex float), the x axis named "step", and shows the
-# step profile rank 0 logged; compare overlays A, B and C over steps (axis "step"); a viewer's stop is refused
+# step profile rank 0 logged; compare overlays A, B and C (axis "step or point #"), then A and C over
+# steps (axis "step"); a viewer's stop is refused
 # (403, shown on the page); a revoked token returns to the sign-in page with the reason; every /ui
 # answer has the CSP; no page is wider than the window; no console error or failed request beyond the
 # expected 401s and 403. Screenshots: out/ui-screenshots/*.png.
@@ -68,7 +70,7 @@ YAML
 cat >"$TMP/b.yaml" <<YAML
 name: ui-b
 entrypoint: {command: 'while read -r l; do echo "\$l"; done < $TMP/b.txt; echo "a line on stderr" >&2'}
-metric_definitions: $DEFS
+metric_definitions: [{name: train_loss, regex: '\\| loss ([0-9.]+)'}]
 YAML
 # C: the built-in trainer, 4 steps with steps 2-3 profiled: rank 0 logs the step profile's summary.
 "$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
