@@ -211,6 +211,12 @@ class JobRunner {
     if (thread_.joinable()) thread_.join();
   }
   void Stop() { stop_.store(true); }
+  // The server has been unreachable past the orphan timeout: stop the ranks (they checkpoint) rather
+  // than train on unwatched; what is left to report gets the short budget a signal's stop gets.
+  void Orphan() {
+    orphaned_.store(true);
+    stop_.store(true);
+  }
   bool done() const { return done_.load(); }
   const std::string& job() const { return job_; }
   int attempt() const { return attempt_; }
@@ -260,12 +266,13 @@ class JobRunner {
   }
 
   // How much longer calls to the server may keep retrying. One budget for all of this job's calls,
-  // counted from the first that failed: the orphan timeout, or 10 s once the agent was told to stop
-  // (SIGTERM). Each report used to retry for the whole orphan timeout on its own, so an agent whose
+  // counted from the first that failed: the orphan timeout, or 10 s once the agent or its job was told
+  // to stop (SIGTERM, a stop request, the orphan timeout itself). Each report used to retry for the whole orphan timeout on its own, so an agent whose
   // server was gone, signalled or not, took one timeout per report and flush to exit.
   double ServerBudgetLeft() const {
     if (unreachable_since_ < 0) return o_.orphan_timeout_s;
-    const double budget = g_agent_signal.load() ? std::min(10.0, o_.orphan_timeout_s) : o_.orphan_timeout_s;
+    const double budget = g_agent_signal.load() || orphaned_.load() || stop_.load() ? std::min(10.0, o_.orphan_timeout_s)
+                                                                                   : o_.orphan_timeout_s;
     return budget - (o_.clock->Monotonic() - unreachable_since_);
   }
 
@@ -350,6 +357,12 @@ class JobRunner {
           cause = SignalCause(&why);
           local = true;
           summary = why + "; the ranks were stopped to save a checkpoint\n" + summary;
+        } else if (r->interrupted && !stop_.load()) {
+          // A rank ended by a SIGTERM or SIGINT no one here sent (exit 143/130: it saved first): not
+          // the job's failure; retried from that checkpoint.
+          cause = ExitCause::kInfrastructure;
+          local = true;
+          summary = "a rank was interrupted by a signal from outside anneal\n" + summary;
         } else if (r->interrupted) {
           cause = ExitCause::kStopped;
         } else {
@@ -642,7 +655,7 @@ class JobRunner {
   std::function<void()> on_done_;
   std::string job_;
   int attempt_ = 0, node_ = 0, nnodes_ = 1;
-  std::atomic<bool> stop_{false}, done_{false}, kill_{false}, hung_{false}, active_seen_{false};
+  std::atomic<bool> stop_{false}, done_{false}, kill_{false}, hung_{false}, active_seen_{false}, orphaned_{false};
   std::atomic<double> last_activity_{0};
   double hang_timeout_s_ = 0, hang_startup_s_ = 0;
   std::string hang_message_;
@@ -1038,7 +1051,7 @@ Status RunAgent(const AgentOptions& in) {
       it = (*it)->done() || !runner || runner->job() != (*it)->job() ? execs.erase(it) : std::next(it);
     }
   };
-  bool registered = false;
+  bool registered = false, orphan_stop = false;
   double unreachable_since = -1;
   double next_s = o.heartbeat_s;  // the server may ask for the next heartbeat sooner
   Status result;
@@ -1047,7 +1060,7 @@ Status RunAgent(const AgentOptions& in) {
       Say("stopping on signal " + std::to_string(g_agent_signal.load()));
       break;
     }
-    if (runner && runner->done()) runner.reset();
+    if (runner && runner->done()) runner.reset(), orphan_stop = false;
     if (health && health->done()) health.reset();
     reap_execs();
     next_s = o.heartbeat_s;
@@ -1118,6 +1131,13 @@ Status RunAgent(const AgentOptions& in) {
       if (unreachable_since < 0) {
         unreachable_since = o.clock->Monotonic();
         Say("the server is unreachable (" + st.message() + "); retrying");
+      }
+      if (runner && !orphan_stop && o.clock->Monotonic() - unreachable_since > o.orphan_timeout_s) {
+        Say("the server at " + o.server_url + " was unreachable for " + std::to_string(static_cast<int>(o.orphan_timeout_s)) +
+            " s (--orphan-timeout-s): stopping the ranks of " + runner->job() + " (they save a checkpoint) instead of "
+            "training on unwatched");
+        runner->Orphan();
+        orphan_stop = true;
       }
       if (!runner && o.clock->Monotonic() - unreachable_since > o.orphan_timeout_s) {
         result = PeerError("the server at " + o.server_url + " was unreachable for " +

@@ -85,6 +85,7 @@ struct LocalBackendOptions {
   std::string work_root;      // agents' working areas go under it: <work_root>/<instance id>
   int max_instances = 4;
   double heartbeat_s = 1;     // passed to the agents
+  double orphan_timeout_s = 600;  // passed to the agents: the server unreachable this long, they stop
   double release_grace_s = 30;  // after Release, SIGKILL an agent still running this long
   std::map<std::string, std::string> env;  // added to the agents' environment (ANNEAL_CA_CERT); never a secret
 };

@@ -84,6 +84,7 @@ class LocalBackend : public Backend {
     std::vector<std::string> args = {o_.agent_binary, "agent", "--server", r.server_url, "--instance-id", r.id,
                                      "--instance-type", r.instance_type, "--slots", std::to_string(r.slots),
                                      "--work-dir", work, "--heartbeat-s", std::to_string(o_.heartbeat_s),
+                                     "--orphan-timeout-s", std::to_string(o_.orphan_timeout_s),
                                      "--remove-work-dir", "--join-token-fd", std::to_string(kSecretFd)};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());

@@ -1,4 +1,7 @@
 // anneal launch: start and supervise this node's ranks of a job (launch/launcher.h has the contract).
+#include <string.h>
+
+#include <csignal>
 #include <cstdio>
 
 #include <chrono>
@@ -21,6 +24,14 @@ Status RunLaunch(const LaunchOptions& o) {
   });
   if (!r.ok()) return r.status();
   if (r->exit_code == 0) return Status::Ok();
+  if (r->interrupted) {
+    // Stopped on request (Ctrl-C, a scheduler's SIGTERM): 128 + that signal, with the ranks' own word
+    // on where they stopped.
+    const int sig = r->signal ? r->signal : SIGTERM;
+    const char* name = sigabbrev_np(sig);
+    return Interrupted(sig, std::string("by SIG") + (name ? name : "?") + " after " + std::to_string(r->attempts) +
+                                " attempt(s); ranks were sent SIGTERM" + (r->last_words.empty() ? "" : "; " + r->last_words));
+  }
   const std::string m = "the job failed after " + std::to_string(r->attempts) + " attempt(s):\n" + r->summary;
   if (r->exit_code == 2) return InvalidInput(m + "fix the input the failing rank named, then launch again");
   if (r->exit_code == 3) return PeerError(m + "a rank or the network was lost: see the ranks' errors above");

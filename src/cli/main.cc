@@ -69,7 +69,8 @@ int main(int argc, char** argv) {
   anneal::Status st = run ? run() : anneal::Internal("no command chosen");
   if (!st.ok()) {
     std::fflush(stdout);
-    std::cerr << "anneal: error: " << st.ToString() << "\n";
+    // An interruption is what was asked for (Ctrl-C, a stop): said as such, not as an error.
+    std::cerr << (st.code() == anneal::Code::kInterrupted ? "anneal: " : "anneal: error: ") << st.ToString() << "\n";
   }
   return st.ExitCode();
 }

@@ -90,6 +90,10 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   c->add_option("--max-instances", o->max_instances, "local backend: agents running at once")->capture_default_str();
   c->add_option("--heartbeat-s", o->heartbeat_s, "Agents' heartbeat interval")->capture_default_str();
+  c->add_option("--local-orphan-timeout-s", o->local_orphan_timeout_s,
+                "--backend local: an agent whose server has been unreachable this long stops its job's ranks (they "
+                "checkpoint) and exits")
+      ->capture_default_str();
   c->add_option("--heartbeat-timeout-s", o->heartbeat_timeout_s, "An instance silent this long is lost")
       ->capture_default_str();
   c->add_option("--start-timeout-s", o->start_timeout_s, "Instances must register within this after being obtained")

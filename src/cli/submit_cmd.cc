@@ -1,6 +1,15 @@
 // anneal submit: reads a job spec, packs and uploads its source folder, submits it and, with --wait
 // or --local, follows it to its end (docs/job-spec.md, docs/api/openapi.yaml).
+//
+// Ctrl-C (SIGINT, or SIGTERM) while following a job: with --local, whose server lives in this process,
+// the first stops the job with its grace period (the ranks checkpoint) and waits for it; a second
+// detaches at once, the job's agent stopping its ranks when it finds the server gone. With --wait on
+// a server, the first detaches: the job runs on. Either way the exit code is 128 + the signal.
+#include <string.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <csignal>
 
 #include <algorithm>
 #include <cstdio>
@@ -23,36 +32,142 @@ namespace {
 
 using nlohmann::json;
 
-// The final status as the CLI's result: Completed -> ok; Failed -> the job's exit class; Stopped -> 1.
-Status JobOutcome(const json& j) {
+std::atomic<int> g_signals{0}, g_last_signal{0};
+extern "C" void OnSubmitSignal(int sig) {
+  g_last_signal.store(sig);
+  g_signals.fetch_add(1);
+}
+
+// SIGINT and SIGTERM counted from now on instead of ending the process (the default again once done).
+struct SignalCounter {
+  SignalCounter() {
+    struct sigaction sa {};
+    sa.sa_handler = OnSubmitSignal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+  }
+  ~SignalCounter() {
+    sigaction(SIGINT, &old_int, nullptr);
+    sigaction(SIGTERM, &old_term, nullptr);
+  }
+  struct sigaction old_int {}, old_term {};
+};
+
+std::string SignalName(int sig) {
+  const char* n = sigabbrev_np(sig);
+  return n ? std::string("SIG") + n : "signal " + std::to_string(sig);
+}
+
+// The words for an exit cause (control/exit_cause.h) in a failure's first line.
+std::string CauseWords(const std::string& cause) {
+  if (cause == "user_error") return "user error";
+  if (cause == "out_of_memory") return "out of memory";
+  if (cause == "max_runtime") return "stopping.max_runtime_s reached";
+  if (cause.empty()) return "";
+  return cause;  // infrastructure, stopped, interrupted
+}
+
+// The final status as the CLI's result: Completed -> ok; Failed -> the job's exit class (2 bad input,
+// 3 infrastructure, else 1), named as the job's failure and its cause, never as anneal's own;
+// Stopped -> 1. hint_flags: what the hint's commands need to reach the same server ("--local").
+Status JobOutcome(const json& j, const std::string& hint_flags) {
   const std::string status = j.value("status", std::string());
   const std::string id = j.value("id", std::string());
   if (status == "Completed") return Status::Ok();
+  const std::string see = "\nsee 'anneal describe " + id + hint_flags + "' and 'anneal logs " + id + hint_flags + "'";
   if (status == "Failed") {
+    std::string cause;
+    for (const json& n : j.value("nodes", json::array())) {
+      if (!n.value("cause", std::string()).empty() && (cause.empty() || n.value("local", false))) {
+        cause = n.value("cause", std::string());
+        if (n.value("local", false)) break;
+      }
+    }
+    const std::string words = CauseWords(cause);
     const int code = j.value("exit_code", 1);
-    const std::string m = "job " + id + " failed: " + j.value("failure_reason", std::string("(no reason recorded)")) +
-                          "\nsee 'anneal describe " + id + "' and 'anneal logs " + id + "'";
+    const std::string m = "job " + id + " failed" + (words.empty() ? "" : " (" + words + ")") + ": " +
+                          j.value("failure_reason", std::string("(no reason recorded)")) + see;
     if (code == 2) return InvalidInput(m);
     if (code == 3) return PeerError(m);
-    return Internal(m);
+    return Failed(m);
   }
-  return Cancelled("job " + id + " ended " + status + " (" + j.value("secondary_status", std::string()) + ")");
+  return Cancelled("job " + id + " ended " + status + " (" + j.value("secondary_status", std::string()) + ")" + see);
 }
 
-// Prints status changes (stderr) and, unless quiet, the job's log lines (stdout) until it ends.
-Result<json> WaitJob(ApiClient* c, const std::string& id, bool quiet) {
+// What a Ctrl-C while following a job does (see the file's comment).
+struct FollowSignals {
+  bool local = false;      // the server is this process's: the first signal stops the job
+  double grace_s = 30;     // the job's stopping.grace_period_s, for the message
+  std::string url;         // where the job runs, for the detach message
+  int handled = 0;         // signals acted on so far
+  bool detached = false;   // stop following now
+  bool stop_sent = false;
+};
+
+// Acts on the signals counted since the last call: stop the job (local, first), or detach.
+void OnSignals(ApiClient* c, const std::string& id, FollowSignals* f) {
+  const int n = g_signals.load();
+  if (n <= f->handled) return;
+  f->handled = n;
+  const std::string sig = SignalName(g_last_signal.load());
+  if (f->local && !f->stop_sent) {
+    f->stop_sent = true;
+    auto r = c->Post("/v1/jobs/" + id + "/stop", json::object());
+    if (!r.ok()) {
+      std::fprintf(stderr, "anneal submit: %s: could not stop job %s: %s\n", sig.c_str(), id.c_str(), r.status().message().c_str());
+    }
+    std::fprintf(stderr,
+                 "anneal submit: %s: stopping job %s: its ranks get SIGTERM and save a checkpoint (within "
+                 "stopping.grace_period_s, %.0f s); press Ctrl-C again to detach\n",
+                 sig.c_str(), id.c_str(), f->grace_s);
+    if (n == 1) return;
+  }
+  f->detached = true;
+  if (f->local) {
+    std::fprintf(stderr,
+                 "anneal submit: detached from job %s, still stopping: its agent stops the ranks (SIGKILL after the "
+                 "grace period) and, finding this server gone, exits; see 'anneal describe %s --local'\n",
+                 id.c_str(), id.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "anneal submit: detached; job %s keeps running on %s: follow it with 'anneal logs %s -f', stop it "
+                 "with 'anneal stop %s'\n",
+                 id.c_str(), f->url.c_str(), id.c_str(), id.c_str());
+  }
+}
+
+// Sleeps up to s seconds, less when a signal arrives.
+void Nap(double s) {
+  const int seen = g_signals.load();
+  for (double t = 0; t < s && g_signals.load() == seen; t += 0.1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// Prints status changes (stderr) and, unless quiet, the job's log lines (stdout) until it ends or
+// the user detaches (f->detached). The job's last lines come before its final status: once it has
+// ended, lines still in flight from the agents get three quiet rounds to arrive first.
+Result<json> WaitJob(ApiClient* c, const std::string& id, bool quiet, FollowSignals* f) {
   size_t shown = 0;
   int64_t after = 0;
   json j;
-  for (int idle_after_end = 0;;) {
-    ANNEAL_ASSIGN_OR_RETURN(j, c->Get("/v1/jobs/" + id));
+  auto print_history = [&](size_t upto) {
     const json& hist = j["history"];
-    for (; shown < hist.size(); ++shown) {
+    for (; shown < std::min(upto, hist.size()); ++shown) {
       const json& h = hist[shown];
       std::fprintf(stderr, "[%s] %s: %s\n", Clock(h.value("at", 0.0)).c_str(),
                    h.value("secondary_status", std::string()).c_str(), h.value("message", std::string()).c_str());
     }
     std::fflush(stderr);
+  };
+  for (int idle_after_end = 0;;) {
+    OnSignals(c, id, f);
+    if (f->detached) return j;
+    ANNEAL_ASSIGN_OR_RETURN(j, c->Get("/v1/jobs/" + id));
+    const std::string s = j.value("status", std::string());
+    const bool ended = s == "Completed" || s == "Failed" || s == "Stopped";
+    // Until the end has been seen and the last lines are in, the final entry waits.
+    const size_t n = j["history"].size();
+    print_history(ended && n > 0 ? n - 1 : n);
     size_t got = 0;
     if (!quiet) {
       for (;;) {
@@ -64,18 +179,22 @@ Result<json> WaitJob(ApiClient* c, const std::string& id, bool quiet) {
         if (page["lines"].size() < 5000) break;
       }
     }
-    const std::string s = j.value("status", std::string());
-    const bool ended = s == "Completed" || s == "Failed" || s == "Stopped";
-    // After the end, lines still in flight from the agents get a moment to arrive.
-    if (ended && (quiet || (got == 0 && ++idle_after_end >= 3))) return j;
-    std::this_thread::sleep_for(std::chrono::milliseconds(ended ? 500 : 1000));
+    if (ended && (quiet || (got == 0 && ++idle_after_end >= 3))) {
+      print_history(n);
+      return j;
+    }
+    Nap(ended ? 0.5 : 1.0);
   }
 }
+
+// ---- submit ----
 
 struct SubmitOptions {
   std::string file;
   std::vector<std::string> hyperparameters;  // k=v, over the spec's
-  bool wait = false, quiet = false;
+  std::vector<std::string> env;              // K=V, over the spec's environment
+  int instances = 0;                         // > 0: over resources.instance_count
+  bool wait = false, quiet = false, dry_run = false;
   std::string idempotency_key;  // "" = a random one
   double retry_s = 20;          // how long a submit with no answer is retried
   Target target;
@@ -129,6 +248,18 @@ Status RunSubmit(const SubmitOptions& o) {
     }
     spec.hyperparameters[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  for (const std::string& kv : o.env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return InvalidInput("--env '" + kv + "' must be KEY=VALUE, e.g. --env OMP_NUM_THREADS=4");
+    spec.environment[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  if (o.instances > 0) spec.instance_count = o.instances;
+  if (!o.env.empty() || o.instances > 0) {
+    // The overrides are checked as the spec's own fields are (ranges, names).
+    std::string f;
+    auto again = JobSpecFromJson(spec.ToJson(), &f);
+    if (!again.ok()) return InvalidInput("--env/--instances: " + again.status().message());
+  }
   // Plain relative paths in the spec are relative to the spec file, like source.
   const std::filesystem::path spec_dir = std::filesystem::absolute(std::filesystem::path(o.file)).parent_path();
   auto absolute = [&](std::string* uri) {
@@ -138,10 +269,22 @@ Status RunSubmit(const SubmitOptions& o) {
   for (ChannelSpec& c : spec.channels) absolute(&c.uri);
   absolute(&spec.checkpoint_uri);
   absolute(&spec.output_uri);
+  std::filesystem::path src(spec.source);
+  if (src.is_relative()) src = spec_dir / src;
+  if (o.dry_run) {
+    if (!spec.source.empty() && !Env::Default().IsDirectory(src.lexically_normal().string())) {
+      return InvalidInput("source: '" + src.lexically_normal().string() + "' is not a folder; give the folder whose files the ranks run from");
+    }
+    if (!spec.source.empty()) spec.source = src.lexically_normal().string();
+    std::printf("%s\n", spec.ToJson().dump(2).c_str());
+    std::fprintf(stderr,
+                 "dry run: %s is a valid job spec (above, resolved); nothing was submitted. The server's own checks "
+                 "(capacity, quotas, the execution role) run at a real submit.\n",
+                 o.file.c_str());
+    return Status::Ok();
+  }
   ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(o.target, true));
   if (!spec.source.empty()) {
-    std::filesystem::path src(spec.source);
-    if (src.is_relative()) src = spec_dir / src;
     ANNEAL_ASSIGN_OR_RETURN(std::string pkg, PackSource(src.lexically_normal().string()));
     std::fprintf(stderr, "packed source %s: %.1f KB\n", src.lexically_normal().c_str(), pkg.size() / 1024.0);
     ANNEAL_ASSIGN_OR_RETURN(json up, conn.client->PostRaw("/v1/packages", pkg, "application/gzip",
@@ -155,16 +298,31 @@ Status RunSubmit(const SubmitOptions& o) {
   std::printf("%s\n", id.c_str());
   std::fflush(stdout);
   if (!o.wait && !o.target.local) return Status::Ok();
-  auto final_state = WaitJob(conn.client.get(), id, o.quiet);
+  SignalCounter counting;
+  FollowSignals f;
+  f.local = o.target.local;
+  f.grace_s = spec.grace_period_s;
+  f.url = conn.client->url();
+  auto final_state = WaitJob(conn.client.get(), id, o.quiet, &f);
+  const std::string hint_flags = o.target.local ? " --local" : "";
   if (conn.embedded) {
-    conn.embedded->Drain(spec.grace_period_s + 30);
+    // Detached: the agents are left to find the server gone. Otherwise they report their end first.
+    if (!f.detached) conn.embedded->Drain(spec.grace_period_s + 30);
     conn.embedded->Stop();
   }
   if (!final_state.ok()) return final_state.status();
-  std::fprintf(stderr, "job %s: %s (%s) in %s\n", id.c_str(), final_state->value("status", std::string()).c_str(),
-               final_state->value("secondary_status", std::string()).c_str(),
-               Duration(final_state->value("ended_at", 0.0) - final_state->value("created_at", 0.0)).c_str());
-  return JobOutcome(*final_state);
+  const int sig = g_last_signal.load();
+  if (f.detached) return Interrupted(sig, "by " + SignalName(sig) + "; detached from job " + id);
+  const json& j = *final_state;
+  std::fprintf(stderr, "job %s: %s (%s), exit code %d, in %s\n", id.c_str(), j.value("status", std::string()).c_str(),
+               j.value("secondary_status", std::string()).c_str(), j.value("exit_code", -1),
+               Duration(j.value("ended_at", 0.0) - j.value("created_at", 0.0)).c_str());
+  if (f.stop_sent && j.value("status", std::string()) == "Stopped") {
+    return Interrupted(sig, "by " + SignalName(sig) + ": job " + id + " stopped; its ranks saved a checkpoint if they " +
+                                "could: submit the spec again to resume from " +
+                                (spec.checkpoint_uri.empty() ? std::string("it") : spec.checkpoint_uri));
+  }
+  return JobOutcome(j, hint_flags);
 }
 
 }  // namespace
@@ -179,6 +337,9 @@ void AddSubmitCommand(CLI::App& app, RunFn* run) {
     c->add_option("spec", o->file, "The job spec file")->required()->check(CLI::ExistingFile);
     c->add_flag("--wait", o->wait, "Wait for the job to end, printing its status changes and logs; exit with its outcome");
     c->add_flag("--quiet", o->quiet, "With --wait: status changes only, no log lines");
+    c->add_flag("--dry-run", o->dry_run, "Check the spec (and the overrides), print it resolved as JSON, submit nothing");
+    c->add_option("--instances", o->instances, "Over resources.instance_count")->check(CLI::PositiveNumber);
+    c->add_option("-e,--env", o->env, "KEY=VALUE over the spec's environment (repeatable)");
     c->add_option("-H,--hyperparameter", o->hyperparameters, "KEY=VALUE over the spec's entrypoint.hyperparameters (repeatable)");
     c->add_option("--idempotency-key", o->idempotency_key,
                   "The submit's key (default: a random one): submitting again with the same key returns the job it "

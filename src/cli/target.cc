@@ -32,6 +32,10 @@ Result<Connection> Connect(const Target& t, bool schedule) {
     o.backend = "local";
     o.max_instances = t.max_instances;
     o.schedule = schedule;
+    // The embedded server ends with this command, and no later one listens where it did (port 0): its
+    // agents stop their ranks this soon after it is gone (a detached Ctrl-C, a killed CLI), instead of
+    // training on unwatched for the server's default 10 min.
+    o.local_orphan_timeout_s = 10;
     ANNEAL_ASSIGN_OR_RETURN(c.embedded, ControlServer::Start(o));
     url = c.embedded->url();
   }

@@ -1,8 +1,11 @@
 // anneal train: one rank of training from a YAML config (train/config.h lists every key).
-// SIGTERM or SIGINT: finish the current step, save a checkpoint, exit 0. With train.checkpoint_dir
+// SIGTERM or SIGINT: finish the current step, save a checkpoint, exit 128 + the signal (143, 130), the
+// code of a program ended by that signal, saying where it stopped. With train.checkpoint_dir
 // unset, $ANNEAL_CHECKPOINT_URI (set by the agent from the job spec's checkpoint.uri) is used.
 // --print-config prints the resolved config and exits; a run whose newest checkpoint is already at
 // train.steps says there is nothing to do and exits 0.
+#include <string.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -16,7 +19,11 @@ namespace anneal::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
-extern "C" void OnStopSignal(int) { g_stop.store(true); }
+std::atomic<int> g_stop_signal{0};
+extern "C" void OnStopSignal(int sig) {
+  g_stop_signal.store(sig);
+  g_stop.store(true);
+}
 
 struct TrainArgs {
   std::string config;
@@ -78,6 +85,18 @@ Status RunTrain(const TrainArgs& a) {
     std::fflush(stdout);
   });
   if (!r.ok()) return r.status();
+  // A signal's stop is no success: the caller (a shell, a launcher, a scheduler) learns from the
+  // exit code that the run was cut short, and from the message where to resume.
+  if (const int sig = g_stop_signal.load(); r->stopped && sig != 0) {
+    const char* name = sigabbrev_np(sig);
+    std::string where = " at step " + std::to_string(r->steps_done);
+    if (!r->last_checkpoint.empty()) {
+      where += ": checkpoint " + r->last_checkpoint + " saved; run the same command to resume from it";
+    } else {
+      where += ": no checkpoint saved (train.checkpoint_dir is unset)";
+    }
+    return Interrupted(sig, std::string("by SIG") + (name ? name : "?") + where);
+  }
   return Status::Ok();
 }
 

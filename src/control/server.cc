@@ -4,8 +4,11 @@
 // the request body limit and the API's latency statistics.
 #include "control/server.h"
 
+#include <fcntl.h>
 #include <httplib.h>
+#include <sys/file.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include "control/exec_routes.h"
 #include "control/job_routes.h"
 #include "control/metrics_routes.h"
+#include "control/port_owner.h"
 #include "control/server_backend.h"
 #include "control/server_context.h"
 #include "control/ui_routes.h"
@@ -39,7 +43,10 @@ thread_local double g_request_start = 0;  // when this thread's current request 
 class Server : public ControlServer {
  public:
   explicit Server(const ServerOptions& o) : o_(o) {}
-  ~Server() override { Stop(); }
+  ~Server() override {
+    Stop();
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // the data folder's lock goes last
+  }
 
   Status Init() {
     ANNEAL_RETURN_IF_ERROR(OpenStore());
@@ -61,6 +68,9 @@ class Server : public ControlServer {
     ctx_.scheduler = scheduler_.get();
     Routes();
     listener_ = std::thread([this] { http_->listen_after_bind(); });
+    // cpp-httplib's stop() does nothing until the listener runs: a server stopped right after its start
+    // (a CLI's read-only --local server) would otherwise leave it accepting, and Stop() waiting on it.
+    for (int i = 0; i < 5000 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (o_.schedule) scheduler_->Start();
     return Status::Ok();
   }
@@ -85,6 +95,7 @@ class Server : public ControlServer {
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(o_.data_dir));
     // The store holds secrets and token hashes, the folder the token files: this OS user's only.
     if (::chmod(o_.data_dir.c_str(), 0700) != 0) return IoError("cannot make " + o_.data_dir + " private (chmod 700)");
+    if (o_.schedule) ANNEAL_RETURN_IF_ERROR(LockDataDir());
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(o_.data_dir, "packages")));
     ANNEAL_ASSIGN_OR_RETURN(store_, JobStore::Open(JoinPath(o_.data_dir, "anneal.db")));
     ANNEAL_RETURN_IF_ERROR(BootstrapAuth(store_.get(), o_.data_dir, o_.join_token_file, WallSeconds()));
@@ -95,6 +106,32 @@ class Server : public ControlServer {
       ANNEAL_ASSIGN_OR_RETURN(ctx_.roles, LoadExecutionRoles(o_.execution_roles_file));
     }
     return Status::Ok();
+  }
+
+  // One scheduling server per data folder: an flock on <data_dir>/server.lock, held for the server's
+  // life (the kernel drops it however the process ends). Two schedulers on one store would both move
+  // its jobs. A server that only serves the API (schedule=false: the CLI's read-only --local
+  // commands) takes no lock and writes no server.json: it runs beside the folder's server.
+  Status LockDataDir() {
+    const std::string path = JoinPath(o_.data_dir, "server.lock");
+    lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock_fd_ < 0) return IoError("cannot open " + path + ": " + std::strerror(errno));
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
+    ::close(lock_fd_);
+    lock_fd_ = -1;
+    return InvalidInput(OtherServer() + " already serves the data folder " + o_.data_dir +
+                        ": use it (--server URL), stop it first, or give this one another --data-dir");
+  }
+
+  // "another anneal server (pid 123, http://127.0.0.1:8470)", from that server's server.json.
+  std::string OtherServer() const {
+    std::string who = "another anneal server";
+    auto text = Env::Default().ReadFile(JoinPath(o_.data_dir, "server.json"));
+    const json other = text.ok() ? json::parse(*text, nullptr, false) : json();
+    if (other.is_object()) {
+      who += " (pid " + std::to_string(other.value("pid", 0)) + ", " + other.value("url", std::string("?")) + ")";
+    }
+    return who;
   }
 
   bool tls() const { return !o_.tls_cert.empty() || !o_.tls_key.empty(); }
@@ -144,8 +181,12 @@ class Server : public ControlServer {
     // of 20 concurrent submits was, once, under load, not reproduced since). The listening socket is
     // caught here and its backlog raised after the bind (a second listen() on Linux changes it).
     int listen_fd = -1;
+    // cpp-httplib's default options add SO_REUSEPORT, with which a second server binds a busy address
+    // too and the kernel splits the connections between them. SO_REUSEADDR alone still lets a
+    // restarted server bind while the old one's connections linger in TIME_WAIT.
     http_->set_socket_options([&listen_fd](int sock) {
-      httplib::default_socket_options(sock);
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
       listen_fd = sock;
     });
     int port = o_.port;
@@ -153,11 +194,14 @@ class Server : public ControlServer {
       port = http_->bind_to_any_port(o_.host);
       if (port < 0) return InvalidInput("cannot listen on " + o_.host + ": no free port");
     } else if (!http_->bind_to_port(o_.host, port)) {
+      const std::string owner = PortOwner(port);
       return InvalidInput("cannot listen on " + o_.host + ":" + std::to_string(port) +
-                          " (in use, or not an address of this machine): choose another --listen");
+                          (owner.empty() ? " (in use, or not an address of this machine)" : ": " + owner + " listens there") +
+                          ": stop it or choose another --listen");
     }
     if (listen_fd >= 0 && ::listen(listen_fd, kListenBacklog) != 0) return IoError("cannot raise the listen backlog");
     ctx_.url = std::string(tls() ? "https://" : "http://") + o_.host + ":" + std::to_string(port);
+    if (!o_.schedule) return Status::Ok();  // server.json names the folder's (scheduling) server
     return Env::Default().WriteFileAtomic(JoinPath(o_.data_dir, "server.json"),
                                           json({{"url", ctx_.url}, {"pid", ::getpid()}}).dump() + "\n");
   }
@@ -264,6 +308,7 @@ class Server : public ControlServer {
   std::unique_ptr<SchedulerLoop> scheduler_;
   std::vector<std::unique_ptr<RoutePart>> parts_;
   std::thread listener_;
+  int lock_fd_ = -1;  // <data_dir>/server.lock, flock'd (LockDataDir)
   std::atomic<bool> stopped_{false};
   std::unique_ptr<WebhookSender> webhooks_;  // null without --webhook
 };

@@ -35,6 +35,9 @@ struct ServerOptions {
   std::string backend = "local";   // local | static | slurm
   int max_instances = 4;           // local backend: agents at once on this machine
   double heartbeat_s = 1;          // agents' heartbeat interval
+  // local backend: its agents stop their ranks (which checkpoint) and exit once the server has been
+  // unreachable this long (a server restarted sooner finds them still running).
+  double local_orphan_timeout_s = 600;
   double heartbeat_timeout_s = 30; // an instance silent this long is lost
   double start_timeout_s = 120;    // instances must register within this after they are obtained
   // Scheduler period for timeouts; it also runs at once on every submit, registration, report and

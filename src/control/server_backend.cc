@@ -27,6 +27,7 @@ Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
   lo.work_root = JoinPath(o.data_dir, "instances");
   lo.max_instances = o.max_instances;
   lo.heartbeat_s = o.heartbeat_s;
+  lo.orphan_timeout_s = o.local_orphan_timeout_s;
   return MakeLocalBackend(lo);
 }
 

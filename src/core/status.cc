@@ -12,6 +12,8 @@ const char* CodeName(Code c) {
     case Code::kInternal: return "internal error";
     case Code::kPeer: return "peer failure";
     case Code::kCancelled: return "cancelled";
+    case Code::kFailed: return "failed";
+    case Code::kInterrupted: return "interrupted";
   }
   return "unknown";
 }
@@ -19,12 +21,13 @@ const char* CodeName(Code c) {
 
 std::string Status::ToString() const {
   if (ok()) return "ok";
+  if (code_ == Code::kFailed) return message_;
   return std::string(CodeName(code_)) + ": " + message_;
 }
 
 Status Status::Annotate(const std::string& context) const {
   if (ok()) return *this;
-  return Status(code_, context + ": " + message_);
+  return Status(code_, context + ": " + message_, signal_);
 }
 
 int Status::ExitCode() const {
@@ -33,6 +36,7 @@ int Status::ExitCode() const {
     case Code::kInvalidInput:
     case Code::kNotFound: return 2;
     case Code::kPeer: return 3;
+    case Code::kInterrupted: return 128 + signal_;
     default: return 1;
   }
 }

@@ -23,27 +23,33 @@ enum class Code : int {
   kInternal,      // a bug or an unexpected state: exit 1
   kPeer,          // a peer, store or the cluster failed: exit 3
   kCancelled,     // the operation was stopped on request: exit 1
+  kFailed,        // what the command ran (a job, a rank's program) failed, not anneal: exit 1
+  kInterrupted,   // stopped by a signal after saving what it could: exit 128 + the signal (130, 143)
 };
 
 class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(Code code, std::string message, int signal) : code_(code), message_(std::move(message)), signal_(signal) {}
 
   static Status Ok() { return Status(); }
   bool ok() const { return code_ == Code::kOk; }
   Code code() const { return code_; }
   const std::string& message() const { return message_; }
-  // "invalid input: <message>"
+  // "invalid input: <message>"; a kFailed status is its message alone (it names what failed).
   std::string ToString() const;
+  // The signal of a kInterrupted status (0 otherwise).
+  int signal() const { return signal_; }
   // Prefixes the message with context ("reading data/a.bin: ..."); keeps the code.
   Status Annotate(const std::string& context) const;
-  // The process exit code this status maps to (0, 1, 2 or 3).
+  // The process exit code this status maps to (0, 1, 2 or 3; 128 + the signal when interrupted).
   int ExitCode() const;
 
  private:
   Code code_ = Code::kOk;
   std::string message_;
+  int signal_ = 0;
 };
 
 inline Status InvalidInput(std::string m) { return Status(Code::kInvalidInput, std::move(m)); }
@@ -52,6 +58,8 @@ inline Status IoError(std::string m) { return Status(Code::kIo, std::move(m)); }
 inline Status Internal(std::string m) { return Status(Code::kInternal, std::move(m)); }
 inline Status PeerError(std::string m) { return Status(Code::kPeer, std::move(m)); }
 inline Status Cancelled(std::string m) { return Status(Code::kCancelled, std::move(m)); }
+inline Status Failed(std::string m) { return Status(Code::kFailed, std::move(m)); }
+inline Status Interrupted(int signal, std::string m) { return Status(Code::kInterrupted, std::move(m), signal); }
 
 // Result<T> holds a T or a non-ok Status. value() on an error aborts (an invariant, not I/O).
 template <typename T>

@@ -47,6 +47,7 @@ struct Rank {
   int status = 0;  // waitpid status once exited
   int64_t remote_seq = -1;  // a command run for launch-rsh (an mpirun daemon), not a rank
   std::string tmp_dir;      // mpirun mode: this process's own TMPDIR, removed when the attempt ends
+  std::string last_line;    // the last line it printed (either stream)
 };
 
 std::string Describe(int status) {
@@ -55,7 +56,13 @@ std::string Describe(int status) {
   return "status " + std::to_string(status);
 }
 
-bool Failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+bool RankFailed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0); }
+
+// A rank that exited 128 + SIGINT or SIGTERM (130, 143) was stopped by that signal after saving what it
+// could (anneal train checkpoints first): an interruption, never a failure of the rank's own.
+bool InterruptedExit(int status) {
+  return WIFEXITED(status) && (WEXITSTATUS(status) == 128 + SIGINT || WEXITSTATUS(status) == 128 + SIGTERM);
+}
 
 int ExitCodeOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
@@ -120,6 +127,7 @@ class Launcher {
       res.failed_status = out.failed_status;
       res.failure_local = out.failure_local;
       res.interrupted = out.interrupted;
+      res.last_words = out.last_words;
       if (!out.failure.empty()) res.summary += "attempt " + std::to_string(attempt) + ": " + out.failure + "\n";
       if (out.exit_code == 0) {
         res.exit_code = 0;
@@ -135,7 +143,9 @@ class Launcher {
       }
       res.exit_code = out.exit_code;
       if (out.interrupted) {
-        log_("anneal launch: stopped by " + StopReason() + "; ranks were sent SIGTERM");
+        if (!o_.stop && g_signal.load()) res.signal = g_signal.load();
+        log_("anneal launch: interrupted by " + (StopRequested() ? StopReason() : std::string("a signal to a rank")) +
+             "; ranks were sent SIGTERM" + (out.last_words.empty() ? "" : "; " + out.last_words));
         return res;
       }
       if (out.exit_code == 2) {
@@ -158,6 +168,7 @@ class Launcher {
     int failed_rank = -1, failed_status = 0;
     bool failure_local = false;
     std::string failure;  // "rank 1 (node 0, pid 123) failed first: killed by SIGKILL after 3.2 s"
+    std::string last_words;  // interrupted: the first rank's last line ("... checkpoint ... saved ...")
   };
 
   bool StopRequested() const { return o_.stop ? o_.stop->load() : g_signal.load() != 0; }
@@ -258,10 +269,25 @@ class Launcher {
           r.status = st;
           --running;
           if (r.remote_seq >= 0) {
-            (void)remote->Finish(r.remote_seq, Failed(st) ? ExitCodeOf(st) : 0);
+            (void)remote->Finish(r.remote_seq, RankFailed(st) ? ExitCodeOf(st) : 0);
             continue;
           }
-          if (Failed(st) && failed_at < 0) {
+          if (InterruptedExit(st)) {
+            if (!out.interrupted) {
+              // A signal from outside (Slurm's, a user's kill) reached this rank before any stop of
+              // the launcher's: the others are stopped the same way, to checkpoint too.
+              out.interrupted = true;
+              if (failed_at < 0) {
+                failed_at = MonotonicSeconds();
+                out.exit_code = 1;
+                out.failure = "rank " + std::to_string(r.global) + " was interrupted (" + Describe(st) + ": " +
+                              SignalName(WEXITSTATUS(st) - 128) + ")";
+              }
+              stop_all(SIGTERM);
+            }
+            continue;
+          }
+          if (RankFailed(st) && failed_at < 0) {
             int failed_rank = r.global;
             const std::string what = FailureOf(&r, st, MonotonicSeconds() - t_start, &failed_rank);
             if (!out.interrupted) {
@@ -345,7 +371,15 @@ class Launcher {
       // Summarise how every local rank ended.
       std::string how;
       for (const Rank& r : ranks) how += " rank " + std::to_string(r.global) + ": " + Describe(r.status) + ";";
-      log_("anneal launch: attempt " + std::to_string(attempt) + " failed —" + how);
+      log_("anneal launch: attempt " + std::to_string(attempt) + (out.interrupted ? " interrupted —" : " failed —") + how);
+      if (out.interrupted && !Leading()) {
+        for (const Rank& r : ranks) {
+          if (!r.last_line.empty()) {
+            out.last_words = "rank " + std::to_string(r.global) + ": " + r.last_line;
+            break;
+          }
+        }
+      }
     }
     return out;
   }
@@ -513,7 +547,7 @@ class Launcher {
 
   // Forwards buf's whole lines (all of it when flush_all) as rank r's, or as the rank the leader's tag
   // names; a daemon's lines go to the launcher's log.
-  void Emit(const Rank& r, bool err, std::string* buf, bool flush_all) {
+  void Emit(Rank& r, bool err, std::string* buf, bool flush_all) {
     size_t start = 0;
     for (size_t nl; (nl = buf->find('\n', start)) != std::string::npos; start = nl + 1) {
       EmitLine(r, err, buf->substr(start, nl - start));
@@ -525,7 +559,8 @@ class Launcher {
     }
   }
 
-  void EmitLine(const Rank& r, bool err, const std::string& line) {
+  void EmitLine(Rank& r, bool err, const std::string& line) {
+    if (!line.empty()) r.last_line = line;
     if (r.remote_seq >= 0) {
       log_("anneal launch: mpirun daemon " + std::to_string(r.remote_seq) + " on " + MyName() + ": " + line);
       return;

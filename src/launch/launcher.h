@@ -85,6 +85,8 @@ struct LaunchResult {
   int failed_status = 0;
   bool failure_local = false;
   bool interrupted = false;  // ended by a stop request or a signal
+  int signal = 0;            // interrupted by this signal to the launcher itself (SIGINT, SIGTERM; 0: other)
+  std::string last_words;    // interrupted: the first local rank's last line (anneal train: where it saved)
 };
 
 // Runs the job on this node. Errors in the options themselves are InvalidInput (exit 2).

@@ -250,5 +250,50 @@ TEST(ControlServer, RetriesAnInfrastructureFailureButNotAUserError) {
   EXPECT_EQ(j["attempt"], 0);
 }
 
+// One scheduling server per data folder and per address: the second is refused naming the first;
+// an API-only server (the CLI's read-only --local commands) runs beside it and leaves its
+// server.json alone.
+TEST(ControlServer, ASecondServerOnTheSameDataFolderOrAddressIsRefused) {
+  testing::TempDir a, b;
+  ServerOptions o;
+  o.data_dir = a.path();
+  o.port = 0;
+  o.backend = "static";
+  auto first = ControlServer::Start(o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  const std::string url = (*first)->url();
+  const std::string port = url.substr(url.rfind(':') + 1);
+  auto same_dir = ControlServer::Start(o);
+  ASSERT_FALSE(same_dir.ok()) << "two schedulers on " << a.path();
+  EXPECT_EQ(same_dir.status().code(), Code::kInvalidInput);
+  EXPECT_NE(same_dir.status().message().find("pid " + std::to_string(::getpid()) + ", " + url), std::string::npos)
+      << same_dir.status().message();
+  {
+    ServerOptions ro = o;
+    ro.schedule = false;
+    auto reader = ControlServer::Start(ro);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    auto text = Env::Default().ReadFile(a.File("server.json"));
+    ASSERT_TRUE(text.ok());
+    EXPECT_NE(text->find(url), std::string::npos) << "the API-only server rewrote server.json: " << *text;
+  }  // gone again, the folder's server untouched
+  auto health = ApiClient::Make(url, 5);
+  ASSERT_TRUE(health.ok());
+  EXPECT_TRUE((*health)->Get("/v1/health").ok());
+  ServerOptions other = o;
+  other.data_dir = b.path();
+  other.port = std::stoi(port);
+  auto same_port = ControlServer::Start(other);
+  ASSERT_FALSE(same_port.ok()) << "two servers listen on " << url;
+  EXPECT_NE(same_port.status().message().find("pid " + std::to_string(::getpid())), std::string::npos)
+      << same_port.status().message();
+  // Once the first is gone, its folder and its port serve again (SO_REUSEADDR: its closed connections
+  // may linger in TIME_WAIT).
+  first->reset();
+  o.port = std::stoi(port);
+  auto again = ControlServer::Start(o);
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+}
+
 }  // namespace
 }  // namespace anneal

@@ -78,14 +78,31 @@ expect_exit "n_embd not divisible by n_head" 2 "not divisible by n_head" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set model.n_head=3
 expect_exit "unknown key names the closest" 2 "did you mean 'train.steps'" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.step=3
-# SIGTERM: the run finishes its step, saves a checkpoint and exits 0.
-"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$TMP/term" --set train.checkpoint_every=0 >"$TMP/term.log" 2>&1 &
+# SIGTERM (SIGINT, Ctrl-C): the run finishes its step, saves a checkpoint and exits 143 (130), the
+# code of a program that signal ended, naming the step and the checkpoint to resume from.
+for sig in TERM INT; do
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$TMP/$sig" --set train.checkpoint_every=0 >"$TMP/$sig.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 6000); do grep -qE "^step +5/" "$TMP/$sig.log" && break; sleep 0.01; done
+  kill -$sig $pid; wait $pid; rc=$?
+  want=$([ $sig = TERM ] && echo 143 || echo 130)
+  check "SIG$sig exits $want (exit $rc)" test "$rc" -eq "$want"
+  check "SIG$sig saved a checkpoint" grep -q "stop requested: saving a checkpoint" "$TMP/$sig.log"
+  check "... and says so: interrupted, the step, the checkpoint" \
+    grep -qE "^anneal: interrupted: by SIG$sig at step [0-9]+: checkpoint $TMP/$sig/step-[0-9]+ saved" "$TMP/$sig.log"
+  check "the saved checkpoint is complete" test -n "$(ls "$TMP"/$sig/step-*/manifest.json 2>/dev/null)"
+done
+# Ctrl-C on `anneal launch` (SIGINT to its process group, as a terminal sends it): the ranks are
+# sent SIGTERM, checkpoint, and the launcher exits 130 saying where they stopped; never "failed".
+setsid "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.checkpoint_dir="$TMP/lint" \
+  --set train.checkpoint_every=0 >"$TMP/lint.log" 2>&1 &
 pid=$!
-for _ in $(seq 1 6000); do grep -qE "^step +5/" "$TMP/term.log" && break; sleep 0.01; done
-kill -TERM $pid; wait $pid; rc=$?
-check "SIGTERM exits 0 (exit $rc)" test "$rc" -eq 0
-check "SIGTERM saved a checkpoint" grep -q "stop requested: saving a checkpoint" "$TMP/term.log"
-check "the saved checkpoint is complete" test -n "$(ls "$TMP"/term/step-*/manifest.json 2>/dev/null)"
+for _ in $(seq 1 6000); do grep -qE "step +5/" "$TMP/lint.log" && break; sleep 0.01; done
+kill -INT -- -$pid; wait $pid; rc=$?
+check "Ctrl-C on anneal launch exits 130 (exit $rc)" test "$rc" -eq 130
+check "... saying it was interrupted and where rank 0 saved" \
+  grep -qE "^anneal: interrupted: by SIGINT.*rank 0: .*at step [0-9]+: checkpoint $TMP/lint/step-[0-9]+ saved" "$TMP/lint.log"
+check "... never that the attempt failed" bash -c "! grep -qE 'failed|internal error' '$TMP/lint.log'"
 out=$("$ANNEAL" sample --checkpoint "$TMP/ref_ckpt" --prompt "In the beginning" --max-tokens 8 --seed 3)
 check "sample prints a continuation" test "$(wc -c <<<"$out")" -gt 20
 finish
