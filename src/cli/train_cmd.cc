@@ -3,14 +3,14 @@
 // code of a program ended by that signal, saying where it stopped. With train.checkpoint_dir
 // unset, $ANNEAL_CHECKPOINT_URI (set by the agent from the job spec's checkpoint.uri) is used.
 // --print-config prints the resolved config and exits; a run whose newest checkpoint is already at
-// train.steps says there is nothing to do and exits 0.
+// train.steps says there is nothing to do and exits 0 (train/trainer.cc, once the checkpoint has
+// been checked against this run's model and lineage).
 #include <string.h>
 
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
 
-#include "ckpt/checkpoint.h"
 #include "cli/commands.h"
 #include "train/trainer.h"
 
@@ -32,29 +32,6 @@ struct TrainArgs {
   bool print_config = false;
 };
 
-// With train.resume = auto, the newest complete checkpoint at or past train.steps: there is nothing
-// left to train. Says so (rank 0) and how to train further; true then. Checked before the runtime is
-// built (no model, data or communicators for a run that would take no step).
-Result<bool> NothingToTrain(const TrainConfig& c) {
-  if (c.checkpoint.resume != "auto" || c.checkpoint.dir.empty()) return false;
-  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenCheckpointStore(c.checkpoint.dir));
-  ANNEAL_ASSIGN_OR_RETURN(auto all, ListCheckpoints(*store));
-  const CheckpointListing* newest = nullptr;
-  for (const CheckpointListing& l : all) {
-    if (l.complete && (!newest || l.step > newest->step)) newest = &l;
-  }
-  if (!newest || newest->step < c.train.steps) return false;
-  const char* rank = std::getenv("RANK");
-  if (!rank || std::string(rank) == "0") {
-    std::printf("nothing to do: the newest checkpoint, %s/%s, is at step %d and train.steps is %d, so this run "
-                "would train no step. To train further, raise train.steps (e.g. --set train.steps=%d): it resumes "
-                "from that checkpoint; to start afresh, --set train.resume=none or another train.checkpoint_dir.\n",
-                c.checkpoint.dir.c_str(), newest->name.c_str(), newest->step, c.train.steps, 2 * newest->step);
-    std::fflush(stdout);
-  }
-  return true;
-}
-
 Status RunTrain(const TrainArgs& a) {
   if (a.list_keys) {
     for (const auto& k : TrainConfig::Keys()) std::printf("%s\n", k.c_str());
@@ -73,8 +50,6 @@ Status RunTrain(const TrainArgs& a) {
                 a.config.c_str(), shown.ResolvedYaml().c_str());
     return Status::Ok();
   }
-  ANNEAL_ASSIGN_OR_RETURN(bool nothing, NothingToTrain(c));
-  if (nothing) return Status::Ok();
   struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);

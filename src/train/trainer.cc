@@ -155,6 +155,17 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   TrainResult res;
   ANNEAL_ASSIGN_OR_RETURN(res.last_checkpoint, ckpt->Resume(*rt, &st));
   if (!res.last_checkpoint.empty()) log("resumed from " + res.last_checkpoint + " at step " + std::to_string(st.step));
+  if (!res.last_checkpoint.empty() && st.step >= c.train.steps) {
+    // Resumed (so the checkpoint matched this run's model and lineage) with no step left to train.
+    log(Fmt("nothing to do: the newest checkpoint, %s, is at step %d and train.steps is %d, so this run would "
+            "train no step. To train further, raise train.steps (e.g. --set train.steps=%d): it resumes from that "
+            "checkpoint; to start afresh, --set train.resume=none or another train.checkpoint_dir.",
+            res.last_checkpoint.c_str(), st.step, c.train.steps, 2 * st.step));
+    res.steps_done = st.step;
+    res.state_hash = StateHash(*rt->model, *rt->opt);
+    ANNEAL_RETURN_IF_ERROR(TrainReport(c, *rt, log).Finish(st.step, res.state_hash, 0, ckpt->enabled()));
+    return res;
+  }
   TrainReport report(c, *rt, log);
   report.Start();
   ckpt->Reserve(*rt);
