@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# e2e.local_interrupt: what Ctrl-C and a second server do to `anneal submit --local` and `anneal server`.
+# e2e.submit_local: `anneal submit --local` as people use it every day, and a second `anneal server`.
 #   1. Ctrl-C (SIGINT to the CLI's process group, as a terminal sends it) mid-training: the CLI says it
 #      stops the job, the ranks checkpoint, the job ends Stopped, the CLI exits 130, and no process of
 #      the job is left; the same spec submitted again resumes from that checkpoint and completes.
@@ -7,6 +7,11 @@
 #      processes are still gone within its grace period.
 #   3. A second `anneal server` on the same --data-dir, or on the address another server listens on,
 #      is refused (exit 2) naming the first one's pid (and URL).
+#   4. A job whose command fails: the user's failure ("failed (user error)", never "internal error"),
+#      exit 1; the final line's exit code is describe's; the last log line comes before it; the hints
+#      carry --local.
+#   5. --dry-run prints the resolved spec and submits nothing; --instances and --env override the
+#      spec, and a bad override is refused naming the field.
 source "$(dirname "$0")/lib.sh"
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
@@ -84,4 +89,28 @@ expect_exit "a second server on the first's address: exit 2, naming the first's 
   "cannot listen on ${URL#http://}: pid $SERVER \(anneal\) listens there" \
   "$ANNEAL" server --data-dir "$TMP/srv2" --listen "${URL#http://}" --backend static
 check "... and the first still answers" curl -sf "$URL/v1/health" -o /dev/null
+
+# ---- 4. a failing command ----
+cat >"$TMP/fail.yaml" <<'YAML'
+name: fails
+entrypoint: {command: 'echo "the last words"; exit 1'}
+YAML
+"$ANNEAL" submit "$TMP/fail.yaml" --local >"$TMP/fail.out" 2>"$TMP/fail.err"; rc=$?
+check "a failing command: exit 1 (exit $rc)" test "$rc" -eq 1
+check "... reported as the user's failure" grep -q "^anneal: error: job fails-0004 failed (user error): " "$TMP/fail.err"
+check "... never as an internal error" bash -c "! grep -q 'internal error' '$TMP/fail.err'"
+check "... its hints carry --local" grep -q "see 'anneal describe fails-0004 --local' and 'anneal logs fails-0004 --local'" "$TMP/fail.err"
+described=$("$ANNEAL" describe fails-0004 --local --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["exit_code"])')
+check "... the final line's exit code is describe's ($described)" grep -q "^job fails-0004: Failed (Failed), exit code $described, in " "$TMP/fail.err"
+check "... and the job's last line was printed" grep -q "the last words" "$TMP/fail.out"
+
+# ---- 5. --dry-run and overrides ----
+"$ANNEAL" submit "$TMP/job.yaml" --dry-run --instances 2 -e EXTRA=yes >"$TMP/dry.json" 2>"$TMP/dry.err"; rc=$?
+check "--dry-run exits 0 (exit $rc)" test "$rc" -eq 0
+check "... printing the resolved spec with the overrides" $PY -c '
+import json,sys; s=json.load(open(sys.argv[1]))
+assert s["resources"]["instance_count"]==2 and s["environment"]["EXTRA"]=="yes" and s["source"]==sys.argv[2], s' "$TMP/dry.json" "$TMP/src"
+check "... and submits nothing" bash -c "! '$ANNEAL' jobs --local | grep -q ctrlc-0005"
+expect_exit "a bad --env is refused naming the form" 2 "--env 'NOEQUALS' must be KEY=VALUE" \
+  "$ANNEAL" submit "$TMP/job.yaml" --dry-run -e NOEQUALS
 finish
