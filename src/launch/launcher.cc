@@ -272,7 +272,7 @@ class Launcher {
             (void)remote->Finish(r.remote_seq, RankFailed(st) ? ExitCodeOf(st) : 0);
             continue;
           }
-          if (InterruptedExit(st)) {
+          if (InterruptedExit(st) && !LeaderReportedAFailure(&r)) {
             if (!out.interrupted) {
               // A signal from outside (Slurm's, a user's kill) reached this rank before any stop of
               // the launcher's: the others are stopped the same way, to checkpoint too.
@@ -491,6 +491,18 @@ class Launcher {
     *rank = leader_failed_rank_;
     return "rank " + std::to_string(*rank) + " failed first (" + leader + " reported it); " +
            LaunchModeName(o_.mode) + " ended with " + Describe(status) + after;
+  }
+
+  // mpirun/srun mode: whether the leader that ended named a failed rank (srun exits 143 when it
+  // terminated the other tasks after one failed: a failure, not an interruption). Its last lines are
+  // read first, as FailureOf does. Always false for a rank of anneal's own launcher.
+  bool LeaderReportedAFailure(Rank* r) {
+    if (!Leading()) return false;
+    std::vector<Rank*> one = {r};
+    for (const double until = MonotonicSeconds() + 5; (r->out_fd >= 0 || r->err_fd >= 0) && MonotonicSeconds() < until;) {
+      PumpSome(one);
+    }
+    return leader_failed_rank_ >= 0;
   }
 
   // Whether every rank (not a daemon run for launch-rsh) has ended.
