@@ -6,7 +6,8 @@
 #   2. Ctrl-C twice: the second detaches at once (exit 130, saying how to look at the job), and the job's
 #      processes are still gone within its grace period.
 #   3. A second `anneal server` on the same --data-dir, or on the address another server listens on,
-#      is refused (exit 2) naming the first one's pid (and URL).
+#      is refused (exit 2) naming the first one's pid (and URL); Ctrl-C of `submit --wait` on a server
+#      detaches (exit 130) and leaves the job be.
 #   4. A job whose command fails: the user's failure ("failed (user error)", never "internal error"),
 #      exit 1; the final line's exit code is describe's; the last log line comes before it; the hints
 #      carry --local.
@@ -89,6 +90,19 @@ expect_exit "a second server on the first's address: exit 2, naming the first's 
   "cannot listen on ${URL#http://}: pid $SERVER \(anneal\) listens there" \
   "$ANNEAL" server --data-dir "$TMP/srv2" --listen "${URL#http://}" --backend static
 check "... and the first still answers" curl -sf "$URL/v1/health" -o /dev/null
+# --wait on a server: Ctrl-C detaches and the job stays (the static backend has no agent: Pending).
+cat >"$TMP/wait.yaml" <<'YAML'
+name: waits
+entrypoint: {command: ["true"]}
+YAML
+ANNEAL_TOKEN_FILE="$TMP/srv/admin.token" setsid "$ANNEAL" submit "$TMP/wait.yaml" --server "$URL" --wait >"$TMP/wait.out" 2>"$TMP/wait.err" &
+CLI=$!
+for _ in $(seq 1 100); do grep -q "Pending" "$TMP/wait.err" && break; sleep 0.1; done
+kill -INT -- -$CLI
+wait $CLI; rc=$?
+check "--wait on a server: Ctrl-C exits 130 (exit $rc)" test "$rc" -eq 130
+check "... detaching, saying where the job runs and how to stop it" grep -q "detached; job waits-0001 keeps running on $URL.*anneal stop waits-0001" "$TMP/wait.err"
+check "... and the job was not stopped" bash -c "ANNEAL_TOKEN_FILE='$TMP/srv/admin.token' '$ANNEAL' describe waits-0001 --server '$URL' | grep -q 'Status: *InProgress / Pending'"
 
 # ---- 4. a failing command ----
 cat >"$TMP/fail.yaml" <<'YAML'
