@@ -113,6 +113,32 @@ TEST(Scheduler, FirstComeFirstServedHoldsTheQueueBehindAJobThatDoesNotFit) {
   EXPECT_EQ(d.pending_reasons.at("c"), "queued behind b (first come, first served)");
 }
 
+// A record left under an id the scheduler is about to request (a crash, an agent that joined under it
+// before the registration checks refused that) is forgotten first: the store would refuse the move
+// from its state, failing this pass and every one after it.
+TEST(Scheduler, AStaleRecordUnderARequestedIdIsForgottenBeforeThePut) {
+  SimulatedClock clock;
+  const double t0 = clock.Wall();
+  SchedulerView v;
+  v.server_start = t0;
+  v.pending = {MakeJob("c", 1, JobPhase::kPending, t0)};
+  v.instances = {MakeInstance("c-a0-n0", "", -1, InstanceState::kIdle, t0, "static")};
+  const Decision d = Decide(Local(4), v, clock.Wall());
+  ASSERT_EQ(Moves(d), std::vector<std::string>{"c Starting: obtaining 1 instance(s) from the local backend: c-a0-n0"});
+  int forget_at = -1, put_at = -1;
+  for (size_t i = 0; i < d.actions.size(); ++i) {
+    if (auto* f = std::get_if<act::Forget>(&d.actions[i]); f && f->instance == "c-a0-n0" && forget_at < 0) forget_at = static_cast<int>(i);
+    if (auto* p = std::get_if<act::PutInstance>(&d.actions[i]); p && p->instance.id == "c-a0-n0" && put_at < 0) {
+      put_at = static_cast<int>(i);
+      EXPECT_EQ(p->instance.backend, "local");
+      EXPECT_EQ(p->instance.job_id, "c");
+    }
+  }
+  ASSERT_GE(forget_at, 0) << "the stale record was not forgotten";
+  ASSERT_GE(put_at, 0) << "the requested instance was not put";
+  EXPECT_LT(forget_at, put_at);
+}
+
 // A cluster engine with its own queue (Slurm): a gang beyond the capacity in use is requested anyway,
 // and waits in the engine's queue; a job that can never fit is still refused at submit (job_routes).
 TEST(Scheduler, ABackendThatQueuesGetsGangsBeyondTheCapacityInUse) {
