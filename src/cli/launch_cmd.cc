@@ -1,6 +1,4 @@
 // anneal launch: start and supervise this node's ranks of a job (launch/launcher.h has the contract).
-#include <string.h>
-
 #include <csignal>
 #include <cstdio>
 
@@ -28,8 +26,7 @@ Status RunLaunch(const LaunchOptions& o) {
     // Stopped on request (Ctrl-C, a scheduler's SIGTERM): 128 + that signal, with the ranks' own word
     // on where they stopped.
     const int sig = r->signal ? r->signal : SIGTERM;
-    const char* name = sigabbrev_np(sig);
-    return Interrupted(sig, std::string("by SIG") + (name ? name : "?") + " after " + std::to_string(r->attempts) +
+    return Interrupted(sig, "by " + SignalName(sig) + " after " + std::to_string(r->attempts) +
                                 " attempt(s); ranks were sent SIGTERM" + (r->last_words.empty() ? "" : "; " + r->last_words));
   }
   const std::string m = "the job failed after " + std::to_string(r->attempts) + " attempt(s):\n" + r->summary;

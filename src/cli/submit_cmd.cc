@@ -5,7 +5,6 @@
 // the first stops the job with its grace period (the ranks checkpoint) and waits for it; a second
 // detaches at once, the job's agent stopping its ranks when it finds the server gone. With --wait on
 // a server, the first detaches: the job runs on. Either way the exit code is 128 + the signal.
-#include <string.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -53,11 +52,6 @@ struct SignalCounter {
   }
   struct sigaction old_int {}, old_term {};
 };
-
-std::string SignalName(int sig) {
-  const char* n = sigabbrev_np(sig);
-  return n ? std::string("SIG") + n : "signal " + std::to_string(sig);
-}
 
 // The words for an exit cause (control/exit_cause.h) in a failure's first line.
 std::string CauseWords(const std::string& cause) {
@@ -222,10 +216,13 @@ Result<json> PostJob(ApiClient* c, const json& spec, const std::string& key, dou
   }
 }
 
+Status CheckSourceFolder(const std::string& dir) {
+  if (Env::Default().IsDirectory(dir)) return Status::Ok();
+  return InvalidInput("source: '" + dir + "' is not a folder; give the folder whose files the ranks run from");
+}
+
 Result<std::string> PackSource(const std::string& dir) {
-  if (!Env::Default().IsDirectory(dir)) {
-    return InvalidInput("source: '" + dir + "' is not a folder; give the folder whose files the ranks run from");
-  }
+  ANNEAL_RETURN_IF_ERROR(CheckSourceFolder(dir));
   const std::string tmp = JoinPath(std::filesystem::temp_directory_path().string(),
                                    "anneal-source-" + std::to_string(::getpid()) + ".tar.gz");
   const std::string cmd = "tar -czf '" + tmp + "' --exclude=.git -C '" + dir + "' .";
@@ -269,13 +266,12 @@ Status RunSubmit(const SubmitOptions& o) {
   for (ChannelSpec& c : spec.channels) absolute(&c.uri);
   absolute(&spec.checkpoint_uri);
   absolute(&spec.output_uri);
-  std::filesystem::path src(spec.source);
-  if (src.is_relative()) src = spec_dir / src;
+  const std::string source_dir = spec.source.empty() ? "" : (spec_dir / spec.source).lexically_normal().string();
   if (o.dry_run) {
-    if (!spec.source.empty() && !Env::Default().IsDirectory(src.lexically_normal().string())) {
-      return InvalidInput("source: '" + src.lexically_normal().string() + "' is not a folder; give the folder whose files the ranks run from");
+    if (!spec.source.empty()) {
+      ANNEAL_RETURN_IF_ERROR(CheckSourceFolder(source_dir));
+      spec.source = source_dir;
     }
-    if (!spec.source.empty()) spec.source = src.lexically_normal().string();
     std::printf("%s\n", spec.ToJson().dump(2).c_str());
     std::fprintf(stderr,
                  "dry run: %s is a valid job spec (above, resolved); nothing was submitted. The server's own checks "
@@ -285,8 +281,8 @@ Status RunSubmit(const SubmitOptions& o) {
   }
   ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(o.target, true));
   if (!spec.source.empty()) {
-    ANNEAL_ASSIGN_OR_RETURN(std::string pkg, PackSource(src.lexically_normal().string()));
-    std::fprintf(stderr, "packed source %s: %.1f KB\n", src.lexically_normal().c_str(), pkg.size() / 1024.0);
+    ANNEAL_ASSIGN_OR_RETURN(std::string pkg, PackSource(source_dir));
+    std::fprintf(stderr, "packed source %s: %.1f KB\n", source_dir.c_str(), pkg.size() / 1024.0);
     ANNEAL_ASSIGN_OR_RETURN(json up, conn.client->PostRaw("/v1/packages", pkg, "application/gzip",
                                                            {{"X-Anneal-Sha256", Sha256Hex(pkg)}}));
     spec.source = up["package"].get<std::string>();

@@ -5,8 +5,6 @@
 // --print-config prints the resolved config and exits; a run whose newest checkpoint is already at
 // train.steps says there is nothing to do and exits 0 (train/trainer.cc, once the checkpoint has
 // been checked against this run's model and lineage).
-#include <string.h>
-
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -63,14 +61,13 @@ Status RunTrain(const TrainArgs& a) {
   // A signal's stop is no success: the caller (a shell, a launcher, a scheduler) learns from the
   // exit code that the run was cut short, and from the message where to resume.
   if (const int sig = g_stop_signal.load(); r->stopped && sig != 0) {
-    const char* name = sigabbrev_np(sig);
     std::string where = " at step " + std::to_string(r->steps_done);
     if (!r->last_checkpoint.empty()) {
       where += ": checkpoint " + r->last_checkpoint + " saved; run the same command to resume from it";
     } else {
       where += ": no checkpoint saved (train.checkpoint_dir is unset)";
     }
-    return Interrupted(sig, std::string("by SIG") + (name ? name : "?") + where);
+    return Interrupted(sig, "by " + SignalName(sig) + where);
   }
   return Status::Ok();
 }

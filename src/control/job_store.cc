@@ -207,6 +207,24 @@ LogLine ReadLogLine(const SqlStmt& s) {
   return x;
 }
 
+// Log lines of `job` after after_id (rank -2: every rank's) at or after `since`: the first `limit`, or
+// with `last` the last `limit` (newest first in the query, returned oldest first).
+Result<std::vector<LogLine>> SelectLogs(sqlite3* db, const std::string& job, int64_t after_id, int rank, int limit,
+                                        double since, bool last) {
+#define ANNEAL_LOGS_WHERE \
+  "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? AND (? = -2 OR rank = ?) " \
+  "AND at >= ? ORDER BY id"
+  SqlStmt s(db, last ? ANNEAL_LOGS_WHERE " DESC LIMIT ?" : ANNEAL_LOGS_WHERE " LIMIT ?");
+#undef ANNEAL_LOGS_WHERE
+  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, since).Bind(6, limit);
+  std::vector<LogLine> out;
+  Status st;
+  while (s.Step(&st)) out.push_back(ReadLogLine(s));
+  ANNEAL_RETURN_IF_ERROR(st);
+  if (last) std::reverse(out.begin(), out.end());
+  return out;
+}
+
 // Every row of a statement selecting kJobColumns.
 Result<std::vector<JobRecord>> ReadJobs(SqlStmt& s, bool summary = false) {
   std::vector<JobRecord> out;
@@ -580,49 +598,15 @@ Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& 
 
 Result<std::vector<LogLine>> JobStore::Logs(const std::string& job, int64_t after_id, int rank, int limit, double since) {
   Reader r(this);  // no lock on the writer (WAL)
-  SqlStmt s(r.db(),
-         "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? "
-         "AND (? = -2 OR rank = ?) AND at >= ? ORDER BY id LIMIT ?");
-  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, since).Bind(6, limit);
-  std::vector<LogLine> out;
-  Status st;
-  while (s.Step(&st)) {
-    out.push_back(ReadLogLine(s));
-  }
-  ANNEAL_RETURN_IF_ERROR(st);
-  return out;
+  return SelectLogs(r.db(), job, after_id, rank, limit, since, false);
 }
 
 Result<std::vector<LogLine>> JobStore::TailLogs(const std::string& job, int64_t after_id, int rank, int n, double since) {
-  Reader r(this);  // no lock on the writer (WAL)
-  SqlStmt s(r.db(),
-         "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND id > ? "
-         "AND (? = -2 OR rank = ?) AND at >= ? ORDER BY id DESC LIMIT ?");
-  s.Bind(1, job).Bind(2, after_id).Bind(3, rank).Bind(4, rank).Bind(5, since).Bind(6, n);
-  std::vector<LogLine> out;
-  Status st;
-  while (s.Step(&st)) {
-    out.push_back(ReadLogLine(s));
-  }
-  ANNEAL_RETURN_IF_ERROR(st);
-  std::reverse(out.begin(), out.end());
-  return out;
+  Reader r(this);
+  return SelectLogs(r.db(), job, after_id, rank, n, since, true);
 }
 
-Result<std::vector<LogLine>> JobStore::LastLogs(const std::string& job, int rank, int n) {
-  Reader r(this);  // no lock on the writer (WAL)
-  SqlStmt s(r.db(),
-         "SELECT id, attempt, node, seq, rank, stream, at, text FROM logs WHERE job_id = ? AND rank = ? "
-         "ORDER BY id DESC LIMIT ?");
-  s.Bind(1, job).Bind(2, rank).Bind(3, n);
-  std::vector<LogLine> out;
-  Status st;
-  while (s.Step(&st)) {
-    out.insert(out.begin(), ReadLogLine(s));
-  }
-  ANNEAL_RETURN_IF_ERROR(st);
-  return out;
-}
+Result<std::vector<LogLine>> JobStore::LastLogs(const std::string& job, int rank, int n) { return TailLogs(job, 0, rank, n); }
 
 Result<std::vector<JobStore::RankMean>> JobStore::RankMeans(const std::string& job, const std::string& name) {
   Reader r(this);  // no lock on the writer (WAL)

@@ -1,5 +1,7 @@
 #include "core/status.h"
 
+#include <string.h>
+
 namespace anneal {
 
 namespace {
@@ -18,6 +20,11 @@ const char* CodeName(Code c) {
   return "unknown";
 }
 }  // namespace
+
+std::string SignalName(int sig) {
+  const char* n = sigabbrev_np(sig);
+  return n ? std::string("SIG") + n : "signal " + std::to_string(sig);
+}
 
 std::string Status::ToString() const {
   if (ok()) return "ok";

@@ -60,6 +60,8 @@ inline Status PeerError(std::string m) { return Status(Code::kPeer, std::move(m)
 inline Status Cancelled(std::string m) { return Status(Code::kCancelled, std::move(m)); }
 inline Status Failed(std::string m) { return Status(Code::kFailed, std::move(m)); }
 inline Status Interrupted(int signal, std::string m) { return Status(Code::kInterrupted, std::move(m), signal); }
+// "SIGTERM", "SIGINT", ...; "signal N" for a number without a name.
+std::string SignalName(int sig);
 
 // Result<T> holds a T or a non-ok Status. value() on an error aborts (an invariant, not I/O).
 template <typename T>

@@ -33,11 +33,6 @@ using std::chrono::milliseconds;
 std::atomic<int> g_signal{0};
 extern "C" void OnLauncherSignal(int sig) { g_signal.store(sig); }
 
-std::string SignalName(int sig) {
-  const char* n = sigabbrev_np(sig);
-  return n ? std::string("SIG") + n : "signal " + std::to_string(sig);
-}
-
 struct Rank {
   int global = 0, local = 0;
   pid_t pid = -1;
@@ -480,12 +475,7 @@ class Launcher {
       return "rank " + std::to_string(r->global) + " (node " + std::to_string(o_.node_rank) + ", pid " +
              std::to_string(r->pid) + ") failed first: " + Describe(status) + after;
     }
-    // The leader has exited, so its pipes end as soon as they are drained: up to 5 s for a loaded
-    // machine (the report naming the rank may be the last thing it wrote).
-    std::vector<Rank*> one = {r};
-    for (const double until = MonotonicSeconds() + 5; (r->out_fd >= 0 || r->err_fd >= 0) && MonotonicSeconds() < until;) {
-      PumpSome(one);
-    }
+    DrainLeader(r);
     const std::string leader = std::string(LaunchModeName(o_.mode)) + " (node 0, pid " + std::to_string(r->pid) + ")";
     if (leader_failed_rank_ < 0) return leader + " failed: " + Describe(status) + after;
     *rank = leader_failed_rank_;
@@ -493,15 +483,21 @@ class Launcher {
            LaunchModeName(o_.mode) + " ended with " + Describe(status) + after;
   }
 
-  // mpirun/srun mode: whether the leader that ended named a failed rank (srun exits 143 when it
-  // terminated the other tasks after one failed: a failure, not an interruption). Its last lines are
-  // read first, as FailureOf does. Always false for a rank of anneal's own launcher.
-  bool LeaderReportedAFailure(Rank* r) {
-    if (!Leading()) return false;
+  // The leader has exited, so its pipes end as soon as they are drained: up to 5 s for a loaded
+  // machine (the report naming the failed rank may be the last thing it wrote).
+  void DrainLeader(Rank* r) {
     std::vector<Rank*> one = {r};
     for (const double until = MonotonicSeconds() + 5; (r->out_fd >= 0 || r->err_fd >= 0) && MonotonicSeconds() < until;) {
       PumpSome(one);
     }
+  }
+
+  // mpirun/srun mode: whether the leader that ended named a failed rank (srun exits 143 when it
+  // terminated the other tasks after one failed: a failure, not an interruption). Always false for a
+  // rank of anneal's own launcher.
+  bool LeaderReportedAFailure(Rank* r) {
+    if (!Leading()) return false;
+    DrainLeader(r);
     return leader_failed_rank_ >= 0;
   }
 

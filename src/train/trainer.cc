@@ -155,28 +155,27 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   TrainResult res;
   ANNEAL_ASSIGN_OR_RETURN(res.last_checkpoint, ckpt->Resume(*rt, &st));
   if (!res.last_checkpoint.empty()) log("resumed from " + res.last_checkpoint + " at step " + std::to_string(st.step));
-  if (!res.last_checkpoint.empty() && st.step >= c.train.steps) {
-    // Resumed (so the checkpoint matched this run's model and lineage) with no step left to train.
+  // Resumed (so the checkpoint matched this run's model and lineage) with no step left to train.
+  const bool nothing_to_do = !res.last_checkpoint.empty() && st.step >= c.train.steps;
+  if (nothing_to_do) {
     log(Fmt("nothing to do: the newest checkpoint, %s, is at step %d and train.steps is %d, so this run would "
             "train no step. To train further, raise train.steps (e.g. --set train.steps=%d): it resumes from that "
             "checkpoint; to start afresh, --set train.resume=none or another train.checkpoint_dir.",
             res.last_checkpoint.c_str(), st.step, c.train.steps, 2 * st.step));
-    res.steps_done = st.step;
-    res.state_hash = StateHash(*rt->model, *rt->opt);
-    ANNEAL_RETURN_IF_ERROR(TrainReport(c, *rt, log).Finish(st.step, res.state_hash, 0, ckpt->enabled()));
-    return res;
   }
   TrainReport report(c, *rt, log);
-  report.Start();
-  ckpt->Reserve(*rt);
-  StepProfiler profiler(c, *rt, log);
-  ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res, profiler));
-  if (rt->data.val && (c.train.eval_every == 0 || st.step % c.train.eval_every != 0)) {
-    res.last_val_loss = Evaluate(c, *rt);
-    report.Validation(st.step, res.last_val_loss);
+  if (!nothing_to_do) {
+    report.Start();
+    ckpt->Reserve(*rt);
+    StepProfiler profiler(c, *rt, log);
+    ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res, profiler));
+    if (rt->data.val && (c.train.eval_every == 0 || st.step % c.train.eval_every != 0)) {
+      res.last_val_loss = Evaluate(c, *rt);
+      report.Validation(st.step, res.last_val_loss);
+    }
+    ANNEAL_RETURN_IF_ERROR(ckpt->Save(*rt, &st, true));
+    if (ckpt->enabled()) res.last_checkpoint = ckpt->last_path();
   }
-  ANNEAL_RETURN_IF_ERROR(ckpt->Save(*rt, &st, true));
-  if (ckpt->enabled()) res.last_checkpoint = ckpt->last_path();
   res.steps_done = st.step;
   res.state_hash = StateHash(*rt->model, *rt->opt);
   ANNEAL_RETURN_IF_ERROR(report.Finish(st.step, res.state_hash, ckpt->blocked_seconds(), ckpt->enabled()));
