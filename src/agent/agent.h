@@ -20,6 +20,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/clock.h"
 #include "core/status.h"
@@ -50,6 +51,16 @@ struct AgentOptions {
   int64_t max_unpacked_files = 200000;
   bool remove_join_token_file = false;
   bool keep_job_dirs = false;       // keep <work_dir>/jobs/<job> after the job (default: removed)
+  // Each job's ranks run in its sandbox (launch/sandbox.h, agent/job_sandbox.h): their own uid, mount
+  // namespace and cgroup. no_sandbox: run them as the agent's user (logged, reported to the server).
+  bool no_sandbox = false;
+  bool sandbox = false;  // --sandbox: opt-in for now (see agent.cc MakeSandbox)
+  // Folders and files no job may reach besides the agent's own (work_dir, the join token file, its
+  // HOME): the server's data folder (the backends pass it), other agents' folders.
+  std::vector<std::string> hide;
+  // Set by RunAgent at start: why this host cannot make sandboxes ("" = it can); jobs that need one
+  // are then refused, naming this.
+  std::string sandbox_unavailable;
   // Heartbeats, the orphan timeout, hang detection, the health checks' and meetings' deadlines.
   Clock* clock = &Clock::Real();
 };

@@ -45,6 +45,7 @@ int ExecRunner::Start(int* in_fd, int* out_fd, int* err_fd) {
   std::vector<std::string> args;
   for (const json& a : session_.value("argv", json::array())) args.push_back(a.get<std::string>());
   if (args.empty()) return -1;
+  args.insert(args.begin(), place_.wrap.begin(), place_.wrap.end());
   const bool tty = session_.value("tty", false);
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1}, master = -1;
   pid_t pid;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <string>
+#include <vector>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@ namespace anneal {
 struct ExecPlace {
   std::string workdir;
   std::map<std::string, std::string> env;
+  std::vector<std::string> wrap;  // the job's sandbox-exec prefix (agent/job_sandbox.h): exec runs inside it
 };
 
 class ExecRunner {

@@ -86,6 +86,7 @@ class LocalBackend : public Backend {
                                      "--work-dir", work, "--heartbeat-s", std::to_string(o_.heartbeat_s),
                                      "--orphan-timeout-s", std::to_string(o_.orphan_timeout_s),
                                      "--remove-work-dir", "--join-token-fd", std::to_string(kSecretFd)};
+    for (const std::string& h : o_.hide) args.insert(args.end(), {"--hide", h});
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

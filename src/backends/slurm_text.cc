@@ -66,7 +66,9 @@ std::string BatchScript(const SlurmOptions& o, const GangRequest& g) {
     << "--join-token-file \"$ANNEAL_SECRET_DIR/$id.secret\" --remove-join-token-file' anneal-agent "
     << ShellQuote(o.agent_binary) << " agent --server " << ShellQuote(first.server_url) << " --instance-type "
     << ShellQuote(first.instance_type) << " --slots " << first.slots << " --heartbeat-s " << o.heartbeat_s
-    << " --remove-work-dir &\n"
+    << " --remove-work-dir";
+  for (const std::string& h : o.hide) s << " --hide " << ShellQuote(h);
+  s << " &\n"
     << "step=$!\n"
     << "wait \"$step\"; rc=$?\n"
     << "# A trapped signal ends a wait early: wait for the step itself.\n"

@@ -151,6 +151,7 @@ Status RunDescribe(const Target& t, const std::string& id, bool as_json) {
       if (msg.size() > 100) msg = msg.substr(0, 100) + "...";
       std::printf("  node %d  %-11s exit %3d  %s\n", n.value("node", 0), n.value("state", std::string()).c_str(),
                   n.value("exit_code", -1), msg.c_str());
+      if (n.contains("sandbox")) std::printf("          sandbox: %s\n", n.value("sandbox", std::string()).c_str());
     }
   }
   if (!j["slowest_ranks"].empty()) {

@@ -9,6 +9,7 @@
 #include "comm/store.h"
 #include "launch/launcher.h"
 #include "launch/rank_shim.h"
+#include "launch/sandbox.h"
 #include "launch/remote_exec.h"
 
 namespace anneal::cli {
@@ -62,6 +63,15 @@ void AddLaunchHelpers(CLI::App& app, RunFn* run) {
   r->add_option("--procs-per-node", *ppn, "Ranks per node (resources.procs_per_instance)")->capture_default_str();
   r->add_option("command", *cmd, "The program, after --")->required();
   r->callback([run, ppn, cmd] { *run = [ppn, cmd] { return ExecRank(*ppn, *cmd); }; });
+  auto plan = std::make_shared<std::string>();
+  auto scmd = std::make_shared<std::vector<std::string>>();
+  CLI::App* x = app.add_subcommand(
+      "sandbox-exec",
+      "Run COMMAND inside a job's sandbox (its cgroup, its mount namespace, its uid, NoNewPrivs: docs/security.md), as "
+      "the plan file the agent wrote says. Started by the agent and the launcher for every process of a job, not by hand.");
+  x->add_option("--plan", *plan, "The plan file (root's, mode 0600)")->required();
+  x->add_option("command", *scmd, "The program, after --")->required();
+  x->callback([run, plan, scmd] { *run = [plan, scmd] { return ExecInSandbox(*plan, *scmd); }; });
   CLI::App* h = app.add_subcommand(
       "launch-rsh",
       "mpirun's remote-shell agent in an anneal job off Slurm: HOST COMMAND... runs COMMAND on HOST through that "

@@ -83,8 +83,11 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
                 "slurm backend: YAML of sbatch options per instance type (partition, gpus_per_node, cpus_per_task, mem, constraint)");
   c->add_option("--slurm-agent-binary", o->agent_binary,
                 "slurm backend: anneal's path on the nodes (default: this executable's; checked by one srun at start)");
+  c->add_option("--work-root", o->work_root,
+                "local and slurm backends: the agents' working areas, their jobs' folders (default: DATA_DIR-work, "
+                "beside the data folder, never in it)");
   c->add_option("--slurm-work-root", o->slurm.work_root,
-                "slurm backend: the agents' working areas on the nodes (default: DATA_DIR/instances)");
+                "slurm backend: the agents' working areas on the nodes (default: --work-root)");
   c->add_option("--slurm-signal-grace-s", o->slurm.signal_grace_s,
                 "slurm backend: Slurm's SIGTERM this long before a time limit ends an allocation (ranks checkpoint)")
       ->capture_default_str();
@@ -172,6 +175,14 @@ void AddAgentCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   c->add_flag("--remove-work-dir", o->remove_work_dir, "Delete --work-dir on exit (ephemeral instances)");
   c->add_flag("--keep-job-dirs", o->keep_job_dirs, "Keep each job's folder under --work-dir after it ends (debugging)");
+  c->add_flag("--sandbox", o->sandbox,
+              "Run each job's ranks in its sandbox (own uid, mount namespace, cgroup: docs/security.md); opt-in for now");
+  c->add_flag("--no-sandbox", o->no_sandbox,
+              "Run jobs' ranks as this agent's user, without their sandbox (own uid, mounts, cgroup: docs/security.md); "
+              "logged and shown in each job's describe");
+  c->add_option("--hide", o->hide,
+                "A folder or file no job may reach (repeatable; the agent's work dir, join token and HOME always are): "
+                "the server's data folder on its machine");
   c->add_option("--join-token-file", o->join_token_file,
                 "The server's join token (default: $ANNEAL_JOIN_TOKEN); the server wrote it to its DATA_DIR/join.token");
   c->add_option("--max-unpacked-bytes", o->max_unpacked_bytes, "Most bytes a job's source package may unpack to")

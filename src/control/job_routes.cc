@@ -199,6 +199,12 @@ class JobRoutes : public RoutePart {
       return ReplyError(res, 403, st.message(), field);
     }
     if (Status st = CheckLocalChannels(*spec, &field); !st.ok()) return ReplyError(res, 400, st.message(), field);
+    if (!spec->sandbox && !p.admin()) {
+      return ReplyError(res, 403,
+                        "sandbox: false runs the job's ranks with the agent's rights (docs/security.md), which only an "
+                        "admin's token may ask for; the " + p.role + " role's jobs run sandboxed: remove 'sandbox: false'",
+                        "sandbox");
+    }
     if (spec->launcher == "srun" && c_.backend->name() != "slurm") {
       return ReplyError(res, 400,
                         "entrypoint.launcher: srun needs a Slurm allocation, and this server's backend is " +

@@ -267,12 +267,19 @@ Status ReadResourcesAndStopping(Reader& r, const json& doc, JobSpec* s) {
   const json* res = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "resources", "", &res));
   if (res) {
-    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*res, "resources", {"instance_type", "instance_count", "procs_per_instance", "keep_alive_s"}));
+    ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(*res, "resources", {"instance_type", "instance_count", "procs_per_instance", "keep_alive_s",
+                                                          "memory_mb", "cpus"}));
     ANNEAL_RETURN_IF_ERROR(r.String(*res, "instance_type", "resources", &s->instance_type, false));
     if (s->instance_type.empty()) return r.Fail("resources.instance_type", "must not be empty");
     ANNEAL_RETURN_IF_ERROR(r.Int(*res, "instance_count", "resources", &s->instance_count, 1, 4096));
     ANNEAL_RETURN_IF_ERROR(r.Int(*res, "procs_per_instance", "resources", &s->procs_per_instance, 1, 1024));
     ANNEAL_RETURN_IF_ERROR(r.Number(*res, "keep_alive_s", "resources", &s->keep_alive_s, 0, 86400 * 7));
+    double mb = 0;
+    ANNEAL_RETURN_IF_ERROR(r.Number(*res, "memory_mb", "resources", &mb, 0, 1e9));
+    if (mb > 0 && mb < 16) return r.Fail("resources.memory_mb", "must be at least 16 (MiB per instance), or 0 for no limit");
+    s->memory_mb = static_cast<int64_t>(mb);
+    ANNEAL_RETURN_IF_ERROR(r.Number(*res, "cpus", "resources", &s->cpus, 0, 100000));
+    if (s->cpus > 0 && s->cpus < 0.01) return r.Fail("resources.cpus", "must be at least 0.01, or 0 for no limit");
   }
   const json* stop = nullptr;
   ANNEAL_RETURN_IF_ERROR(r.Object(doc, "stopping", "", &stop));
@@ -346,8 +353,12 @@ Result<JobSpec> SpecFromJson(const json& doc, std::string* error_field, bool com
   if (!doc.is_object()) return r.Fail("", "a job spec must be a mapping of fields (name, entrypoint, resources, ...)");
   ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(doc, "", {"name", "role", "entrypoint", "source", "channels", "output",
                                                "checkpoint", "resources", "stopping", "retry", "metric_definitions",
-                                               "environment", "secrets"}));
+                                               "environment", "secrets", "sandbox"}));
   ANNEAL_RETURN_IF_ERROR(r.String(doc, "name", "", &s.name, true));
+  if (doc.contains("sandbox") && !doc["sandbox"].is_null()) {
+    if (!doc["sandbox"].is_boolean()) return r.Fail("sandbox", "must be true or false (false: an admin's job run unsandboxed)");
+    s.sandbox = doc["sandbox"].get<bool>();
+  }
   static const std::regex kName("^[a-z0-9][a-z0-9-]{0,47}$");
   if (!std::regex_match(s.name, kName)) {
     return r.Fail("name", "'" + s.name + "' must be 1-48 characters of a-z, 0-9 and '-', starting with a letter or digit");
@@ -414,6 +425,9 @@ nlohmann::json JobSpec::ToJson() const {
                     {"instance_count", instance_count},
                     {"procs_per_instance", procs_per_instance},
                     {"keep_alive_s", keep_alive_s}};
+  if (memory_mb > 0) j["resources"]["memory_mb"] = memory_mb;
+  if (cpus > 0) j["resources"]["cpus"] = cpus;
+  if (!sandbox) j["sandbox"] = false;
   j["stopping"] = {{"max_runtime_s", max_runtime_s}, {"max_pending_s", max_pending_s}, {"grace_period_s", grace_period_s},
                    {"hang_timeout_s", hang_timeout_s}, {"hang_startup_s", hang_startup_s}, {"rules", json::array()}};
   for (const StoppingRule& x : stopping_rules) j["stopping"]["rules"].push_back(StoppingRuleJson(x));

@@ -71,6 +71,13 @@ struct JobSpec {
   int instance_count = 1;
   int procs_per_instance = 1;
   double keep_alive_s = 0;
+  // Limits per instance, held by the job's cgroup (agent/job_cgroup.h); 0 = none. Over memory_mb the
+  // job ends with exit cause out_of_memory; cpus is a CFS quota (2.5 = two and a half cores' time).
+  int64_t memory_mb = 0;
+  double cpus = 0;
+  // Run the ranks in the job's sandbox (launch/sandbox.h, docs/security.md). false only from an
+  // admin's token (the server refuses it from anyone else).
+  bool sandbox = true;
   double max_runtime_s = 0;    // 0 = no limit
   double max_pending_s = 0;    // 0 = no limit
   double grace_period_s = 30;  // SIGTERM .. SIGKILL on stop

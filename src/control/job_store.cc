@@ -155,6 +155,10 @@ CREATE TABLE packages (
     R"sql(
 ALTER TABLE metrics ADD COLUMN step INTEGER NOT NULL DEFAULT -1;
 )sql",
+    // 8: how the node ran the job's ranks: "uid N" (sandboxed), or "off: why" (docs/security.md).
+    R"sql(
+ALTER TABLE node_reports ADD COLUMN sandbox TEXT NOT NULL DEFAULT '';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
@@ -691,16 +695,16 @@ Status JobStore::PutNodeReport(const std::string& job, const NodeReport& r) {
   std::lock_guard<std::mutex> l(mu_);
   SqlStmt s(db_,
          "INSERT OR REPLACE INTO node_reports(job_id, attempt, node, state, exit_code, message, at, cause, local, "
-         "failed_rank) VALUES(?,?,?,?,?,?,?,?,?,?)");
+         "failed_rank, sandbox) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
   s.Bind(1, job).Bind(2, r.attempt).Bind(3, r.node).Bind(4, r.state).Bind(5, r.exit_code).Bind(6, r.message).Bind(7, r.at);
-  s.Bind(8, r.cause).Bind(9, static_cast<int>(r.local)).Bind(10, r.failed_rank);
+  s.Bind(8, r.cause).Bind(9, static_cast<int>(r.local)).Bind(10, r.failed_rank).Bind(11, r.sandbox);
   return s.Run();
 }
 
 Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, int attempt) {
   Reader r(this);  // no lock on the writer (WAL)
   SqlStmt s(r.db(),
-         "SELECT attempt, node, state, exit_code, message, at, cause, local, failed_rank FROM node_reports "
+         "SELECT attempt, node, state, exit_code, message, at, cause, local, failed_rank, sandbox FROM node_reports "
          "WHERE job_id = ? AND attempt = ? ORDER BY node");
   s.Bind(1, job).Bind(2, attempt);
   std::vector<NodeReport> out;
@@ -716,6 +720,7 @@ Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, in
     r.cause = s.Text(6);
     r.local = s.Int(7) != 0;
     r.failed_rank = static_cast<int>(s.Int(8));
+    r.sandbox = s.Text(9);
     out.push_back(std::move(r));
   }
   ANNEAL_RETURN_IF_ERROR(st);

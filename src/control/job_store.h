@@ -141,6 +141,9 @@ struct NodeReport {
   std::string cause;
   bool local = false;
   int failed_rank = -1;
+  // How the node runs the ranks: "uid N" (in the job's sandbox), "off: <why>" (the job's
+  // sandbox: false, or an agent started with --no-sandbox); "" = not said (an older agent).
+  std::string sandbox;
 };
 
 class JobStore {
@@ -149,7 +152,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
   // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key

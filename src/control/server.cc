@@ -279,7 +279,7 @@ class Server : public ControlServer {
     c.heartbeat_timeout_s = o_.heartbeat_timeout_s;
     c.joined_forget_s = o_.joined_forget_s;
     c.start_timeout_s = o_.start_timeout_s;
-    c.instances_dir = JoinPath(o_.data_dir, "instances");
+    c.instances_dir = WorkRoot(o_);
     return c;
   }
 

@@ -29,7 +29,8 @@
 namespace anneal {
 
 struct ServerOptions {
-  std::string data_dir;            // the store (anneal.db), packages, agents' working areas
+  std::string data_dir;            // the store (anneal.db), packages
+  std::string work_root;           // the local and Slurm agents' working areas ("" = <data_dir>-work)
   std::string host = "127.0.0.1";  // listen address
   int port = 8470;                 // 0: any free port (see ControlServer::url and <data_dir>/server.json)
   std::string backend = "local";   // local | static | slurm

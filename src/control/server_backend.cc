@@ -19,12 +19,25 @@ std::string Absolute(const std::string& p) {
   return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
 }
 
+}  // namespace
+
+std::string WorkRoot(const ServerOptions& o) {
+  if (!o.work_root.empty()) return Absolute(o.work_root);
+  std::string data = Absolute(o.data_dir);
+  while (data.size() > 1 && data.back() == '/') data.pop_back();
+  return data + "-work";
+}
+
+namespace {
+
 Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
   LocalBackendOptions lo;
   // No join token: each agent gets its instance's one-time secret (InstanceRequest::secret).
   if (Tls(o)) lo.env["ANNEAL_CA_CERT"] = o.tls_ca.empty() ? o.tls_cert : o.tls_ca;
   lo.agent_binary = o.agent_binary;
-  lo.work_root = JoinPath(o.data_dir, "instances");
+  // Outside the data folder (the store, admin.token), which every agent hides from its jobs.
+  lo.work_root = WorkRoot(o);
+  lo.hide = {Absolute(o.data_dir), lo.work_root};
   lo.max_instances = o.max_instances;
   lo.heartbeat_s = o.heartbeat_s;
   lo.orphan_timeout_s = o.local_orphan_timeout_s;
@@ -38,7 +51,8 @@ Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
   }
   const std::string data = Absolute(o.data_dir);
   if (so.agent_binary.empty()) so.agent_binary = o.agent_binary.empty() ? SelfExecutable() : o.agent_binary;
-  if (so.work_root.empty()) so.work_root = JoinPath(data, "instances");
+  if (so.work_root.empty()) so.work_root = WorkRoot(o);
+  so.hide = {data, so.work_root};
   so.script_dir = JoinPath(data, "slurm");
   if (Tls(o)) so.ca_file = Absolute(o.tls_ca.empty() ? o.tls_cert : o.tls_ca);
   so.tag = Sha256Hex(data).substr(0, 12);  // this server's jobs among the cluster's

@@ -11,6 +11,11 @@ namespace anneal {
 
 Result<std::unique_ptr<Backend>> MakeServerBackend(const ServerOptions& o);
 
+// The local and Slurm agents' working areas (their jobs' folders, the agents' logs): --work-root,
+// else the data folder's sibling "<DATA_DIR>-work" — never inside the data folder, which every agent
+// hides from its jobs.
+std::string WorkRoot(const ServerOptions& o);
+
 // --slurm-instance-types FILE: YAML, instance type -> {partition, gpus_per_node, cpus_per_task, mem,
 // constraint}; an unknown key or a wrong type is an error naming it.
 Result<std::map<std::string, SlurmTypeOptions>> ReadSlurmInstanceTypes(const std::string& path);

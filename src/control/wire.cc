@@ -51,6 +51,7 @@ MetricPoint MetricPointFromJson(const nlohmann::json& j) {
 nlohmann::json ToJson(const NodeReport& r) {
   nlohmann::json j = {{"attempt", r.attempt}, {"node", r.node}, {"state", r.state}, {"exit_code", r.exit_code},
                       {"message", r.message}, {"at", r.at}};
+  if (!r.sandbox.empty()) j["sandbox"] = r.sandbox;
   if (r.state == "finished") {
     j["cause"] = r.cause;
     j["local"] = r.local;
@@ -70,6 +71,7 @@ NodeReport NodeReportFromJson(const nlohmann::json& j) {
   r.cause = j.value("cause", std::string());
   r.local = j.value("local", false);
   r.failed_rank = j.value("failed_rank", -1);
+  r.sandbox = j.value("sandbox", std::string());
   return r;
 }
 

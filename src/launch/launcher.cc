@@ -384,7 +384,7 @@ class Launcher {
   Status PublishNode(int attempt) {
     const std::string dir = o_.workdir.empty() ? "." : o_.workdir;
     const std::string file = JoinPath(dir, ".anneal-rank-setup-" + std::to_string(attempt) + ".json");
-    RankSetup setup{o_.workdir, o_.extra_env};
+    RankSetup setup{o_.workdir, o_.extra_env, o_.sandbox_plan};
     ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(file, RankSetupToJson(setup)));
     ::chmod(file.c_str(), 0600);
     char abs[4096];
@@ -406,7 +406,9 @@ class Launcher {
     } else if (o_.node_rank == 0) {
       ranks.resize(1);
       ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> argv, LeaderCommand(attempt));
-      ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[0], attempt, hosts, argv));
+      // A leader that starts its ranks through Slurm stays outside the sandbox (launch-rank enters it).
+      const bool wrap = !(o_.mode == LaunchMode::kSrun || o_.under_slurm);
+      ANNEAL_RETURN_IF_ERROR(Spawn(&ranks[0], attempt, hosts, argv, wrap));
       log_("anneal launch: attempt " + std::to_string(attempt) + ": " + LaunchModeName(o_.mode) + " starts " +
            std::to_string(o_.nnodes * o_.nproc_per_node) + " ranks: " + Joined(argv));
     }
@@ -669,15 +671,19 @@ class Launcher {
       return IoError("cannot make a temporary folder under " + base + " for mpirun's session directory: " + std::strerror(errno) +
                      " (set TMPDIR to a writable folder)");
     }
+    if (o_.owner_uid >= 0 && ::chown(templ.c_str(), o_.owner_uid, o_.owner_uid) != 0) {
+      return IoError("cannot give " + templ + " to the job's uid: " + std::strerror(errno));
+    }
     r->tmp_dir = templ;
     (*env)["TMPDIR"] = templ;
     return Status::Ok();
   }
 
-  Status Spawn(Rank* r, int attempt, const std::string& hosts, std::vector<std::string> args) {
+  // wrap: inside the job's sandbox (LaunchOptions::wrap), when it has one.
+  Status Spawn(Rank* r, int attempt, const std::string& hosts, std::vector<std::string> args, bool wrap = true) {
     std::map<std::string, std::string> env = RankEnvironment(*r, attempt, hosts);
     ANNEAL_RETURN_IF_ERROR(OwnTmpDir(r, &env));
-    Status st = SpawnWith(r, env, std::move(args));
+    Status st = SpawnWith(r, env, std::move(args), wrap);
     if (!st.ok() && !r->tmp_dir.empty()) {
       std::error_code ec;
       std::filesystem::remove_all(r->tmp_dir, ec);
@@ -686,7 +692,7 @@ class Launcher {
     return st;
   }
 
-  Status SpawnWith(Rank* r, std::map<std::string, std::string>& env, std::vector<std::string> args) {
+  Status SpawnWith(Rank* r, std::map<std::string, std::string>& env, std::vector<std::string> args, bool wrap) {
     cpu_set_t mine;
     bool bind = false;
     CpuShare(*r, &mine, &bind);
@@ -708,6 +714,7 @@ class Launcher {
         }
       }
     }
+    if (wrap) args.insert(args.begin(), o_.wrap.begin(), o_.wrap.end());
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 

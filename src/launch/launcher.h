@@ -73,6 +73,13 @@ struct LaunchOptions {
   bool under_slurm = false;  // the nodes are a Slurm allocation (mpirun then starts its daemons with srun)
   std::string exec_key;    // authenticates launch-rsh requests; "" = a random one (one node only)
   std::string self;        // the anneal binary (launch-rank, launch-rsh)
+  // The job's sandbox (launch/sandbox.h; the agent's): `wrap` goes before every command this launcher
+  // starts (its ranks, mpirun off Slurm, mpirun's daemons), except a leader that starts the ranks
+  // through Slurm (srun, or mpirun under Slurm: Slurm refuses a step from another uid), whose ranks
+  // enter sandbox_plan in launch-rank instead; the folders it makes for a rank go to owner_uid.
+  std::vector<std::string> wrap;
+  std::string sandbox_plan;
+  int owner_uid = -1;
 };
 
 struct LaunchResult {

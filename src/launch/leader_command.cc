@@ -51,12 +51,15 @@ Result<NodeInfo> NodeInfoFromJson(const std::string& text) {
   }
 }
 
-std::string RankSetupToJson(const RankSetup& s) { return json{{"workdir", s.workdir}, {"env", s.env}}.dump(); }
+std::string RankSetupToJson(const RankSetup& s) {
+  return json{{"workdir", s.workdir}, {"env", s.env}, {"sandbox_plan", s.sandbox_plan}}.dump();
+}
 
 Result<RankSetup> RankSetupFromJson(const std::string& text) {
   try {
     const json j = json::parse(text);
-    return RankSetup{j.at("workdir").get<std::string>(), j.at("env").get<std::map<std::string, std::string>>()};
+    return RankSetup{j.at("workdir").get<std::string>(), j.at("env").get<std::map<std::string, std::string>>(),
+                     j.value("sandbox_plan", std::string())};
   } catch (const std::exception& e) {
     return InvalidInput(std::string("a node's rank setup file is not valid: ") + e.what());
   }

@@ -54,6 +54,9 @@ Result<NodeInfo> NodeInfoFromJson(const std::string& text);
 struct RankSetup {
   std::string workdir;                     // the ranks' working directory
   std::map<std::string, std::string> env;  // the agent's variables for the ranks
+  // The job's sandbox plan (launch/sandbox.h) a rank started outside the launcher (by srun, or by
+  // mpirun's daemons under Slurm) enters before the program; "" = none.
+  std::string sandbox_plan;
 };
 std::string RankSetupToJson(const RankSetup& s);
 Result<RankSetup> RankSetupFromJson(const std::string& text);

@@ -1,5 +1,6 @@
 #include "launch/rank_shim.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include "comm/store.h"
 #include "core/env.h"
 #include "launch/leader_command.h"
+#include "launch/sandbox.h"
 
 
 namespace anneal {
@@ -28,6 +30,14 @@ Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const
   const std::string key = LaunchKey(get("ANNEAL_JOB"), std::atoi(get("ANNEAL_ATTEMPT").c_str()), "node/" + node);
   ANNEAL_ASSIGN_OR_RETURN(std::string text, store->Get(key, std::chrono::seconds(60)));
   ANNEAL_ASSIGN_OR_RETURN(NodeInfo info, NodeInfoFromJson(text));
+  // Root trusts only a setup file root wrote (in the agent's folder, 0600): a job's process may reach
+  // the store and name a file of its own.
+  struct stat st {};
+  if (::geteuid() == 0 && ::lstat(info.setup_file.c_str(), &st) == 0 &&
+      (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0)) {
+    return InvalidInput("launch-rank: node " + node + "'s rank setup " + info.setup_file +
+                        " is not root's own file (mode 0600): refused");
+  }
   auto file = Env::Default().ReadFile(info.setup_file);
   if (!file.ok()) {
     return PeerError("launch-rank: node " + node + "'s rank setup " + info.setup_file + " is not on this machine (" +
@@ -51,6 +61,12 @@ Status ExecRank(int procs_per_node, const std::vector<std::string>& command) {
   for (const auto& [k, v] : contract) ::setenv(k.c_str(), v.c_str(), 1);
   if (!setup.workdir.empty() && ::chdir(setup.workdir.c_str()) != 0) {
     return IoError("launch-rank: cannot enter the working directory " + setup.workdir + ": " + std::strerror(errno));
+  }
+  // Started as root by srun (or by mpirun's daemons under Slurm): the job's sandbox first. A rank
+  // already inside one (started by a sandboxed mpirun) is not root.
+  if (!setup.sandbox_plan.empty() && ::geteuid() == 0) {
+    ANNEAL_ASSIGN_OR_RETURN(SandboxPlan plan, ReadSandboxPlan(setup.sandbox_plan));
+    ANNEAL_RETURN_IF_ERROR(EnterSandbox(plan));
   }
   std::vector<char*> argv;
   std::vector<std::string> copy = command;

@@ -209,7 +209,7 @@ TEST(JobStore, AVersion6StoreGainsTheMetricStep) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
   ASSERT_EQ(sqlite3_exec(raw,
-                         "ALTER TABLE metrics DROP COLUMN step;"
+                         "ALTER TABLE metrics DROP COLUMN step; ALTER TABLE node_reports DROP COLUMN sandbox;"
                          "INSERT INTO metrics(job_id, attempt, node, seq, name, rank, at, value) "
                          "VALUES('old', 0, 0, 1, 'train_loss', 0, 1.0, 3.0);"
                          "PRAGMA user_version = 6;",

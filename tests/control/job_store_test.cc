@@ -391,7 +391,7 @@ TEST(JobStore, AVersion5StoreGainsThePackagesTable) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
   // Back to 5: without the packages table (6) and the metrics' step (7).
-  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; ALTER TABLE metrics DROP COLUMN step; PRAGMA user_version = 5;", nullptr,
+  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; ALTER TABLE metrics DROP COLUMN step; ALTER TABLE node_reports DROP COLUMN sandbox; PRAGMA user_version = 5;", nullptr,
                          nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);

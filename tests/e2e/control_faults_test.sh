@@ -22,7 +22,7 @@ HB_S=0.2 HB_TIMEOUT_S=3 HANG_S=4  # the timings this test configures; part 3's b
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s $HB_S \
   --heartbeat-timeout-s $HB_TIMEOUT_S >"$TMP/server.log" 2>&1 &
 SERVER=$!
-trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; pkill -f "$TMP/srv/instances" 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'kill $SERVER 2>/dev/null; wait $SERVER 2>/dev/null; pkill -f "$TMP/srv-work" 2>/dev/null; rm -rf "$TMP"' EXIT
 for _ in $(seq 1 100); do [ -s "$TMP/srv/server.json" ] && break; sleep 0.1; done
 URL=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$TMP/srv/server.json")
 export ANNEAL_TOKEN_FILE="$TMP/srv/admin.token"  # the admin token the server created

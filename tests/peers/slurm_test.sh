@@ -158,7 +158,7 @@ id=$("$ANNEAL" submit "$TMP/long.yaml" --server "$URL")
 check "a long job starts" wait_field "$id" secondary_status Training 60
 "$ANNEAL" stop "$id" --server "$URL" >/dev/null
 check "stop: the job ends Stopped" wait_field "$id" status Stopped 60
-gone() { for _ in $(seq 1 300); do [ -z "$(squeue -h)" ] && ! pgrep -f -- "--work-dir $TMP/srv/instances/" >/dev/null && return 0; sleep 0.1; done; return 1; }
+gone() { for _ in $(seq 1 300); do [ -z "$(squeue -h)" ] && ! pgrep -f -- "--work-dir $TMP/srv-work/" >/dev/null && return 0; sleep 0.1; done; return 1; }
 check "... leaving nothing in squeue and no agent process" gone
 job_yaml restart "$TMP/ck_restart"
 id=$("$ANNEAL" submit "$TMP/restart.yaml" --server "$URL")

@@ -1,0 +1,61 @@
+// A job's sandbox on this instance (docs/security.md): its host uid, leased for the job's lifetime
+// from a range no account uses (kJobUidBase.., one lock file per uid in /run/anneal/uids, so the
+// several agents of one host never hand out the same one), its cgroup (agent/job_cgroup.h), its
+// folders given to that uid, and the plan file (launch/sandbox.h) every process of the job enters.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agent/job_cgroup.h"
+#include "core/status.h"
+
+namespace anneal {
+
+constexpr uid_t kJobUidBase = 2000000000;  // job uids: kJobUidBase .. kJobUidBase + kJobUids - 1
+constexpr int kJobUids = 100000;
+
+struct JobSandboxSpec {
+  std::string agent_dir;               // the agent's own folder (the plan, the root mount point)
+  std::string name;                    // unique on this host: <instance>-<job>-<attempt>
+  std::string job_dir;                 // the job's folder: writable, owned by the job's uid
+  std::vector<std::string> writable;   // more writable folders (a checkpoint.local_path outside job_dir)
+  std::vector<std::string> readable;   // folders read in place (channels)
+  std::vector<std::string> hide;       // the server's data folder, the agent's folders and token, ...
+  std::vector<std::string> devices;    // the job's GPU device nodes
+  int64_t memory_bytes = 0;
+  double cpus = 0;
+  bool sandboxed = true;               // false: only the cgroup (limits, the stop's kill); no uid, no mounts
+};
+
+// The GPU device nodes of this host a job may open: /dev/nvidiactl, -uvm, -uvm-tools, -modeset and
+// /dev/nvidiaN for each N in CUDA_VISIBLE_DEVICES (every N when it is not set or not numeric).
+std::vector<std::string> GpuDeviceNodes();
+
+class JobSandbox {
+ public:
+  static Result<std::unique_ptr<JobSandbox>> Make(const JobSandboxSpec& spec);
+  ~JobSandbox();  // ends every process left in the cgroup, releases the uid
+
+  bool sandboxed() const { return uid_ != 0; }
+  uid_t uid() const { return uid_; }
+  // What goes before each command the launcher starts: anneal sandbox-exec --plan FILE --.
+  std::vector<std::string> Wrap(const std::string& self) const;
+  const std::string& plan_file() const { return plan_file_; }
+  JobCgroup* cgroup() { return cgroup_.get(); }
+  // Gives path (recursively) to the job's uid: folders the agent filled after Make.
+  Status Own(const std::string& path) const;
+
+ private:
+  JobSandbox() = default;
+  uid_t uid_ = 0;
+  int lease_fd_ = -1;
+  std::string lease_file_;
+  std::string plan_file_;
+  std::unique_ptr<JobCgroup> cgroup_;
+};
+
+}  // namespace anneal
