@@ -626,7 +626,9 @@ class JobRunner {
       (*vars)["USER"] = (*vars)["LOGNAME"] = "anneal-" + uid;
       sandbox_desc_ = "uid " + uid;
     } else {
-      sandbox_desc_ = o_.no_sandbox ? "off: the agent was started with --no-sandbox" : "off: the job's sandbox: false (an admin's)";
+      sandbox_desc_ = o_.no_sandbox   ? "off: the agent was started with --no-sandbox"
+                      : !spec.sandbox ? "off: the job's sandbox: false (an admin's)"
+                                      : "off: the agent was started without --sandbox";
     }
     if (spec.memory_mb > 0) sandbox_desc_ += ", memory " + std::to_string(spec.memory_mb) + " MiB";
     if (spec.cpus > 0) sandbox_desc_ += ", cpus " + FormatNumber(spec.cpus);
