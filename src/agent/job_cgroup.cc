@@ -16,11 +16,6 @@ namespace anneal {
 
 namespace {
 
-bool IsDir(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 Status WriteValue(const std::string& file, const std::string& v) {
   std::ofstream f(file);
   f << v << std::flush;
@@ -94,7 +89,7 @@ Result<std::unique_ptr<JobCgroup>> JobCgroup::Create(const std::string& name, in
   if (memory_bytes > 0) {
     ANNEAL_RETURN_IF_ERROR(WriteValue(md + "/memory.limit_in_bytes", std::to_string(memory_bytes)));
     // No swapping around the limit where swap is accounted (memsw), and none encouraged where not.
-    if (IsDir(md) && ::access((md + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0) {
+    if (::access((md + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0) {
       (void)WriteValue(md + "/memory.memsw.limit_in_bytes", std::to_string(memory_bytes));
     }
     (void)WriteValue(md + "/memory.swappiness", "0");

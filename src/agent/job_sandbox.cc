@@ -24,7 +24,7 @@ namespace {
 const char* kLeaseDir = "/run/anneal/uids";
 
 // A uid no other job of this host holds: its lock file's flock, held until the fd closes.
-Result<uid_t> LeaseUid(const std::string& name, int* fd, std::string* file) {
+Result<uid_t> LeaseUid(const std::string& name, int* fd) {
   for (const char* d : {"/run/anneal", kLeaseDir}) {
     if (::mkdir(d, 0700) != 0 && errno != EEXIST) return IoError(std::string("mkdir ") + d + ": " + std::strerror(errno));
   }
@@ -36,7 +36,6 @@ Result<uid_t> LeaseUid(const std::string& name, int* fd, std::string* file) {
     if (h < 0) return IoError("cannot open " + f + ": " + std::strerror(errno));
     if (::flock(h, LOCK_EX | LOCK_NB) == 0) {
       *fd = h;
-      *file = f;
       return uid;
     }
     ::close(h);
@@ -81,7 +80,7 @@ Result<std::unique_ptr<JobSandbox>> JobSandbox::Make(const JobSandboxSpec& s) {
   }
   if (!s.sandboxed && !b->cgroup_) return b;
   if (s.sandboxed) {
-    ANNEAL_ASSIGN_OR_RETURN(b->uid_, LeaseUid(s.name, &b->lease_fd_, &b->lease_file_));
+    ANNEAL_ASSIGN_OR_RETURN(b->uid_, LeaseUid(s.name, &b->lease_fd_));
   }
   Env& env = Env::Default();
   const std::string dir = JoinPath(s.agent_dir, "sandbox");

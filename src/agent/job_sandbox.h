@@ -52,8 +52,7 @@ class JobSandbox {
  private:
   JobSandbox() = default;
   uid_t uid_ = 0;
-  int lease_fd_ = -1;
-  std::string lease_file_;
+  int lease_fd_ = -1;  // the uid's lock file, flock'd while the job holds the uid
   std::string plan_file_;
   std::unique_ptr<JobCgroup> cgroup_;
 };
