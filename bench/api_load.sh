@@ -21,7 +21,7 @@ fi
 # need NAME...: fails, naming them, unless every variable has a value (no RESULT with empty fields)
 need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "api_load: no figure for $v" >&2; exit 1; }; done; }
 command -v wrk >/dev/null || { echo "wrk not installed: run scripts/setup.sh"; exit 1; }
-TMP=$(mktemp -d /tmp/anneal_api_load.XXXXXX)
+TMP=$(mktemp -d /var/tmp/anneal_api_load.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --backend static >"$TMP/server.log" 2>&1 &
 SERVER=$!
 trap 'kill $SERVER 2>/dev/null || true; wait $SERVER 2>/dev/null || true; rm -rf "$TMP"' EXIT  # (no agents: static backend)

@@ -4,6 +4,10 @@
 #   1. start latency: from the moment `anneal submit` is invoked to the rank's first instruction (the
 #      rank prints its own clock), median of 5 jobs — beside `anneal launch` invoked the same way;
 #      the job's history splits it into queueing, obtaining the instance, and the agent's preparation.
+#      Each round starts a sandboxed job (the default as root: its uid, mount namespace, cgroup), an
+#      admin's `sandbox: false` job and the launch, interleaved: the sandbox's own start-up cost is
+#      the difference of the first two. (A job run as root is sandboxed; as another user the server's
+#      agents refuse jobs unless --no-sandbox, so both sides are then the same: run it as root.)
 #   2. the agent's overhead on a training step: the built-in trainer (L=2, C=128, T=128, B=8) run by
 #      `anneal launch` and as a job (the agent shipping its logs, step times and system metrics every
 #      second), alternating A B A B A B; mean step time of steps 6-40 from the trainer's own lines.
@@ -20,7 +24,7 @@ else
 fi
 # need NAME...: fails, naming them, unless every variable has a value (no RESULT with empty fields)
 need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "job_latency: no figure for $v" >&2; exit 1; }; done; }
-TMP=$(mktemp -d /tmp/anneal_job_latency.XXXXXX)
+TMP=$(mktemp -d /var/tmp/anneal_job_latency.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 1 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 source "$(dirname "$0")/server_lib.sh"  # await_server, running, stop_server
@@ -31,46 +35,63 @@ cat >"$TMP/hello.yaml" <<'YAML'
 name: hello
 entrypoint: {command: 'date +%s.%N'}
 YAML
+{ cat "$TMP/hello.yaml"; echo "sandbox: false"; } >"$TMP/hello_open.yaml"
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-echo "start latency (median of $REPS):"
-: >"$TMP/job.lat"; : >"$TMP/launch.lat"; : >"$TMP/phases"
-for i in $(seq 1 $REPS); do
+# job_start SPEC LATENCY_FILE [PHASES_FILE]: submits SPEC, appends its start latency (and phases)
+job_start() {
+  local t0 id line
   t0=$(date +%s.%N)
-  id=$("$ANNEAL" submit "$TMP/hello.yaml" --server "$URL")
+  id=$("$ANNEAL" submit "$1" --server "$URL")
   for _ in $(seq 1 600); do
     line=$("$ANNEAL" logs "$id" --server "$URL" --rank 0 | head -1)
     [ -n "$line" ] && break
     sleep 0.02
   done
   need line
-  awk -v a="$t0" -v b="${line##* }" 'BEGIN { printf "%.4f\n", b - a }' >>"$TMP/job.lat"
+  awk -v a="$t0" -v b="${line##* }" 'BEGIN { printf "%.4f\n", b - a }' >>"$2"
+  # Ended, so that the next start finds the instance free (--max-instances 1)
+  for _ in $(seq 1 600); do
+    [ "$("$ANNEAL" describe "$id" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)["status"])')" = Completed ] && break
+    sleep 0.05
+  done
+  [ -n "${3:-}" ] || return 0
   "$ANNEAL" describe "$id" --server "$URL" --json | $PY -c '
 import json, sys
 j = json.load(sys.stdin); h = {x["secondary_status"]: x["at"] for x in j["history"]}
-print("%.4f %.4f %.4f" % (h["Starting"] - h["Pending"], h["Downloading"] - h["Starting"], h["Training"] - h["Downloading"]))' >>"$TMP/phases"
+print("%.4f %.4f %.4f" % (h["Starting"] - h["Pending"], h["Downloading"] - h["Starting"], h["Training"] - h["Downloading"]))' >>"$3"
+}
+echo "start latency (median of $REPS):"
+: >"$TMP/job.lat"; : >"$TMP/open.lat"; : >"$TMP/launch.lat"; : >"$TMP/phases"
+for i in $(seq 1 $REPS); do
+  job_start "$TMP/hello.yaml" "$TMP/job.lat" "$TMP/phases"
+  sleep 0.5
+  job_start "$TMP/hello_open.yaml" "$TMP/open.lat"
   t0=$(date +%s.%N)
   t1=$("$ANNEAL" launch --nproc-per-node 1 -- sh -c 'date +%s.%N' 2>/dev/null | tail -1)
   need t1
   awk -v a="$t0" -v b="${t1##* }" 'BEGIN { printf "%.4f\n", b - a }' >>"$TMP/launch.lat"
   sleep 0.5
 done
-job=$(median <"$TMP/job.lat"); launch=$(median <"$TMP/launch.lat")
-need job launch
+job=$(median <"$TMP/job.lat"); open=$(median <"$TMP/open.lat"); launch=$(median <"$TMP/launch.lat")
+need job open launch
+sandbox=$(awk -v a="$job" -v b="$open" 'BEGIN { printf "%.4f", a - b }')
 read -r q o p <<<"$(awk '{ q += $1; o += $2; p += $3 } END { printf "%.3f %.3f %.3f", q / NR, o / NR, p / NR }' "$TMP/phases")"
-printf "  %-58s %8.3f s\n" "anneal submit -> first rank instruction (job)" "$job"
+printf "  %-58s %8.3f s\n" "anneal submit -> first rank instruction (job, sandboxed)" "$job"
+printf "  %-58s %8.3f s\n" "  the same job with sandbox: false" "$open"
+printf "  %-58s %8.3f s\n" "  the sandbox's own cost (the difference)" "$sandbox"
 printf "  %-58s %8.3f s\n" "anneal launch -> first rank instruction (peer)" "$launch"
 printf "  %-58s %8.3f s\n" "  of the job's: queued (Pending -> Starting, mean)" "$q"
 printf "  %-58s %8.3f s\n" "  obtaining the instance (Starting -> Downloading, mean)" "$o"
 printf "  %-58s %8.3f s\n" "  agent: package, channels, ports (Downloading -> Training)" "$p"
 ratio=$(echo "$job / $launch" | bc -l | cut -c1-5); need q o p ratio
-echo "RESULT job_start_s=$job launch_start_s=$launch ratio=$ratio"
+echo "RESULT job_start_s=$job job_unsandboxed_start_s=$open sandbox_start_s=$sandbox launch_start_s=$launch ratio=$ratio"
 
 write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: $T, $MODEL}
 data: {dir: $DATA, seq_len: $T, batch_size: $B, seed: 1}
 train: {steps: $STEPS, log_every: 1, eval_every: 0, eval_batches: 1, resume: none}
 YAML
-cp "$cfg" "$TMP/train.yaml"
+install -m 644 "$cfg" "$TMP/train.yaml"  # mktemp made it 0600: the job uid reads it
 cat >"$TMP/train_job.yaml" <<YAML
 name: overhead
 entrypoint: {command: [anneal, train, --config, $TMP/train.yaml]}

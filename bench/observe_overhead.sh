@@ -16,7 +16,7 @@ if [ "$SMOKE" = 1 ]; then
 else
   ROUNDS=${ROUNDS:-7} STEPS=30 FROM=4 MODEL="n_layer: 2, n_head: 4, n_embd: 128" T=128 B=8
 fi
-TMP=$(mktemp -d /tmp/anneal_observe.XXXXXX)
+TMP=$(mktemp -d /var/tmp/anneal_observe.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 1 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 source "$(dirname "$0")/server_lib.sh"  # await_server, running, stop_server
@@ -28,7 +28,7 @@ data: {dir: $DATA, seq_len: $T, batch_size: $B, seed: 1}
 train: {steps: $STEPS, log_every: 1, eval_every: 0, eval_batches: 1, resume: none, threads: 1, peak_gflops: 100,
         profile_dir: $TMP/profile}
 YAML
-cp "$cfg" "$TMP/train.yaml"
+install -m 644 "$cfg" "$TMP/train.yaml"  # mktemp made it 0600: the job uid reads it
 printf 'name: observed\nentrypoint: {command: [anneal, train, --config, %s]}\n' "$TMP/train.yaml" >"$TMP/job.yaml"
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 mean_step() {  # the mean ms of steps FROM..STEPS in the trainer's lines on standard input

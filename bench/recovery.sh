@@ -25,7 +25,7 @@ fi
 # fail MESSAGE: exits 1, saying why (instead of waiting for ever or printing no figures)
 fail() { echo "recovery: $*" >&2; exit 1; }
 deadline=$(( SECONDS + WAIT_S ))
-TMP=$(mktemp -d /tmp/anneal_recovery.XXXXXX)
+TMP=$(mktemp -d /var/tmp/anneal_recovery.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 2 --heartbeat-s 0.5 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 LAUNCH=
@@ -43,7 +43,7 @@ model: {vocab_size: 50257, max_seq_len: $T, $MODEL}
 data: {dir: $DATA, seq_len: $T, batch_size: $B, seed: 1}
 train: {steps: $STEPS, log_every: 1, eval_every: 0, eval_batches: 1, checkpoint_every: $EVERY, resume: auto, checkpoint_async: false$MORE}
 YAML
-cp "$cfg" "$TMP/train.yaml"
+install -m 644 "$cfg" "$TMP/train.yaml"  # mktemp made it 0600: the job uid reads it
 
 # ---- as a job ----
 cat >"$TMP/job.yaml" <<YAML

@@ -15,7 +15,7 @@ PY=/usr/bin/python3
 REPS=5
 [ "${BENCH_SMOKE:-0}" = 1 ] && REPS=1
 need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "slurm_latency: no figure for $v" >&2; exit 1; }; done; }
-TMP=$(mktemp -d /tmp/anneal_slurm_latency.XXXXXX)
+TMP=$(mktemp -d /var/tmp/anneal_slurm_latency.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 SERVER=""
 cleanup() {
   [ -n "$SERVER" ] && kill "$SERVER" 2>/dev/null && wait "$SERVER" 2>/dev/null

@@ -13,7 +13,7 @@ PY=/usr/bin/python3
 REPS=5; [ "${BENCH_SMOKE:-}" = 1 ] && REPS=1
 # need NAME...: fails, naming them, unless every variable has a value (no RESULT with empty fields)
 need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "warm_pool: no figure for $v" >&2; exit 1; }; done; }
-TMP=$(mktemp -d /tmp/anneal_warm_pool.XXXXXX)
+TMP=$(mktemp -d /var/tmp/anneal_warm_pool.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 source "$(dirname "$0")/server_lib.sh"  # running, stop_server
 trap 'stop_server; rm -rf "$TMP"' EXIT
 start_server() {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
@@ -218,6 +219,25 @@ std::vector<std::string> SandboxHiddenPaths(const AgentOptions& o) {
   const char* home = std::getenv("HOME");
   if (home && *home && !IsUnder(SelfExecutable(), home)) add(home);
   return hide;
+}
+
+// What a sandboxed job names on the host's /tmp or /dev/shm (an argument, FLAG=PATH, an environment
+// value) that exists there: its own /tmp and /dev/shm are private, so its ranks will not find it.
+std::vector<std::string> HostTmpPathsNamed(const std::vector<std::string>& args, const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  auto consider = [&](const std::string& a) {
+    const size_t eq = a.find('=');
+    const std::string p = std::filesystem::path(a.rfind('/', 0) == 0 || eq == std::string::npos ? a : a.substr(eq + 1))
+                              .lexically_normal()
+                              .string();
+    if ((IsUnder(p, "/tmp") || IsUnder(p, "/dev/shm")) && p != "/tmp" && p != "/dev/shm" && Env::Default().Exists(p) &&
+        std::find(out.begin(), out.end(), p) == out.end()) {
+      out.push_back(p);
+    }
+  };
+  for (const std::string& a : args) consider(a);
+  for (const auto& kv : env) consider(kv.second);
+  return out;
 }
 
 std::string FormatNumber(double v) {
@@ -482,7 +502,23 @@ class JobRunner {
     }
     const std::string ckpt_local =
         spec.checkpoint_local_path.empty() ? JoinPath(jobdir, "checkpoints") : spec.checkpoint_local_path;
+    // Folders outside the job's that its ranks write: given to the job's uid, so first checked.
+    std::vector<std::string> writable;
+    if (!IsUnder(ckpt_local, jobdir)) writable.push_back(ckpt_local);
+    if (!spec.checkpoint_sync) {  // the ranks write it themselves: a folder here (file:// or a path)
+      const std::string& u = spec.checkpoint_uri;
+      const std::string dir = u.rfind("file://", 0) == 0 ? u.substr(7) : u.rfind('/', 0) == 0 ? u : "";
+      if (!dir.empty() && !IsUnder(dir, jobdir)) writable.push_back(dir);
+    }
+    for (const std::string& w : writable) {
+      if (Sandboxed()) {
+        const std::string field = w == ckpt_local ? "checkpoint.local_path" : "checkpoint.uri";
+        ANNEAL_RETURN_IF_ERROR(OutsideHidden(w, field + ": " + w));
+        ANNEAL_RETURN_IF_ERROR(PrepareGivable(w, field, UidKey()));
+      }
+    }
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt_local));
+    for (const std::string& w : writable) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(w));
     vars["ANNEAL_CHECKPOINT_DIR"] = ckpt_local;
     if (!spec.checkpoint_uri.empty()) vars["ANNEAL_CHECKPOINT_URI"] = spec.checkpoint_uri;
     if (!spec.checkpoint_uri.empty() && spec.checkpoint_sync) {
@@ -552,7 +588,7 @@ class JobRunner {
     lo->self = SelfExecutable();
     hang_timeout_s_ = spec.hang_timeout_s;
     hang_startup_s_ = spec.hang_startup_s;
-    ANNEAL_RETURN_IF_ERROR(MakeSandbox(jobdir, ckpt_local, in_place, lo, &vars));
+    ANNEAL_RETURN_IF_ERROR(MakeSandbox(jobdir, writable, in_place, lo, &vars));
     lo->workdir = code;
     lo->extra_env = vars;
     {
@@ -568,6 +604,15 @@ class JobRunner {
       place_ = std::move(place);
     }
     for (const std::string& arg : spec.RankArgv()) lo->command.push_back(ExpandVars(arg, vars));
+    if (sandbox_ && sandbox_->sandboxed()) {
+      const std::vector<std::string> unseen = HostTmpPathsNamed(lo->command, spec.environment);
+      std::string list;
+      for (const std::string& u : unseen) list += (list.empty() ? "" : ", ") + u;
+      if (!list.empty()) {
+        Log("note: the job names " + list + " on this host's /tmp or /dev/shm, which its sandbox does not show: its /tmp "
+            "and /dev/shm are its own. Pass such files in the job's source, or as a channel");
+      }
+    }
     extractor_ = std::make_unique<MetricExtractor>(spec.metric_definitions);
     defined_names_.clear();
     for (const MetricDefinition& d : spec.metric_definitions) defined_names_.insert(d.name);
@@ -591,7 +636,22 @@ class JobRunner {
   // The job's sandbox on this node (agent/job_sandbox.h): its uid owns the job's folder, every
   // process the launcher or an exec starts enters it, and its cgroup holds the limits. A job with
   // sandbox: false, or an agent started with --no-sandbox, keeps only the cgroup (as root).
-  Status MakeSandbox(const std::string& jobdir, const std::string& ckpt_local, const std::vector<std::string>& in_place,
+  bool Sandboxed() const { return a_.spec.sandbox && !o_.no_sandbox; }
+  std::string UidKey() const { return o_.server_url + " " + job_; }
+
+  // A folder a sandboxed job is given (bound into its sandbox) must neither lie in nor hold what no
+  // job may reach: a bind of it would uncover that.
+  Status OutsideHidden(const std::string& path, const std::string& what) const {
+    for (const std::string& h : SandboxHiddenPaths(o_)) {
+      if (IsUnder(path, h) || IsUnder(h, path)) {
+        return InvalidInput(what + " is, or holds, " + h + ", which no job may reach (the server's data folder, the "
+                            "agents' folders, the agent's HOME): name a folder of the job's own");
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status MakeSandbox(const std::string& jobdir, const std::vector<std::string>& writable, const std::vector<std::string>& in_place,
                      LaunchOptions* lo, std::map<std::string, std::string>* vars) {
     const JobSpec& spec = a_.spec;
     spec_memory_mb_ = spec.memory_mb;
@@ -601,19 +661,29 @@ class JobRunner {
     js.job_dir = jobdir;
     js.memory_bytes = spec.memory_mb << 20;
     js.cpus = spec.cpus;
-    js.sandboxed = spec.sandbox && o_.sandbox && !o_.no_sandbox;
-    // Opt-in (--sandbox) until every e2e and peers tier passes under it (issue 36's closing note):
-    // without it and without limits, the ranks run as before.
-    if (!js.sandboxed && spec.memory_mb == 0 && spec.cpus == 0) return Status::Ok();
+    js.uid_key = UidKey();
+    js.sandboxed = Sandboxed();
+    if (!js.sandboxed && spec.memory_mb == 0 && spec.cpus == 0) {
+      sandbox_desc_ = UnsandboxedWhy();
+      Log("sandbox: " + sandbox_desc_);
+      return Status::Ok();
+    }
     if (js.sandboxed && !o_.sandbox_unavailable.empty()) {
       return InvalidInput("this agent cannot run the job in its sandbox: " + o_.sandbox_unavailable);
     }
-    if (!IsUnder(ckpt_local, jobdir)) js.writable.push_back(ckpt_local);
+    js.writable = writable;
+    js.hide = SandboxHiddenPaths(o_);
     for (std::string p : in_place) {
       if (p.rfind("file://", 0) == 0) p = p.substr(7);
-      if (!p.empty() && p[0] == '/' && !IsUnder(p, jobdir) && Env::Default().Exists(p)) js.readable.push_back(p);
+      if (p.empty() || p[0] != '/' || IsUnder(p, jobdir) || !Env::Default().Exists(p)) continue;
+      // Bound read-only at its real place (a link in the named path resolves to it inside): never
+      // inside what no job may reach.
+      std::error_code ec;
+      const std::string real = std::filesystem::canonical(p, ec).string();
+      if (ec) return IoError("channel " + p + ": " + ec.message());
+      ANNEAL_RETURN_IF_ERROR(OutsideHidden(real, "channels: " + p));
+      js.readable.push_back(real);
     }
-    js.hide = SandboxHiddenPaths(o_);
     js.devices = GpuDeviceNodes();
     ANNEAL_ASSIGN_OR_RETURN(sandbox_, JobSandbox::Make(js));
     lo->wrap = sandbox_->Wrap(SelfExecutable());
@@ -626,14 +696,16 @@ class JobRunner {
       (*vars)["USER"] = (*vars)["LOGNAME"] = "anneal-" + uid;
       sandbox_desc_ = "uid " + uid;
     } else {
-      sandbox_desc_ = o_.no_sandbox   ? "off: the agent was started with --no-sandbox"
-                      : !spec.sandbox ? "off: the job's sandbox: false (an admin's)"
-                                      : "off: the agent was started without --sandbox";
+      sandbox_desc_ = UnsandboxedWhy();
     }
     if (spec.memory_mb > 0) sandbox_desc_ += ", memory " + std::to_string(spec.memory_mb) + " MiB";
     if (spec.cpus > 0) sandbox_desc_ += ", cpus " + FormatNumber(spec.cpus);
     Log("sandbox: " + sandbox_desc_);
     return Status::Ok();
+  }
+
+  std::string UnsandboxedWhy() const {
+    return o_.no_sandbox ? "off: the agent was started with --no-sandbox" : "off: the job's sandbox: false (an admin's)";
   }
 
   // Every process of the job still alive once the launcher returned (a double-forked daemon, an exec
@@ -1108,7 +1180,7 @@ Status RunAgent(const AgentOptions& in) {
   if (o.no_sandbox) {
     Say("--no-sandbox: jobs' ranks run as this agent's uid " + std::to_string(::geteuid()) +
         ", without their own uid, mounts or cgroup isolation (docs/security.md)");
-  } else if (o.sandbox && !(o.sandbox_unavailable = SandboxUnavailableReason()).empty()) {
+  } else if (!(o.sandbox_unavailable = SandboxUnavailableReason()).empty()) {
     Say("jobs cannot be sandboxed here, so they will be refused: " + o.sandbox_unavailable);
   }
   std::string address = o.address;

@@ -54,7 +54,6 @@ struct AgentOptions {
   // Each job's ranks run in its sandbox (launch/sandbox.h, agent/job_sandbox.h): their own uid, mount
   // namespace and cgroup. no_sandbox: run them as the agent's user (logged, reported to the server).
   bool no_sandbox = false;
-  bool sandbox = false;  // --sandbox: opt-in for now (see agent.cc MakeSandbox)
   // Folders and files no job may reach besides the agent's own (work_dir, the join token file, its
   // HOME): the server's data folder (the backends pass it), other agents' folders.
   std::vector<std::string> hide;

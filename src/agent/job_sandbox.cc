@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/env.h"
+#include "launch/nofollow.h"
 #include "launch/sandbox.h"
 
 namespace anneal {
@@ -23,27 +24,127 @@ namespace {
 
 const char* kLeaseDir = "/run/anneal/uids";
 
-// A uid no other job of this host holds: its lock file's flock, held until the fd closes.
-Result<uid_t> LeaseUid(const std::string& name, int* fd) {
+bool IsJobUid(uid_t u) { return u >= kJobUidBase && u < kJobUidBase + static_cast<uid_t>(kJobUids); }
+
+// FNV-1a: the same job id gives the same uid on every host and build.
+uint64_t StableHash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// The uids of the job range that some process of this host runs as now (/proc/PID's owner): a uid
+// whose lease was let go while its processes lived on (an agent SIGKILLed, a process the cgroup
+// could not end) is not handed out again.
+std::set<uid_t> JobUidsRunning() {
+  std::set<uid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
+    struct stat st {};
+    if (::stat(e.path().c_str(), &st) == 0 && IsJobUid(st.st_uid)) out.insert(st.st_uid);
+  }
+  return out;
+}
+
+std::string LeaseFile(uid_t uid) { return std::string(kLeaseDir) + "/" + std::to_string(uid); }
+
+// Who holds uid's lease now: its key, or "" when no agent holds it.
+std::string LeaseHolder(uid_t uid) {
+  const int h = ::open(LeaseFile(uid).c_str(), O_RDONLY | O_CLOEXEC);
+  if (h < 0) return "";
+  std::string key;
+  if (::flock(h, LOCK_EX | LOCK_NB) != 0) {  // held
+    char buf[512];
+    const ssize_t n = ::pread(h, buf, sizeof(buf), 0);
+    key.assign(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    if (key.empty()) key = "?";
+  }
+  ::close(h);
+  return key;
+}
+
+// The job's uid, and the fd of its lock file (shared-locked while this agent runs the job). key is
+// the server's address and the job id (two servers' job ids may be equal). The decision is made
+// under one exclusive lock of the folder, so two agents never both see a uid free.
+Result<uid_t> LeaseUid(const std::string& key, int* fd) {
   for (const char* d : {"/run/anneal", kLeaseDir}) {
     if (::mkdir(d, 0700) != 0 && errno != EEXIST) return IoError(std::string("mkdir ") + d + ": " + std::strerror(errno));
   }
-  const size_t start = std::hash<std::string>()(name) % kJobUids;
+  const std::string guard_file = std::string(kLeaseDir) + "/.lock";
+  const int guard = ::open(guard_file.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+  if (guard < 0) return IoError("cannot open " + guard_file + ": " + std::strerror(errno));
+  int rc;
+  while ((rc = ::flock(guard, LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(guard);
+    return IoError("cannot lock " + guard_file + ": " + why);
+  }
+  const std::set<uid_t> running = JobUidsRunning();
+  Result<uid_t> out = IoError("all " + std::to_string(kJobUids) + " job uids of this host are in use");
+  const uint64_t start = StableHash(key) % kJobUids;
   for (int i = 0; i < kJobUids; ++i) {
     const uid_t uid = kJobUidBase + static_cast<uid_t>((start + i) % kJobUids);
-    const std::string f = std::string(kLeaseDir) + "/" + std::to_string(uid);
+    const std::string f = LeaseFile(uid);
     const int h = ::open(f.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    if (h < 0) return IoError("cannot open " + f + ": " + std::strerror(errno));
-    if (::flock(h, LOCK_EX | LOCK_NB) == 0) {
+    if (h < 0) {
+      out = IoError("cannot open " + f + ": " + std::strerror(errno));
+      break;
+    }
+    bool mine = false;
+    if (::flock(h, LOCK_EX | LOCK_NB) == 0) {  // free, unless its processes outlived their lease
+      mine = !running.count(uid) && ::ftruncate(h, 0) == 0 &&
+             ::pwrite(h, key.data(), key.size(), 0) == static_cast<ssize_t>(key.size());
+    } else {  // held: by this job's other nodes here?
+      std::string holder(key.size() + 1, '\0');
+      const ssize_t n = ::pread(h, holder.data(), holder.size(), 0);
+      mine = n == static_cast<ssize_t>(key.size()) && holder.compare(0, key.size(), key) == 0;
+    }
+    if (mine && ::flock(h, LOCK_SH) == 0) {
       *fd = h;
-      return uid;
+      out = uid;
+      break;
     }
     ::close(h);
   }
-  return IoError("all " + std::to_string(kJobUids) + " job uids of this host are in use");
+  ::close(guard);
+  return out;
 }
 
 }  // namespace
+
+Status PrepareGivable(const std::string& path, const std::string& field, const std::string& key) {
+  auto refuse = [&](const std::string& why) {
+    return InvalidInput(field + ": " + path + " " + why +
+                        ": a sandboxed job is given only a folder it creates or an earlier job's, under folders no "
+                        "job owns; name a new folder, or leave the checkpoint to the agent (checkpoint.sync: true)");
+  };
+  const std::string norm = std::filesystem::path(path).lexically_normal().string();
+  if (path.empty() || path[0] != '/' || (norm != path && norm + "/" != path)) return refuse("is not an absolute, normalised path");
+  // No folder above it may be a job's: a job could move it and put a link in its place.
+  const ParentCheck parents = [&](const std::string& p, const struct stat& st) {
+    return IsJobUid(st.st_uid) ? refuse("lies in " + p + ", which belongs to job uid " + std::to_string(st.st_uid)) : Status::Ok();
+  };
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno != ENOENT) return IoError(field + ": " + path + ": " + std::strerror(errno));
+    auto made = OpenNoFollow(path, /*create=*/true, parents);
+    return made.ok() ? Status::Ok() : (made.status().code() == Code::kInvalidInput ? refuse(made.status().message()) : made.status());
+  }
+  auto fd = OpenNoFollow(path, false, parents);
+  if (!fd.ok()) return fd.status().code() == Code::kInvalidInput ? refuse(fd.status().message()) : fd.status();
+  if (::fstat(fd->get(), &st) != 0) return IoError(field + ": stat " + path + ": " + std::strerror(errno));
+  if (!IsJobUid(st.st_uid)) return refuse("belongs to uid " + std::to_string(st.st_uid) + ", a person's or the system's");
+  if (!S_ISDIR(st.st_mode)) return refuse("is not a folder");
+  const std::string holder = LeaseHolder(st.st_uid);
+  if (!holder.empty() && holder != key) return refuse("belongs to a job that is running now (uid " + std::to_string(st.st_uid) + ")");
+  return WalkNoFollow(fd->get(), [&](int, const std::string&, const std::string& rel, const struct stat& e) {
+    return IsJobUid(e.st_uid) ? Status::Ok() : refuse("holds " + rel + ", which belongs to uid " + std::to_string(e.st_uid));
+  });
+}
 
 std::vector<std::string> GpuDeviceNodes() {
   std::set<std::string> visible;
@@ -80,7 +181,7 @@ Result<std::unique_ptr<JobSandbox>> JobSandbox::Make(const JobSandboxSpec& s) {
   }
   if (!s.sandboxed && !b->cgroup_) return b;
   if (s.sandboxed) {
-    ANNEAL_ASSIGN_OR_RETURN(b->uid_, LeaseUid(s.name, &b->lease_fd_));
+    ANNEAL_ASSIGN_OR_RETURN(b->uid_, LeaseUid(s.uid_key.empty() ? s.name : s.uid_key, &b->lease_fd_));
   }
   Env& env = Env::Default();
   const std::string dir = JoinPath(s.agent_dir, "sandbox");
@@ -109,6 +210,8 @@ Result<std::unique_ptr<JobSandbox>> JobSandbox::Make(const JobSandboxSpec& s) {
   ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(b->plan_file_, SandboxPlanToJson(p)));
   ::chmod(b->plan_file_.c_str(), 0600);
   for (const std::string& w : p.writable) ANNEAL_RETURN_IF_ERROR(b->Own(w));
+  // The job's folder is its uid's alone (the work root is hidden from other jobs too).
+  if (s.sandboxed && ::chmod(s.job_dir.c_str(), 0700) != 0) return IoError("chmod " + s.job_dir + ": " + std::strerror(errno));
   return b;
 }
 
@@ -119,18 +222,8 @@ std::vector<std::string> JobSandbox::Wrap(const std::string& self) const {
 
 Status JobSandbox::Own(const std::string& path) const {
   if (!sandboxed()) return Status::Ok();
-  auto own = [&](const std::string& p) -> Status {
-    if (::lchown(p.c_str(), uid_, uid_) != 0) return IoError("chown " + p + " to the job's uid: " + std::strerror(errno));
-    return Status::Ok();
-  };
-  ANNEAL_RETURN_IF_ERROR(own(path));
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(path, ec); !ec && it != std::filesystem::recursive_directory_iterator();
-       it.increment(ec)) {
-    ANNEAL_RETURN_IF_ERROR(own(it->path().string()));
-  }
-  if (ec) return IoError("walking " + path + ": " + ec.message());
-  return Status::Ok();
+  ANNEAL_ASSIGN_OR_RETURN(Fd fd, OpenNoFollow(path, false));
+  return ChownTreeNoFollow(fd.get(), uid_, uid_).Annotate("giving " + path + " to the job's uid");
 }
 
 JobSandbox::~JobSandbox() {

@@ -1,7 +1,12 @@
 // A job's sandbox on this instance (docs/security.md): its host uid, leased for the job's lifetime
-// from a range no account uses (kJobUidBase.., one lock file per uid in /run/anneal/uids, so the
-// several agents of one host never hand out the same one), its cgroup (agent/job_cgroup.h), its
-// folders given to that uid, and the plan file (launch/sandbox.h) every process of the job enters.
+// from a range no account uses (kJobUidBase..), its cgroup (agent/job_cgroup.h), its folders given
+// to that uid, and the plan file (launch/sandbox.h) every process of the job enters.
+//
+// The uid is the job's, not the node's: it comes from a hash of the server's address and the job id,
+// so every node of a job (on one host or several, sharing a checkpoint folder) runs it as the same
+// uid. One lock file per uid in /run/anneal/uids holds that key, shared-locked by each agent running
+// the job: another job hashing to a held uid (or to one some process still runs as) takes the next
+// free one — and then its nodes on other hosts may hold another uid (1 in 100000 per running job).
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +26,7 @@ constexpr int kJobUids = 100000;
 struct JobSandboxSpec {
   std::string agent_dir;               // the agent's own folder (the plan, the root mount point)
   std::string name;                    // unique on this host: <instance>-<job>-<attempt>
+  std::string uid_key;                 // the server's address and the job id: its uid's key
   std::string job_dir;                 // the job's folder: writable, owned by the job's uid
   std::vector<std::string> writable;   // more writable folders (a checkpoint.local_path outside job_dir)
   std::vector<std::string> readable;   // folders read in place (channels)
@@ -34,6 +40,14 @@ struct JobSandboxSpec {
 // The GPU device nodes of this host a job may open: /dev/nvidiactl, -uvm, -uvm-tools, -modeset and
 // /dev/nvidiaN for each N in CUDA_VISIBLE_DEVICES (every N when it is not set or not numeric).
 std::vector<std::string> GpuDeviceNodes();
+
+// Checks, and makes when missing, a folder outside the job's that its uid will be given
+// (JobSandbox::Own; field names the spec's field in an error): an absolute path without links, no
+// folder above it a job's (a job could swap it for a link), and either new or an earlier job's —
+// everything in it a job uid's, that uid not held by another running job (uid_key: this job's). Never
+// a folder a person or the system owns: a spec naming /etc gets an error naming the field, not
+// /etc's chown. Walks and makes everything without following links (launch/nofollow.h).
+Status PrepareGivable(const std::string& path, const std::string& field, const std::string& uid_key);
 
 class JobSandbox {
  public:

@@ -89,6 +89,7 @@ struct LocalBackendOptions {
   double release_grace_s = 30;  // after Release, SIGKILL an agent still running this long
   std::map<std::string, std::string> env;  // added to the agents' environment (ANNEAL_CA_CERT); never a secret
   std::vector<std::string> hide;  // passed to the agents as --hide: what no job may reach (the server's data folder)
+  bool no_sandbox = false;        // passed to the agents as --no-sandbox
 };
 
 // Agents as processes on this machine (an ephemeral cluster of one host).

@@ -87,6 +87,7 @@ class LocalBackend : public Backend {
                                      "--orphan-timeout-s", std::to_string(o_.orphan_timeout_s),
                                      "--remove-work-dir", "--join-token-fd", std::to_string(kSecretFd)};
     for (const std::string& h : o_.hide) args.insert(args.end(), {"--hide", h});
+    if (o_.no_sandbox) args.push_back("--no-sandbox");
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

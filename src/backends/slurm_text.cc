@@ -68,6 +68,7 @@ std::string BatchScript(const SlurmOptions& o, const GangRequest& g) {
     << ShellQuote(first.instance_type) << " --slots " << first.slots << " --heartbeat-s " << o.heartbeat_s
     << " --remove-work-dir";
   for (const std::string& h : o.hide) s << " --hide " << ShellQuote(h);
+  if (o.no_sandbox) s << " --no-sandbox";
   s << " &\n"
     << "step=$!\n"
     << "wait \"$step\"; rc=$?\n"

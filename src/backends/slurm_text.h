@@ -29,6 +29,7 @@ struct SlurmOptions {
   std::string work_root;         // the agents' working areas on the nodes: <work_root>/<instance id>
   std::string script_dir;        // batch scripts and the agents' output (readable by the server)
   std::vector<std::string> hide;  // passed to the agents as --hide (the server's data folder, the work root)
+  bool no_sandbox = false;        // passed to the agents as --no-sandbox
   std::string ca_file;           // the server's CA for https ("" = none)
   std::string tag;               // tells this server's Slurm jobs from others'
   double heartbeat_s = 1;

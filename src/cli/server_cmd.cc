@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "control/server.h"
 #include "core/env.h"
+#include "launch/sandbox.h"
 
 namespace anneal::cli {
 
@@ -47,6 +48,16 @@ Status RunServer(ServerOptions o, const std::string& listen) {
                  token.c_str());
   }
   std::fprintf(stderr, "anneal server: the dashboard is at %s/ui/ (sign in with a token)\n", server->url().c_str());
+  if (o.backend != "static" && !o.no_sandbox) {
+    // Its agents run as this user: they can make jobs' sandboxes as root only.
+    const std::string why = SandboxUnavailableReason();
+    if (!why.empty()) {
+      std::fprintf(stderr,
+                   "anneal server: warning: its agents will refuse every sandboxed job: %s. Start the server as root, "
+                   "or with --no-sandbox to run jobs as this user (docs/security.md)\n",
+                   why.c_str());
+    }
+  }
   std::fflush(stderr);
   struct sigaction sa {};
   sa.sa_handler = OnServerSignal;
@@ -86,6 +97,9 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
   c->add_option("--work-root", o->work_root,
                 "local and slurm backends: the agents' working areas, their jobs' folders (default: DATA_DIR-work, "
                 "beside the data folder, never in it)");
+  c->add_flag("--no-sandbox", o->no_sandbox,
+              "local and slurm backends: the agents run jobs without their sandbox (agent --no-sandbox: for hosts "
+              "without mount namespaces or a root agent; every node report says so, docs/security.md)");
   c->add_option("--slurm-work-root", o->slurm.work_root,
                 "slurm backend: the agents' working areas on the nodes (default: --work-root)");
   c->add_option("--slurm-signal-grace-s", o->slurm.signal_grace_s,
@@ -175,8 +189,6 @@ void AddAgentCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   c->add_flag("--remove-work-dir", o->remove_work_dir, "Delete --work-dir on exit (ephemeral instances)");
   c->add_flag("--keep-job-dirs", o->keep_job_dirs, "Keep each job's folder under --work-dir after it ends (debugging)");
-  c->add_flag("--sandbox", o->sandbox,
-              "Run each job's ranks in its sandbox (own uid, mount namespace, cgroup: docs/security.md); opt-in for now");
   c->add_flag("--no-sandbox", o->no_sandbox,
               "Run jobs' ranks as this agent's user, without their sandbox (own uid, mounts, cgroup: docs/security.md); "
               "logged and shown in each job's describe");

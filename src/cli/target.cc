@@ -1,6 +1,7 @@
 #include "cli/target.h"
 
 #include <cstdlib>
+#include <unistd.h>
 
 #include "core/env.h"
 
@@ -36,6 +37,9 @@ Result<Connection> Connect(const Target& t, bool schedule) {
     // agents stop their ranks this soon after it is gone (a detached Ctrl-C, a killed CLI), instead of
     // training on unwatched for the server's default 10 min.
     o.local_orphan_timeout_s = 10;
+    // A job's sandbox needs a root agent (its own uid): a user's embedded server runs the user's jobs
+    // as the user, and every node report says so ("off: ... --no-sandbox").
+    if (::geteuid() != 0) o.no_sandbox = true;
     ANNEAL_ASSIGN_OR_RETURN(c.embedded, ControlServer::Start(o));
     url = c.embedded->url();
   }

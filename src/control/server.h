@@ -45,6 +45,9 @@ struct ServerOptions {
   // stop. Each tick reads the store: on a small machine its CPU time slows the ranks' steps.
   double tick_s = 1.0;
   std::string agent_binary;        // local and slurm backends: "" = this executable
+  // local and slurm backends: their agents run jobs unsandboxed (agent --no-sandbox, docs/security.md):
+  // hosts without mount namespaces or root. `submit --local` by a non-root user sets it.
+  bool no_sandbox = false;
   // Slurm backend (backends/slurm_backend.h): partition, account, time limit, the agents' work root,
   // the warning signal's grace; the rest is filled from the options above.
   SlurmOptions slurm;

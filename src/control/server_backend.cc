@@ -38,6 +38,7 @@ Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
   // Outside the data folder (the store, admin.token), which every agent hides from its jobs.
   lo.work_root = WorkRoot(o);
   lo.hide = {Absolute(o.data_dir), lo.work_root};
+  lo.no_sandbox = o.no_sandbox;
   lo.max_instances = o.max_instances;
   lo.heartbeat_s = o.heartbeat_s;
   lo.orphan_timeout_s = o.local_orphan_timeout_s;
@@ -53,6 +54,7 @@ Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
   if (so.agent_binary.empty()) so.agent_binary = o.agent_binary.empty() ? SelfExecutable() : o.agent_binary;
   if (so.work_root.empty()) so.work_root = WorkRoot(o);
   so.hide = {data, so.work_root};
+  so.no_sandbox = o.no_sandbox;
   so.script_dir = JoinPath(data, "slurm");
   if (Tls(o)) so.ca_file = Absolute(o.tls_ca.empty() ? o.tls_cert : o.tls_ca);
   so.tag = Sha256Hex(data).substr(0, 12);  // this server's jobs among the cluster's

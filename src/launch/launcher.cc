@@ -387,6 +387,10 @@ class Launcher {
     RankSetup setup{o_.workdir, o_.extra_env, o_.sandbox_plan};
     ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(file, RankSetupToJson(setup)));
     ::chmod(file.c_str(), 0600);
+    // Read by ranks a sandboxed mpirun or its daemons start: already the job's uid, inside its sandbox.
+    if (o_.owner_uid >= 0 && ::chown(file.c_str(), o_.owner_uid, o_.owner_uid) != 0) {
+      return IoError("cannot give " + file + " to the job's uid: " + std::strerror(errno));
+    }
     char abs[4096];
     const std::string path = ::realpath(file.c_str(), abs) ? std::string(abs) : file;
     return store_->Set(Key(attempt, "node/" + std::to_string(o_.node_rank)), NodeInfoToJson(NodeInfo{MyName(), path}));

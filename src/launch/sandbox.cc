@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/env.h"
+#include "launch/nofollow.h"
 
 namespace anneal {
 
@@ -153,9 +154,15 @@ Status BindFolders(const SandboxPlan& p) {
   std::sort(binds.begin(), binds.end(), [](const auto& a, const auto& b) { return a.first.size() < b.first.size(); });
   for (const auto& [path, rw] : binds) {
     if (!Exists(path)) return InvalidInput("sandbox: the job's folder " + path + " does not exist");
+    // Through an fd opened without following links: a job that swapped a folder of its own for a link
+    // since the agent checked it does not get the link's target bound (launch/nofollow.h).
+    ANNEAL_ASSIGN_OR_RETURN(Fd fd, OpenNoFollow(path, false));
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return Errno("stat " + path);
     const std::string at = p.root + path;
-    ANNEAL_RETURN_IF_ERROR(IsDir(path) ? MakeDirsUnder(p.root, path) : Exists(at) ? Status::Ok() : MakeFileUnder(p.root, path));
-    ANNEAL_RETURN_IF_ERROR(Mount(path.c_str(), at, nullptr, MS_BIND | MS_REC, nullptr));
+    ANNEAL_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? MakeDirsUnder(p.root, path) : Exists(at) ? Status::Ok() : MakeFileUnder(p.root, path));
+    const std::string src = "/proc/self/fd/" + std::to_string(fd.get());
+    ANNEAL_RETURN_IF_ERROR(Mount(src.c_str(), at, nullptr, MS_BIND | MS_REC, nullptr));
     ANNEAL_RETURN_IF_ERROR(SetAttr(at, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw ? 0 : MOUNT_ATTR_RDONLY), true));
   }
   return Status::Ok();

@@ -3,7 +3,11 @@
 set -uo pipefail
 ANNEAL=${1:-build/release/src/anneal}
 ANNEAL=$(readlink -f "$ANNEAL")
-TMP=$(mktemp -d /tmp/anneal_e2e.XXXXXX)
+# The test's folder holds files its jobs name by path (configs, datasets, scripts): a job's sandbox
+# (docs/security.md) runs it as a uid of its own with a /tmp of its own, so the folder is outside /tmp
+# and others may pass through it (0711: reach a file by its name, list nothing). The same in bench/.
+TMP=$(mktemp -d "${ANNEAL_TEST_TMP:-/var/tmp}/anneal_e2e.XXXXXX")
+chmod 711 "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 # `--local` commands keep their store under $ANNEAL_HOME/local: the test's own, never the user's home.
 export ANNEAL_HOME="$TMP/home"
