@@ -26,6 +26,7 @@ DEB_PKGS=(
   libopenmpi-dev openmpi-bin                    # the peer of bench/allreduce (MPI_Allreduce); MPI jobs (entrypoint.launcher mpirun)
   iproute2                                      # network namespaces for the multi-host tests
   bubblewrap patchelf                           # the GPU bundle: RPATH $ORIGIN/lib, and its check with only the bundle visible
+  podman runc tini                              # jobs with image: in a container (rootful podman; runc: crun refuses hybrid cgroups; tini-static as its init)
   stress-ng                                     # scripts/flake_check.sh: the suite again with the other core loaded
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
   jargon-text                                   # a technical English corpus for tokenizer tests

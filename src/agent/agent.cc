@@ -592,7 +592,7 @@ class JobRunner {
     lo->workdir = code;
     lo->extra_env = vars;
     {
-      ExecPlace place{code, vars, lo->wrap};
+      ExecPlace place{code, vars, exec_wrap_};
       place.env["ANNEAL_JOB"] = job_;
       place.env["ANNEAL_ATTEMPT"] = std::to_string(attempt_);
       place.env["GROUP_RANK"] = std::to_string(node_);
@@ -663,6 +663,11 @@ class JobRunner {
     js.cpus = spec.cpus;
     js.uid_key = UidKey();
     js.sandboxed = Sandboxed();
+    js.image = spec.image;
+    if (!spec.image.empty() && !js.sandboxed) {
+      return InvalidInput("image: " + spec.image + " runs as the job's sandbox uid, and this agent was started with "
+                          "--no-sandbox: run it on an agent with its sandbox, or without image:");
+    }
     if (!js.sandboxed && spec.memory_mb == 0 && spec.cpus == 0) {
       sandbox_desc_ = UnsandboxedWhy();
       Log("sandbox: " + sandbox_desc_);
@@ -687,6 +692,7 @@ class JobRunner {
     js.devices = GpuDeviceNodes();
     ANNEAL_ASSIGN_OR_RETURN(sandbox_, JobSandbox::Make(js));
     lo->wrap = sandbox_->Wrap(SelfExecutable());
+    exec_wrap_ = sandbox_->ExecWrap(SelfExecutable());
     lo->sandbox_plan = sandbox_->plan_file();
     if (sandbox_->sandboxed()) {
       lo->owner_uid = static_cast<int>(sandbox_->uid());
@@ -694,7 +700,7 @@ class JobRunner {
       (*vars)["HOME"] = JoinPath(jobdir, "home");
       (*vars)["TMPDIR"] = JoinPath(jobdir, "tmp");
       (*vars)["USER"] = (*vars)["LOGNAME"] = "anneal-" + uid;
-      sandbox_desc_ = "uid " + uid;
+      sandbox_desc_ = "uid " + uid + (spec.image.empty() ? "" : ", image " + spec.image);
     } else {
       sandbox_desc_ = UnsandboxedWhy();
     }
@@ -851,6 +857,7 @@ class JobRunner {
   std::string output_dir_, model_dir_, progress_dir_, output_uri_;
   std::unique_ptr<JobSandbox> sandbox_;  // from Prepare until the job's processes are all gone
   std::string sandbox_desc_;             // what the node reports say: "uid N, memory M MiB", "off: why"
+  std::vector<std::string> exec_wrap_;   // before an `anneal exec` command: into the sandbox or container
   int64_t spec_memory_mb_ = 0;
   std::thread thread_;
 };

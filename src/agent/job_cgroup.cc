@@ -10,6 +10,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <algorithm>
+#include <filesystem>
 #include <thread>
 
 namespace anneal {
@@ -75,6 +77,7 @@ Result<std::unique_ptr<JobCgroup>> JobCgroup::Create(const std::string& name, in
     (void)WriteValue(v2 + "/anneal/cgroup.subtree_control", "+memory +cpu");
     g->dirs_.push_back(dir);
     g->memory_dir_ = dir;
+    g->memory_limited_ = memory_bytes > 0;
     if (memory_bytes > 0) ANNEAL_RETURN_IF_ERROR(WriteValue(dir + "/memory.max", std::to_string(memory_bytes)));
     if (memory_bytes > 0) (void)WriteValue(dir + "/memory.swap.max", "0");
     if (quota > 0) ANNEAL_RETURN_IF_ERROR(WriteValue(dir + "/cpu.max", std::to_string(quota) + " " + std::to_string(period)));
@@ -86,6 +89,7 @@ Result<std::unique_ptr<JobCgroup>> JobCgroup::Create(const std::string& name, in
   ANNEAL_RETURN_IF_ERROR(MakeGroup(md));
   g->dirs_.push_back(md);
   g->memory_dir_ = md;
+  g->memory_limited_ = memory_bytes > 0;
   if (memory_bytes > 0) {
     ANNEAL_RETURN_IF_ERROR(WriteValue(md + "/memory.limit_in_bytes", std::to_string(memory_bytes)));
     // No swapping around the limit where swap is accounted (memsw), and none encouraged where not.
@@ -111,18 +115,47 @@ Result<std::unique_ptr<JobCgroup>> JobCgroup::Create(const std::string& name, in
 long long JobCgroup::OomKills() const {
   std::stringstream ev(ReadText(memory_dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")));
   std::string key;
-  long long v = 0;
+  long long v = 0, kills = -1;
   while (ev >> key >> v) {
-    if (key == "oom_kill") return v;
+    if (key == "oom_kill") kills = v;
   }
-  return -1;
+  if (v2_ || !memory_limited_ || kills < 0) return kills;
+  // The limit reached: the peak usage (memory, or memory and swap where that is accounted) at it.
+  // (This kernel's memsw counter keeps no failcnt, and memsw is what fails first when both are set.)
+  auto number = [&](const char* f) {
+    std::stringstream t(ReadText(memory_dir_ + f));
+    long long v = -1;
+    return t >> v ? v : -1;
+  };
+  const long long limit = number("/memory.limit_in_bytes");
+  const long long peak = std::max(number("/memory.max_usage_in_bytes"), number("/memory.memsw.max_usage_in_bytes"));
+  return kills + (limit > 0 && peak >= limit ? 1 : 0);
 }
+
+namespace {
+
+// A group's folder and the groups below it (a container's, which podman makes under the job's), deepest first.
+std::vector<std::string> GroupTree(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  out.push_back(dir);
+  return out;
+}
+
+}  // namespace
 
 std::vector<int> JobCgroup::Pids() const {
   std::set<int> pids;
-  for (const std::string& d : dirs_) {
-    std::stringstream s(ReadText(d + "/cgroup.procs"));
-    for (int p; s >> p;) pids.insert(p);
+  for (const std::string& top : dirs_) {
+    for (const std::string& d : GroupTree(top)) {
+      std::stringstream s(ReadText(d + "/cgroup.procs"));
+      for (int p; s >> p;) pids.insert(p);
+    }
   }
   return {pids.begin(), pids.end()};
 }
@@ -145,8 +178,10 @@ int JobCgroup::KillAll() {
 JobCgroup::~JobCgroup() {
   KillAll();
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
-    for (int i = 0; i < 100 && ::rmdir(it->c_str()) != 0 && errno == EBUSY; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (const std::string& d : GroupTree(*it)) {  // a container's group first, then the job's
+      for (int i = 0; i < 100 && ::rmdir(d.c_str()) != 0 && errno == EBUSY; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
   }
 }

@@ -23,7 +23,12 @@ class JobCgroup {
 
   // The folders a process joins (their cgroup.procs).
   const std::vector<std::string>& dirs() const { return dirs_; }
-  // OOM kills inside the group so far (memory.oom_control or memory.events "oom_kill"); -1 unknown.
+  // OOM events inside the group so far; -1 unknown. cgroup v2: memory.events "oom_kill" (counted up
+  // the hierarchy, so a container's group below this one counts here). v1: memory.oom_control
+  // "oom_kill" counts only kills in this group itself — a container's own group below it keeps its
+  // count and loses it when the container ends — so with a memory limit, one more once the group's
+  // peak usage (memory.max_usage_in_bytes, memory.memsw.max_usage_in_bytes) reached it: a rank killed
+  // by SIGKILL after that ran out of memory.
   long long OomKills() const;
   // The processes inside now.
   std::vector<int> Pids() const;
@@ -35,6 +40,7 @@ class JobCgroup {
   std::vector<std::string> dirs_;
   std::string memory_dir_;  // where the OOM count is read
   bool v2_ = false;
+  bool memory_limited_ = false;
 };
 
 }  // namespace anneal

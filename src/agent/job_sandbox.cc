@@ -15,6 +15,8 @@
 #include <sstream>
 
 #include "core/env.h"
+#include "backends/command.h"
+#include "launch/container.h"
 #include "launch/nofollow.h"
 #include "launch/sandbox.h"
 
@@ -202,11 +204,23 @@ Result<std::unique_ptr<JobSandbox>> JobSandbox::Make(const JobSandboxSpec& s) {
   p.writable.insert(p.writable.begin(), s.job_dir);
   p.readable = s.readable;
   p.shm_dir = JoinPath(s.job_dir, "shm");
+  p.tmp_dir = JoinPath(s.job_dir, "tmp");
   p.devices = s.devices;
+  p.image = s.sandboxed ? s.image : "";
+  p.name = s.name;
+  b->container_ = !p.image.empty();
+  b->name_ = s.name;
   if (b->cgroup_) p.cgroups = b->cgroup_->dirs();
   for (const char* sub : {"shm", "tmp", "home"}) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(s.job_dir, sub)));
   b->plan_file_ = JoinPath(dir, s.name + ".plan.json");
-  if (!s.sandboxed) p = SandboxPlan{false, 0, 0, root, denied, {}, {}, {}, "", {}, p.cgroups};
+  if (!s.sandboxed) {  // only the cgroups (the positional form once put them in `devices`: no limits held)
+    SandboxPlan only_cgroups;
+    only_cgroups.isolate = false;
+    only_cgroups.root = root;
+    only_cgroups.denied_file = denied;
+    only_cgroups.cgroups = p.cgroups;
+    p = only_cgroups;
+  }
   ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(b->plan_file_, SandboxPlanToJson(p)));
   ::chmod(b->plan_file_.c_str(), 0600);
   for (const std::string& w : p.writable) ANNEAL_RETURN_IF_ERROR(b->Own(w));
@@ -220,6 +234,24 @@ std::vector<std::string> JobSandbox::Wrap(const std::string& self) const {
   return {self, "sandbox-exec", "--plan", plan_file_, "--"};
 }
 
+// The job's containers that a killed podman left behind (their processes ended with the cgroup).
+void JobSandbox::RemoveContainers() const {
+  std::vector<std::string> ps = PodmanGlobalArgs();
+  ps.insert(ps.end(), {"ps", "-a", "-q", "--filter", "name=^anneal-" + name_ + "-"});
+  auto r = RunCommand(ps);
+  if (!r.ok() || r->exit_code != 0) return;
+  std::vector<std::string> rm = PodmanGlobalArgs();
+  rm.insert(rm.end(), {"rm", "-f", "--ignore"});
+  std::stringstream ids(r->out);
+  for (std::string id; ids >> id;) rm.push_back(id);
+  if (rm.back() != "--ignore") (void)RunCommand(rm);
+}
+
+std::vector<std::string> JobSandbox::ExecWrap(const std::string& self) const {
+  if (!container_) return Wrap(self);
+  return {self, "sandbox-exec", "--plan", plan_file_, "--enter", "--"};
+}
+
 Status JobSandbox::Own(const std::string& path) const {
   if (!sandboxed()) return Status::Ok();
   ANNEAL_ASSIGN_OR_RETURN(Fd fd, OpenNoFollow(path, false));
@@ -228,6 +260,7 @@ Status JobSandbox::Own(const std::string& path) const {
 
 JobSandbox::~JobSandbox() {
   cgroup_.reset();  // every process of the job is gone before its uid can be handed out again
+  if (container_) RemoveContainers();
   if (!plan_file_.empty()) ::unlink(plan_file_.c_str());
   if (lease_fd_ >= 0) ::close(lease_fd_);
 }

@@ -35,6 +35,7 @@ struct JobSandboxSpec {
   int64_t memory_bytes = 0;
   double cpus = 0;
   bool sandboxed = true;               // false: only the cgroup (limits, the stop's kill); no uid, no mounts
+  std::string image;                   // the spec's image: each process in a container of it (launch/container.h)
 };
 
 // The GPU device nodes of this host a job may open: /dev/nvidiactl, -uvm, -uvm-tools, -modeset and
@@ -58,6 +59,8 @@ class JobSandbox {
   uid_t uid() const { return uid_; }
   // What goes before each command the launcher starts: anneal sandbox-exec --plan FILE --.
   std::vector<std::string> Wrap(const std::string& self) const;
+  // The same for `anneal exec`: in the node's running container when the job has an image.
+  std::vector<std::string> ExecWrap(const std::string& self) const;
   const std::string& plan_file() const { return plan_file_; }
   JobCgroup* cgroup() { return cgroup_.get(); }
   // Gives path (recursively) to the job's uid: folders the agent filled after Make.
@@ -68,6 +71,9 @@ class JobSandbox {
   uid_t uid_ = 0;
   int lease_fd_ = -1;  // the uid's lock file, flock'd while the job holds the uid
   std::string plan_file_;
+  bool container_ = false;
+  std::string name_;
+  void RemoveContainers() const;
   std::unique_ptr<JobCgroup> cgroup_;
 };
 

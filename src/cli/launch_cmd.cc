@@ -70,8 +70,11 @@ void AddLaunchHelpers(CLI::App& app, RunFn* run) {
       "Run COMMAND inside a job's sandbox (its cgroup, its mount namespace, its uid, NoNewPrivs: docs/security.md), as "
       "the plan file the agent wrote says. Started by the agent and the launcher for every process of a job, not by hand.");
   x->add_option("--plan", *plan, "The plan file (root's, mode 0600)")->required();
+  auto enter = std::make_shared<bool>(false);
+  x->add_flag("--enter", *enter,
+              "With a plan that names an image: run COMMAND in the node's running container (anneal exec) instead of a new one");
   x->add_option("command", *scmd, "The program, after --")->required();
-  x->callback([run, plan, scmd] { *run = [plan, scmd] { return ExecInSandbox(*plan, *scmd); }; });
+  x->callback([run, plan, scmd, enter] { *run = [plan, scmd, enter] { return ExecInSandbox(*plan, *scmd, *enter); }; });
   CLI::App* h = app.add_subcommand(
       "launch-rsh",
       "mpirun's remote-shell agent in an anneal job off Slurm: HOST COMMAND... runs COMMAND on HOST through that "

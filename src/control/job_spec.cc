@@ -353,7 +353,7 @@ Result<JobSpec> SpecFromJson(const json& doc, std::string* error_field, bool com
   if (!doc.is_object()) return r.Fail("", "a job spec must be a mapping of fields (name, entrypoint, resources, ...)");
   ANNEAL_RETURN_IF_ERROR(r.OnlyKnown(doc, "", {"name", "role", "entrypoint", "source", "channels", "output",
                                                "checkpoint", "resources", "stopping", "retry", "metric_definitions",
-                                               "environment", "secrets", "sandbox"}));
+                                               "environment", "secrets", "sandbox", "image"}));
   ANNEAL_RETURN_IF_ERROR(r.String(doc, "name", "", &s.name, true));
   if (doc.contains("sandbox") && !doc["sandbox"].is_null()) {
     if (!doc["sandbox"].is_boolean()) return r.Fail("sandbox", "must be true or false (false: an admin's job run unsandboxed)");
@@ -373,6 +373,17 @@ Result<JobSpec> SpecFromJson(const json& doc, std::string* error_field, bool com
   ANNEAL_RETURN_IF_ERROR(ReadResourcesAndStopping(r, doc, &s));
   ANNEAL_RETURN_IF_ERROR(ReadMetricDefinitions(r, doc, &s, compile_regexes));
   ANNEAL_RETURN_IF_ERROR(ReadEnvironment(r, doc, &s));
+  ANNEAL_RETURN_IF_ERROR(r.String(doc, "image", "", &s.image, false));
+  if (!s.image.empty()) {
+    static const std::regex kImage("^[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}$");
+    if (!std::regex_match(s.image, kImage)) {
+      return r.Fail("image", "'" + s.image + "' is not an image name (letters, digits and . _ / : @ -, at most 255)");
+    }
+    if (s.launcher != "anneal") {
+      return r.Fail("image", "runs with entrypoint.launcher anneal only (each rank its own container), not " + s.launcher);
+    }
+    if (!s.sandbox) return r.Fail("image", "runs as the job's sandbox uid: it cannot be combined with sandbox: false");
+  }
   return s;
 }
 
@@ -428,6 +439,7 @@ nlohmann::json JobSpec::ToJson() const {
   if (memory_mb > 0) j["resources"]["memory_mb"] = memory_mb;
   if (cpus > 0) j["resources"]["cpus"] = cpus;
   if (!sandbox) j["sandbox"] = false;
+  if (!image.empty()) j["image"] = image;
   j["stopping"] = {{"max_runtime_s", max_runtime_s}, {"max_pending_s", max_pending_s}, {"grace_period_s", grace_period_s},
                    {"hang_timeout_s", hang_timeout_s}, {"hang_startup_s", hang_startup_s}, {"rules", json::array()}};
   for (const StoppingRule& x : stopping_rules) j["stopping"]["rules"].push_back(StoppingRuleJson(x));

@@ -78,6 +78,9 @@ struct JobSpec {
   // Run the ranks in the job's sandbox (launch/sandbox.h, docs/security.md). false only from an
   // admin's token (the server refuses it from anyone else).
   bool sandbox = true;
+  // A container image from the instances' local store (podman; launch/container.h): the ranks run in
+  // it, with the sandbox's uid, folders, limits and devices. "" = on the host's tree.
+  std::string image;
   double max_runtime_s = 0;    // 0 = no limit
   double max_pending_s = 0;    // 0 = no limit
   double grace_period_s = 30;  // SIGTERM .. SIGKILL on stop

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/env.h"
+#include "launch/container.h"
 #include "launch/nofollow.h"
 
 namespace anneal {
@@ -27,8 +28,8 @@ using nlohmann::json;
 
 std::string SandboxPlanToJson(const SandboxPlan& p) {
   return json{{"isolate", p.isolate}, {"uid", p.uid},           {"gid", p.gid},           {"root", p.root},         {"denied_file", p.denied_file},
-              {"hide", p.hide},         {"writable", p.writable}, {"readable", p.readable}, {"shm_dir", p.shm_dir},
-              {"devices", p.devices},   {"cgroups", p.cgroups}}
+              {"hide", p.hide},         {"writable", p.writable}, {"readable", p.readable}, {"tmp_dir", p.tmp_dir}, {"shm_dir", p.shm_dir},
+              {"devices", p.devices},   {"cgroups", p.cgroups},   {"image", p.image},       {"name", p.name}}
       .dump(2);
 }
 
@@ -45,8 +46,11 @@ Result<SandboxPlan> SandboxPlanFromJson(const std::string& text) {
     p.writable = j.at("writable").get<std::vector<std::string>>();
     p.readable = j.at("readable").get<std::vector<std::string>>();
     p.shm_dir = j.at("shm_dir").get<std::string>();
+    p.tmp_dir = j.value("tmp_dir", std::string());
     p.devices = j.at("devices").get<std::vector<std::string>>();
     p.cgroups = j.at("cgroups").get<std::vector<std::string>>();
+    p.image = j.value("image", std::string());
+    p.name = j.value("name", std::string());
     if (p.isolate && (p.uid == 0 || p.gid == 0)) return InvalidInput("a sandbox plan needs a non-zero uid and gid");
     if (p.isolate && (p.root.empty() || p.root[0] != '/')) return InvalidInput("a sandbox plan needs an absolute root");
     return p;
@@ -118,15 +122,6 @@ bool Exists(const std::string& p) {
   return ::lstat(p.c_str(), &st) == 0;
 }
 
-Status JoinCgroups(const SandboxPlan& p) {
-  const std::string pid = std::to_string(::getpid());
-  for (const std::string& cg : p.cgroups) {
-    std::ofstream f(cg + "/cgroup.procs");
-    f << pid << std::flush;
-    if (!f) return IoError("sandbox: cannot join cgroup " + cg);
-  }
-  return Status::Ok();
-}
 
 // Hidden paths: a folder gets an empty root-owned tmpfs of mode 0711 (not listable, and only what is
 // bound back inside is reachable); a file gets the plan's empty mode-0 file bound over it.
@@ -204,6 +199,16 @@ Status DropToJob(const SandboxPlan& p) {
 
 }  // namespace
 
+Status JoinCgroups(const SandboxPlan& p) {
+  const std::string pid = std::to_string(::getpid());
+  for (const std::string& cg : p.cgroups) {
+    std::ofstream f(cg + "/cgroup.procs");
+    f << pid << std::flush;
+    if (!f) return IoError("sandbox: cannot join cgroup " + cg);
+  }
+  return Status::Ok();
+}
+
 Status EnterSandbox(const SandboxPlan& p) {
   if (::geteuid() != 0 && (p.isolate || !p.cgroups.empty())) return IoError("sandbox: entering a job's sandbox needs root (the agent's user)");
   char cwd[PATH_MAX];
@@ -234,9 +239,10 @@ Status EnterSandbox(const SandboxPlan& p) {
   return DropToJob(p);
 }
 
-Status ExecInSandbox(const std::string& plan_file, const std::vector<std::string>& command) {
+Status ExecInSandbox(const std::string& plan_file, const std::vector<std::string>& command, bool enter) {
   if (command.empty()) return InvalidInput("sandbox-exec needs the program after --");
   ANNEAL_ASSIGN_OR_RETURN(SandboxPlan plan, ReadSandboxPlan(plan_file));
+  if (!plan.image.empty()) return RunInContainer(plan, command, enter);
   ANNEAL_RETURN_IF_ERROR(EnterSandbox(plan));
   std::vector<std::string> copy = command;
   std::vector<char*> argv;

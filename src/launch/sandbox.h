@@ -36,6 +36,10 @@ struct SandboxPlan {
   std::string shm_dir;                // bound at /dev/shm
   std::vector<std::string> devices;   // host device nodes bound into /dev besides the standard ones
   std::vector<std::string> cgroups;   // cgroup folders this process joins (their cgroup.procs)
+  // With an image: each process runs in a container of it instead (launch/container.h), named
+  // anneal-<name>-<LOCAL_RANK>, with the same uid, folders, devices and cgroups (as its parent).
+  std::string image;
+  std::string name;
 };
 
 std::string SandboxPlanToJson(const SandboxPlan& p);
@@ -45,13 +49,17 @@ Result<SandboxPlan> SandboxPlanFromJson(const std::string& text);
 // writable by it alone (a plan is trusted by root: a job must not be able to write one).
 Result<SandboxPlan> ReadSandboxPlan(const std::string& path);
 
+// Moves the calling process into the plan's cgroups (their cgroup.procs).
+Status JoinCgroups(const SandboxPlan& p);
+
 // Enters the plan in the calling process (single-threaded, as root), keeping its working directory
 // (which must be reachable inside). On return the process is the job's user; it then execs.
 Status EnterSandbox(const SandboxPlan& p);
 
-// `anneal sandbox-exec --plan FILE -- COMMAND`: reads the plan, enters it, execs COMMAND (looked up
-// in PATH inside). Returns only on failure.
-Status ExecInSandbox(const std::string& plan_file, const std::vector<std::string>& command);
+// `anneal sandbox-exec --plan FILE [--enter] -- COMMAND`: reads the plan, enters it, execs COMMAND
+// (looked up in PATH inside). A plan with an image runs COMMAND in a new container of it, or with
+// enter (`anneal exec`) in the node's running one (launch/container.h). Returns only on failure.
+Status ExecInSandbox(const std::string& plan_file, const std::vector<std::string>& command, bool enter = false);
 
 // Whether this host lets the calling process make sandboxes: root with CAP_SYS_ADMIN and CAP_SETUID
 // whose child can create a mount namespace. "" when it can, else why not and the fix.

@@ -19,8 +19,11 @@
 #      resumes as a new attempt from that checkpoint (even with retry.max_attempts 1: an interruption is
 #      no failure), steps re-done at most one checkpoint interval, Completed with the same state hash;
 #   7. entrypoint.launcher mpirun (Open MPI's allreduce) and srun (a non-MPI program) each span n1
-#      and n2, every rank with the rank contract; a failing rank under srun is named in the reason.
+#      and n2, every rank with the rank contract; a failing rank under srun is named in the reason;
+#   8. the job sandbox on the nodes: a probe job on one node is denied (by errno) the store, the
+#      tokens, the agents' folders and a victim job's files, environment and process on the other.
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/../e2e/sandbox_probe.sh"
 cd "$(dirname "$0")/../.."
 export OMP_NUM_THREADS=1
 PY=/usr/bin/python3
@@ -222,4 +225,18 @@ check "... its reason names rank 1 (from srun's report) and rank 1's last line$(
   bash -c 'grep -q "rank 1 failed first (srun" <<<"$1" && grep -q "giving up" <<<"$1"' _ "$reason" ||
   "$ANNEAL" logs "$id" --server "$URL" | grep -v '^\[rank 0\] step' | tail -15 | sed 's/^/  log: /'
 check "... and nothing left in squeue" bash -c 'for _ in $(seq 1 100); do [ -z "$(squeue -h)" ] && exit 0; sleep 0.1; done; exit 1'
+
+# ---- 8. the job sandbox on Slurm's nodes (tests/e2e/sandbox_probe.sh, as e2e.job_sandbox) ----
+# The victim holds one node, the probe the other (both virtual nodes are this host): every attempt to
+# reach the store, the tokens, the agents and the victim is denied, by its errno.
+SRV=$TMP/srv
+start_victim ""
+make_suid_tool
+probe_spec probe true >"$TMP/probe.yaml"
+pid=$("$ANNEAL" submit "$TMP/probe.yaml" --server "$URL")
+check "the probe job completes on the other node" wait_field "$pid" status Completed 90
+"$ANNEAL" logs "$pid" --server "$URL" | sed -E 's/^\S+ //' >"$TMP/probe.out"
+assert_denials "$TMP/probe.out"
+"$ANNEAL" stop "$vid" --server "$URL" >/dev/null 2>&1
+check "the victim stops" wait_field "$vid" status Stopped 60
 finish
