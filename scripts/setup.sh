@@ -31,6 +31,7 @@ DEB_PKGS=(
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
   jargon-text                                   # a technical English corpus for tokenizer tests
   fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)
+  python3-venv                                  # tools/venv is made from Debian's python3, which sandboxed jobs can run
   python3-torch                                 # the numerical oracle (PyTorch, CPU) for parity tests and benchmarks
   python3-yaml                                  # tests read the YAML anneal writes (kubernetes render)
   prometheus                                    # a real Prometheus 2.42 (and promtool) scrapes /metrics in the peers tier
@@ -73,11 +74,19 @@ fi
 # with unversioned library names and nccl.h beside cuda.h, so tools/cuda is assembled from symlinks
 # (CMakeLists.txt uses it when it exists). ANNEAL_SETUP_PYTHON=0 skips this part (a machine that
 # reaches no Python registry): the CUDA build and the tests that need these peers then skip, named.
-VENV=tools/venv LOCK=tools/python/requirements.lock
+# The venv's interpreter is Debian's /usr/bin/python3: jobs run sandboxed as uids of their own
+# (docs/security.md), which can neither reach nor read the HOME of whoever ran setup (where a pyenv
+# python lives); a venv made from another python is made again.
+VENV=tools/venv LOCK=tools/python/requirements.lock PYBASE=/usr/bin/python3
+[ -x "$PYBASE" ] || PYBASE=python3
 if [ "${ANNEAL_SETUP_PYTHON:-1}" = 1 ]; then
+  if [ -e "$VENV/bin/python" ] && [ "$(readlink -f "$VENV/bin/python")" != "$(readlink -f "$(command -v "$PYBASE")")" ]; then
+    say "$VENV was made from $(readlink -f "$VENV/bin/python"), not $PYBASE: making it again"
+    rm -rf "$VENV" tools/cuda
+  fi
   if [ ! -f "$VENV/.anneal-ok" ] || [ "$LOCK" -nt "$VENV/.anneal-ok" ]; then
     say "installing the Python peers and the CUDA toolkit into $VENV (first time: ~6 GB, about 2 minutes)"
-    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
+    [ -x "$VENV/bin/python" ] || "$PYBASE" -m venv "$VENV"
     "$VENV/bin/pip" install -q --disable-pip-version-check --no-cache-dir --require-hashes -r "$LOCK"
     rm -rf tools/cuda
     touch "$VENV/.anneal-ok"

@@ -118,29 +118,76 @@ Result<uid_t> LeaseUid(const std::string& key, int* fd) {
 
 }  // namespace
 
+namespace {
+
+const char* kGivenMarker = ".anneal-given";  // root's, holding the uid key of the job that made the folder
+
+// The uid key in folder's root-owned marker, or "" (none, or not root's).
+std::string GivenMarkerKey(int dir_fd) {
+  Fd m(::openat(dir_fd, kGivenMarker, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  struct stat st {};
+  if (m.get() < 0 || ::fstat(m.get(), &st) != 0 || st.st_uid != 0 || !S_ISREG(st.st_mode)) return "";
+  char buf[512];
+  const ssize_t n = ::pread(m.get(), buf, sizeof(buf), 0);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+// Makes path's last folder in parent_fd whole or not at all: under a temporary name with the marker,
+// then renamed into place, so another node of the job never sees it root's and unmarked. false (no
+// error) when another process made it first.
+Result<bool> MakeMarked(int parent_fd, const std::string& name, const std::string& key) {
+  const std::string tmp = ".anneal-new-" + std::to_string(::getpid()) + "-" + name;
+  if (::mkdirat(parent_fd, tmp.c_str(), 0755) != 0) return IoError("mkdir " + tmp + ": " + std::strerror(errno));
+  Fd dir(::openat(parent_fd, tmp.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  Fd m(dir.get() < 0 ? -1 : ::openat(dir.get(), kGivenMarker, O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644));
+  const bool written = m.get() >= 0 && ::write(m.get(), key.data(), key.size()) == static_cast<ssize_t>(key.size());
+  if (written && ::renameat(parent_fd, tmp.c_str(), parent_fd, name.c_str()) == 0) return true;
+  const int err = errno;
+  if (dir.get() >= 0) ::unlinkat(dir.get(), kGivenMarker, 0);
+  ::unlinkat(parent_fd, tmp.c_str(), AT_REMOVEDIR);
+  if (written && (err == EEXIST || err == ENOTEMPTY)) return false;
+  return IoError("making " + name + ": " + std::strerror(err));
+}
+
+}  // namespace
+
 Status PrepareGivable(const std::string& path, const std::string& field, const std::string& key) {
   auto refuse = [&](const std::string& why) {
     return InvalidInput(field + ": " + path + " " + why +
                         ": a sandboxed job is given only a folder it creates or an earlier job's, under folders no "
                         "job owns; name a new folder, or leave the checkpoint to the agent (checkpoint.sync: true)");
   };
+  auto named = [&](const Status& st) { return st.code() == Code::kInvalidInput ? refuse(st.message()) : st; };
   const std::string norm = std::filesystem::path(path).lexically_normal().string();
-  if (path.empty() || path[0] != '/' || (norm != path && norm + "/" != path)) return refuse("is not an absolute, normalised path");
+  if (path.empty() || path[0] != '/' || path == "/" || (norm != path && norm + "/" != path)) {
+    return refuse("is not an absolute, normalised path of a folder below /");
+  }
   // No folder above it may be a job's: a job could move it and put a link in its place.
   const ParentCheck parents = [&](const std::string& p, const struct stat& st) {
     return IsJobUid(st.st_uid) ? refuse("lies in " + p + ", which belongs to job uid " + std::to_string(st.st_uid)) : Status::Ok();
   };
+  const std::filesystem::path fp = std::filesystem::path(norm).lexically_normal();
+  const std::string name = fp.filename().string(), parent = fp.parent_path().string();
+  auto pfd = OpenNoFollow(parent, /*create=*/true, parents);
+  if (!pfd.ok()) return named(pfd.status());
+  ANNEAL_RETURN_IF_ERROR(named(parents(parent, [&] {
+    struct stat st {};
+    ::fstat(pfd->get(), &st);
+    return st;
+  }())));
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
+  if (::fstatat(pfd->get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     if (errno != ENOENT) return IoError(field + ": " + path + ": " + std::strerror(errno));
-    auto made = OpenNoFollow(path, /*create=*/true, parents);
-    return made.ok() ? Status::Ok() : (made.status().code() == Code::kInvalidInput ? refuse(made.status().message()) : made.status());
+    ANNEAL_ASSIGN_OR_RETURN(bool made, MakeMarked(pfd->get(), name, key));
+    if (made) return Status::Ok();  // else another node of this job (or someone) made it: checked below
   }
   auto fd = OpenNoFollow(path, false, parents);
-  if (!fd.ok()) return fd.status().code() == Code::kInvalidInput ? refuse(fd.status().message()) : fd.status();
+  if (!fd.ok()) return named(fd.status());
   if (::fstat(fd->get(), &st) != 0) return IoError(field + ": stat " + path + ": " + std::strerror(errno));
-  if (!IsJobUid(st.st_uid)) return refuse("belongs to uid " + std::to_string(st.st_uid) + ", a person's or the system's");
   if (!S_ISDIR(st.st_mode)) return refuse("is not a folder");
+  // Made a moment ago by this job's agent on another node, not yet given to the job's uid.
+  if (st.st_uid == 0 && GivenMarkerKey(fd->get()) == key) return Status::Ok();
+  if (!IsJobUid(st.st_uid)) return refuse("belongs to uid " + std::to_string(st.st_uid) + ", a person's or the system's");
   const std::string holder = LeaseHolder(st.st_uid);
   if (!holder.empty() && holder != key) return refuse("belongs to a job that is running now (uid " + std::to_string(st.st_uid) + ")");
   return WalkNoFollow(fd->get(), [&](int, const std::string&, const std::string& rel, const struct stat& e) {

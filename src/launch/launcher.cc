@@ -387,9 +387,11 @@ class Launcher {
     RankSetup setup{o_.workdir, o_.extra_env, o_.sandbox_plan};
     ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(file, RankSetupToJson(setup)));
     ::chmod(file.c_str(), 0600);
-    // Read by ranks a sandboxed mpirun or its daemons start: already the job's uid, inside its sandbox.
-    if (o_.owner_uid >= 0 && ::chown(file.c_str(), o_.owner_uid, o_.owner_uid) != 0) {
-      return IoError("cannot give " + file + " to the job's uid: " + std::strerror(errno));
+    // Read by ranks a sandboxed mpirun or its daemons start (already the job's uid, inside its sandbox),
+    // and trusted by a root launch-rank (srun's, Slurm's mpirun's) only as root's own file: root's, in
+    // the job's group (its gid is its uid), mode 0640.
+    if (o_.owner_uid >= 0 && (::chown(file.c_str(), 0, o_.owner_uid) != 0 || ::chmod(file.c_str(), 0640) != 0)) {
+      return IoError("cannot let the job's uid read " + file + ": " + std::strerror(errno));
     }
     char abs[4096];
     const std::string path = ::realpath(file.c_str(), abs) ? std::string(abs) : file;

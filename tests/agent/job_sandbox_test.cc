@@ -35,6 +35,16 @@ TEST_F(PrepareGivableTest, ANewFolderIsMade) {
   EXPECT_TRUE(S_ISDIR(st.st_mode));
 }
 
+TEST_F(PrepareGivableTest, AFolderAnotherNodeOfTheJobJustMadeIsGivenToItAlone) {
+  ASSERT_TRUE(Given("ckpt/shared").ok());  // made whole: root's, marked with this job's key
+  struct stat st {};
+  ASSERT_EQ(::stat(t_.File("ckpt/shared").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_TRUE(Given("ckpt/shared").ok());  // this job's other node, before the folder is given to its uid
+  Status other = PrepareGivable(t_.File("ckpt/shared"), "checkpoint.uri", "http://127.0.0.1:1 job-0009");
+  EXPECT_EQ(other.code(), Code::kInvalidInput) << "another job's node takes a folder it did not make";
+}
+
 TEST_F(PrepareGivableTest, AnEarlierJobsFolderIsGiven) {
   t_.Write("ckpt/step-1/manifest.json", "{}");
   for (const char* p : {"ckpt", "ckpt/step-1", "ckpt/step-1/manifest.json"}) Chown(p, kEarlierJob);

@@ -151,19 +151,5 @@ assert_denials() {
   check "the victim is still running" kill -0 "$VPID"
 }
 
-# import_host_image NAME PROGRAM...: a container image from a local tar (never pulled): the programs
-# and the libraries they load, nothing else of this host. Needs podman (scripts/setup.sh).
-import_host_image() {
-  local name=$1 root=$TMP/image-root f
-  shift
-  rm -rf "$root"; mkdir -p "$root/tmp"
-  # Each file at its real path (merged /usr: /bin, /lib and /lib64 are links into /usr, as here).
-  for f in "$@" $(ldd "$@" 2>/dev/null | awk '$3 ~ /^\// { print $3 }' | sort -u) /lib64/ld-linux-x86-64.so.2; do
-    local d; d=$(readlink -f "$(dirname "$f")")  # the name kept (sh, not dash), in the real folder
-    mkdir -p "$root$d"
-    cp -L "$f" "$root$d/$(basename "$f")"
-  done
-  for d in bin lib lib64 sbin; do [ -L "/$d" ] && ln -s "$(readlink "/$d")" "$root/$d"; done
-  tar -C "$root" -cf "$TMP/image.tar" .
-  podman import "$TMP/image.tar" "$name" >/dev/null
-}
+# import_host_image: scripts/host_image.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/host_image.sh"

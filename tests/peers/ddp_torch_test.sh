@@ -3,12 +3,15 @@
 # python3-torch), shipped through `source`, runs unchanged under the control plane on 2 instances of
 # 1 rank and on 1 instance of 2 ranks. Both ranks end with identical parameters, both layouts give the
 # same parameters, its checkpoints (saved to $ANNEAL_CHECKPOINT_DIR) appear under the checkpoint URI,
-# and a resubmitted job restores them and resumes.
+# and a resubmitted job restores them and resumes. The same job in a container (image: an image of
+# this host's python3 and torch, imported from a local tar) reaches the same parameters bit for bit,
+# and its checkpoint resumes outside the container to the same final parameters as above.
 # Then FSDP: examples/jobs/fsdp_torch/train.py (PyTorch 2's fully_shard over gloo, tools/venv's torch)
 # on 2 instances, once uninterrupted and once with a rank SIGKILLed after its epoch-1 checkpoint
 # (torch.distributed.checkpoint shards, synced by each agent): the retried attempt resumes from it and
 # ends in the uninterrupted run's state, compared by torch.testing.assert_close at zero tolerance.
 source "$(dirname "$0")/../e2e/lib.sh"
+source "$(dirname "$0")/../../scripts/host_image.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || skip "no PyTorch for $PY (scripts/setup.sh installs python3-torch)"
 VENV_PY=$PWD/tools/venv/bin/python  # not resolved: the venv is found through its own path
@@ -40,6 +43,28 @@ echo "  parameters sha256 $(digests "$TMP/2x1.out")"
 check "a resubmitted job completes" test $? -eq 0
 check "... resuming from the restored checkpoint" grep -q 'resumed from epoch-002.pt' "$TMP/resume.out"
 check "... and its new checkpoint reaches the URI" test -s "$TMP/ck_2x1/epoch-003.pt"
+
+# ---- The same DDP example in a container image (image:), its checkpoint resumed outside it ----
+# The image is this host's python3 and torch (scripts/host_image.sh), imported from a local tar: the
+# same code, so the parameters must match the runs above bit for bit, in and out of the container.
+if ! command -v podman >/dev/null; then
+  skip_part "image: the DDP example in a container: podman is not installed (scripts/setup.sh installs it)"
+else
+  import_host_image anneal-peers/torch:1 --python "import torch, torch.distributed, torch.nn, argparse, hashlib" /bin/sh
+  { sed -e "s#uri: ../../../out/ddp_torch_ckpt#uri: $TMP/ck_img#" "$TMP/job/job_2x1.yaml"; echo "image: anneal-peers/torch:1"; } \
+    >"$TMP/job/img_2x1.yaml"
+  "$ANNEAL" submit "$TMP/job/img_2x1.yaml" --server "$URL" --wait >"$TMP/img.out" 2>"$TMP/img.err"
+  check "image: the DDP job completes in its containers" test $? -eq 0 || tail -5 "$TMP/img.err"
+  check "... in the image (describe: sandbox uid N, image anneal-peers/torch:1)" \
+    bash -c "'$ANNEAL' describe \"\$(head -1 '$TMP/img.out')\" --server '$URL' | grep -q 'sandbox: uid [0-9]*, image anneal-peers/torch:1'"
+  check "... to the parameters of the same job outside a container" test "$(digests "$TMP/img.out")" = "$(digests "$TMP/2x1.out")"
+  sed -e '/^image: /d' "$TMP/job/img_2x1.yaml" >"$TMP/job/img_out_2x1.yaml"
+  "$ANNEAL" submit "$TMP/job/img_out_2x1.yaml" --server "$URL" --wait -H epochs=4 >"$TMP/img_resume.out" 2>"$TMP/img_resume.err"
+  check "its checkpoint resumes outside the container" grep -q 'resumed from epoch-002.pt' "$TMP/img_resume.out"
+  check "... bit-identically: the final parameters of the resume above ($(digests "$TMP/resume.out" | cut -c1-12))" \
+    test "$(digests "$TMP/img_resume.out")" = "$(digests "$TMP/resume.out")"
+  podman rmi -f anneal-peers/torch:1 >/dev/null 2>&1
+fi
 
 # ---- FSDP (torch 2), killed and resumed ----
 field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
