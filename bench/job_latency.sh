@@ -6,8 +6,9 @@
 #      the job's history splits it into queueing, obtaining the instance, and the agent's preparation.
 #      Each round starts a sandboxed job (the default as root: its uid, mount namespace, cgroup), an
 #      admin's `sandbox: false` job and the launch, interleaved: the sandbox's own start-up cost is
-#      the difference of the first two. (A job run as root is sandboxed; as another user the server's
-#      agents refuse jobs unless --no-sandbox, so both sides are then the same: run it as root.)
+#      the difference of the first two; and, where podman is installed, the same job with image: (a
+#      container of an image of date and sh imported from a local tar). (Run it as root: as another
+#      user the server's agents refuse sandboxed jobs.)
 #   2. the agent's overhead on a training step: the built-in trainer (L=2, C=128, T=128, B=8) run by
 #      `anneal launch` and as a job (the agent shipping its logs, step times and system metrics every
 #      second), alternating A B A B A B; mean step time of steps 6-40 from the trainer's own lines.
@@ -36,6 +37,13 @@ name: hello
 entrypoint: {command: 'date +%s.%N'}
 YAML
 { cat "$TMP/hello.yaml"; echo "sandbox: false"; } >"$TMP/hello_open.yaml"
+# The same in a container (image:) of an image with date and sh, imported from a local tar.
+IMAGE=""
+if command -v podman >/dev/null && [ "$(id -u)" = 0 ]; then
+  source "$(dirname "$0")/../scripts/host_image.sh"
+  import_host_image anneal-bench/hello:1 /bin/date /bin/sh && IMAGE=anneal-bench/hello:1
+  { cat "$TMP/hello.yaml"; echo "image: $IMAGE"; } >"$TMP/hello_image.yaml"
+fi
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # job_start SPEC LATENCY_FILE [PHASES_FILE]: submits SPEC, appends its start latency (and phases)
 job_start() {
@@ -61,11 +69,12 @@ j = json.load(sys.stdin); h = {x["secondary_status"]: x["at"] for x in j["histor
 print("%.4f %.4f %.4f" % (h["Starting"] - h["Pending"], h["Downloading"] - h["Starting"], h["Training"] - h["Downloading"]))' >>"$3"
 }
 echo "start latency (median of $REPS):"
-: >"$TMP/job.lat"; : >"$TMP/open.lat"; : >"$TMP/launch.lat"; : >"$TMP/phases"
+: >"$TMP/job.lat"; : >"$TMP/open.lat"; : >"$TMP/image.lat"; : >"$TMP/launch.lat"; : >"$TMP/phases"
 for i in $(seq 1 $REPS); do
   job_start "$TMP/hello.yaml" "$TMP/job.lat" "$TMP/phases"
   sleep 0.5
   job_start "$TMP/hello_open.yaml" "$TMP/open.lat"
+  if [ -n "$IMAGE" ]; then sleep 0.5; job_start "$TMP/hello_image.yaml" "$TMP/image.lat"; fi
   t0=$(date +%s.%N)
   t1=$("$ANNEAL" launch --nproc-per-node 1 -- sh -c 'date +%s.%N' 2>/dev/null | tail -1)
   need t1
@@ -75,16 +84,23 @@ done
 job=$(median <"$TMP/job.lat"); open=$(median <"$TMP/open.lat"); launch=$(median <"$TMP/launch.lat")
 need job open launch
 sandbox=$(awk -v a="$job" -v b="$open" 'BEGIN { printf "%.4f", a - b }')
+container=""
+if [ -n "$IMAGE" ]; then container=$(median <"$TMP/image.lat"); fi
 read -r q o p <<<"$(awk '{ q += $1; o += $2; p += $3 } END { printf "%.3f %.3f %.3f", q / NR, o / NR, p / NR }' "$TMP/phases")"
 printf "  %-58s %8.3f s\n" "anneal submit -> first rank instruction (job, sandboxed)" "$job"
 printf "  %-58s %8.3f s\n" "  the same job with sandbox: false" "$open"
 printf "  %-58s %8.3f s\n" "  the sandbox's own cost (the difference)" "$sandbox"
+if [ -n "$container" ]; then
+  printf "  %-58s %8.3f s\n" "  the same job in a container (image:, podman)" "$container"
+else
+  echo "  (no container start: podman is not installed, or this is not root)"
+fi
 printf "  %-58s %8.3f s\n" "anneal launch -> first rank instruction (peer)" "$launch"
 printf "  %-58s %8.3f s\n" "  of the job's: queued (Pending -> Starting, mean)" "$q"
 printf "  %-58s %8.3f s\n" "  obtaining the instance (Starting -> Downloading, mean)" "$o"
 printf "  %-58s %8.3f s\n" "  agent: package, channels, ports (Downloading -> Training)" "$p"
 ratio=$(echo "$job / $launch" | bc -l | cut -c1-5); need q o p ratio
-echo "RESULT job_start_s=$job job_unsandboxed_start_s=$open sandbox_start_s=$sandbox launch_start_s=$launch ratio=$ratio"
+echo "RESULT job_start_s=$job job_unsandboxed_start_s=$open sandbox_start_s=$sandbox${container:+ job_container_start_s=$container} launch_start_s=$launch ratio=$ratio"
 
 write_config <<YAML
 model: {vocab_size: 50257, max_seq_len: $T, $MODEL}

@@ -52,8 +52,14 @@ std::set<uid_t> JobUidsRunning() {
 
 std::string LeaseFile(uid_t uid) { return std::string(kLeaseDir) + "/" + std::to_string(uid); }
 
-// Who holds uid's lease now: its key, or "" when no agent holds it.
+// Who holds uid's lease now: its key, or "" when no agent holds it. Read under the folder's guard,
+// shared: LeaseUid holds it exclusively while it writes a lease's key.
 std::string LeaseHolder(uid_t uid) {
+  Fd guard(::open((std::string(kLeaseDir) + "/.lock").c_str(), O_RDONLY | O_CLOEXEC));
+  if (guard.get() >= 0) {
+    while (::flock(guard.get(), LOCK_SH) != 0 && errno == EINTR) {
+    }
+  }
   const int h = ::open(LeaseFile(uid).c_str(), O_RDONLY | O_CLOEXEC);
   if (h < 0) return "";
   std::string key;

@@ -75,6 +75,15 @@ void AddLaunchHelpers(CLI::App& app, RunFn* run) {
               "With a plan that names an image: run COMMAND in the node's running container (anneal exec) instead of a new one");
   x->add_option("command", *scmd, "The program, after --")->required();
   x->callback([run, plan, scmd, enter] { *run = [plan, scmd, enter] { return ExecInSandbox(*plan, *scmd, *enter); }; });
+  CLI::App* dmn = app.add_subcommand(
+      "launch-daemon",
+      "Open MPI's daemon (orted) of an mpirun job on a Slurm node, entered into the node's job sandbox first: "
+      "ORTED_ARGS... are orted's. Started by mpirun (orte_launch_agent), not by hand.");
+  dmn->prefix_command();
+  dmn->callback([run, dmn] {
+    auto args = std::make_shared<std::vector<std::string>>(dmn->remaining());
+    *run = [args] { return ExecDaemon(*args); };
+  });
   CLI::App* h = app.add_subcommand(
       "launch-rsh",
       "mpirun's remote-shell agent in an anneal job off Slurm: HOST COMMAND... runs COMMAND on HOST through that "

@@ -81,6 +81,11 @@ std::vector<std::string> MpirunArgv(const LeaderPlan& p) {
     // from mpirun itself, so that each goes through the launcher of its node.
     a.insert(a.end(), {"--mca", "plm", "rsh", "--mca", "plm_rsh_agent", p.self + " launch-rsh", "--mca",
                        "plm_rsh_no_tree_spawn", "1"});
+  } else {
+    // srun starts each node's daemon as root: launch-daemon puts it in the node's job sandbox first,
+    // where node 0's working directory is not to be seen: the daemons start the ranks in /, and
+    // launch-rank enters each node's own.
+    a.insert(a.end(), {"--mca", "orte_launch_agent", p.self + " launch-daemon", "--wdir", "/"});
   }
   for (const std::string& v : p.forward_env) a.insert(a.end(), {"-x", v});
   return a;

@@ -76,4 +76,26 @@ Status ExecRank(int procs_per_node, const std::vector<std::string>& command) {
   return IoError("launch-rank: cannot run '" + command[0] + "': " + std::strerror(errno));
 }
 
+Status ExecDaemon(const std::vector<std::string>& orted_args) {
+  const auto env = ProcessEnvironment();
+  if (::geteuid() == 0 && env.count("ANNEAL_STORE") && env.count("SLURM_NODEID")) {
+    ANNEAL_ASSIGN_OR_RETURN(RankSetup setup, NodeSetup(env, env.at("SLURM_NODEID")));
+    if (!setup.sandbox_plan.empty()) {
+      if (setup.env.count("TMPDIR")) ::setenv("TMPDIR", setup.env.at("TMPDIR").c_str(), 1);
+      if (!setup.workdir.empty() && ::chdir(setup.workdir.c_str()) != 0) {
+        return IoError("launch-daemon: cannot enter " + setup.workdir + ": " + std::strerror(errno));
+      }
+      ANNEAL_ASSIGN_OR_RETURN(SandboxPlan plan, ReadSandboxPlan(setup.sandbox_plan));
+      ANNEAL_RETURN_IF_ERROR(EnterSandbox(plan));
+    }
+  }
+  std::vector<std::string> copy = {"orted"};
+  copy.insert(copy.end(), orted_args.begin(), orted_args.end());
+  std::vector<char*> argv;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  return IoError(std::string("launch-daemon: cannot run orted: ") + std::strerror(errno));
+}
+
 }  // namespace anneal

@@ -15,4 +15,12 @@ namespace anneal {
 
 Status ExecRank(int procs_per_node, const std::vector<std::string>& command);
 
+// `anneal launch-daemon ORTED_ARGS...`: Open MPI's daemon on a Slurm node of an mpirun job (mpirun's
+// orte_launch_agent; srun starts it as root). It finds its node (SLURM_NODEID, the agents' node
+// order), reads that node's RankSetup like launch-rank, enters the node's job sandbox with the
+// node's TMPDIR (where the daemon makes its session folder), and execs `orted ORTED_ARGS...`: the
+// daemon and the ranks it starts run as the job's uid in its sandbox, so the ranks reach the
+// daemon's session folder (a root daemon's is root's alone). Not root, or no sandbox: just execs orted.
+Status ExecDaemon(const std::vector<std::string>& orted_args);
+
 }  // namespace anneal

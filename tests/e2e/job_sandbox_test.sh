@@ -19,13 +19,12 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/sandbox_probe.sh"
 PY=/usr/bin/python3
 [ "$(id -u)" = 0 ] || skip "the job sandbox needs a root agent (this test runs as uid $(id -u))"
-field() { "$ANNEAL" describe "$1" --server "$URL" --json | $PY -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
-wait_status() {  # ID STATUS SECONDS
-  for _ in $(seq 1 $(($3 * 10))); do
-    [ "$(field "$1" status 2>/dev/null)" = "$2" ] && return 0
-    sleep 0.1
-  done
-  return 1
+# expect_oom ID WHAT: the job fails as out_of_memory on its first attempt (the user's: never retried)
+expect_oom() {
+  check "$2 fails" wait_status "$1" Failed 90
+  check "... as out_of_memory, the user's: not retried (one attempt)" \
+    $PY -c 'import json,sys; n=json.load(sys.stdin)["nodes"]; print("  causes", [(x.get("cause"), x.get("attempt")) for x in n]); sys.exit(0 if n and all(x.get("cause")=="out_of_memory" and x.get("attempt")==0 for x in n) else 1)' \
+    < <("$ANNEAL" describe "$1" --server "$URL" --json)
 }
 SRV=$TMP/srv
 "$ANNEAL" server --data-dir "$SRV" --listen 127.0.0.1:0 --heartbeat-s 0.2 --max-instances 3 >>"$SRV.log" 2>&1 &
@@ -96,16 +95,9 @@ resources: {memory_mb: 64}
 retry: {max_attempts: 2}
 YAML
 mid=$(as alice "$ANNEAL" submit "$TMP/oom.yaml" --server "$URL")
-check "a job over resources.memory_mb fails" wait_status "$mid" Failed 90
-"$ANNEAL" describe "$mid" --server "$URL" --json >"$TMP/oom.json"
-check "... as out_of_memory, the user's: not retried (one attempt)" $PY - "$TMP/oom.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-nodes = j.get("nodes", [])
-causes, attempts = [n.get("cause") for n in nodes], sorted({n.get("attempt") for n in nodes})
-print("causes", causes, "attempts", attempts)
-sys.exit(0 if causes and all(c == "out_of_memory" for c in causes) and attempts == [0] else 1)
-PY
+expect_oom "$mid" "a job over resources.memory_mb"
+{ sed 's/^name: oom/name: oom-open/' "$TMP/oom.yaml"; echo "sandbox: false"; } >"$TMP/oom_open.yaml"
+expect_oom "$("$ANNEAL" submit "$TMP/oom_open.yaml" --server "$URL")" "an admin's sandbox: false job over resources.memory_mb (its cgroup without the sandbox)"
 cat >"$TMP/daemon.yaml" <<'YAML'
 name: daemon
 entrypoint: {command: "setsid sh -c 'sleep 600 >/dev/null 2>&1 & echo daemon $!' </dev/null; sleep 1; echo parent-done"}
@@ -155,9 +147,7 @@ resources: {memory_mb: 64}
 retry: {max_attempts: 2}
 YAML
   oid=$(as alice "$ANNEAL" submit "$TMP/ctr_oom.yaml" --server "$URL")
-  check "an image: job over resources.memory_mb fails" wait_status "$oid" Failed 60
-  "$ANNEAL" describe "$oid" --server "$URL" --json >"$TMP/ctr_oom.json"
-  check "... as out_of_memory, not retried" $PY -c 'import json,sys; n=json.load(open(sys.argv[1]))["nodes"]; print([x.get("cause") for x in n]); sys.exit(0 if n and all(x.get("cause")=="out_of_memory" and x.get("attempt")==0 for x in n) else 1)' "$TMP/ctr_oom.json"
+  expect_oom "$oid" "an image: job over resources.memory_mb"
   podman rmi -f anneal-e2e/mini:1 >/dev/null 2>&1
 fi
 finish

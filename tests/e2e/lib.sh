@@ -41,6 +41,15 @@ have_cuda_plugin() {
   if [ "${ANNEAL_REQUIRE_CUDA:-0}" = 1 ]; then bad "$2: $why, which ANNEAL_REQUIRE_CUDA=1 requires"; else skip_part "$2: $why"; fi
   return 1
 }
+# field ID KEY: a field of `anneal describe ID --json` on $URL; wait_status ID STATUS SECONDS.
+field() { "$ANNEAL" describe "$1" --server "$URL" --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$2"; }
+wait_status() {
+  for _ in $(seq 1 $(($3 * 10))); do
+    [ "$(field "$1" status 2>/dev/null)" = "$2" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
 finish() { echo "$PASS passed, $FAIL failed, $SKIPS skipped"; [ "$FAIL" -eq 0 ]; }
 # skip REASON: the test cannot run here. Exit 77, which tests/CMakeLists.txt declares as the test's
 # SKIP_RETURN_CODE, so ctest and scripts/run_tests.sh count it as skipped, never as passed.

@@ -47,6 +47,8 @@ TEST(LeaderCommand, MpirunOnSlurmLeavesTheDaemonsToSlurm) {
   const auto a = LeaderArgv(Plan(LaunchMode::kMpirun, true));
   EXPECT_FALSE(Has(a, {"--mca", "plm_rsh_agent", "/opt/anneal launch-rsh"}));
   EXPECT_TRUE(Has(a, {"--host", "n1:2,n2:2"}));
+  // Slurm starts the daemons as root: each enters its node's job sandbox first
+  EXPECT_TRUE(Has(a, {"--mca", "orte_launch_agent", "/opt/anneal launch-daemon"}));
 }
 
 TEST(LeaderCommand, SrunSpansTheAllocationInBlocks) {

@@ -78,7 +78,7 @@ cat >"$TMP/c_cfg.yaml" <<YAML
 model: {vocab_size: 50257, max_seq_len: 16, n_layer: 1, n_head: 2, n_embd: 16}
 data: {dir: $TMP/ds, seq_len: 16, batch_size: 2, seed: 5}
 train: {steps: 8, log_every: 2, eval_every: 4, eval_batches: 1, threads: 1, peak_gflops: 100, resume: none,
-        profile_steps: [2, 3]}  # traces in the job's $ANNEAL_OUTPUT_DIR/profile: a sandboxed job writes only its own folders
+        profile_steps: [2, 3]}  # traces in the job's output folder (profile/): a sandboxed job writes only its own folders
 YAML
 cat >"$TMP/c.yaml" <<YAML
 name: ui-c
