@@ -193,7 +193,11 @@ Status PrepareGivable(const std::string& path, const std::string& field, const s
   if (!S_ISDIR(st.st_mode)) return refuse("is not a folder");
   // Made a moment ago by this job's agent on another node, not yet given to the job's uid.
   if (st.st_uid == 0 && GivenMarkerKey(fd->get()) == key) return Status::Ok();
-  if (!IsJobUid(st.st_uid)) return refuse("belongs to uid " + std::to_string(st.st_uid) + ", a person's or the system's");
+  if (!IsJobUid(st.st_uid)) {
+    // A checkpoint folder from before the sandbox (a root's make run): its owner may hand it over.
+    return refuse("belongs to uid " + std::to_string(st.st_uid) + ", a person's or the system's (to resume from it, give it to "
+                  "the jobs' uid range: chown -R " + std::to_string(kJobUidBase) + ":" + std::to_string(kJobUidBase) + " " + path + ")");
+  }
   const std::string holder = LeaseHolder(st.st_uid);
   if (!holder.empty() && holder != key) return refuse("belongs to a job that is running now (uid " + std::to_string(st.st_uid) + ")");
   return WalkNoFollow(fd->get(), [&](int, const std::string&, const std::string& rel, const struct stat& e) {

@@ -75,24 +75,23 @@ void AddLaunchHelpers(CLI::App& app, RunFn* run) {
               "With a plan that names an image: run COMMAND in the node's running container (anneal exec) instead of a new one");
   x->add_option("command", *scmd, "The program, after --")->required();
   x->callback([run, plan, scmd, enter] { *run = [plan, scmd, enter] { return ExecInSandbox(*plan, *scmd, *enter); }; });
-  CLI::App* dmn = app.add_subcommand(
-      "launch-daemon",
-      "Open MPI's daemon (orted) of an mpirun job on a Slurm node, entered into the node's job sandbox first: "
-      "ORTED_ARGS... are orted's. Started by mpirun (orte_launch_agent), not by hand.");
-  dmn->prefix_command();
-  dmn->callback([run, dmn] {
-    auto args = std::make_shared<std::vector<std::string>>(dmn->remaining());
-    *run = [args] { return ExecDaemon(*args); };
-  });
-  CLI::App* h = app.add_subcommand(
-      "launch-rsh",
-      "mpirun's remote-shell agent in an anneal job off Slurm: HOST COMMAND... runs COMMAND on HOST through that "
-      "node's anneal launcher (never sshd). Started by mpirun, not by hand.");
-  h->prefix_command();
-  h->callback([run, h] {
-    auto args = std::make_shared<std::vector<std::string>>(h->remaining());
-    *run = [args] { return RunLaunchRsh(*args); };
-  });
+  // mpirun's helpers: every argument after the name is passed on as it is.
+  auto pass_through = [&app, run](const char* name, const char* help, Status (*fn)(const std::vector<std::string>&)) {
+    CLI::App* c = app.add_subcommand(name, help);
+    c->prefix_command();
+    c->callback([run, c, fn] {
+      auto args = std::make_shared<std::vector<std::string>>(c->remaining());
+      *run = [args, fn] { return fn(*args); };
+    });
+  };
+  pass_through("launch-daemon",
+               "Open MPI's daemon (orted) of an mpirun job on a Slurm node, entered into the node's job sandbox first: "
+               "ORTED_ARGS... are orted's. Started by mpirun (orte_launch_agent), not by hand.",
+               ExecDaemon);
+  pass_through("launch-rsh",
+               "mpirun's remote-shell agent in an anneal job off Slurm: HOST COMMAND... runs COMMAND on HOST through that "
+               "node's anneal launcher (never sshd). Started by mpirun, not by hand.",
+               RunLaunchRsh);
 }
 
 }  // namespace
