@@ -21,7 +21,8 @@
 #   7. entrypoint.launcher mpirun (Open MPI's allreduce) and srun (a non-MPI program) each span n1
 #      and n2, every rank with the rank contract; a failing rank under srun is named in the reason;
 #   8. the job sandbox on the nodes: a probe job on one node is denied (by errno) the store, the
-#      tokens, the agents' folders and a victim job's files, environment and process on the other.
+#      tokens, the agents' folders and a victim job's files, environment and process on the other;
+#      an image: job runs in a podman container on a node of its allocation.
 source "$(dirname "$0")/../e2e/lib.sh"
 source "$(dirname "$0")/../e2e/sandbox_probe.sh"
 cd "$(dirname "$0")/../.."
@@ -239,4 +240,20 @@ check "the probe job completes on the other node" wait_field "$pid" status Compl
 assert_denials "$TMP/probe.out"
 "$ANNEAL" stop "$vid" --server "$URL" >/dev/null 2>&1
 check "the victim stops" wait_field "$vid" status Stopped 60
+# image: inside the allocation, podman run on the node (an image imported from a local tar)
+if command -v podman >/dev/null; then
+  import_host_image anneal-peers/mini:1 /bin/sh /usr/bin/id /bin/ls
+  printf 'name: ctr
+image: anneal-peers/mini:1
+entrypoint: {command: %s}
+' \
+    "'ls /usr/bin/python3 >/dev/null 2>&1 && echo tree: host || echo tree: image; echo \"uid \$(id -u) node \$SLURMD_NODENAME\"'" >"$TMP/ctr.yaml"
+  cid=$("$ANNEAL" submit "$TMP/ctr.yaml" --server "$URL")
+  check "image: a job in a container on a Slurm node completes" wait_field "$cid" status Completed 60
+  check "... in the image's tree, as a job uid, on a node of the allocation" \
+    bash -c "'$ANNEAL' logs '$cid' --server '$URL' | grep -q 'tree: image' && '$ANNEAL' logs '$cid' --server '$URL' | grep -qE 'uid 20[0-9]{8} node n[12]'"
+  podman rmi -f anneal-peers/mini:1 >/dev/null 2>&1
+else
+  skip_part "image: on Slurm: podman is not installed (scripts/setup.sh installs it)"
+fi
 finish
