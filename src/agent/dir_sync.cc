@@ -1,5 +1,7 @@
 #include "agent/dir_sync.h"
 
+#include "launch/nofollow.h"
+
 #include <sys/stat.h>
 
 #include <vector>
@@ -62,7 +64,9 @@ Result<int> DirSync::Upload() {
   for (const std::string& f : files) {
     if (f.find(".tmp.") != std::string::npos) continue;  // a write in progress (Env::WriteFileAtomic)
     struct stat st {};
-    if (::stat(f.c_str(), &st) != 0) continue;
+    // Root uploads what a job wrote: a link it planted (to /etc/shadow, another job's folder) is not
+    // followed, here nor when the file is read (ReadNoFollow).
+    if (::lstat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
     const std::string rel = f.substr(local_.size() + 1);
     const std::pair<uint64_t, int64_t> sig{static_cast<uint64_t>(st.st_size),
                                            st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec};
@@ -73,8 +77,10 @@ Result<int> DirSync::Upload() {
   int n = 0;
   for (auto* list : {&todo, &markers}) {
     for (const auto& [rel, sig] : *list) {
-      ANNEAL_ASSIGN_OR_RETURN(std::string data, env.ReadFile(JoinPath(local_, rel)));
-      ANNEAL_RETURN_IF_ERROR(store_->Put(rel, data));
+      auto data = ReadNoFollow(JoinPath(local_, rel));
+      if (!data.ok() && data.status().code() == Code::kInvalidInput) continue;  // became a link meanwhile: skipped
+      ANNEAL_RETURN_IF_ERROR(data.status());
+      ANNEAL_RETURN_IF_ERROR(store_->Put(rel, *data));
       sent_[rel] = sig;
       ++n;
     }

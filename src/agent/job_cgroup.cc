@@ -119,7 +119,7 @@ long long JobCgroup::OomKills() const {
   while (ev >> key >> v) {
     if (key == "oom_kill") kills = v;
   }
-  if (v2_ || !memory_limited_ || kills < 0) return kills;
+  if (v2_ || !memory_limited_ || !count_limit_reached_ || kills < 0) return kills;
   // The limit reached: the peak usage (memory, or memory and swap where that is accounted) at it.
   // (This kernel's memsw counter keeps no failcnt, and memsw is what fails first when both are set.)
   auto number = [&](const char* f) {

@@ -30,6 +30,9 @@ class JobCgroup {
   // peak usage (memory.max_usage_in_bytes, memory.memsw.max_usage_in_bytes) reached it: a rank killed
   // by SIGKILL after that ran out of memory.
   long long OomKills() const;
+  // Whether the peak usage reaching the limit counts (v1): only where a container's group keeps the
+  // kill count (an image: job) — elsewhere page cache alone can reach the limit with no kill.
+  void CountLimitReached(bool on) { count_limit_reached_ = on; }
   // The processes inside now.
   std::vector<int> Pids() const;
   // SIGKILLs every process inside until none is left (new forks included); how many it killed.
@@ -41,6 +44,7 @@ class JobCgroup {
   std::string memory_dir_;  // where the OOM count is read
   bool v2_ = false;
   bool memory_limited_ = false;
+  bool count_limit_reached_ = false;
 };
 
 }  // namespace anneal

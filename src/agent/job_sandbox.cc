@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
@@ -44,8 +45,16 @@ std::set<uid_t> JobUidsRunning() {
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string n = e.path().filename().string();
     if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos) continue;
-    struct stat st {};
-    if (::stat(e.path().c_str(), &st) == 0 && IsJobUid(st.st_uid)) out.insert(st.st_uid);
+    // The real uid from status (a non-dumpable process's /proc/PID is root's).
+    std::ifstream status(e.path().string() + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Uid:", 0) != 0) continue;
+      std::stringstream ss(line.substr(4));
+      for (unsigned long u; ss >> u;) {
+        if (IsJobUid(static_cast<uid_t>(u))) out.insert(static_cast<uid_t>(u));
+      }
+      break;
+    }
   }
   return out;
 }
@@ -200,7 +209,9 @@ Status PrepareGivable(const std::string& path, const std::string& field, const s
   }
   const std::string holder = LeaseHolder(st.st_uid);
   if (!holder.empty() && holder != key) return refuse("belongs to a job that is running now (uid " + std::to_string(st.st_uid) + ")");
+  // No links either: root restores the checkpoint into it and uploads from it (agent/dir_sync.h).
   return WalkNoFollow(fd->get(), [&](int, const std::string&, const std::string& rel, const struct stat& e) {
+    if (S_ISLNK(e.st_mode)) return refuse("holds " + rel + ", a symbolic link (root would write and read through it)");
     return IsJobUid(e.st_uid) ? Status::Ok() : refuse("holds " + rel + ", which belongs to uid " + std::to_string(e.st_uid));
   });
 }
@@ -266,6 +277,7 @@ Result<std::unique_ptr<JobSandbox>> JobSandbox::Make(const JobSandboxSpec& s) {
   p.image = s.sandboxed ? s.image : "";
   p.name = s.name;
   b->container_ = !p.image.empty();
+  if (b->cgroup_) b->cgroup_->CountLimitReached(b->container_);
   b->name_ = s.name;
   if (b->cgroup_) p.cgroups = b->cgroup_->dirs();
   for (const char* sub : {"shm", "tmp", "home"}) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(s.job_dir, sub)));
@@ -294,7 +306,7 @@ std::vector<std::string> JobSandbox::Wrap(const std::string& self) const {
 // The job's containers that a killed podman left behind (their processes ended with the cgroup).
 void JobSandbox::RemoveContainers() const {
   std::vector<std::string> ps = PodmanGlobalArgs();
-  ps.insert(ps.end(), {"ps", "-a", "-q", "--filter", "name=^anneal-" + name_ + "-"});
+  ps.insert(ps.end(), {"ps", "-a", "-q", "--filter", "name=^anneal-" + name_ + "-[0-9]+$"});  // names: [a-z0-9-]
   auto r = RunCommand(ps);
   if (!r.ok() || r->exit_code != 0) return;
   std::vector<std::string> rm = PodmanGlobalArgs();

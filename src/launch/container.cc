@@ -124,10 +124,22 @@ Status RunInContainer(const SandboxPlan& p, const std::vector<std::string>& comm
   if (enter && env_file.empty()) return IoError("container: cannot write the exec's environment file under /run/anneal");
   const char* lr = std::getenv("LOCAL_RANK");
   std::vector<std::string> argv = PodmanArgv(p, command, cwd, lr ? lr : "", enter, env_file, ::isatty(0));
+  // Signals held until the child is known (one arriving before would end this process, podman not).
+  sigset_t fwd, old;
+  sigemptyset(&fwd);
+  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&fwd, s);
+  ::sigprocmask(SIG_BLOCK, &fwd, &old);
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
-  if (child < 0) return IoError(std::string("container: fork: ") + std::strerror(errno));
+  if (child < 0) {
+    const std::string why = std::strerror(errno);
+    if (!env_file.empty()) ::unlink(env_file.c_str());
+    return IoError("container: fork: " + why);
+  }
   if (child == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    if (::getppid() != parent) ::_exit(143);  // the parent died before the death signal was set
+    ::sigprocmask(SIG_SETMASK, &old, nullptr);
     std::vector<char*> args;
     for (auto& s : argv) args.push_back(s.data());
     args.push_back(nullptr);
@@ -140,6 +152,11 @@ Status RunInContainer(const SandboxPlan& p, const std::vector<std::string>& comm
   sa.sa_handler = Forward;
   sigemptyset(&sa.sa_mask);
   for (int s : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(s, &sa, nullptr);
+  ::sigprocmask(SIG_SETMASK, &old, nullptr);
+  siginfo_t info {};  // waited for without reaping, so the pid is not reused while a signal may still go to it
+  while (::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR) {
+  }
+  g_child = 0;
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }

@@ -1,5 +1,7 @@
 #include "launch/launcher.h"
 
+#include "launch/nofollow.h"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -390,8 +392,13 @@ class Launcher {
     // Read by ranks a sandboxed mpirun or its daemons start (already the job's uid, inside its sandbox),
     // and trusted by a root launch-rank (srun's, Slurm's mpirun's) only as root's own file: root's, in
     // the job's group (its gid is its uid), mode 0640.
-    if (o_.owner_uid >= 0 && (::chown(file.c_str(), 0, o_.owner_uid) != 0 || ::chmod(file.c_str(), 0640) != 0)) {
-      return IoError("cannot let the job's uid read " + file + ": " + std::strerror(errno));
+    if (o_.owner_uid >= 0) {  // through an fd: the folder is the job's, which could put a link in its place
+      char real[4096];
+      auto fd = OpenNoFollow(::realpath(file.c_str(), real) ? std::string(real) : file, false);
+      const std::string proc = fd.ok() ? "/proc/self/fd/" + std::to_string(fd->get()) : "";
+      if (!fd.ok() || ::fchownat(fd->get(), "", 0, o_.owner_uid, AT_EMPTY_PATH) != 0 || ::chmod(proc.c_str(), 0640) != 0) {
+        return IoError("cannot let the job's uid read " + file + (fd.ok() ? std::string(": ") + std::strerror(errno) : ": " + fd.status().message()));
+      }
     }
     char abs[4096];
     const std::string path = ::realpath(file.c_str(), abs) ? std::string(abs) : file;

@@ -73,6 +73,26 @@ Result<Fd> OpenNoFollow(const std::string& path, bool create, const ParentCheck&
   return fd;
 }
 
+Result<std::string> ReadNoFollow(const std::string& path, struct stat* st_out) {
+  ANNEAL_ASSIGN_OR_RETURN(Fd at, OpenNoFollow(path, false));
+  const std::string proc = "/proc/self/fd/" + std::to_string(at.get());
+  Fd fd(::open(proc.c_str(), O_RDONLY | O_CLOEXEC));  // the object the O_PATH fd names, never a path again
+  struct stat st {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return Errno("open " + path);
+  if (!S_ISREG(st.st_mode)) return InvalidInput(path + " is not a regular file");
+  if (st_out) *st_out = st;
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Errno("read " + path);
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
 namespace {
 
 Status Walk(int dir_fd, const std::string& prefix, const WalkFn& fn, int depth) {

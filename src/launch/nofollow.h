@@ -47,6 +47,10 @@ using ParentCheck = std::function<Status(const std::string& path, const struct s
 // refused too.
 Result<Fd> OpenNoFollow(const std::string& path, bool create, const ParentCheck& check_parent = {});
 
+// The whole content of the regular file at path, opened as OpenNoFollow opens it (a link anywhere in
+// the path is an error); st, when given, gets the file's stat.
+Result<std::string> ReadNoFollow(const std::string& path, struct stat* st = nullptr);
+
 // Visits everything below the folder at dir_fd, depth first, each entry through its parent's fd and
 // never following a link (a link is visited, not entered): fn(parent_fd, name, path relative to the
 // folder, lstat). An error from fn stops the walk.

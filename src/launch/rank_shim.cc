@@ -12,6 +12,7 @@
 #include "comm/store.h"
 #include "core/env.h"
 #include "launch/leader_command.h"
+#include "launch/nofollow.h"
 #include "launch/sandbox.h"
 
 
@@ -32,13 +33,14 @@ Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const
   ANNEAL_ASSIGN_OR_RETURN(NodeInfo info, NodeInfoFromJson(text));
   // Root trusts only a setup file root wrote (in the agent's folder, 0600): a job's process may reach
   // the store and name a file of its own.
+  // Checked and read through one fd, opened without following links: the file sits in the job's own
+  // folder, where a rank could swap it between a check and a read.
   struct stat st {};
-  if (::geteuid() == 0 && ::lstat(info.setup_file.c_str(), &st) == 0 &&
-      (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022) != 0)) {
+  auto file = ReadNoFollow(info.setup_file, &st);
+  if (file.ok() && ::geteuid() == 0 && (st.st_uid != 0 || (st.st_mode & 022) != 0)) {
     return InvalidInput("launch-rank: node " + node + "'s rank setup " + info.setup_file +
-                        " is not root's own file (mode 0600): refused");
+                        " is not root's own file (mode 0600 or 0640): refused");
   }
-  auto file = Env::Default().ReadFile(info.setup_file);
   if (!file.ok()) {
     return PeerError("launch-rank: node " + node + "'s rank setup " + info.setup_file + " is not on this machine (" +
                      file.status().message() + "): the ranks were not placed " + "on the nodes in the job's order");

@@ -181,7 +181,11 @@ Status MakeDev(const SandboxPlan& p) {
     if (::symlink(l[0], (dev + "/" + l[1]).c_str()) != 0) return Errno(std::string("symlink /dev/") + l[1]);
   }
   ANNEAL_RETURN_IF_ERROR(MakeDirsUnder(p.root, "/dev/shm"));
-  if (!p.shm_dir.empty()) ANNEAL_RETURN_IF_ERROR(Mount(p.shm_dir.c_str(), dev + "/shm", nullptr, MS_BIND, nullptr));
+  if (!p.shm_dir.empty()) {  // in the job's folder, so through an fd (launch/nofollow.h)
+    ANNEAL_ASSIGN_OR_RETURN(Fd shm, OpenNoFollow(p.shm_dir, false));
+    const std::string src = "/proc/self/fd/" + std::to_string(shm.get());
+    ANNEAL_RETURN_IF_ERROR(Mount(src.c_str(), dev + "/shm", nullptr, MS_BIND, nullptr));
+  }
   return Mount(nullptr, dev, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
 }
 

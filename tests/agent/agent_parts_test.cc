@@ -2,6 +2,7 @@
 // checkpoint folder sync (commit markers last, hidden files kept), and the Shipper's lossless delivery across a server
 // restart, and the agent refusing an assignment it cannot read.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -105,6 +106,23 @@ TEST(DirSync, UploadsChangesWithTheManifestLastAndRestores) {
   EXPECT_EQ(*(*back)->Restore(), 3);
   EXPECT_EQ(*Env::Default().ReadFile(restored.File("step-1/model.safetensors")), "weights");
   EXPECT_EQ(*(*back)->Upload(), 0);  // what was restored is not sent back
+}
+
+TEST(DirSync, ALinkTheJobPlantedIsNotFollowed) {
+  // Root uploads what a sandboxed job wrote: a link to a file or folder outside must not carry it out.
+  testing::TempDir local, remote, outside;
+  outside.Write("secret", "not the job's");
+  outside.Write("dir/also", "not the job's either");
+  local.Write("step-1/manifest.json", "{}");
+  ASSERT_EQ(::symlink(outside.File("secret").c_str(), local.File("step-1/leak").c_str()), 0);
+  ASSERT_EQ(::symlink(outside.File("dir").c_str(), local.File("linked-dir").c_str()), 0);
+  auto sync = DirSync::Open(local.path(), remote.path());
+  ASSERT_TRUE(sync.ok());
+  auto n = (*sync)->Upload();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1);  // the manifest only
+  EXPECT_FALSE(Env::Default().Exists(remote.File("step-1/leak")));
+  EXPECT_FALSE(Env::Default().Exists(remote.File("linked-dir/also")));
 }
 
 TEST(DirSync, CommitMarkersGoLast) {

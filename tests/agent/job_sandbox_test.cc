@@ -68,6 +68,15 @@ TEST_F(PrepareGivableTest, AFileNotAJobsInsideAJobsFolderIsRefused) {
   EXPECT_NE(st.message().find("holds planted, which belongs to uid 0"), std::string::npos) << st.message();
 }
 
+TEST_F(PrepareGivableTest, ALinkInsideAnEarlierJobsFolderIsRefused) {
+  t_.Write("ckpt/step-1/manifest.json", "{}");
+  ASSERT_EQ(::symlink("/etc", t_.File("ckpt/planted").c_str()), 0);
+  for (const char* p : {"ckpt", "ckpt/step-1", "ckpt/step-1/manifest.json", "ckpt/planted"}) Chown(p, kEarlierJob);
+  Status st = Given("ckpt");
+  ASSERT_EQ(st.code(), Code::kInvalidInput);
+  EXPECT_NE(st.message().find("holds planted, a symbolic link"), std::string::npos) << st.message();
+}
+
 TEST_F(PrepareGivableTest, AFolderInsideAJobsFolderIsRefused) {
   t_.Write("jobs/x/keep", "x");
   Chown("jobs", kEarlierJob);  // a job could move x away and put a link in its place
