@@ -517,8 +517,11 @@ class JobRunner {
         ANNEAL_RETURN_IF_ERROR(PrepareGivable(w, field, UidKey()));
       }
     }
-    ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt_local));
-    for (const std::string& w : writable) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(w));
+    // (A given folder is made by PrepareGivable, not again through its path as root.)
+    if (!Sandboxed() || IsUnder(ckpt_local, jobdir)) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(ckpt_local));
+    if (!Sandboxed()) {
+      for (const std::string& w : writable) ANNEAL_RETURN_IF_ERROR(env.CreateDirs(w));
+    }
     vars["ANNEAL_CHECKPOINT_DIR"] = ckpt_local;
     if (!spec.checkpoint_uri.empty()) vars["ANNEAL_CHECKPOINT_URI"] = spec.checkpoint_uri;
     if (!spec.checkpoint_uri.empty() && spec.checkpoint_sync) {
@@ -658,7 +661,11 @@ class JobRunner {
     JobSandboxSpec js;
     js.agent_dir = o_.work_dir;
     js.name = o_.instance_id + "-" + job_ + "-" + std::to_string(attempt_);
-    js.job_dir = jobdir;
+    // Its real path: the sandbox opens the folders it binds without following links (launch/nofollow.h),
+    // and the agent's own work root may be named through one.
+    std::error_code ec;
+    js.job_dir = std::filesystem::canonical(jobdir, ec).string();
+    if (ec) return IoError("the job's folder " + jobdir + ": " + ec.message());
     js.memory_bytes = spec.memory_mb << 20;
     js.cpus = spec.cpus;
     js.uid_key = UidKey();

@@ -1,10 +1,13 @@
 #include "agent/dir_sync.h"
 
-#include "launch/nofollow.h"
-
+#include <fcntl.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <vector>
+
+#include "launch/nofollow.h"
 
 namespace anneal {
 
@@ -74,10 +77,13 @@ Result<int> DirSync::Upload() {
     if (it != sent_.end() && it->second == sig) continue;
     (IsCommitMarker(rel) ? markers : todo).push_back({rel, sig});
   }
+  // The folder itself opened following its own path (a configured folder); what is inside, without.
+  Fd dir(::open(local_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (dir.get() < 0) return IoError("open " + local_ + ": " + std::strerror(errno));
   int n = 0;
   for (auto* list : {&todo, &markers}) {
     for (const auto& [rel, sig] : *list) {
-      auto data = ReadNoFollow(JoinPath(local_, rel));
+      auto data = ReadBelow(dir.get(), local_, rel);
       if (!data.ok() && data.status().code() == Code::kInvalidInput) continue;  // became a link meanwhile: skipped
       ANNEAL_RETURN_IF_ERROR(data.status());
       ANNEAL_RETURN_IF_ERROR(store_->Put(rel, *data));

@@ -36,7 +36,7 @@ uint64_t StableHash(const std::string& s) {
   return h;
 }
 
-// The uids of the job range that some process of this host runs as now (/proc/PID's owner): a uid
+// The uids of the job range that some process of this host runs as now (/proc/PID/status): a uid
 // whose lease was let go while its processes lived on (an agent SIGKILLed, a process the cgroup
 // could not end) is not handed out again.
 std::set<uid_t> JobUidsRunning() {

@@ -393,10 +393,10 @@ class Launcher {
     // and trusted by a root launch-rank (srun's, Slurm's mpirun's) only as root's own file: root's, in
     // the job's group (its gid is its uid), mode 0640.
     if (o_.owner_uid >= 0) {  // through an fd: the folder is the job's, which could put a link in its place
-      char real[4096];
-      auto fd = OpenNoFollow(::realpath(file.c_str(), real) ? std::string(real) : file, false);
-      const std::string proc = fd.ok() ? "/proc/self/fd/" + std::to_string(fd->get()) : "";
-      if (!fd.ok() || ::fchownat(fd->get(), "", 0, o_.owner_uid, AT_EMPTY_PATH) != 0 || ::chmod(proc.c_str(), 0640) != 0) {
+      std::error_code ec;  // absolute without resolving links (realpath would follow one the job put there)
+      auto fd = OpenNoFollow(std::filesystem::absolute(file, ec).lexically_normal().string(), false);
+      if (!fd.ok() || ::fchownat(fd->get(), "", 0, o_.owner_uid, AT_EMPTY_PATH) != 0 ||
+          ::chmod(ProcFdPath(fd->get()).c_str(), 0640) != 0) {
         return IoError("cannot let the job's uid read " + file + (fd.ok() ? std::string(": ") + std::strerror(errno) : ": " + fd.status().message()));
       }
     }

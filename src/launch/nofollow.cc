@@ -39,15 +39,18 @@ std::vector<std::string> Components(const std::string& path) {
 
 }  // namespace
 
-Result<Fd> OpenNoFollow(const std::string& path, bool create, const ParentCheck& check_parent) {
-  if (path.empty() || path[0] != '/') return InvalidInput("'" + path + "' is not an absolute path");
-  const std::vector<std::string> parts = Components(path);
-  Fd fd(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return Errno("open /");
-  std::string at;
+namespace {
+
+// rel's components (relative to the folder at dir_fd, named base in messages), each opened with
+// O_NOFOLLOW from the one above: the core of OpenNoFollow and ReadBelow.
+Result<Fd> OpenBelow(int dir_fd, const std::string& base, const std::string& rel, bool create, const ParentCheck& check_parent) {
+  const std::vector<std::string> parts = Components("/" + rel);
+  Fd fd(::openat(dir_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return Errno("open " + base);
+  std::string at = base == "/" ? "" : base;
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string& c = parts[i];
-    if (c == "." || c == "..") return InvalidInput("'" + path + "' has a '" + c + "' component: name the folder itself");
+    if (c == "." || c == "..") return InvalidInput("'" + base + "/" + rel + "' has a '" + c + "' component: name the folder itself");
     const bool last = i + 1 == parts.size();
     if (check_parent) {
       struct stat st {};
@@ -73,24 +76,44 @@ Result<Fd> OpenNoFollow(const std::string& path, bool create, const ParentCheck&
   return fd;
 }
 
-Result<std::string> ReadNoFollow(const std::string& path, struct stat* st_out) {
-  ANNEAL_ASSIGN_OR_RETURN(Fd at, OpenNoFollow(path, false));
-  const std::string proc = "/proc/self/fd/" + std::to_string(at.get());
-  Fd fd(::open(proc.c_str(), O_RDONLY | O_CLOEXEC));  // the object the O_PATH fd names, never a path again
+// The content of the regular file an O_PATH fd names (reopened through /proc/self/fd, never a path).
+Result<std::string> ReadAll(const Fd& at, const std::string& name, struct stat* st_out) {
+  Fd fd(::open(ProcFdPath(at.get()).c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return Errno("open " + path);
-  if (!S_ISREG(st.st_mode)) return InvalidInput(path + " is not a regular file");
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return Errno("open " + name);
+  if (!S_ISREG(st.st_mode)) return InvalidInput(name + " is not a regular file");
   if (st_out) *st_out = st;
   std::string out;
   char buf[65536];
   for (;;) {
     const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Errno("read " + path);
+    if (n < 0) return Errno("read " + name);
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
+}
+
+}  // namespace
+
+std::string ProcFdPath(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+
+Result<Fd> OpenNoFollow(const std::string& path, bool create, const ParentCheck& check_parent) {
+  if (path.empty() || path[0] != '/') return InvalidInput("'" + path + "' is not an absolute path");
+  Fd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (root.get() < 0) return Errno("open /");
+  return OpenBelow(root.get(), "/", path.substr(1), create, check_parent);
+}
+
+Result<std::string> ReadNoFollow(const std::string& path, struct stat* st) {
+  ANNEAL_ASSIGN_OR_RETURN(Fd at, OpenNoFollow(path, false));
+  return ReadAll(at, path, st);
+}
+
+Result<std::string> ReadBelow(int dir_fd, const std::string& base, const std::string& rel) {
+  ANNEAL_ASSIGN_OR_RETURN(Fd at, OpenBelow(dir_fd, base, rel, false, {}));
+  return ReadAll(at, base + "/" + rel, nullptr);
 }
 
 namespace {

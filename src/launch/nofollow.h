@@ -51,6 +51,13 @@ Result<Fd> OpenNoFollow(const std::string& path, bool create, const ParentCheck&
 // the path is an error); st, when given, gets the file's stat.
 Result<std::string> ReadNoFollow(const std::string& path, struct stat* st = nullptr);
 
+// The same for rel below the folder at dir_fd (named base in messages): the folder's own path may hold
+// links (a trusted, configured folder), rel may not (what a job wrote inside it).
+Result<std::string> ReadBelow(int dir_fd, const std::string& base, const std::string& rel);
+
+// "/proc/self/fd/N": the object an fd names, for a bind mount or a reopen, never a path again.
+std::string ProcFdPath(int fd);
+
 // Visits everything below the folder at dir_fd, depth first, each entry through its parent's fd and
 // never following a link (a link is visited, not entered): fn(parent_fd, name, path relative to the
 // folder, lstat). An error from fn stops the walk.

@@ -20,6 +20,15 @@ namespace anneal {
 
 namespace {
 
+// execvp of command (found in PATH); returns only on failure, naming who (launch-rank, launch-daemon).
+Status Exec(std::vector<std::string> command, const std::string& who) {
+  std::vector<char*> argv;
+  for (auto& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  return IoError(who + ": cannot run '" + command[0] + "': " + std::strerror(errno));
+}
+
 // This node's RankSetup, through the store.
 Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const std::string& node) {
   auto get = [&](const char* k) { return env.count(k) ? env.at(k) : std::string(); };
@@ -70,12 +79,7 @@ Status ExecRank(int procs_per_node, const std::vector<std::string>& command) {
     ANNEAL_ASSIGN_OR_RETURN(SandboxPlan plan, ReadSandboxPlan(setup.sandbox_plan));
     ANNEAL_RETURN_IF_ERROR(EnterSandbox(plan));
   }
-  std::vector<char*> argv;
-  std::vector<std::string> copy = command;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  return IoError("launch-rank: cannot run '" + command[0] + "': " + std::strerror(errno));
+  return Exec(command, "launch-rank");
 }
 
 Status ExecDaemon(const std::vector<std::string>& orted_args) {
@@ -91,13 +95,9 @@ Status ExecDaemon(const std::vector<std::string>& orted_args) {
       ANNEAL_RETURN_IF_ERROR(EnterSandbox(plan));
     }
   }
-  std::vector<std::string> copy = {"orted"};
-  copy.insert(copy.end(), orted_args.begin(), orted_args.end());
-  std::vector<char*> argv;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  return IoError(std::string("launch-daemon: cannot run orted: ") + std::strerror(errno));
+  std::vector<std::string> command = {"orted"};
+  command.insert(command.end(), orted_args.begin(), orted_args.end());
+  return Exec(command, "launch-daemon");
 }
 
 }  // namespace anneal

@@ -156,8 +156,7 @@ Status BindFolders(const SandboxPlan& p) {
     if (::fstat(fd.get(), &st) != 0) return Errno("stat " + path);
     const std::string at = p.root + path;
     ANNEAL_RETURN_IF_ERROR(S_ISDIR(st.st_mode) ? MakeDirsUnder(p.root, path) : Exists(at) ? Status::Ok() : MakeFileUnder(p.root, path));
-    const std::string src = "/proc/self/fd/" + std::to_string(fd.get());
-    ANNEAL_RETURN_IF_ERROR(Mount(src.c_str(), at, nullptr, MS_BIND | MS_REC, nullptr));
+    ANNEAL_RETURN_IF_ERROR(Mount(ProcFdPath(fd.get()).c_str(), at, nullptr, MS_BIND | MS_REC, nullptr));
     ANNEAL_RETURN_IF_ERROR(SetAttr(at, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw ? 0 : MOUNT_ATTR_RDONLY), true));
   }
   return Status::Ok();
@@ -183,8 +182,7 @@ Status MakeDev(const SandboxPlan& p) {
   ANNEAL_RETURN_IF_ERROR(MakeDirsUnder(p.root, "/dev/shm"));
   if (!p.shm_dir.empty()) {  // in the job's folder, so through an fd (launch/nofollow.h)
     ANNEAL_ASSIGN_OR_RETURN(Fd shm, OpenNoFollow(p.shm_dir, false));
-    const std::string src = "/proc/self/fd/" + std::to_string(shm.get());
-    ANNEAL_RETURN_IF_ERROR(Mount(src.c_str(), dev + "/shm", nullptr, MS_BIND, nullptr));
+    ANNEAL_RETURN_IF_ERROR(Mount(ProcFdPath(shm.get()).c_str(), dev + "/shm", nullptr, MS_BIND, nullptr));
   }
   return Mount(nullptr, dev, nullptr, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k");
 }

@@ -125,6 +125,19 @@ TEST(DirSync, ALinkTheJobPlantedIsNotFollowed) {
   EXPECT_FALSE(Env::Default().Exists(remote.File("linked-dir/also")));
 }
 
+TEST(DirSync, AFolderNamedThroughALinkIsStillUploaded) {
+  // The configured folder's own path may hold a link (/data -> /mnt/disk); only what is inside is not followed.
+  testing::TempDir real, links, remote;
+  real.Write("step-1/manifest.json", "{}");
+  ASSERT_EQ(::symlink(real.path().c_str(), links.File("ckpt").c_str()), 0);
+  auto sync = DirSync::Open(links.File("ckpt"), remote.path());
+  ASSERT_TRUE(sync.ok());
+  auto n = (*sync)->Upload();
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(*Env::Default().ReadFile(remote.File("step-1/manifest.json")), "{}");
+}
+
 TEST(DirSync, CommitMarkersGoLast) {
   // A reader of the URI must never find a manifest whose files are not there yet.
   testing::TempDir local, remote;
