@@ -1,7 +1,7 @@
 #!/bin/bash
 # Per-rank memory under each layout and recomputation mode, for one fixed model (4 layers, C=128,
 # H=4, T=64, B=4, 4 micro-batches; tensor parallelism with and without sequence parallelism): parameters, activations allocated and our exact formula
-# (GptConfig::ActivationFloats, fp32, including the logits slice, the stage input and the backward
+# (ModelConfig::ActivationFloats, fp32, including the logits slice, the stage input and the backward
 # scratch), and Korthikanti et al.'s per-layer estimate for the same local layers and micro-batches
 # in flight (fp16 activations with dropout masks and attention scores, no logits or scratch: a
 # different implementation, printed for scale). The trainer prints each rank's figures after step 1.

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Activation recomputation: memory saved and time paid, one process, the same model and batch under
 # train.recompute = none, selective, full, one after the other in this run. Prints the activation
-# memory the model allocated beside its formula (GptConfig::ActivationFloats: every buffer of the
+# memory the model allocated beside its formula (ModelConfig::ActivationFloats: every buffer of the
 # fp32 CPU engine, model/config.cc), the step time, tokens/s and peak RSS; the ratio is each mode's
 # step time over none's (full should cost about one extra forward: ~1.33x).
 # Model: L=8 H=8 C=256, T=256, B=4 (activations dominate the memory).

@@ -28,9 +28,48 @@ namespace {
 
 constexpr const char* kShardFile = "model.safetensors";
 
-json ModelJson(const GptConfig& c) {
-  return {{"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}, {"n_layer", c.n_layer},
-          {"n_head", c.n_head},         {"n_embd", c.n_embd}};
+// A GPT-2 model's section is the five shape fields (as every checkpoint before the families had);
+// another family's adds "family" and the fields that family reads.
+json ModelJson(const ModelConfig& c) {
+  json j = {{"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}, {"n_layer", c.n_layer},
+            {"n_head", c.n_head},         {"n_embd", c.n_embd}};
+  if (c.family == "gpt2") return j;
+  j["family"] = c.family;
+  j["n_kv_head"] = c.n_kv_head;
+  j["intermediate_size"] = c.intermediate_size;
+  j["norm_eps"] = c.norm_eps;
+  j["rope_theta"] = c.rope_theta;
+  j["tie_embeddings"] = c.tie_embeddings;
+  if (c.rope_scaling.on()) {
+    j["rope_scaling"] = {{"factor", c.rope_scaling.factor},
+                         {"low_freq_factor", c.rope_scaling.low_freq_factor},
+                         {"high_freq_factor", c.rope_scaling.high_freq_factor},
+                         {"original_max_seq_len", c.rope_scaling.original_max_seq_len}};
+  }
+  return j;
+}
+
+Result<ModelConfig> ModelFromJson(const json& j) {
+  ModelConfig c;
+  c.family = j.value("family", "gpt2");
+  c.vocab_size = j.at("vocab_size");
+  c.max_seq_len = j.at("max_seq_len");
+  c.n_layer = j.at("n_layer");
+  c.n_head = j.at("n_head");
+  c.n_embd = j.at("n_embd");
+  if (c.family != "gpt2") {
+    c.n_kv_head = j.at("n_kv_head");
+    c.intermediate_size = j.at("intermediate_size");
+    c.norm_eps = j.at("norm_eps");
+    c.rope_theta = j.at("rope_theta");
+    c.tie_embeddings = j.at("tie_embeddings");
+    if (j.contains("rope_scaling")) {
+      const json& r = j.at("rope_scaling");
+      c.rope_scaling = {r.at("factor"), r.at("low_freq_factor"), r.at("high_freq_factor"), r.at("original_max_seq_len")};
+    }
+  }
+  ANNEAL_RETURN_IF_ERROR(c.Finish());
+  return c;
 }
 
 Result<json> ReadManifest(ObjectStore& store, const std::string& name) {
@@ -151,7 +190,7 @@ namespace {
 // The canonical fp32 parameters (the optimizer's masters where it keeps them, else the model's).
 // Master weights are read as the whole vector: the trainer allows them only for a whole-vector
 // optimizer (train.dtype = bf16 refuses ZeRO and parallelism).
-DevPtr CanonicalParams(const GptModel& model, const AdamW* opt) {
+DevPtr CanonicalParams(const DecoderModel& model, const AdamW* opt) {
   return opt ? opt->MasterOr(model.params_ptr()) : model.params_ptr();
 }
 
@@ -165,7 +204,7 @@ struct HostState {
 // The same, readable on the host while this lives: the memory itself on a host backend, a
 // synchronous copy otherwise.
 struct HostCopies {
-  HostCopies(const GptModel& model, const AdamW* opt)
+  HostCopies(const DecoderModel& model, const AdamW* opt)
       : params(model.backend(), CanonicalParams(model, opt), model.num_floats()),
         m(model.backend(), opt ? opt->m().data() : nullptr, opt ? opt->m().size() : 0),
         v(model.backend(), opt ? opt->v().data() : nullptr, opt ? opt->v().size() : 0) {}
@@ -174,7 +213,7 @@ struct HostCopies {
 };
 
 // This rank's files, each a writer over views of the host state (no copy yet).
-std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptModel& model, const AdamW* opt,
+std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const DecoderModel& model, const AdamW* opt,
                                                                    const HostState& host,
                                                                    const CheckpointWriters& writers) {
   std::vector<std::pair<std::string, SafeTensorsWriter>> out;
@@ -204,7 +243,7 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const GptMode
 namespace {
 
 // Each file's image, serialized into a buffer of an earlier snapshot where there is one.
-void SerializeFiles(const GptModel& model, const AdamW* opt, const HostState& host, const CheckpointWriters& writers,
+void SerializeFiles(const DecoderModel& model, const AdamW* opt, const HostState& host, const CheckpointWriters& writers,
                     const std::string& dir, std::vector<std::string>* spare,
                     std::vector<std::pair<std::string, std::string>>* files) {
   for (auto& [file, w] : FileWriters(model, opt, host, writers)) {
@@ -227,7 +266,7 @@ Status FinishSnapshot(CheckpointSnapshot* snap) {
   return finish(snap);
 }
 
-std::vector<size_t> CheckpointImageSizes(const GptModel& model, const AdamW* opt, const CheckpointWriters& writers) {
+std::vector<size_t> CheckpointImageSizes(const DecoderModel& model, const AdamW* opt, const CheckpointWriters& writers) {
   std::vector<size_t> out;
   const HostCopies host(model, opt);
   for (const auto& [file, w] : FileWriters(model, opt, host.state(), writers)) out.push_back(w.SerializedSize());
@@ -254,7 +293,7 @@ Result<std::unique_ptr<ObjectStore>> OpenCheckpointStore(const std::string& dir_
   return OpenObjectStore(dir_or_uri);
 }
 
-Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt,
+Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const DecoderModel& model, const AdamW* opt,
                                               const TrainerState& state, const CheckpointLineage& lineage,
                                               const CheckpointWriters& writers, const CheckpointOptions& o,
                                               std::vector<std::string>* spare, SnapshotStaging* staging) {
@@ -288,7 +327,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const GptModel
   if (writers.rank == 0) {
     // Every rank's parts, recomputed from the layout rule every rank used.
     json tensors = json::object();
-    const GptConfig& c = model.config();
+    const ModelConfig& c = model.config();
     for (int r = 0; r < writers.ranks; ++r) {
       const ParamLayout layout(c, ViewOf(writers, r).shard);
       for (const WrittenPart& part : PartsOf(writers, r, writers.ranks, layout, opt != nullptr)) {
@@ -463,7 +502,7 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
   return ApplyRetention(store, o);
 }
 
-Status SaveCheckpoint(ObjectStore& store, const GptModel& model, const AdamW* opt, const TrainerState& state,
+Status SaveCheckpoint(ObjectStore& store, const DecoderModel& model, const AdamW* opt, const TrainerState& state,
                       const CheckpointLineage& lineage, const CheckpointWriters& writers, const CheckpointOptions& o) {
   ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(store, model, opt, state, lineage, writers, o, nullptr));
   return WriteSnapshot(store, snap, o);
@@ -537,11 +576,11 @@ Status DeleteCheckpoint(ObjectStore& store, const std::string& name) {
   return Status::Ok();
 }
 
-Result<GptConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name) {
+Result<ModelConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name) {
   ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, name));
   try {
     const json& j = m.at("model");
-    return GptConfig::Make(j.at("vocab_size"), j.at("max_seq_len"), j.at("n_layer"), j.at("n_head"), j.at("n_embd"));
+    return ModelFromJson(j);
   } catch (const std::exception& e) {
     return InvalidInput("checkpoint " + name + ": manifest has no valid \"model\" section (" + e.what() + ")");
   }
@@ -616,9 +655,9 @@ Status VerifyCheckpoint(ObjectStore& store, const std::string& name) {
   return InvalidInput(msg + "\ndelete it (anneal ckpt rm) to resume from the previous one");
 }
 
-Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, GptModel* model, AdamW* opt, TrainerState* state) {
+Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, DecoderModel* model, AdamW* opt, TrainerState* state) {
   ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, ckpt));
-  const GptConfig& c = model->config();
+  const ModelConfig& c = model->config();
   if (m.value("model", json()) != ModelJson(c)) {
     return InvalidInput("checkpoint " + ckpt + " holds a model of shape " + m.value("model", json()).dump() +
                         " but this run's model is " + ModelJson(c).dump() +

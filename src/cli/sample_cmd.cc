@@ -38,8 +38,8 @@ Status RunSample(SampleArgs& a) {
     }
     name = *newest;
   }
-  ANNEAL_ASSIGN_OR_RETURN(GptConfig cfg, ReadCheckpointModelConfig(*store, name));
-  GptModel model(cfg, CpuBackend());
+  ANNEAL_ASSIGN_OR_RETURN(ModelConfig cfg, ReadCheckpointModelConfig(*store, name));
+  DecoderModel model(cfg, CpuBackend());
   ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, &model, nullptr, nullptr));
   ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(a.tokenizer));
   if (tok->vocab_size() != static_cast<uint32_t>(cfg.vocab_size)) {

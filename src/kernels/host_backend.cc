@@ -22,6 +22,13 @@ int64_t Cols(const TV& v) { return v.ndim() ? v.dim(v.ndim() - 1) : 1; }
 int64_t Rows(const TV& v) { return v.numel() / std::max<int64_t>(1, Cols(v)); }
 float* F(const TV& v) { return v.empty() ? nullptr : v.f32(); }
 
+// Key/value heads of an attention whose q (B,T,C) has H heads and k (B,T,Ckv) Ckv/(C/H).
+int KvHeads(const TV& q, const TV& k, int H) {
+  const int64_t hs = q.dim(2) / H;
+  if (hs <= 0 || k.dim(2) % hs != 0 || H % (k.dim(2) / hs) != 0) std::abort();  // shapes are the model's
+  return static_cast<int>(k.dim(2) / hs);
+}
+
 bool AnyBf16(std::initializer_list<const TV*> vs) {
   for (const TV* v : vs) {
     if (!v->empty() && v->dtype() == DType::kBF16) return true;
@@ -148,7 +155,7 @@ void HostBackend::VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, 
   }
   const int N = static_cast<int>(Rows(dall)), C = static_cast<int>(Cols(dall)), Vl = static_cast<int>(Rows(dwte_slice));
   float* dwte = dwte_slice.f32();
-  float* dpe = dwpe.f32();
+  float* dpe = F(dwpe);  // empty: no position embedding (rotary families)
   const float* d = dall.f32();
   const int32_t* tok = tokens.i32();
   for (int n = 0; n < N; ++n) {  // rows of dwte repeat: one thread, row order
@@ -158,6 +165,7 @@ void HostBackend::VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, 
       float* w = dwte + static_cast<size_t>(t - v0) * C;
       for (int c = 0; c < C; ++c) w[c] += g[c];
     }
+    if (!dpe) continue;
     float* pe = dpe + static_cast<size_t>(n % T) * C;
     for (int c = 0; c < C; ++c) pe[c] += g[c];
   }
@@ -255,7 +263,8 @@ void HostBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse
     return AttentionForward(s, e.Out(out), e.Out(lse), e.In(q), e.In(k),
                             e.In(v), H);
   }
-  k_.attention_forward(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), q.dim(0), q.dim(1), q.dim(2), H);
+  k_.attention_forward(out.f32(), lse.f32(), q.f32(), k.f32(), v.f32(), q.dim(0), q.dim(1), q.dim(2), H,
+                       KvHeads(q, k, H));
 }
 
 void HostBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
@@ -267,7 +276,7 @@ void HostBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk,
                              e.In(out), e.In(lse), H);
   }
   k_.attention_backward(dq.f32(), dk.f32(), dv.f32(), dout.f32(), q.f32(), k.f32(), v.f32(), out.f32(), lse.f32(),
-                        q.dim(0), q.dim(1), q.dim(2), H);
+                        q.dim(0), q.dim(1), q.dim(2), H, KvHeads(q, k, H));
 }
 
 void HostBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
@@ -278,6 +287,7 @@ void HostBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q, c
                            e.Out(scores), H);
   }
   const int C = static_cast<int>(q.numel()), hs = C / H, rows = static_cast<int>(kcache.dim(0));
+  const int group = H / static_cast<int>(kcache.dim(1) / hs);  // query heads per key/value head
   const int64_t ks = kcache.stride(0), vs = vcache.stride(0);
   const float* qv = q.f32();
   const float* kc = kcache.f32();
@@ -290,7 +300,7 @@ void HostBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q, c
     float mx = -INFINITY;
     for (int u = 0; u < rows; ++u) {
       float sum = 0;
-      for (int i = 0; i < hs; ++i) sum += qv[h * hs + i] * kc[static_cast<size_t>(u) * ks + h * hs + i];
+      for (int i = 0; i < hs; ++i) sum += qv[h * hs + i] * kc[static_cast<size_t>(u) * ks + (h / group) * hs + i];
       sc[u] = sum * scale;
       mx = std::max(mx, sc[u]);
     }
@@ -298,9 +308,94 @@ void HostBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q, c
     for (int u = 0; u < rows; ++u) sum += (sc[u] = std::exp(sc[u] - mx));
     for (int i = 0; i < hs; ++i) {
       float acc = 0;
-      for (int u = 0; u < rows; ++u) acc += sc[u] * vc[static_cast<size_t>(u) * vs + h * hs + i];
+      for (int u = 0; u < rows; ++u) acc += sc[u] * vc[static_cast<size_t>(u) * vs + (h / group) * hs + i];
       att[h * hs + i] = acc / sum;
     }
+  }
+}
+
+// ---- the Llama family's ops ----
+
+void HostBackend::RmsNormForward(const Stream& s, const TV& out, const TV& rstd, const TV& inp, const TV& w,
+                                 float eps) {
+  if (AnyBf16({&out, &rstd, &inp, &w})) {
+    Bf16Emulation e;
+    return RmsNormForward(s, e.Out(out), e.Out(rstd), e.In(inp), e.In(w), eps);
+  }
+  k_.rmsnorm_forward(out.f32(), rstd.f32(), inp.f32(), w.f32(), Rows(inp), Cols(inp), eps);
+}
+
+void HostBackend::RmsNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dout, const TV& inp,
+                                  const TV& w, const TV& rstd) {
+  if (AnyBf16({&dinp, &dw, &dout, &inp, &w, &rstd})) {
+    Bf16Emulation e;
+    return RmsNormBackward(s, e.Out(dinp), e.Out(dw), e.In(dout), e.In(inp), e.In(w), e.In(rstd));
+  }
+  k_.rmsnorm_backward(dinp.f32(), dw.f32(), dout.f32(), inp.f32(), w.f32(), rstd.f32(), Rows(inp), Cols(inp));
+}
+
+// Each pair is rotated in double and rounded once: the same bits on every thread count.
+void HostBackend::Rotary(const Stream& st, const TV& x, const TV& cos, const TV& sin, int H, bool inverse) {
+  if (AnyBf16({&x})) {
+    Bf16Emulation e;
+    return Rotary(st, e.Out(x), cos, sin, H, inverse);
+  }
+  const int B = static_cast<int>(x.dim(0)), T = static_cast<int>(x.dim(1)), C = static_cast<int>(x.dim(2));
+  const int hs = C / H, half = hs / 2;
+  float* x0 = x.f32();
+  const float* c0 = cos.f32();
+  const float* s0 = sin.f32();
+  const double sign = inverse ? -1.0 : 1.0;
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int bt = 0; bt < B * T; ++bt) {
+    const int t = bt % T;
+    const float* c = c0 + static_cast<size_t>(t) * half;
+    const float* sn = s0 + static_cast<size_t>(t) * half;
+    for (int h = 0; h < H; ++h) {
+      float* v = x0 + static_cast<size_t>(bt) * C + static_cast<size_t>(h) * hs;
+      for (int i = 0; i < half; ++i) {
+        const double a = v[i], b = v[i + half], ci = c[i], si = sign * sn[i];
+        v[i] = static_cast<float>(a * ci - b * si);
+        v[i + half] = static_cast<float>(b * ci + a * si);
+      }
+    }
+  }
+}
+
+void HostBackend::SwiGluForward(const Stream& s, const TV& out, const TV& gate, const TV& up) {
+  if (AnyBf16({&out, &gate, &up})) {
+    Bf16Emulation e;
+    return SwiGluForward(s, e.Out(out), e.In(gate), e.In(up));
+  }
+  float* o = out.f32();
+  const float* g = gate.f32();
+  const float* u = up.f32();
+  const int64_t n = out.numel();
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[i];
+    o[i] = static_cast<float>(gi / (1.0 + std::exp(-gi)) * u[i]);
+  }
+}
+
+// d/dg silu(g) = sig(g) (1 + g (1 - sig(g))).
+void HostBackend::SwiGluBackward(const Stream& s, const TV& dgate, const TV& dup, const TV& gate, const TV& up,
+                                 const TV& dout) {
+  if (AnyBf16({&dgate, &dup, &gate, &up, &dout})) {
+    Bf16Emulation e;
+    return SwiGluBackward(s, e.Out(dgate), e.Out(dup), e.In(gate), e.In(up), e.In(dout));
+  }
+  float* dg = dgate.f32();
+  float* du = dup.f32();
+  const float* g = gate.f32();
+  const float* u = up.f32();
+  const float* d = dout.f32();
+  const int64_t n = gate.numel();
+#pragma omp parallel for schedule(static) if (threaded_)
+  for (int64_t i = 0; i < n; ++i) {
+    const double gi = g[i], sig = 1.0 / (1.0 + std::exp(-gi));
+    du[i] = static_cast<float>(gi * sig * d[i]);
+    dg[i] = static_cast<float>(static_cast<double>(d[i]) * u[i] * sig * (1.0 + gi * (1.0 - sig)));
   }
 }
 

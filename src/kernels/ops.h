@@ -1,4 +1,4 @@
-// The GPT-2 kernels of the host backends, as one table of functions over raw fp32 buffers.
+// The kernels of the host backends, as one table of functions over raw fp32 buffers.
 //
 // kernels/ref (plain C++, the truth) and kernels/cpu (OpenBLAS + OpenMP + AVX2) each fill a
 // KernelTable; kernels/host_backend.h composes the Backend ops (tensor/backend.h) from it. Nothing
@@ -39,13 +39,15 @@ struct KernelTable {
   void (*matmul_backward)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                           int N, int C, int OC);
 
-  // Causal self-attention over q, k, v (B,T,C) split into H heads of C/H: out (B,T,C); lse (B,H,T)
-  // holds each query row's log-sum-exp of scaled scores, so backward recomputes probabilities.
+  // Causal self-attention over q (B,T,C) split into H heads of hs = C/H, and k, v (B,T,Hkv*hs) in Hkv
+  // key/value heads (Hkv divides H; query head h reads key/value head h / (H/Hkv): grouped-query
+  // attention, Hkv = H the classic form): out (B,T,C); lse (B,H,T) holds each query row's
+  // log-sum-exp of scaled scores, so backward recomputes probabilities.
   void (*attention_forward)(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T, int C,
-                            int H);
-  // Writes dq, dk, dv (B,T,C).
+                            int H, int Hkv);
+  // Writes dq (B,T,C), dk, dv (B,T,Hkv*hs) (a key/value head's gradient sums its query heads').
   void (*attention_backward)(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                             const float* v, const float* out, const float* lse, int B, int T, int C, int H);
+                             const float* v, const float* out, const float* lse, int B, int T, int C, int H, int Hkv);
 
   // GELU, tanh approximation.
   void (*gelu_forward)(float* out, const float* inp, size_t n);
@@ -69,6 +71,12 @@ struct KernelTable {
   // AdamW step t (1-based) on n values: m, v moments; decoupled weight decay wd (0 for no decay).
   void (*adamw)(float* p, const float* g, float* m, float* v, size_t n, float lr, float beta1, float beta2, float eps,
                 float wd, int t);
+
+  // RMSNorm (Llama): out (N,C) = inp * rstd * w with rstd = 1 / sqrt(mean(inp^2) + eps), saved (N).
+  void (*rmsnorm_forward)(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps);
+  // dinp += ...; dw += ...
+  void (*rmsnorm_backward)(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                           const float* rstd, int N, int C);
 };
 
 // The reference backend: simple loops, double accumulation, single thread.

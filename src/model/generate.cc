@@ -8,7 +8,7 @@
 
 namespace anneal {
 
-KvGenerator::KvGenerator(GptModel& model) : m_(model), be_(model.backend()) {
+KvGenerator::KvGenerator(DecoderModel& model) : m_(model), be_(model.backend()) {
   status_ = cache_.Allocate(be_, m_.config(), m_.compute_dtype());
 }
 
@@ -23,7 +23,7 @@ const float* KvGenerator::Step(uint32_t token) {
 
 Result<std::vector<uint32_t>> KvGenerator::Generate(const std::vector<uint32_t>& prompt, const SampleOptions& o,
                                                     int64_t stop_token, const std::function<void(uint32_t)>& on_token) {
-  const GptConfig& c = m_.config();
+  const ModelConfig& c = m_.config();
   if (!status_.ok()) return status_;
   if (!m_.status().ok()) return m_.status();
   if (prompt.empty()) return InvalidInput("the prompt is empty: give at least one token of text");

@@ -1,5 +1,5 @@
 // Text generation with a KV cache: each new token runs the model's own layers on one position
-// (GptModel::DecodeStep), reading the keys and values of earlier positions from the cache
+// (DecoderModel::DecodeStep), reading the keys and values of earlier positions from the cache
 // (L, maxT, C) instead of recomputing them.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 #include "tensor/device_array.h"
 
 namespace anneal {
@@ -22,7 +22,7 @@ struct SampleOptions {
 
 class KvGenerator {
  public:
-  explicit KvGenerator(GptModel& model);
+  explicit KvGenerator(DecoderModel& model);
   // Feeds the prompt, then samples up to max_tokens more (stopping at max_seq_len or at stop_token
   // when >= 0). on_token sees each new id as it is made. Errors: empty or too long prompt (exit 2).
   Result<std::vector<uint32_t>> Generate(const std::vector<uint32_t>& prompt, const SampleOptions& o, int64_t stop_token,
@@ -33,7 +33,7 @@ class KvGenerator {
   void Reset() { pos_ = 0; }
 
  private:
-  GptModel& m_;
+  DecoderModel& m_;
   Backend& be_;
   int pos_ = 0;
   KvCache cache_;                   // (L, maxT, C) keys and values, in the model's backend memory

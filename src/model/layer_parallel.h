@@ -34,30 +34,32 @@ class LayerParallel {
   // contribution; returns this rank's rows (R, C) of its sum over the group (part itself, summed in
   // place, or a scratch buffer under sequence parallelism).
   virtual DevPtr ColumnInputGrad(DevPtr part, size_t N) = 0;
-  // out (R, C) = inp (N, K) @ w^T + b for a row-parallel linear (w: (C, K)); `partial` (N, C) is
-  // scratch the caller lends for the partial sums.
+  // out (R, C) = inp (N, K) @ w^T + b for a row-parallel linear (w: (C, K); b null: no bias);
+  // `partial` (N, C) is scratch the caller lends for the partial sums.
   virtual void RowLinear(DevPtr out, DevPtr inp, DevPtr w, DevPtr b, int N, int K,
                          DevPtr partial) = 0;
   // input (R, C) = the embedding of tokens (N) plus positions; wte (Vl, C) this rank's rows, wpe
-  // (T, C) the positions' rows (decoding passes row pos alone, T = 1). `partial` (N, C) is lent scratch.
+  // (T, C) the positions' rows (decoding passes row pos alone, T = 1; null: no learned positions).
+  // `partial` (N, C) is lent scratch.
   virtual void EmbeddingForward(DevPtr input, const int32_t* tokens, DevPtr wte, DevPtr wpe, int B, int T,
                                 DevPtr partial) = 0;
-  // dwte (Vl, C) += and dwpe += from dresidual (R, C), the gradient of the embedding's output.
+  // dwte (Vl, C) += and dwpe += (null: none) from dresidual (R, C), the gradient of the embedding's output.
   virtual void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                                  int T) = 0;
   // The loss of logits (N, Vl) against targets (N): losses (N), their sum returned; with dscale != 0
   // the logits become their gradient (as Backend::CrossEntropy).
   virtual double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) = 0;
-  // LayerNorm backward over this rank's rows (R, C); dw, db (C) accumulate the weight gradients,
-  // summed over the group first where the rows are split (sequence parallelism).
-  virtual void LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
-                                 DevPtr mean, DevPtr rstd, int rows) = 0;
+  // A norm's backward over this rank's rows (R, C): LayerNorm (dw, db, mean) or RMSNorm (dw; db and
+  // mean null); dw, db (C) accumulate the weight gradients, summed over the group first where the rows
+  // are split (sequence parallelism).
+  virtual void NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
+                            DevPtr mean, DevPtr rstd, int rows) = 0;
 };
 
 // The whole model on one rank (tp = 1): every method is the plain op.
 class WholeModelLayers : public LayerParallel {
  public:
-  WholeModelLayers(const GptConfig& config, Backend& backend)
+  WholeModelLayers(const ModelConfig& config, Backend& backend)
       : c_(config), be_(backend), st_(backend.DefaultStream()) {}
   Status Prepare(size_t) override { return Status::Ok(); }
   size_t ScratchFloats() const override { return 0; }
@@ -69,13 +71,14 @@ class WholeModelLayers : public LayerParallel {
   void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                          int T) override;
   double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) override;
-  void LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
-                         DevPtr mean, DevPtr rstd, int rows) override;
+  void NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
+                    DevPtr mean, DevPtr rstd, int rows) override;
 
  private:
   TensorView F(DevPtr p, int64_t r, int64_t c) const { return TensorView(p.p, p.t, {r, c}, be_.device()); }
   TensorView F(DevPtr p, int64_t n) const { return TensorView(p.p, p.t, {n}, be_.device()); }
-  GptConfig c_;
+  TensorView Opt(DevPtr p, int64_t n) const { return p.p ? F(p, n) : TensorView(); }
+  ModelConfig c_;
   Backend& be_;
   Stream st_;
 };

@@ -84,7 +84,7 @@ void DataParallel::RetireOldest() {
   pool_.push_back(std::move(b->data));
 }
 
-void DataParallel::Attach(GptModel* model, bool hold_embedding) {
+void DataParallel::Attach(DecoderModel* model, bool hold_embedding) {
   if (zero_ == 2) {
     model->set_grad_sink(this);  // no full gradient buffer: ranges come and go during backward
     return;

@@ -26,7 +26,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/gpt.h"
+#include "model/decoder.h"
 
 #include "core/status.h"
 #include "comm/communicator.h"
@@ -65,7 +65,7 @@ class DataParallel : public GradSink {
   // otherwise. hold_embedding (a pipeline whose first and last stage both hold the tied wte): the
   // range backward reports at flat position 0 (the embeddings, last in backward order) is held out of
   // the buckets until ReleaseHeld(), called once the two stages summed its gradient.
-  void Attach(GptModel* model, bool hold_embedding);
+  void Attach(DecoderModel* model, bool hold_embedding);
   void ReleaseHeld();
   // After the backward: starts the last bucket and waits for all of them (a peer failure is a
   // PeerError). With zero 2, adds this micro-step's reduced shard into the accumulator and zeroes

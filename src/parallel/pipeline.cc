@@ -38,7 +38,7 @@ std::string ScheduleString(const std::vector<PipeAction>& actions) {
   return out;
 }
 
-PipelineEngine::PipelineEngine(GptModel* model, Communicator* fwd, Communicator* bwd, const Options& o)
+PipelineEngine::PipelineEngine(DecoderModel* model, Communicator* fwd, Communicator* bwd, const Options& o)
     : model_(model), fwd_(fwd), bwd_(bwd), o_(o) {
   actions_ = PipelineSchedule(o.schedule, o.stage, o.stages, o.micro_batches);
   slots_ = PipelineSlots(o.schedule, o.stage, o.stages, o.micro_batches);

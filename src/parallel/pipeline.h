@@ -22,7 +22,7 @@
 
 #include "core/status.h"
 #include "comm/communicator.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 
 namespace anneal {
 
@@ -50,7 +50,7 @@ class PipelineEngine {
   };
   // fwd and bwd: the pipeline group (group rank = stage) twice, for the two directions; null when
   // stages == 1. Sets the model's slots.
-  PipelineEngine(GptModel* model, Communicator* fwd, Communicator* bwd, const Options& o);
+  PipelineEngine(DecoderModel* model, Communicator* fwd, Communicator* bwd, const Options& o);
   ~PipelineEngine();
 
   // One step, driven by its caller in actions() order (train/step_plan.h): Begin, then Forward or
@@ -78,7 +78,7 @@ class PipelineEngine {
     return TensorView::F32(p, {static_cast<int64_t>(n)}, model_->backend().device());
   }
   Event Ready() const { return model_->backend().RecordEvent(model_->stream()); }
-  GptModel* model_;
+  DecoderModel* model_;
   Communicator *fwd_, *bwd_;
   Options o_;
   int slots_ = 1;

@@ -6,7 +6,7 @@
 
 namespace anneal {
 
-std::vector<std::pair<int, int>> ParallelPlan::Balance(const GptConfig& c, int T, int pp) {
+std::vector<std::pair<int, int>> ParallelPlan::Balance(const ModelConfig& c, int T, int pp) {
   const int L = c.n_layer;
   const double layer = LayerCost(c, T), head = HeadCost(c);
   // best[s][l]: the smallest possible largest-stage cost putting layers [0, l) on stages [0, s).
@@ -35,7 +35,7 @@ std::vector<std::pair<int, int>> ParallelPlan::Balance(const GptConfig& c, int T
   return out;
 }
 
-Result<ParallelPlan> ParallelPlan::Make(const GptConfig& model, const ParallelDims& d) {
+Result<ParallelPlan> ParallelPlan::Make(const ModelConfig& model, const ParallelDims& d) {
   auto bad = [](const std::string& m) { return InvalidInput(m); };
   if (d.dp < 1 || d.tp < 1 || d.pp < 1) return bad("dist.dp, dist.tp and dist.pp must each be at least 1");
   if (model.n_head % d.tp != 0) {
@@ -45,6 +45,16 @@ Result<ParallelPlan> ParallelPlan::Make(const GptConfig& model, const ParallelDi
     }
     return bad("dist.tp = " + std::to_string(d.tp) + " does not divide model.n_head = " + std::to_string(model.n_head) +
                ": tensor parallelism gives each rank whole attention heads; use dist.tp in {" + fits + "}");
+  }
+  if (model.n_kv_head % d.tp != 0) {
+    return bad("dist.tp = " + std::to_string(d.tp) + " does not divide model.n_kv_head = " +
+               std::to_string(model.n_kv_head) +
+               ": each tensor-parallel rank holds whole key/value heads (replicating them across ranks is not built "
+               "yet); use a dist.tp dividing n_kv_head");
+  }
+  if (model.intermediate_size % d.tp != 0) {
+    return bad("dist.tp = " + std::to_string(d.tp) + " does not divide model.intermediate_size = " +
+               std::to_string(model.intermediate_size) + ": choose an intermediate_size divisible by dist.tp");
   }
   if (d.pp > model.n_layer) {
     return bad("dist.pp = " + std::to_string(d.pp) + " is more than model.n_layer = " + std::to_string(model.n_layer) +
@@ -83,7 +93,7 @@ ModelShard ParallelPlan::ShardOf(int pp_rank, int tp_rank) const {
   return s;
 }
 
-double ParallelPlan::KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r,
+double ParallelPlan::KorthikantiBytes(const ModelConfig& c, int B, int T, int tp, int layers, int slots, Recompute r,
                                       bool sp) {
   const double s = T, b = B, h = c.n_embd, a = c.n_head, t = tp;
   double per_layer = s * b * h * ((sp ? 10.0 / t : 10.0) + 24.0 / t + 5.0 * a * s / (h * t));

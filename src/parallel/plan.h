@@ -34,9 +34,9 @@ class ParallelPlan {
  public:
   // Validates the combination against the model (tp divides the heads, pp at most the layers, no
   // ZeRO-2 with pipelining, a known schedule). `model` is returned padded for tp (PaddedFor).
-  static Result<ParallelPlan> Make(const GptConfig& model, const ParallelDims& dims);
+  static Result<ParallelPlan> Make(const ModelConfig& model, const ParallelDims& dims);
 
-  const GptConfig& model() const { return model_; }
+  const ModelConfig& model() const { return model_; }
   const ParallelDims& dims() const { return dims_; }
   // Layers [first, second) of each stage.
   const std::vector<std::pair<int, int>>& stages() const { return stages_; }
@@ -58,23 +58,26 @@ class ParallelPlan {
   std::string DescribeStages() const;
 
   // Estimated forward FLOPs per token of one layer and of the LM head.
-  static double LayerCost(const GptConfig& c, int T) {
-    return 24.0 * c.n_embd * c.n_embd + 4.0 * T * c.n_embd;
+  // 2 FLOPs per weight of the layer's matrices (GPT-2: 12 C^2 of them) plus attention's 4 T C.
+  static double LayerCost(const ModelConfig& c, int T) {
+    const double C = c.n_embd, Ckv = c.kv_dim(), F = c.intermediate_size;
+    const double mlp = (c.blocks.mlp == MlpKind::kSwiGlu ? 3.0 : 2.0) * C * F;
+    return 2.0 * (2.0 * C * C + 2.0 * C * Ckv + mlp) + 4.0 * T * c.n_embd;
   }
-  static double HeadCost(const GptConfig& c) { return 2.0 * c.n_embd * c.vocab_size; }
+  static double HeadCost(const ModelConfig& c) { return 2.0 * c.n_embd * c.vocab_size; }
   // Korthikanti et al. (2022), "Reducing Activation Recomputation in Large Transformer Models": bytes
   // of activations per layer per micro-batch with 16-bit activations and tensor parallelism t without
   // sequence parallelism, sbh(10 + 24/t + 5as/(ht)); their selective recomputation (the attention
   // core) drops the 5as/(ht) term; full recomputation keeps the layer input, 2sbh. With sequence
   // parallelism everything is divided by t: sbh(34/t + 5as/(ht)), 34sbh/t, 2sbh/t. Times `layers`
   // local layers and `slots` micro-batches in flight. For the memory table beside our exact count.
-  static double KorthikantiBytes(const GptConfig& c, int B, int T, int tp, int layers, int slots, Recompute r,
+  static double KorthikantiBytes(const ModelConfig& c, int B, int T, int tp, int layers, int slots, Recompute r,
                                  bool sp = false);
   // Contiguous partition of n_layer layers into pp stages minimizing the largest stage cost.
-  static std::vector<std::pair<int, int>> Balance(const GptConfig& c, int T, int pp);
+  static std::vector<std::pair<int, int>> Balance(const ModelConfig& c, int T, int pp);
 
  private:
-  GptConfig model_;
+  ModelConfig model_;
   ParallelDims dims_;
   std::vector<std::pair<int, int>> stages_;
 };

@@ -36,7 +36,7 @@ void CommTensorParallelGroup::AllGatherInPlace(const TensorView& x, const Event&
 
 namespace anneal {
 
-TensorParallelLayers::TensorParallelLayers(const GptConfig& config, const ModelShard& shard, TensorParallelGroup* group,
+TensorParallelLayers::TensorParallelLayers(const ModelConfig& config, const ModelShard& shard, TensorParallelGroup* group,
                                            Backend& backend)
     : c_(config),
       shard_(shard),
@@ -96,7 +96,7 @@ void TensorParallelLayers::RowLinear(DevPtr out, DevPtr inp, DevPtr w, DevPtr b,
   DevPtr part = shard_.seq_parallel() ? partial : out;  // (N,C) partial sums
   be_.LinearForward(st_, F(part, N, C), F(inp, N, K), F(w, C, K), TensorView());
   ReduceRows(part, out, N);
-  be_.BiasAdd(st_, F(out, R, C), F(b, C));
+  if (b.p) be_.BiasAdd(st_, F(out, R, C), F(b, C));
 }
 
 void TensorParallelLayers::EmbeddingForward(DevPtr input, const int32_t* tokens, DevPtr wte, DevPtr wpe,
@@ -108,7 +108,7 @@ void TensorParallelLayers::EmbeddingForward(DevPtr input, const int32_t* tokens,
   DevPtr rows = sp ? partial : input;  // (N,C)
   be_.VocabEmbeddingForward(st_, F(rows, N, C), TensorView::I32(tokens, {N}, be_.device()), F(wte, Vl_, C), v0_);
   ReduceRows(rows, input, N);
-  be_.AddPositions(st_, F(input, R, C), F(wpe, T, C), row0, T);
+  if (wpe.p) be_.AddPositions(st_, F(input, R, C), F(wpe, T, C), row0, T);
 }
 
 void TensorParallelLayers::EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens,
@@ -116,7 +116,7 @@ void TensorParallelLayers::EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dr
   const int C = c_.n_embd, N = B * T;
   // dwte rows of this slice's tokens; dwpe (replicated, the same on every rank of the group).
   DevPtr dall = ColumnInput(dresidual, N);  // every row
-  be_.VocabEmbeddingBackward(st_, F(dwte, Vl_, C), F(dwpe, c_.max_seq_len, C), F(dall, N, C),
+  be_.VocabEmbeddingBackward(st_, F(dwte, Vl_, C), dwpe.p ? F(dwpe, c_.max_seq_len, C) : TensorView(), F(dall, N, C),
                              TensorView::I32(tokens, {N}, be_.device()), v0_, T);
 }
 
@@ -133,22 +133,27 @@ double TensorParallelLayers::Loss(DevPtr logits, DevPtr losses, const int32_t* t
                               tg, v0_, nreal, dscale);
 }
 
-void TensorParallelLayers::LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp,
-                                             DevPtr w, DevPtr mean, DevPtr rstd, int rows) {
+void TensorParallelLayers::NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp,
+                                        DevPtr w, DevPtr mean, DevPtr rstd, int rows) {
   const int C = c_.n_embd;
-  if (!shard_.seq_parallel()) {
-    be_.LayerNormBackward(st_, F(dinp, rows, C), F(dw, C), F(db, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
-                          F(mean, rows), F(rstd, rows));
-    return;
-  }
+  const bool rms = kind == NormKind::kRmsNorm;
+  auto backward = [&](DevPtr gw, DevPtr gb) {
+    if (rms) {
+      be_.RmsNormBackward(st_, F(dinp, rows, C), F(gw, C), F(dout, rows, C), F(inp, rows, C), F(w, C), F(rstd, rows));
+    } else {
+      be_.LayerNormBackward(st_, F(dinp, rows, C), F(gw, C), F(gb, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
+                            F(mean, rows), F(rstd, rows));
+    }
+  };
+  if (!shard_.seq_parallel()) return backward(dw, db);
   // Only this micro-batch's contribution is summed over the group (the gradients accumulate).
   DevPtr t = ln_grads_.ptr();
-  be_.Zero(st_, F(t, 2 * C));
-  be_.LayerNormBackward(st_, F(dinp, rows, C), F(t, C), F(t + C, C), F(dout, rows, C), F(inp, rows, C), F(w, C),
-                        F(mean, rows), F(rstd, rows));
-  group_->AllReduceSum(F(t, 2 * C), Ready());
+  const int n = rms ? C : 2 * C;
+  be_.Zero(st_, F(t, n));
+  backward(t, t + C);
+  group_->AllReduceSum(F(t, n), Ready());
   be_.Accumulate(st_, F(dw, C), F(t, C));
-  be_.Accumulate(st_, F(db, C), F(t + C, C));
+  if (!rms) be_.Accumulate(st_, F(db, C), F(t + C, C));
 }
 
 }  // namespace anneal

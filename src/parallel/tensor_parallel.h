@@ -7,7 +7,7 @@
 
 #include "core/status.h"
 #include "comm/communicator.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 #include "model/layer_parallel.h"
 #include "tensor/device_array.h"
 
@@ -63,7 +63,7 @@ class CommTensorParallelGroup : public TensorParallelGroup {
 // are kept by the group (CommTensorParallelGroup::status) and reported after the step.
 class TensorParallelLayers : public LayerParallel {
  public:
-  TensorParallelLayers(const GptConfig& config, const ModelShard& shard, TensorParallelGroup* group, Backend& backend);
+  TensorParallelLayers(const ModelConfig& config, const ModelShard& shard, TensorParallelGroup* group, Backend& backend);
   Status Prepare(size_t N) override;
   size_t ScratchFloats() const override;
   DevPtr ColumnInput(DevPtr x, size_t N) override;
@@ -74,7 +74,7 @@ class TensorParallelLayers : public LayerParallel {
   void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                          int T) override;
   double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) override;
-  void LayerNormBackward(DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
+  void NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
                          DevPtr mean, DevPtr rstd, int rows) override;
 
  private:
@@ -84,7 +84,7 @@ class TensorParallelLayers : public LayerParallel {
   // part (N, C) summed over the group into out: this rank's rows (sequence parallel), or in place.
   void ReduceRows(DevPtr part, DevPtr out, size_t N);
 
-  GptConfig c_;
+  ModelConfig c_;
   ModelShard shard_;
   TensorParallelGroup* group_;
   Backend& be_;

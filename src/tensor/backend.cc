@@ -10,7 +10,8 @@ const char* OpName(Op op) {
       "attention_backward",  "attention_decode",      "gelu_forward",            "gelu_backward",
       "residual_forward",    "accumulate",            "crossentropy",            "vocab_loss_stats",
       "vocab_loss_combine",  "sum_squares",           "scale",                   "adamw",
-      "zero",                "copy"};
+      "zero",                "copy",                  "rmsnorm_forward",         "rmsnorm_backward",
+      "rotary",              "swiglu_forward",        "swiglu_backward"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Op::kCount), "name every Op");
   return kNames[static_cast<size_t>(op)];
 }

@@ -61,6 +61,11 @@ enum class Op : uint8_t {
   kAdamW,
   kZero,
   kCopy,
+  kRmsNormForward,
+  kRmsNormBackward,
+  kRotary,
+  kSwiGluForward,
+  kSwiGluBackward,
   kCount
 };
 const char* OpName(Op op);
@@ -168,18 +173,39 @@ class Backend {
   // out (N,OC) += bias (OC) on every row.
   virtual void BiasAdd(const Stream& s, const TV& out, const TV& bias) = 0;
 
-  // Causal self-attention over q, k, v (B,T,C) in H heads: out (B,T,C); lse (B,H,T) each query
-  // row's log-sum-exp of scaled scores, so backward recomputes the probabilities.
+  // Causal self-attention over q (B,T,C) in H heads of hs = C/H and k, v (B,T,Ckv) in Hkv = Ckv/hs
+  // key/value heads (Hkv divides H; query head h reads key/value head h / (H/Hkv): grouped-query
+  // attention, Ckv = C the classic form): out (B,T,C); lse (B,H,T) each query row's log-sum-exp of
+  // scaled scores, so backward recomputes the probabilities. A backend whose attention lacks the
+  // grouped form (Ckv < C) does not support kRotary (the families that group heads need both).
   virtual void AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
                                 int H) = 0;
-  // Writes dq, dk, dv (B,T,C).
+  // Writes dq (B,T,C), dk, dv (B,T,Ckv) (a key/value head's gradient sums its query heads').
   virtual void AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
                                  const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) = 0;
   // One query position attending to the cache: out (C) = softmax(q . kcache[u] / sqrt(C/H)) @ vcache
-  // over cached rows u = 0 .. rows-1 of kcache, vcache (rows, C) (strided views of a (maxT, C)
-  // cache are accepted), head by head; `scores` (>= rows floats) is scratch.
+  // over cached rows u = 0 .. rows-1 of kcache, vcache (rows, Ckv) (strided views of a (maxT, Ckv)
+  // cache are accepted), head by head (query head h reading key/value head h / (H/Hkv) as
+  // AttentionForward); `scores` (>= rows floats) is scratch.
   virtual void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
                                const TV& scores, int H) = 0;
+
+  // RMSNorm (the Llama family): out (N,C) = inp * rstd * w with rstd (N) = 1 / sqrt(mean(inp^2) + eps),
+  // saved for backward.
+  virtual void RmsNormForward(const Stream& s, const TV& out, const TV& rstd, const TV& inp, const TV& w, float eps) = 0;
+  // dinp += ...; dw += ...
+  virtual void RmsNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dout, const TV& inp,
+                               const TV& w, const TV& rstd) = 0;
+  // Rotary position embedding, in place, on x (B,T,H*hs) (rotate-half convention, as transformers'
+  // Llama): in each head, for i < hs/2, (x_i, x_{i+hs/2}) <- (x_i cos - x_{i+hs/2} sin,
+  // x_{i+hs/2} cos + x_i sin) with cos, sin (T, hs/2) f32 the angles of x's positions t, row t.
+  // inverse: the rotation by minus the angle (its backward: the transpose of a rotation).
+  virtual void Rotary(const Stream& s, const TV& x, const TV& cos, const TV& sin, int H, bool inverse) = 0;
+  // SwiGLU: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); equal shapes.
+  virtual void SwiGluForward(const Stream& s, const TV& out, const TV& gate, const TV& up) = 0;
+  // Writes dgate, dup from dout.
+  virtual void SwiGluBackward(const Stream& s, const TV& dgate, const TV& dup, const TV& gate, const TV& up,
+                              const TV& dout) = 0;
 
   virtual void GeluForward(const Stream& s, const TV& out, const TV& inp) = 0;
   // dinp = gelu'(inp) * dout (written).

@@ -7,6 +7,7 @@
 
 #include "core/env.h"
 #include "kernels/registry.h"
+#include "model/family.h"
 #include "train/config_text.h"
 
 namespace anneal {
@@ -21,12 +22,26 @@ struct KeySpec {
 };
 
 const KeySpec kSpecs[] = {
-    {"model.preset", "", "gpt2 | gpt2-medium | gpt2-large | gpt2-xl; overrides the shape keys"},
+    {"model.preset", "",
+     "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | llama-tiny | llama-3.2-1b | llama-3.2-3b | llama-3-8b; overrides "
+     "the shape keys (and model.family)"},
+    {"model.family", "gpt2",
+     "gpt2 (LayerNorm, learned positions, GELU MLP, tied embeddings, biases) | llama (RMSNorm, rotary positions, "
+     "SwiGLU MLP, grouped-query attention, no biases)"},
     {"model.vocab_size", "50257", "tokens in the vocabulary (the dataset's)"},
     {"model.max_seq_len", "256", "rows of the position embedding"},
     {"model.n_layer", "4", "transformer blocks"},
     {"model.n_head", "4", "attention heads (must divide n_embd)"},
     {"model.n_embd", "256", "channels"},
+    {"model.n_kv_head", "0", "llama: key/value heads, dividing n_head (1 = multi-query; 0 = n_head)"},
+    {"model.intermediate_size", "0", "llama: the SwiGLU MLP's width (0 = 8/3 n_embd rounded up to a multiple of 64)"},
+    {"model.norm_eps", "1e-5", "llama: RMSNorm's epsilon"},
+    {"model.rope_theta", "10000", "llama: the rotary embedding's base (Llama 3: 500000)"},
+    {"model.rope_scaling.factor", "0", "llama: Llama 3's rotary frequency scaling factor (0 = none; Llama 3.2: 32)"},
+    {"model.rope_scaling.low_freq_factor", "1", "llama: rope scaling's low frequency factor"},
+    {"model.rope_scaling.high_freq_factor", "4", "llama: rope scaling's high frequency factor"},
+    {"model.rope_scaling.original_max_seq_len", "8192", "llama: the context the rope scaling extends"},
+    {"model.tie_embeddings", "false", "llama: the LM head reads wte (GPT-2: always tied)"},
     {"data.dir", "", "prepared dataset (anneal prep --output): a folder, or with data.mode file a URI (s3://, file://)"},
     {"data.mode", "shared",
      "shared: read data.dir in place (a local or mounted folder) | file: copy it to local disk first, checksummed | "
@@ -205,17 +220,33 @@ class Reader {
 
 constexpr int kBig = 1 << 30;
 
-void ReadModel(Reader& r, GptConfig* m) {
+void ReadModel(Reader& r, ModelConfig* m) {
   if (!r.Str("model.preset").empty()) {
-    auto p = GptConfig::Preset(r.Str("model.preset"));
+    auto p = ModelConfig::Preset(r.Str("model.preset"));
     if (!p.ok()) r.Error("model.preset: " + p.status().message());
     else *m = *p;
     return;
   }
-  auto g = GptConfig::Make(r.Int("model.vocab_size", 2, kBig), r.Int("model.max_seq_len", 1, 1 << 20),
-                           r.Int("model.n_layer", 1, 1000), r.Int("model.n_head", 1, 1000), r.Int("model.n_embd", 1, 1 << 16));
-  if (!g.ok()) r.Error(g.status().message());
-  else *m = *g;
+  ModelConfig c;
+  c.family = r.Str("model.family");
+  c.vocab_size = r.Int("model.vocab_size", 2, kBig);
+  c.max_seq_len = r.Int("model.max_seq_len", 1, 1 << 20);
+  c.n_layer = r.Int("model.n_layer", 1, 1000);
+  c.n_head = r.Int("model.n_head", 1, 1000);
+  c.n_embd = r.Int("model.n_embd", 1, 1 << 16);
+  const int kv = r.Int("model.n_kv_head", 0, 1000), f = r.Int("model.intermediate_size", 0, 1 << 20);
+  c.n_kv_head = kv > 0 ? kv : c.n_head;
+  c.intermediate_size = f > 0 ? f : (8 * c.n_embd / 3 + 63) / 64 * 64;
+  c.norm_eps = r.Float("model.norm_eps", 1e-12, 1);
+  c.rope_theta = r.Float("model.rope_theta", 1, 1e9);
+  c.rope_scaling.factor = r.Float("model.rope_scaling.factor", 0, 1e6);
+  c.rope_scaling.low_freq_factor = r.Float("model.rope_scaling.low_freq_factor", 0, 1e6);
+  c.rope_scaling.high_freq_factor = r.Float("model.rope_scaling.high_freq_factor", 0, 1e6);
+  c.rope_scaling.original_max_seq_len = r.Int("model.rope_scaling.original_max_seq_len", 1, 1 << 30);
+  c.tie_embeddings = r.Bool("model.tie_embeddings");
+  if (!r.errors().empty()) return;
+  if (Status st = c.Finish(); !st.ok()) r.Error(st.message());
+  else *m = c;
 }
 
 void ReadData(Reader& r, DataSection* d) {
@@ -321,16 +352,14 @@ void ReadDist(Reader& r, DistSection* d) {
 
 // The checks across sections.
 void CheckTogether(Reader& r, TrainConfig* c) {
-  if (c->train.dtype == DType::kBF16) {
-    if (Backend* b = BackendByName(c->train.kernels)) {
-      for (Op op : AllOps()) {
-        if (!b->Supports(op, DType::kBF16)) {
-          r.Error("train.dtype = bf16 but train.kernels = " + c->train.kernels + " has no bf16 " + OpName(op) +
-                  ": use train.kernels=ref (bf16 emulated on the CPU, slow) or train.dtype=f32");
-          break;
-        }
-      }
+  if (Backend* b = BackendByName(c->train.kernels); b && r.errors().empty()) {
+    if (Status st = CheckBackendOps(c->model, *b, c->train.dtype); !st.ok()) {
+      r.Error("train.kernels = " + c->train.kernels + ": " + st.message() +
+              (c->train.dtype == DType::kBF16 ? " (bf16 is emulated by train.kernels=ref, slowly; or train.dtype=f32)"
+                                              : ""));
     }
+  }
+  if (c->train.dtype == DType::kBF16) {
     if (c->dist.tp > 1 || c->dist.pp > 1 || c->dist.zero > 0) {
       r.Error("train.dtype = bf16 runs on one rank for now: set dist.tp = dist.pp = 1 and dist.zero = 0");
     }

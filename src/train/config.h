@@ -73,7 +73,7 @@ struct DistSection {
 };
 
 struct TrainConfig {
-  GptConfig model;
+  ModelConfig model;
   DataSection data;
   AdamWOptions optim;
   LoopSection train;

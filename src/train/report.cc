@@ -66,13 +66,12 @@ void TrainerMetricsFile::Record(int64_t step, const std::vector<std::pair<std::s
 
 TrainReport::TrainReport(const TrainConfig& c, const Runtime& rt, LogFn log)
     : c_(c), rt_(rt), log_(std::move(log)), metrics_(rt.re.progress_dir, rt.re.rank) {
-  flops_per_token_ = 6.0 * static_cast<double>(c.model.NumParams()) +
-                     6.0 * c.model.n_layer * c.model.n_embd * static_cast<double>(c.data.seq_len);
+  flops_per_token_ = c.model.FlopsPerToken(c.data.seq_len);
 }
 
 void TrainReport::Start() {
   const TrainConfig& c = c_;
-  const GptModel& model = *rt_.model;
+  const DecoderModel& model = *rt_.model;
   const int B = c.data.batch_size, T = c.data.seq_len;
   // The ceiling in the run's own dtype (the host: sgemm; a GPU: its bf16 or f32 GEMM).
   peak_ = (c.train.peak_gflops > 0 ? c.train.peak_gflops : rt_.be->MeasurePeakGflops(c.train.dtype)) * 1e9;
@@ -154,7 +153,7 @@ void TrainReport::Validation(int step, double v) const {
 // Every rank's parameters and activations, allocated and by formula.
 Status TrainReport::Memory() {
   const TrainConfig& c = c_;
-  const GptModel& model = *rt_.model;
+  const DecoderModel& model = *rt_.model;
   const int B = c.data.batch_size, T = c.data.seq_len, world = rt_.re.world;
   const Recompute rc = *ParseRecompute(c.train.recompute);
   const int local_layers = rt_.shard.end(rt_.plan->model()) - rt_.shard.layer_begin;
@@ -169,7 +168,7 @@ Status TrainReport::Memory() {
   } else {
     std::copy(mine, mine + 5, all.begin());
   }
-  log_(Fmt("activation memory of rank 0: %.1f MB allocated, formula %.1f MB (GptConfig::ActivationFloats, "
+  log_(Fmt("activation memory of rank 0: %.1f MB allocated, formula %.1f MB (ModelConfig::ActivationFloats, "
            "recompute %s, %d micro-batch slot%s)",
            all[1] * 4 / 1e6, all[2] * 4 / 1e6, c.train.recompute.c_str(), model.slots(), model.slots() == 1 ? "" : "s"));
   const int tp = c.dist.tp, pp = c.dist.pp;
@@ -220,7 +219,7 @@ Status TrainReport::Finish(int steps_done, const std::string& state_hash, double
   return Status::Ok();
 }
 
-std::string StateHash(const GptModel& m, AdamW& opt) {
+std::string StateHash(const DecoderModel& m, AdamW& opt) {
   Xxh64Stream h;
   // The canonical fp32 parameters: the optimizer's masters where it keeps them.
   const HostRead params(m.backend(), opt.MasterOr(m.params_ptr()), m.num_floats());

@@ -66,7 +66,7 @@ class TrainReport {
 };
 
 // XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
-std::string StateHash(const GptModel& m, AdamW& opt);
+std::string StateHash(const DecoderModel& m, AdamW& opt);
 
 // Unigram entropy (nats/token) of a dataset split: the loss of the best model that ignores context.
 Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split);

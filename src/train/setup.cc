@@ -43,20 +43,21 @@ void BuildModel(const TrainConfig& c, Runtime* rt) {
   if (rt->tp_group) {
     rt->tp_layers = std::make_unique<TensorParallelLayers>(rt->plan->model(), rt->shard, rt->tp_group.get(), *rt->be);
   }
-  rt->model = std::make_unique<GptModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype);
+  rt->model = std::make_unique<DecoderModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype);
   rt->model->set_recompute(*ParseRecompute(c.train.recompute));  // validated by the config
   rt->model->InitWeights(c.train.seed);
 }
 
 // The tied wte when a pipeline's first and last stage both hold it (null otherwise).
 const ParamInfo* TiedEmbedding(const Runtime& rt) {
-  return rt.pg->pp() > 1 ? rt.model->layout().Find("wte.weight") : nullptr;
+  if (rt.pg->pp() == 1 || !rt.model->config().tie_embeddings) return nullptr;
+  return rt.model->layout().Find("wte.weight");
 }
 
 // Data parallelism from outside the model (gradient buckets leave as backward produces them), the
 // optimizer of this rank's shard, the pipeline engine and the step plan over them.
 Status BuildStep(const TrainConfig& c, Runtime* rt) {
-  GptModel& model = *rt->model;
+  DecoderModel& model = *rt->model;
   if (rt->dp > 1 || c.dist.zero > 0) {
     rt->par = std::make_unique<DataParallel>(rt->groups.dp.get(), *rt->be, model.stream(), model.num_floats(), c.dist.zero,
                                              static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float)));

@@ -15,7 +15,7 @@
 #include "comm/rank_groups.h"
 #include "core/status.h"
 #include "data/loader.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline.h"
@@ -47,7 +47,7 @@ struct Runtime {
   std::unique_ptr<CommTensorParallelGroup> tp_group;
   TrainData data;
   std::unique_ptr<TensorParallelLayers> tp_layers;
-  std::unique_ptr<GptModel> model;
+  std::unique_ptr<DecoderModel> model;
   std::unique_ptr<DataParallel> par;  // null: one replica without ZeRO
   std::unique_ptr<AdamW> opt;
   std::unique_ptr<PipelineEngine> engine;

@@ -84,7 +84,7 @@ Result<StepStats> StepPlan::Update(int step, double loss) {
     s.lr = LearningRate(p_.optimizer->options(), step);
     return s;
   }
-  GptModel& m = *p_.model;
+  DecoderModel& m = *p_.model;
   const size_t b = par ? par->shard_begin() : 0, e = par ? par->shard_end() : m.num_floats();
   const DevPtr g = par ? DevPtr{par->OptimizerGrads(), DType::kF32} : m.grads_ptr();
   double ss = LocalSumSquares(g, b, e);
@@ -99,7 +99,7 @@ Result<StepStats> StepPlan::Update(int step, double loss) {
 // tensor-parallel rank 0, the tied wte on the first stage only (ParamInfo::owner), and with ZeRO only
 // its shard (without ZeRO, data-parallel rank 0 alone: replicas hold the same).
 double StepPlan::LocalSumSquares(DevPtr g, size_t begin, size_t end) const {
-  const GptModel& m = *p_.model;
+  const DecoderModel& m = *p_.model;
   Backend& be = m.backend();
   double ss = 0;
   if (p_.dp && p_.dp->zero() == 0 && p_.dp_rank != 0) return ss;

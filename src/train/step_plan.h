@@ -21,7 +21,7 @@
 #include "core/clock.h"
 #include "core/status.h"
 #include "data/loader.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel.h"
 #include "parallel/pipeline.h"
@@ -41,7 +41,7 @@ struct LossScale {
 
 // What a step works on; the plan owns none of it.
 struct StepParts {
-  GptModel* model = nullptr;
+  DecoderModel* model = nullptr;
   PipelineEngine* pipeline = nullptr;
   DataLoader* loader = nullptr;
   AdamW* optimizer = nullptr;

@@ -11,13 +11,13 @@
 namespace anneal {
 namespace {
 
-GptConfig Tiny() { return GptConfig::Make(200, 16, 2, 2, 16).value(); }
+ModelConfig Tiny() { return ModelConfig::Make(200, 16, 2, 2, 16).value(); }
 const CheckpointLineage kLineage{"{}", "d", "h"};
 
 struct Fixture {
   testing::TempDir dir;
   std::unique_ptr<ObjectStore> store = std::move(OpenCheckpointStore(dir.path())).value();
-  GptModel model{Tiny(), CpuBackend()};
+  DecoderModel model{Tiny(), CpuBackend()};
   Fixture() { model.InitWeights(5); }
   Status Save(int step, ObjectStore* s = nullptr, CheckpointOptions o = {}) {
     TrainerState st;
@@ -43,7 +43,7 @@ TEST(CheckpointTest, RoundTripsWeightsMomentsAndState) {
   o.attempt = 2;
   ASSERT_TRUE(SaveCheckpoint(*f.store, f.model, &opt, st, kLineage, {}, o).ok());
   ASSERT_EQ(f.Newest(), "step-00000007");
-  GptModel b(Tiny(), CpuBackend());
+  DecoderModel b(Tiny(), CpuBackend());
   AdamW opt2(b.layout(), CpuBackend(), AdamWOptions{});
   TrainerState st2;
   ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000007", &b, &opt2, &st2).ok());
@@ -87,7 +87,7 @@ TEST(CheckpointTest, AnInterruptedCheckpointNeverCountsAndThePreviousStays) {
   for (const auto& c : *all) incomplete += !c.complete;
   EXPECT_GE(incomplete, 2);  // their shards are there, without manifests
   // The previous checkpoint still loads.
-  GptModel b(Tiny(), CpuBackend());
+  DecoderModel b(Tiny(), CpuBackend());
   EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000003", &b, nullptr, nullptr).ok());
 }
 
@@ -101,7 +101,7 @@ TEST(CheckpointTest, AWriterOfAnEarlierAttemptCannotSpoilALaterOne) {
   // The stale attempt 0 writes garbage into its own folder for the same step (and no manifest).
   ASSERT_TRUE(f.store->Put("step-00000005/attempt-0/model.safetensors", "garbage from a stale writer").ok());
   EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000005").ok());
-  GptModel b(Tiny(), CpuBackend());
+  DecoderModel b(Tiny(), CpuBackend());
   EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000005", &b, nullptr, nullptr).ok());
   EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
 }
@@ -187,7 +187,7 @@ TEST(CheckpointTest, HierarchicalUploadGoesThroughTheNodeLeader) {
 TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   Fixture f;
   ASSERT_TRUE(f.Save(1).ok());
-  GptModel other(GptConfig::Make(200, 16, 2, 2, 32).value(), CpuBackend());
+  DecoderModel other(ModelConfig::Make(200, 16, 2, 2, 32).value(), CpuBackend());
   Status s = LoadCheckpoint(*f.store, "step-00000001", &other, nullptr, nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("holds a model of shape"), std::string::npos);
@@ -195,7 +195,7 @@ TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   std::string bytes = *f.store->Get(shard);
   bytes[bytes.size() / 2] ^= 0x40;
   ASSERT_TRUE(f.store->Put(shard, bytes).ok());
-  GptModel b(Tiny(), CpuBackend());
+  DecoderModel b(Tiny(), CpuBackend());
   s = LoadCheckpoint(*f.store, "step-00000001", &b, nullptr, nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("checksum"), std::string::npos);
@@ -244,9 +244,9 @@ TEST(CheckpointTest, AsyncWriterCommitsInTheBackground) {
   f.model.InitWeights(9);  // training goes on and changes the weights: the snapshot is unaffected
   ASSERT_TRUE(w.Start(std::move(snap).value()).ok());
   ASSERT_TRUE(w.Wait().ok());
-  GptModel b(Tiny(), CpuBackend());
+  DecoderModel b(Tiny(), CpuBackend());
   ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000012", &b, nullptr, nullptr).ok());
-  GptModel a(Tiny(), CpuBackend());
+  DecoderModel a(Tiny(), CpuBackend());
   a.InitWeights(5);
   EXPECT_TRUE(std::equal(a.params(), a.params() + a.num_floats(), b.params()));
 }

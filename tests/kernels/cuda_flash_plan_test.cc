@@ -428,9 +428,9 @@ TEST(CudaFlashMathTest, TiledAttentionMatchesTheReference) {
       const std::vector<float> q = testing::RandomNormal(n, 1, 1.5f), k = testing::RandomNormal(n, 2, 1.5f),
                                v = testing::RandomNormal(n, 3), dout = testing::RandomNormal(n, 4);
       std::vector<float> out_ref(n), lse_ref(nl), dq_ref(n), dk_ref(n), dv_ref(n);
-      RefKernels().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), B, T, C, H);
+      RefKernels().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), B, T, C, H, H);
       RefKernels().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
-                                      v.data(), out_ref.data(), lse_ref.data(), B, T, C, H);
+                                      v.data(), out_ref.data(), lse_ref.data(), B, T, C, H, H);
       const int hs = C / H;
       std::vector<float> out(n, NAN), lse(nl, NAN), dq(n, NAN), dk(n, NAN), dv(n, NAN);
       TiledForward(PlanFor(Pass::kForward, bf16, hs, B * H, T), d, q, k, v, out, lse);

@@ -102,7 +102,7 @@ TEST(CudaFlashTest, ForwardAndBackwardMatchTheReference) {
       const std::vector<float> q = Input(n, 1, t, 1.5f), k = Input(n, 2, t, 1.5f), v = Input(n, 3, t, 1.0f),
                                dout = Input(n, 4, t, 1.0f);
       std::vector<float> out_ref(n), lse_ref(nl), dq_ref(n), dk_ref(n), dv_ref(n);
-      RefKernels().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), s.B, s.T, s.C, s.H);
+      RefKernels().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), s.B, s.T, s.C, s.H, s.H);
       Dev dq_(t, q), dk_(t, k), dv_(t, v), ddo(t, dout), out(t, n), lse(Elem::kF32, nl);
       const std::string what = std::string(bf16 ? "bf16" : "f32") + " B=" + std::to_string(s.B) +
                                " T=" + std::to_string(s.T) + " hs=" + std::to_string(s.C / s.H);
@@ -115,7 +115,7 @@ TEST(CudaFlashTest, ForwardAndBackwardMatchTheReference) {
       EXPECT_LT(NormErr(lse.Get(), lse_ref), bf16 ? 1e-3 : 1e-6) << "lse " << what;
       // the backward from the device's own forward, the reference's from its own (as each backend would)
       RefKernels().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
-                                      v.data(), out_ref.data(), lse_ref.data(), s.B, s.T, s.C, s.H);
+                                      v.data(), out_ref.data(), lse_ref.data(), s.B, s.T, s.C, s.H, s.H);
       Dev gq(t, n), gk(t, n), gv(t, n), scratch(Elem::kF32, cuda::FlashBackwardScratchBytes(s.B, s.T, s.H) / 4);
       ASSERT_TRUE(cuda::FlashAttentionBackward(d, t, gq.p, gk.p, gv.p, ddo.p, dq_.p, dk_.p, dv_.p, out.p,
                                                static_cast<const float*>(lse.p), s.B, s.T, s.C, s.H, scratch.p)

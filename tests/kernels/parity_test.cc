@@ -109,6 +109,20 @@ struct Shape {
   int B, T, C, H;
 };
 const Shape kShapes[] = {{1, 1, 4, 1}, {2, 7, 12, 3}, {3, 17, 20, 4}, {2, 33, 64, 4}};
+// Attention shapes with their key/value heads: every classic shape (Hkv = H), then grouped-query
+// ones: multi-query (Hkv 1), two key/value heads, head sizes 64 and 128, T not a multiple of 16.
+struct AttnShape {
+  int B, T, C, H, Hkv;
+};
+std::vector<AttnShape> AttnShapes() {
+  std::vector<AttnShape> v;
+  for (auto s : kShapes) v.push_back({s.B, s.T, s.C, s.H, s.H});
+  for (AttnShape a : {AttnShape{2, 7, 12, 3, 1}, {3, 17, 20, 4, 2}, {2, 33, 64, 4, 1}, {1, 19, 256, 4, 2},
+                      {1, 17, 256, 2, 1}}) {
+    v.push_back(a);
+  }
+  return v;
+}
 std::vector<int32_t> Tokens(int N, int mul, int add, int V) {
   std::vector<int32_t> t(N);
   for (int i = 0; i < N; ++i) t[i] = (i * mul + add) % V;
@@ -264,9 +278,10 @@ std::map<Op, OpCase> Cases() {
   }, kExact, 1e-2};
   cs[Op::kAttentionForward] = {[](Backend& b, DType t) {
     Vec all;
-    for (auto s : kShapes) {
-      const int n = s.B * s.T * s.C;
-      Arg q(b, t, Rand(n, 25), {s.B, s.T, s.C}), k(b, t, Rand(n, 26), {s.B, s.T, s.C}), v(b, t, Rand(n, 27), {s.B, s.T, s.C});
+    for (auto s : AttnShapes()) {
+      const int n = s.B * s.T * s.C, Ckv = s.C / s.H * s.Hkv, nkv = s.B * s.T * Ckv;
+      Arg q(b, t, Rand(n, 25), {s.B, s.T, s.C}), k(b, t, Rand(nkv, 26), {s.B, s.T, Ckv});
+      Arg v(b, t, Rand(nkv, 27), {s.B, s.T, Ckv});
       Arg out(b, t, Vec(n), {s.B, s.T, s.C}), lse(b, DType::kF32, Vec(s.B * s.H * s.T), {s.B * s.H * s.T});
       b.AttentionForward(b.DefaultStream(), out.v(), lse.v(), q.v(), k.v(), v.v(), s.H);
       Append(&all, {&out, &lse});
@@ -275,13 +290,13 @@ std::map<Op, OpCase> Cases() {
   }, kSums, 1e-2};
   cs[Op::kAttentionBackward] = {[](Backend& b, DType t) {
     Vec all;
-    for (auto s : kShapes) {
-      const int n = s.B * s.T * s.C;
-      Vec q = Rand(n, 28), kk = Rand(n, 29), v = Rand(n, 30), out(n), lse(s.B * s.H * s.T);
-      RefKernels().attention_forward(out.data(), lse.data(), q.data(), kk.data(), v.data(), s.B, s.T, s.C, s.H);
-      Arg aq(b, t, q, {s.B, s.T, s.C}), ak(b, t, kk, {s.B, s.T, s.C}), av(b, t, v, {s.B, s.T, s.C});
+    for (auto s : AttnShapes()) {
+      const int n = s.B * s.T * s.C, Ckv = s.C / s.H * s.Hkv, nkv = s.B * s.T * Ckv;
+      Vec q = Rand(n, 28), kk = Rand(nkv, 29), v = Rand(nkv, 30), out(n), lse(s.B * s.H * s.T);
+      RefKernels().attention_forward(out.data(), lse.data(), q.data(), kk.data(), v.data(), s.B, s.T, s.C, s.H, s.Hkv);
+      Arg aq(b, t, q, {s.B, s.T, s.C}), ak(b, t, kk, {s.B, s.T, Ckv}), av(b, t, v, {s.B, s.T, Ckv});
       Arg ao(b, t, out, {s.B, s.T, s.C}), al(b, DType::kF32, lse, {I(lse.size())}), dout(b, t, Rand(n, 31), {s.B, s.T, s.C});
-      Arg dq(b, t, Vec(n), {s.B, s.T, s.C}), dk(b, t, Vec(n), {s.B, s.T, s.C}), dv(b, t, Vec(n), {s.B, s.T, s.C});
+      Arg dq(b, t, Vec(n), {s.B, s.T, s.C}), dk(b, t, Vec(nkv), {s.B, s.T, Ckv}), dv(b, t, Vec(nkv), {s.B, s.T, Ckv});
       b.AttentionBackward(b.DefaultStream(), dq.v(), dk.v(), dv.v(), dout.v(), aq.v(), ak.v(), av.v(), ao.v(), al.v(),
                           s.H);
       Append(&all, {&dq, &dk, &dv});
@@ -290,15 +305,74 @@ std::map<Op, OpCase> Cases() {
   }, kSums, 2e-2};
   cs[Op::kAttentionDecode] = {[](Backend& b, DType t) {
     Vec all;
-    for (auto s : kShapes) {
-      const int maxT = s.T + 3;  // the cache is longer than the rows attended: a strided view of it
-      Arg q(b, t, Rand(s.C, 32), {s.C}), kc(b, t, Rand(maxT * s.C, 33), {maxT, s.C});
-      Arg vc(b, t, Rand(maxT * s.C, 34), {maxT, s.C}), out(b, t, Vec(s.C), {s.C}), sc(b, DType::kF32, Vec(maxT), {maxT});
+    for (auto s : AttnShapes()) {
+      const int maxT = s.T + 3, Ckv = s.C / s.H * s.Hkv;  // the cache is longer than the rows attended: a strided view
+      Arg q(b, t, Rand(s.C, 32), {s.C}), kc(b, t, Rand(maxT * Ckv, 33), {maxT, Ckv});
+      Arg vc(b, t, Rand(maxT * Ckv, 34), {maxT, Ckv}), out(b, t, Vec(s.C), {s.C}), sc(b, DType::kF32, Vec(maxT), {maxT});
       b.AttentionDecode(b.DefaultStream(), out.v(), q.v(), kc.v().Rows(0, s.T), vc.v().Rows(0, s.T), sc.v(), s.H);
       Append(&all, {&out});
     }
     return all;
   }, kSums, 1e-2};  // a reordered softmax and weighted sum (a GPU's tree order)
+  cs[Op::kRmsNormForward] = {[](Backend& b, DType t) {
+    Vec all;
+    for (auto s : kShapes) {
+      const int N = s.B * s.T;
+      Arg x(b, t, Rand(N * s.C, 70, 2.0f), {N, s.C}), w(b, t, Rand(s.C, 71), {s.C});
+      Arg out(b, t, Vec(N * s.C), {N, s.C}), rstd(b, DType::kF32, Vec(N), {N});
+      b.RmsNormForward(b.DefaultStream(), out.v(), rstd.v(), x.v(), w.v(), 1e-5f);
+      Append(&all, {&out, &rstd});
+    }
+    return all;
+  }, kSums, 1e-2};
+  cs[Op::kRmsNormBackward] = {[](Backend& b, DType t) {
+    Vec all;
+    for (auto s : kShapes) {
+      const int N = s.B * s.T;
+      Vec x = Rand(N * s.C, 72, 2.0f), w = Rand(s.C, 73), out(N * s.C), rstd(N);
+      RefKernels().rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, s.C, 1e-6f);
+      Arg ax(b, t, x, {N, s.C}), aw(b, t, w, {s.C}), ar(b, DType::kF32, rstd, {N});
+      Arg dout(b, t, Rand(N * s.C, 74), {N, s.C}), dx(b, t, Rand(N * s.C, 75), {N, s.C}), dw(b, t, Rand(s.C, 76), {s.C});
+      b.RmsNormBackward(b.DefaultStream(), dx.v(), dw.v(), dout.v(), ax.v(), aw.v(), ar.v());
+      Append(&all, {&dx, &dw});
+    }
+    return all;
+  }, kSums, 1e-2};
+  cs[Op::kRotary] = {[](Backend& b, DType t) {
+    Vec all;
+    for (auto s : AttnShapes()) {
+      const int hs = s.C / s.H, half = hs / 2, n = s.B * s.T * s.C;
+      if (hs % 2) continue;
+      Vec cs(s.T * half), sn(s.T * half);
+      for (int p = 0; p < s.T; ++p) {
+        for (int i = 0; i < half; ++i) {
+          const float ang = static_cast<float>(p) * std::pow(10000.0f, -2.0f * i / hs);
+          cs[p * half + i] = std::cos(ang);
+          sn[p * half + i] = std::sin(ang);
+        }
+      }
+      Arg c(b, DType::kF32, cs, {s.T, half}), sv(b, DType::kF32, sn, {s.T, half});
+      for (bool inverse : {false, true}) {
+        Arg x(b, t, Rand(n, inverse ? 78 : 77), {s.B, s.T, s.C});
+        b.Rotary(b.DefaultStream(), x.v(), c.v(), sv.v(), s.H, inverse);
+        Append(&all, {&x});
+      }
+    }
+    return all;
+  }, kExact, 1e-2};
+  cs[Op::kSwiGluForward] = {[](Backend& b, DType t) {
+    Arg g(b, t, Rand(1001, 79, 3.0f), {1001}), u(b, t, Rand(1001, 80), {1001}), out(b, t, Vec(1001), {1001});
+    b.SwiGluForward(b.DefaultStream(), out.v(), g.v(), u.v());
+    return out.Get();
+  }, kSums, 1e-2};  // exp may be approximated (vector math)
+  cs[Op::kSwiGluBackward] = {[](Backend& b, DType t) {
+    Arg g(b, t, Rand(1001, 81, 3.0f), {1001}), u(b, t, Rand(1001, 82), {1001}), d(b, t, Rand(1001, 83), {1001});
+    Arg dg(b, t, Vec(1001), {1001}), du(b, t, Vec(1001), {1001});
+    b.SwiGluBackward(b.DefaultStream(), dg.v(), du.v(), g.v(), u.v(), d.v());
+    Vec all;
+    Append(&all, {&dg, &du});
+    return all;
+  }, kSums, 1e-2};
   cs[Op::kGeluForward] = {[](Backend& b, DType t) {
     Arg x(b, t, Rand(1001, 32, 3.0f), {1001}), out(b, t, Vec(1001), {1001});
     b.GeluForward(b.DefaultStream(), out.v(), x.v());
@@ -527,16 +601,72 @@ TEST(ParityTest, ReferenceBackwardMatchesFiniteDifferences) {
   {  // attention
     Vec q = Rand(N * C, 58), k = Rand(N * C, 59), v = Rand(N * C, 60), R = Rand(N * C, 61), out(N * C), lse(B * H * T);
     auto loss = [&] {
-      r.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H);
+      r.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, H, H);
       return Dot(out, R);
     };
     loss();
     Vec dq(N * C), dk(N * C), dv(N * C);
     r.attention_backward(dq.data(), dk.data(), dv.data(), R.data(), q.data(), k.data(), v.data(), out.data(), lse.data(),
-                         B, T, C, H);
+                         B, T, C, H, H);
     CheckFd("attention dq", q, loss, dq);
     CheckFd("attention dk", k, loss, dk);
     CheckFd("attention dv", v, loss, dv);
+  }
+  {  // grouped-query attention: 4 query heads over 2 key/value heads
+    const int Hq = 4, Hkv = 2, Ckv = C / Hq * Hkv;
+    Vec q = Rand(N * C, 90), k = Rand(N * Ckv, 91), v = Rand(N * Ckv, 92), R = Rand(N * C, 93), out(N * C),
+        lse(B * Hq * T);
+    auto loss = [&] {
+      r.attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, C, Hq, Hkv);
+      return Dot(out, R);
+    };
+    loss();
+    Vec dq(N * C), dk(N * Ckv), dv(N * Ckv);
+    r.attention_backward(dq.data(), dk.data(), dv.data(), R.data(), q.data(), k.data(), v.data(), out.data(), lse.data(),
+                         B, T, C, Hq, Hkv);
+    CheckFd("grouped attention dq", q, loss, dq);
+    CheckFd("grouped attention dk", k, loss, dk);
+    CheckFd("grouped attention dv", v, loss, dv);
+  }
+  {  // rmsnorm
+    Vec x = Rand(N * C, 94), w = Rand(C, 95), R = Rand(N * C, 96), out(N * C), rstd(N);
+    auto loss = [&] {
+      r.rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5f);
+      return Dot(out, R);
+    };
+    loss();
+    Vec dx(N * C, 0), dw(C, 0);
+    r.rmsnorm_backward(dx.data(), dw.data(), R.data(), x.data(), w.data(), rstd.data(), N, C);
+    CheckFd("rmsnorm dinp", x, loss, dx);
+    CheckFd("rmsnorm dw", w, loss, dw);
+  }
+  {  // the ops written once for the host backends: rotary (backward = the inverse rotation) and SwiGLU
+    Backend& ref = *BackendByName("ref");
+    const Stream st = ref.DefaultStream();
+    const int hs = C / H, half = hs / 2;
+    Vec cs(T * half), sn(T * half);
+    for (int i = 0; i < T * half; ++i) {
+      cs[i] = std::cos(0.3f * i);
+      sn[i] = std::sin(0.3f * i);
+    }
+    auto V = [&](Vec& x, std::initializer_list<int64_t> shape) { return TensorView(x.data(), DType::kF32, shape, Device::Cpu()); };
+    Vec x = Rand(N * C, 97), R = Rand(N * C, 98);
+    auto loss = [&] {
+      Vec y = x;
+      ref.Rotary(st, V(y, {B, T, C}), V(cs, {T, half}), V(sn, {T, half}), H, false);
+      return Dot(y, R);
+    };
+    Vec dx = R;
+    ref.Rotary(st, V(dx, {B, T, C}), V(cs, {T, half}), V(sn, {T, half}), H, true);
+    CheckFd("rotary", x, loss, dx);
+    Vec g = Rand(40, 99, 2.0f), u = Rand(40, 100), R2 = Rand(40, 101), out(40), dg(40), du(40);
+    auto sloss = [&] {
+      ref.SwiGluForward(st, V(out, {40}), V(g, {40}), V(u, {40}));
+      return Dot(out, R2);
+    };
+    ref.SwiGluBackward(st, V(dg, {40}), V(du, {40}), V(g, {40}), V(u, {40}), V(R2, {40}));
+    CheckFd("swiglu dgate", g, sloss, dg);
+    CheckFd("swiglu dup", u, sloss, du);
   }
   {  // gelu
     Vec x = Rand(40, 62, 2.0f), R = Rand(40, 63), out(40), dx(40);

@@ -93,14 +93,14 @@ def self_test(root):
         src = os.path.join(d, "src")
         shutil.copytree(os.path.join(root, "src"), src)
         with open(os.path.join(src, "kernels", "registry.cc"), "a") as f:
-            f.write('#include "model/gpt.h"\n')
+            f.write('#include "model/decoder.h"\n')
         with open(os.path.join(src, "model", "box.cc"), "a") as f:
             f.write("#include <curl/curl.h>\n")
         cm = os.path.join(src, "CMakeLists.txt")
         text = open(cm).read().replace("anneal_folder(tensor\n", "anneal_folder(tensor\n  USES storage\n", 1)
         open(cm, "w").write(text)
         bad = check(src, os.path.join(root, "docs", "architecture.md"), cm)
-        want = ['kernels/ includes "model/gpt.h"', "model/ includes <curl/curl.h>", "anneal_tensor USES"]
+        want = ['kernels/ includes "model/decoder.h"', "model/ includes <curl/curl.h>", "anneal_tensor USES"]
         missing = [w for w in want if not any(w in b for b in bad)]
         if missing or len(bad) != 3:
             print(f"self-test: expected exactly {want}, got {bad}", file=sys.stderr)

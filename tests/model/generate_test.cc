@@ -11,7 +11,7 @@ namespace {
 
 // The KV-cached step at position t gives the same logits as a full forward over 0..t.
 TEST(GenerateTest, KvCacheMatchesFullForward) {
-  GptModel m(GptConfig::Make(300, 16, 2, 4, 32).value(), CpuBackend());
+  DecoderModel m(ModelConfig::Make(300, 16, 2, 4, 32).value(), CpuBackend());
   m.InitWeights(11);
   std::vector<int32_t> toks = {5, 17, 250, 3, 99, 42, 7, 1, 0, 299};
   const int T = static_cast<int>(toks.size()), Vp = m.config().padded_vocab, V = m.config().vocab_size;
@@ -35,7 +35,7 @@ TEST(GenerateTest, KvCacheMatchesFullForward) {
 }
 
 TEST(GenerateTest, SeededSamplingIsReproducibleAndNeverPicksPadding) {
-  GptModel m(GptConfig::Make(300, 32, 1, 2, 16).value(), CpuBackend());
+  DecoderModel m(ModelConfig::Make(300, 32, 1, 2, 16).value(), CpuBackend());
   m.InitWeights(3);
   KvGenerator g(m);
   SampleOptions o;
@@ -53,7 +53,7 @@ TEST(GenerateTest, SeededSamplingIsReproducibleAndNeverPicksPadding) {
 }
 
 TEST(GenerateTest, PaddedVocabularyStaysZeroAndUnpredicted) {
-  GptModel m(GptConfig::Make(130, 8, 1, 2, 8).value(), CpuBackend());  // Vp = 256
+  DecoderModel m(ModelConfig::Make(130, 8, 1, 2, 8).value(), CpuBackend());  // Vp = 256
   m.InitWeights(1);
   AdamW opt(m.layout(), CpuBackend(), AdamWOptions{});
   std::vector<int32_t> in = {1, 2, 3, 4}, tgt = {2, 3, 4, 129};
@@ -76,8 +76,8 @@ namespace {
 // Selective (GELU) and full (whole layer) recomputation give bit-identical gradients and losses.
 TEST(RecomputeTest, SameGradientsWithLessMemory) {
   for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
-  auto c = *GptConfig::Make(300, 16, 3, 4, 32);
-  GptModel a(c, CpuBackend()), b(c, CpuBackend());
+  auto c = *ModelConfig::Make(300, 16, 3, 4, 32);
+  DecoderModel a(c, CpuBackend()), b(c, CpuBackend());
   a.InitWeights(4);
   b.InitWeights(4);
   b.set_recompute(r);
@@ -86,7 +86,7 @@ TEST(RecomputeTest, SameGradientsWithLessMemory) {
     in[i] = static_cast<int32_t>((i * 37) % 300);
     tgt[i] = static_cast<int32_t>((i * 53 + 1) % 300);
   }
-  for (GptModel* m : {&a, &b}) {
+  for (DecoderModel* m : {&a, &b}) {
     m->ZeroGrad();
     m->Forward(in.data(), tgt.data(), 2, 16, 1.0f / 32);
     m->Backward();

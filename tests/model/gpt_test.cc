@@ -1,5 +1,5 @@
 #include "kernels/registry.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -34,9 +34,9 @@ class RecordingSink : public GradSink {
 
 // The gradients handed to a GradSink range by range equal those of the flat buffer, every range is
 // released once, and the whole vector is covered (ZeRO-2 relies on this).
-TEST(GptModelTest, GradSinkGetsTheSameGradientsAsTheFlatBuffer) {
-  const GptConfig cfg = GptConfig::Make(300, 16, 3, 4, 32).value();
-  GptModel a(cfg, CpuBackend()), b(cfg, CpuBackend());
+TEST(DecoderModelTest, GradSinkGetsTheSameGradientsAsTheFlatBuffer) {
+  const ModelConfig cfg = ModelConfig::Make(300, 16, 3, 4, 32).value();
+  DecoderModel a(cfg, CpuBackend()), b(cfg, CpuBackend());
   a.InitWeights(5);
   b.InitWeights(5);
   RecordingSink sink(b.num_floats());

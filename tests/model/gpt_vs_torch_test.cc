@@ -1,6 +1,7 @@
 // Golden parity with PyTorch (llm.c's test_gpt2 in spirit): tests/peers/torch_gpt2_golden.py builds
-// the same GPT-2 from the same weights and batch in fp32 and fp64 and writes logits, loss, every
-// gradient, and the losses, gradient norms and parameters of 10 AdamW steps. For every tensor a:
+// the same GPT-2 from the same weights and batch in fp32 and fp64, tests/peers/hf_llama_golden.py
+// a Llama as transformers' LlamaForCausalLM, and each writes logits, loss, every gradient, and the
+// losses, gradient norms and parameters of 10 AdamW steps. For every tensor a:
 //   ||a - t64|| <= 3 ||t32 - t64|| + 1e-6 ||t64|| + 1e-7 sqrt(n)
 // i.e. anneal is at least as close to the fp64 truth as PyTorch's own fp32, within a factor of 3.
 // The file comes from ANNEAL_GOLDEN (tests/peers/gpt2_vs_torch.sh sets it); without it the test is
@@ -13,11 +14,34 @@
 
 #include "kernels/registry.h"
 #include "core/safetensors.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 #include "optim/adamw.h"
 
 namespace anneal {
 namespace {
+
+// The model the golden file describes: GPT-2 (tests/peers/torch_gpt2_golden.py) or a Llama
+// (tests/peers/hf_llama_golden.py, metadata family = llama).
+Result<ModelConfig> ConfigOf(const std::map<std::string, std::string>& m) {
+  auto i = [&](const char* k) { return std::stoi(m.at(k)); };
+  auto f = [&](const char* k) { return std::stof(m.at(k)); };
+  if (!m.count("family") || m.at("family") == "gpt2") return ModelConfig::Make(i("V"), i("maxT"), i("L"), i("H"), i("C"));
+  ModelConfig c;
+  c.family = m.at("family");
+  c.vocab_size = i("V");
+  c.max_seq_len = i("maxT");
+  c.n_layer = i("L");
+  c.n_head = i("H");
+  c.n_embd = i("C");
+  c.n_kv_head = i("KV");
+  c.intermediate_size = i("F");
+  c.rope_theta = f("theta");
+  c.norm_eps = f("norm_eps");
+  c.tie_embeddings = i("tied") != 0;
+  c.rope_scaling = {f("rope_factor"), f("rope_low"), f("rope_high"), i("rope_orig")};
+  ANNEAL_RETURN_IF_ERROR(c.Finish());
+  return c;
+}
 
 struct Check {
   std::string name;
@@ -26,13 +50,26 @@ struct Check {
 
 class GptVsTorch : public ::testing::TestWithParam<std::string> {
  protected:
+  // ANNEAL_GOLDEN: one golden file, or several separated by ':' (each checked in turn).
   void SetUp() override {
-    const char* path = std::getenv("ANNEAL_GOLDEN");
-    if (!path) GTEST_SKIP() << "ANNEAL_GOLDEN not set (run tests/peers/gpt2_vs_torch.sh)";
+    const char* paths = std::getenv("ANNEAL_GOLDEN");
+    if (!paths) GTEST_SKIP() << "ANNEAL_GOLDEN not set (run tests/peers/gpt2_vs_torch.sh or llama_vs_hf.sh)";
+    std::string all = paths;
+    for (size_t b = 0, e; b <= all.size(); b = e + 1) {
+      e = std::min(all.find(':', b), all.size());
+      if (e > b) paths_.push_back(all.substr(b, e - b));
+    }
+  }
+  void Open(const std::string& path) {
     auto r = SafeTensorsReader::Open(Env::Default(), path);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     g_ = std::move(r).value();
+    what_ = path.substr(path.rfind('/') + 1);
+    checks_.clear();
   }
+  void CheckGolden();
+  std::vector<std::string> paths_;
+  std::string what_;
   int Meta(const std::string& k) { return std::stoi(g_->metadata().at(k)); }
   float MetaF(const std::string& k) { return std::stof(g_->metadata().at(k)); }
 
@@ -60,7 +97,8 @@ class GptVsTorch : public ::testing::TestWithParam<std::string> {
   void PrintWorst() {
     std::vector<Check> sorted = checks_;
     std::sort(sorted.begin(), sorted.end(), [](const Check& a, const Check& b) { return a.err / a.bound > b.err / b.bound; });
-    std::printf("[%s] %zu tensors checked; worst three (error / bound):\n", GetParam().c_str(), sorted.size());
+    std::printf("[%s] %s: %zu tensors checked; worst three (error / bound):\n", GetParam().c_str(), what_.c_str(),
+                sorted.size());
     for (size_t i = 0; i < std::min<size_t>(3, sorted.size()); ++i) {
       std::printf("  %s: error %.3g = %.2f of its bound %.3g\n", sorted[i].name.c_str(), sorted[i].err,
                   sorted[i].err / sorted[i].bound, sorted[i].bound);
@@ -72,11 +110,19 @@ class GptVsTorch : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(GptVsTorch, ForwardBackwardAndTenAdamWSteps) {
+  for (const std::string& path : paths_) {
+    SCOPED_TRACE(path);
+    ASSERT_NO_FATAL_FAILURE(Open(path));
+    ASSERT_NO_FATAL_FAILURE(CheckGolden());
+  }
+}
+
+void GptVsTorch::CheckGolden() {
   Backend* k = BackendByName(GetParam());
   ASSERT_NE(k, nullptr);
-  auto cfg = GptConfig::Make(Meta("V"), Meta("maxT"), Meta("L"), Meta("H"), Meta("C"));
+  auto cfg = ConfigOf(g_->metadata());
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
-  GptModel model(*cfg, *k);
+  DecoderModel model(*cfg, *k);
   for (const ParamInfo& p : model.layout().params()) {
     auto w = g_->ReadF32("param." + p.name);
     ASSERT_TRUE(w.ok()) << p.name;

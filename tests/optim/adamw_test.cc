@@ -24,7 +24,7 @@ TEST(AdamWTest, WarmupThenCosine) {
 }
 
 TEST(AdamWTest, NonFiniteGradientsSkipTheUpdate) {
-  auto c = *GptConfig::Make(200, 8, 1, 1, 8);
+  auto c = *ModelConfig::Make(200, 8, 1, 1, 8);
   ParamLayout l(c);
   AdamW opt(l, CpuBackend(), AdamWOptions{});
   std::vector<float> p(l.total_floats(), 0.5f), g(l.total_floats(), 0.1f);
@@ -42,7 +42,7 @@ TEST(AdamWTest, NonFiniteGradientsSkipTheUpdate) {
 }
 
 TEST(AdamWTest, ClipsToTheGlobalNorm) {
-  auto c = *GptConfig::Make(200, 8, 1, 1, 8);
+  auto c = *ModelConfig::Make(200, 8, 1, 1, 8);
   ParamLayout l(c);
   AdamWOptions o;
   o.grad_clip = 1.0f;
@@ -58,7 +58,7 @@ TEST(AdamWTest, ClipsToTheGlobalNorm) {
 // The precision policy: a bf16 working copy gets fp32 masters; the update runs on them and the
 // working copy is their rounding, so many small updates accumulate where bf16 alone would lose them.
 TEST(AdamWTest, Bf16WorkingCopyKeepsFp32Masters) {
-  auto c = *GptConfig::Make(200, 8, 1, 1, 8);
+  auto c = *ModelConfig::Make(200, 8, 1, 1, 8);
   ParamLayout l(c);
   Backend& ref = RefBackend();  // bf16 emulated
   AdamWOptions o;

@@ -7,11 +7,11 @@
 namespace anneal {
 namespace {
 
-GptConfig Model(int layers, int heads = 4) { return GptConfig::Make(50257, 64, layers, heads, 64).value(); }
+ModelConfig Model(int layers, int heads = 4) { return ModelConfig::Make(50257, 64, layers, heads, 64).value(); }
 
 TEST(ParallelPlanTest, BalancesLayersAgainstTheLmHead) {
   // A wide model with a small vocabulary: the head is cheap, layers split evenly.
-  const GptConfig wide = GptConfig::Make(256, 64, 8, 4, 512).value();
+  const ModelConfig wide = ModelConfig::Make(256, 64, 8, 4, 512).value();
   ParallelDims d;
   d.pp = 4;
   d.seq_len = 64;
@@ -20,7 +20,7 @@ TEST(ParallelPlanTest, BalancesLayersAgainstTheLmHead) {
   const std::vector<std::pair<int, int>> even = {{0, 2}, {2, 4}, {4, 6}, {6, 8}};
   EXPECT_EQ(p->stages(), even);
   // GPT-2's vocabulary on a narrow model: the head outweighs layers, so the last stage gets fewer.
-  const GptConfig narrow = Model(8);
+  const ModelConfig narrow = Model(8);
   p = ParallelPlan::Make(narrow, d);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->stages().back().second - p->stages().back().first, 1);

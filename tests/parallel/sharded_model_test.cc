@@ -9,7 +9,7 @@
 
 #include "kernels/registry.h"
 #include "model/box.h"
-#include "model/gpt.h"
+#include "model/decoder.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
 
@@ -92,7 +92,7 @@ struct Batch {
 };
 
 // Assembles the canonical gradient of every tensor from the shards' boxes of their gradients.
-void Collect(const GptModel& m, std::map<std::string, std::vector<float>>* out) {
+void Collect(const DecoderModel& m, std::map<std::string, std::vector<float>>* out) {
   const ParamLayout whole(m.config());
   for (const ParamInfo& p : m.layout().params()) {
     if (!p.owner(m.shard())) continue;
@@ -103,7 +103,7 @@ void Collect(const GptModel& m, std::map<std::string, std::vector<float>>* out) 
   }
 }
 
-void ExpectClose(const std::map<std::string, std::vector<float>>& got, const GptModel& ref) {
+void ExpectClose(const std::map<std::string, std::vector<float>>& got, const DecoderModel& ref) {
   for (const ParamInfo& p : ref.layout().params()) {
     auto it = got.find(p.name);
     ASSERT_NE(it, got.end()) << p.name;
@@ -121,9 +121,9 @@ class ShardedModelTest : public ::testing::TestWithParam<Recompute> {};
 // Tensor parallelism, without and with sequence parallelism.
 void CheckTensorParallel(Recompute rc, bool sp) {
   const int tp = 2;
-  const GptConfig cfg = GptConfig::Make(300, 8, 2, 4, 32).value().PaddedFor(tp);
+  const ModelConfig cfg = ModelConfig::Make(300, 8, 2, 4, 32).value().PaddedFor(tp);
   const Batch b(cfg.vocab_size);
-  GptModel whole(cfg, RefBackend());
+  DecoderModel whole(cfg, RefBackend());
   whole.set_recompute(rc);
   whole.InitWeights(7);
   const double loss = whole.Forward(b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16);
@@ -131,7 +131,7 @@ void CheckTensorParallel(Recompute rc, bool sp) {
   ThreadGroup g(tp);
   std::vector<std::unique_ptr<ThreadGroup::Member>> members;
   std::vector<std::unique_ptr<TensorParallelLayers>> layers;
-  std::vector<std::unique_ptr<GptModel>> shards;
+  std::vector<std::unique_ptr<DecoderModel>> shards;
   for (int r = 0; r < tp; ++r) {
     members.push_back(std::make_unique<ThreadGroup::Member>(&g, r));
     ModelShard s;
@@ -139,7 +139,7 @@ void CheckTensorParallel(Recompute rc, bool sp) {
     s.tp_rank = r;
     s.sp = sp;
     layers.push_back(std::make_unique<TensorParallelLayers>(cfg, s, members[r].get(), RefBackend()));
-    shards.push_back(std::make_unique<GptModel>(cfg, RefBackend(), s, layers[r].get()));
+    shards.push_back(std::make_unique<DecoderModel>(cfg, RefBackend(), s, layers[r].get()));
     shards[r]->set_recompute(rc);
     shards[r]->InitWeights(7);
   }
@@ -168,17 +168,17 @@ TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) { CheckTensor
 TEST_P(ShardedModelTest, SequenceParallelRowsAddUpToTheWholeModel) { CheckTensorParallel(GetParam(), true); }
 
 TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
-  const GptConfig cfg = GptConfig::Make(300, 8, 3, 4, 32).value();
+  const ModelConfig cfg = ModelConfig::Make(300, 8, 3, 4, 32).value();
   const Batch b(cfg.vocab_size);
-  GptModel whole(cfg, RefBackend());
+  DecoderModel whole(cfg, RefBackend());
   whole.InitWeights(7);
   const double loss = whole.Forward(b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16);
   whole.Backward();
   ModelShard s0, s1;
   s0.layer_end = 1;
   s1.layer_begin = 1;
-  GptModel a(cfg, RefBackend(), s0, nullptr), z(cfg, RefBackend(), s1, nullptr);
-  for (GptModel* m : {&a, &z}) {
+  DecoderModel a(cfg, RefBackend(), s0, nullptr), z(cfg, RefBackend(), s1, nullptr);
+  for (DecoderModel* m : {&a, &z}) {
     m->set_recompute(GetParam());
     m->InitWeights(7);
   }
@@ -203,14 +203,14 @@ INSTANTIATE_TEST_SUITE_P(Recompute, ShardedModelTest,
                          ::testing::Values(Recompute::kNone, Recompute::kSelective, Recompute::kFull));
 
 TEST(ShardedModelTest, ActivationFormulaMatchesEveryShardAndSlotCount) {
-  const GptConfig cfg = GptConfig::Make(300, 8, 4, 4, 32).value().PaddedFor(2);
+  const ModelConfig cfg = ModelConfig::Make(300, 8, 4, 4, 32).value().PaddedFor(2);
   ThreadGroup g(1);  // never called: one slot's forward is not run here
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     for (int slots : {1, 3}) {
       ModelShard s;
       s.layer_begin = 1;
       s.layer_end = 3;
-      GptModel m(cfg, RefBackend(), s, nullptr);
+      DecoderModel m(cfg, RefBackend(), s, nullptr);
       m.set_recompute(r);
       m.set_slots(slots);
       for (int i = 0; i < slots; ++i) m.StageInput(i, 2, 8);

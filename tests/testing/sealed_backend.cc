@@ -122,6 +122,24 @@ void SealedBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q,
                                     const TV& scores, int H) {
   ANNEAL_SEALED(AttentionDecode(s, out, q, kcache, vcache, scores, H));
 }
+void SealedBackend::RmsNormForward(const Stream& s, const TV& out, const TV& rstd, const TV& inp, const TV& w,
+                                   float eps) {
+  ANNEAL_SEALED(RmsNormForward(s, out, rstd, inp, w, eps));
+}
+void SealedBackend::RmsNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dout, const TV& inp,
+                                    const TV& w, const TV& rstd) {
+  ANNEAL_SEALED(RmsNormBackward(s, dinp, dw, dout, inp, w, rstd));
+}
+void SealedBackend::Rotary(const Stream& s, const TV& x, const TV& cos, const TV& sin, int H, bool inverse) {
+  ANNEAL_SEALED(Rotary(s, x, cos, sin, H, inverse));
+}
+void SealedBackend::SwiGluForward(const Stream& s, const TV& out, const TV& gate, const TV& up) {
+  ANNEAL_SEALED(SwiGluForward(s, out, gate, up));
+}
+void SealedBackend::SwiGluBackward(const Stream& s, const TV& dgate, const TV& dup, const TV& gate, const TV& up,
+                                   const TV& dout) {
+  ANNEAL_SEALED(SwiGluBackward(s, dgate, dup, gate, up, dout));
+}
 void SealedBackend::GeluForward(const Stream& s, const TV& out, const TV& inp) { ANNEAL_SEALED(GeluForward(s, out, inp)); }
 void SealedBackend::GeluBackward(const Stream& s, const TV& dinp, const TV& inp, const TV& dout) {
   ANNEAL_SEALED(GeluBackward(s, dinp, inp, dout));

@@ -58,6 +58,13 @@ class SealedBackend : public Backend {
                          const TV& k, const TV& v, const TV& out, const TV& lse, int H) override;
   void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
                        const TV& scores, int H) override;
+  void RmsNormForward(const Stream& s, const TV& out, const TV& rstd, const TV& inp, const TV& w, float eps) override;
+  void RmsNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dout, const TV& inp, const TV& w,
+                       const TV& rstd) override;
+  void Rotary(const Stream& s, const TV& x, const TV& cos, const TV& sin, int H, bool inverse) override;
+  void SwiGluForward(const Stream& s, const TV& out, const TV& gate, const TV& up) override;
+  void SwiGluBackward(const Stream& s, const TV& dgate, const TV& dup, const TV& gate, const TV& up,
+                      const TV& dout) override;
   void GeluForward(const Stream& s, const TV& out, const TV& inp) override;
   void GeluBackward(const Stream& s, const TV& dinp, const TV& inp, const TV& dout) override;
   void ResidualForward(const Stream& s, const TV& out, const TV& a, const TV& b) override;

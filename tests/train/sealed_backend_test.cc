@@ -106,7 +106,7 @@ TEST(SealedBackendTest, TrainSaveResumeEvaluateAndSampleNeverTouchTensorMemory) 
     EXPECT_TRUE(store.ok());
     auto cfg = ReadCheckpointModelConfig(**store, "step-00000002");
     EXPECT_TRUE(cfg.ok());
-    GptModel m(*cfg, b);
+    DecoderModel m(*cfg, b);
     EXPECT_TRUE(LoadCheckpoint(**store, "step-00000002", &m, nullptr, nullptr).ok());
     KvGenerator g(m);
     SampleOptions o;

@@ -1,4 +1,4 @@
-// Optimized CPU GPT-2 operators: OpenBLAS sgemm (the OpenMP build, so BLAS and these loops share one
+// Optimized CPU operators of the model families: OpenBLAS sgemm (the OpenMP build, so BLAS and these loops share one
 // thread pool), OpenMP over rows, loops the compiler vectorizes for AVX2. Deterministic for a given
 // thread count: every reduction either belongs to one thread (rows, or columns looped over rows in
 // order) or adds fixed-size chunk partials in a fixed order. Shapes as in kernels/ops.h.
@@ -139,9 +139,10 @@ void MatmulBackward(float* dinp, float* dw, float* dbias, const float* dout, con
 }
 
 // One (T, T) score block per thread: S = Q K^T * scale for head h of batch b, causal.
+// Query head h reads key/value head h / (H/Hkv): q rows are C = H*hs wide, k and v rows Ckv = Hkv*hs.
 void AttentionForward(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T, int C,
-                      int H) {
-  const int hs = C / H;
+                      int H, int Hkv) {
+  const int hs = C / H, Ckv = Hkv * hs, group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
   {
@@ -150,8 +151,10 @@ void AttentionForward(float* out, float* lse, const float* q, const float* k, co
     for (int bh = 0; bh < B * H; ++bh) {
       const int b = bh / H, h = bh % H;
       const size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * hs;
-      // S (T,T) = Q (T,hs) @ K^T (hs,T), rows strided by C in the (B,T,C) layout.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q + base, C, k + base, C, 0.0f, S.data(), T);
+      const size_t kbase = static_cast<size_t>(b) * T * Ckv + static_cast<size_t>(h / group) * hs;
+      // S (T,T) = Q (T,hs) @ K^T (hs,T), rows strided by C (Ckv) in the (B,T,C) layout.
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q + base, C, k + kbase, Ckv, 0.0f, S.data(),
+                  T);
       for (int t = 0; t < T; ++t) {
         float* s = S.data() + static_cast<size_t>(t) * T;
         float mx = s[0];
@@ -167,49 +170,95 @@ void AttentionForward(float* out, float* lse, const float* q, const float* k, co
         lse[static_cast<size_t>(bh) * T + t] = mx + std::log(sum);
       }
       // out (T,hs) = P (T,T) @ V (T,hs)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S.data(), T, v + base, C, 0.0f, out + base,
-                  C);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, S.data(), T, v + kbase, Ckv, 0.0f,
+                  out + base, C);
     }
   }
 }
-
+// Parallel over (batch, key/value head): the query heads sharing one key/value head add their dK and
+// dV into it one after another, in head order, on one thread.
 void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                       const float* v, const float* /*out: D comes from P and dP*/, const float* lse, int B, int T, int C, int H) {
-  const int hs = C / H;
+                       const float* v, const float* /*out: D comes from P and dP*/, const float* lse, int B, int T, int C,
+                       int H, int Hkv) {
+  const int hs = C / H, Ckv = Hkv * hs, group = H / Hkv;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
 #pragma omp parallel
   {
     std::vector<float> P(static_cast<size_t>(T) * T), dP(static_cast<size_t>(T) * T);
 #pragma omp for schedule(static)
-    for (int bh = 0; bh < B * H; ++bh) {
-      const int b = bh / H, h = bh % H;
-      const size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * hs;
-      // Recompute P = exp(S - lse) from Q, K.
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q + base, C, k + base, C, 0.0f, P.data(), T);
-      // dP (T,T) = dOut (T,hs) @ V^T (hs,T)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout + base, C, v + base, C, 0.0f, dP.data(),
-                  T);
-      for (int t = 0; t < T; ++t) {
-        float* p = P.data() + static_cast<size_t>(t) * T;
-        float* dp = dP.data() + static_cast<size_t>(t) * T;
-        const float l = lse[static_cast<size_t>(bh) * T + t];
-        // D_t = sum_u P_tu dP_tu (equal to dOut_t . Out_t, but taken from the same P and dP values, so
-        // each row of dS sums to ~0 in float as it does exactly in math: the key bias's gradient)
-        float D = 0;
-        for (int u = 0; u <= t; ++u) {
-          p[u] = std::exp(p[u] - l);
-          D += p[u] * dp[u];
+    for (int bg = 0; bg < B * Hkv; ++bg) {
+      const int b = bg / Hkv, g = bg % Hkv;
+      const size_t kbase = static_cast<size_t>(b) * T * Ckv + static_cast<size_t>(g) * hs;
+      for (int j = 0; j < group; ++j) {
+        const int h = g * group + j, bh = b * H + h;
+        const size_t base = static_cast<size_t>(b) * T * C + static_cast<size_t>(h) * hs;
+        const float beta = j == 0 ? 0.0f : 1.0f;  // the first head writes dK, dV; the others add
+        // Recompute P = exp(S - lse) from Q, K.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q + base, C, k + kbase, Ckv, 0.0f,
+                    P.data(), T);
+        // dP (T,T) = dOut (T,hs) @ V^T (hs,T)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dout + base, C, v + kbase, Ckv, 0.0f,
+                    dP.data(), T);
+        for (int t = 0; t < T; ++t) {
+          float* p = P.data() + static_cast<size_t>(t) * T;
+          float* dp = dP.data() + static_cast<size_t>(t) * T;
+          const float l = lse[static_cast<size_t>(bh) * T + t];
+          // D_t = sum_u P_tu dP_tu (equal to dOut_t . Out_t, but taken from the same P and dP values, so
+          // each row of dS sums to ~0 in float as it does exactly in math: the key bias's gradient)
+          float D = 0;
+          for (int u = 0; u <= t; ++u) {
+            p[u] = std::exp(p[u] - l);
+            D += p[u] * dp[u];
+          }
+          for (int u = 0; u <= t; ++u) dp[u] = p[u] * (dp[u] - D) * scale;  // dS, times the score scale
+          for (int u = t + 1; u < T; ++u) p[u] = dp[u] = 0.0f;
         }
-        for (int u = 0; u <= t; ++u) dp[u] = p[u] * (dp[u] - D) * scale;  // dS, times the score scale
-        for (int u = t + 1; u < T; ++u) p[u] = dp[u] = 0.0f;
+        // dQ = dS @ K; dK (+)= dS^T @ Q; dV (+)= P^T @ dOut
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP.data(), T, k + kbase, Ckv, 0.0f,
+                    dq + base, C);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP.data(), T, q + base, C, beta,
+                    dk + kbase, Ckv);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P.data(), T, dout + base, C, beta,
+                    dv + kbase, Ckv);
       }
-      // dQ = dS @ K; dK = dS^T @ Q; dV = P^T @ dOut
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, dP.data(), T, k + base, C, 0.0f, dq + base,
-                  C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, dP.data(), T, q + base, C, 0.0f, dk + base,
-                  C);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, P.data(), T, dout + base, C, 0.0f,
-                  dv + base, C);
+    }
+  }
+}
+
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* x = inp + static_cast<size_t>(i) * C;
+    float ms = 0;
+    for (int c = 0; c < C; ++c) ms += x[c] * x[c];
+    const float r = 1.0f / std::sqrt(ms / static_cast<float>(C) + eps);
+    float* o = out + static_cast<size_t>(i) * C;
+    for (int c = 0; c < C; ++c) o[c] = x[c] * r * w[c];
+    rstd[i] = r;
+  }
+}
+
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                     int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; ++i) {
+    const float* x = inp + static_cast<size_t>(i) * C;
+    const float* d = dout + static_cast<size_t>(i) * C;
+    float* dx = dinp + static_cast<size_t>(i) * C;
+    float m = 0;
+    for (int c = 0; c < C; ++c) m += d[c] * w[c] * x[c] * rstd[i];
+    m /= static_cast<float>(C);
+    for (int c = 0; c < C; ++c) dx[c] += rstd[i] * (d[c] * w[c] - x[c] * rstd[i] * m);
+  }
+  // dw: each thread owns a range of channels and sums the rows in order.
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int c0 = C * id / nt, c1 = C * (id + 1) / nt;
+    for (int i = 0; i < N; ++i) {
+      const float* x = inp + static_cast<size_t>(i) * C;
+      const float* d = dout + static_cast<size_t>(i) * C;
+      for (int c = c0; c < c1; ++c) dw[c] += x[c] * rstd[i] * d[c];
     }
   }
 }
@@ -311,7 +360,7 @@ const KernelTable& CpuKernels() {
   static const KernelTable t{"cpu",           EncoderForward,   EncoderBackward,  LayerNormForward, LayerNormBackward,
                              MatmulForward,   MatmulBackward,   AttentionForward, AttentionBackward, GeluForward,
                              GeluBackward,    ResidualForward,  CrossEntropy,     SumSquares,       Scale,
-                             AdamW};
+                             AdamW,           RmsNormForward,   RmsNormBackward};
   return t;
 }
 

@@ -130,7 +130,15 @@ class CudaBackend : public Backend {
 
   const std::string& name() const override { return name_; }
   Device device() const override { return Device::Cuda(index_); }
-  bool Supports(Op, DType t) const override { return t == DType::kF32 || t == DType::kBF16; }
+  // The Llama family's ops (RMSNorm, rotary, SwiGLU) and grouped-query attention are not in this
+  // backend yet: the trainer refuses a model needing them here, naming the op.
+  bool Supports(Op op, DType t) const override {
+    if (op == Op::kRmsNormForward || op == Op::kRmsNormBackward || op == Op::kRotary || op == Op::kSwiGluForward ||
+        op == Op::kSwiGluBackward) {
+      return false;
+    }
+    return t == DType::kF32 || t == DType::kBF16;
+  }
   Allocator& allocator() override { return alloc_; }
   // Small copies (a micro-batch's tokens and targets) go through a ring of pinned staging buffers:
   // from pageable memory the driver would first wait for all the stream's work, so the host could
@@ -277,6 +285,7 @@ class CudaBackend : public Backend {
   void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
                        const TV& scores, int H) override {
     ANNEAL_TIMED(s);
+    if (kcache.dim(1) != q.numel()) OneKvHeadPerQueryHead(q, kcache);
     const int64_t rows = kcache.dim(0);
     if (scores.dtype() != DType::kF32 || scores.numel() < rows) {
       Must(Internal("AttentionDecode's scores must be f32 of at least " + std::to_string(rows) + " floats: " +
@@ -284,6 +293,26 @@ class CudaBackend : public Backend {
     }
     Must(cuda::AttentionDecode(D(s), E(q.dtype()), out.data(), q.data(), kcache.data(), kcache.stride(0),
                                vcache.data(), vcache.stride(0), rows, q.numel(), H, scores.f32()));
+  }
+
+  // ---- not supported here (Supports says so; reaching one is an invariant violation) ----
+  void RmsNormForward(const Stream&, const TV&, const TV&, const TV&, const TV&, float) override { Lacks(Op::kRmsNormForward); }
+  void RmsNormBackward(const Stream&, const TV&, const TV&, const TV&, const TV&, const TV&, const TV&) override {
+    Lacks(Op::kRmsNormBackward);
+  }
+  void Rotary(const Stream&, const TV&, const TV&, const TV&, int, bool) override { Lacks(Op::kRotary); }
+  void SwiGluForward(const Stream&, const TV&, const TV&, const TV&) override { Lacks(Op::kSwiGluForward); }
+  void SwiGluBackward(const Stream&, const TV&, const TV&, const TV&, const TV&, const TV&) override {
+    Lacks(Op::kSwiGluBackward);
+  }
+  [[noreturn]] static void Lacks(Op op) {
+    Must(Internal(std::string("the cuda backend has no ") + OpName(op) + " yet (Supports says so)"));
+    std::abort();
+  }
+  static void OneKvHeadPerQueryHead(const TV& q, const TV& k) {
+    if (k.dim(k.ndim() - 1) != q.dim(q.ndim() - 1) || q.ndim() == 1) {
+      Must(Internal("grouped-query attention (keys narrower than queries) is not in the cuda backend yet"));
+    }
   }
 
   // ---- elementwise ----
@@ -416,6 +445,7 @@ void* CudaBackend::AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int 
 void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
                                    int H) {
   ANNEAL_TIMED(s);
+  OneKvHeadPerQueryHead(q, k);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
   if (FlashFits(q, H, {&out, &q, &k, &v})) {
@@ -443,6 +473,7 @@ void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse
 void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
                                     const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) {
   ANNEAL_TIMED(s);
+  OneKvHeadPerQueryHead(q, k);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
   if (FlashFits(q, H, {&dq, &dk, &dv, &dout, &q, &k, &v, &out})) {

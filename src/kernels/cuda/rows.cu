@@ -587,8 +587,10 @@ Status VocabEmbeddingBackward(const Device1D& d, Elem t, void* dwte_slice, void*
                               const int32_t* tokens, int64_t N, int64_t C, int64_t Vl, int64_t v0, int T,
                               Scratch& scratch) {
   if (N == 0) return Status::Ok();
-  ANNEAL_LAUNCH_T(t, PositionGrad, GridFor(static_cast<int64_t>(T) * C, d.sms), kThreads, d.stream, N,
-                  static_cast<int64_t>(T), C, dwpe, dall);
+  if (dwpe) {  // null: no position embedding (rotary families)
+    ANNEAL_LAUNCH_T(t, PositionGrad, GridFor(static_cast<int64_t>(T) * C, d.sms), kThreads, d.stream, N,
+                    static_cast<int64_t>(T), C, dwpe, dall);
+  }
   return TokenGrads(d, t, dwte_slice, dall, tokens, N, C, v0, v0 + Vl, scratch);
 }
 

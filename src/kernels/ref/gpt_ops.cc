@@ -1,4 +1,4 @@
-// Reference GPT-2 operators: the readable truth every optimized backend is checked against
+// Reference operators of the model families: the readable truth every optimized backend is checked against
 // (tests/kernels/parity_test.cc). Plain loops, double accumulators, one thread. Shapes as in
 // kernels/ops.h.
 #include <cmath>
@@ -118,12 +118,14 @@ void MatmulBackward(float* dinp, float* dw, float* dbias, const float* dout, con
   }
 }
 
-// Scaled, causal scores of query row t against keys 0..t of head h: s[u] = q_t . k_u / sqrt(hs).
-void Scores(std::vector<double>& s, const float* q, const float* k, int b, int t, int h, int T, int C, int hs) {
+// Scaled, causal scores of query row t of head h against keys 0..t of its key/value head h / (H/Hkv):
+// s[u] = q_t . k_u / sqrt(hs). q rows are C = H*hs wide, k rows Ckv = Hkv*hs.
+void Scores(std::vector<double>& s, const float* q, const float* k, int b, int t, int h, int T, int C, int Ckv,
+            int hs, int group) {
   const float* qt = q + (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * hs;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   for (int u = 0; u <= t; ++u) {
-    const float* ku = k + (static_cast<size_t>(b) * T + u) * C + static_cast<size_t>(h) * hs;
+    const float* ku = k + (static_cast<size_t>(b) * T + u) * Ckv + static_cast<size_t>(h / group) * hs;
     double acc = 0;
     for (int i = 0; i < hs; ++i) acc += static_cast<double>(qt[i]) * ku[i];
     s[u] = acc * scale;
@@ -131,13 +133,14 @@ void Scores(std::vector<double>& s, const float* q, const float* k, int b, int t
 }
 
 void AttentionForward(float* out, float* lse, const float* q, const float* k, const float* v, int B, int T, int C,
-                      int H) {
-  const int hs = C / H;
+                      int H, int Hkv) {
+  const int hs = C / H, Ckv = Hkv * hs, group = H / Hkv;
   std::vector<double> s(T);
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
+      const size_t kvh = static_cast<size_t>(h / group) * hs;
       for (int t = 0; t < T; ++t) {
-        Scores(s, q, k, b, t, h, T, C, hs);
+        Scores(s, q, k, b, t, h, T, C, Ckv, hs, group);
         double mx = s[0];
         for (int u = 1; u <= t; ++u) mx = std::max(mx, s[u]);
         double sum = 0;
@@ -148,7 +151,7 @@ void AttentionForward(float* out, float* lse, const float* q, const float* k, co
         for (int i = 0; i < hs; ++i) {
           double acc = 0;
           for (int u = 0; u <= t; ++u) {
-            acc += std::exp(s[u] - l) * v[(static_cast<size_t>(b) * T + u) * C + static_cast<size_t>(h) * hs + i];
+            acc += std::exp(s[u] - l) * v[(static_cast<size_t>(b) * T + u) * Ckv + kvh + i];
           }
           o[i] = static_cast<float>(acc);
         }
@@ -156,18 +159,20 @@ void AttentionForward(float* out, float* lse, const float* q, const float* k, co
     }
   }
 }
-
 void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                       const float* v, const float* out, const float* lse, int B, int T, int C, int H) {
-  const int hs = C / H;
+                       const float* v, const float* out, const float* lse, int B, int T, int C, int H, int Hkv) {
+  const int hs = C / H, Ckv = Hkv * hs, group = H / Hkv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  const size_t n = static_cast<size_t>(B) * T * C;
-  std::vector<double> gq(n, 0.0), gk(n, 0.0), gv(n, 0.0), s(T);
+  const size_t n = static_cast<size_t>(B) * T * C, nkv = static_cast<size_t>(B) * T * Ckv;
+  std::vector<double> gq(n, 0.0), gk(nkv, 0.0), gv(nkv, 0.0), s(T);
   auto at = [&](int b, int t, int h) { return (static_cast<size_t>(b) * T + t) * C + static_cast<size_t>(h) * hs; };
+  auto kv = [&](int b, int t, int h) {
+    return (static_cast<size_t>(b) * T + t) * Ckv + static_cast<size_t>(h / group) * hs;
+  };
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < H; ++h) {
       for (int t = 0; t < T; ++t) {
-        Scores(s, q, k, b, t, h, T, C, hs);
+        Scores(s, q, k, b, t, h, T, C, Ckv, hs, group);
         const double l = lse[(static_cast<size_t>(b) * H + h) * T + t];
         // D = sum_i dout_i * out_i = sum_u P_u * dP_u (the softmax backward's row term)
         double D = 0;
@@ -175,22 +180,55 @@ void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const
         for (int u = 0; u <= t; ++u) {
           const double p = std::exp(s[u] - l);
           double dp = 0;  // dP_u = dout_t . v_u
-          for (int i = 0; i < hs; ++i) dp += static_cast<double>(dout[at(b, t, h) + i]) * v[at(b, u, h) + i];
+          for (int i = 0; i < hs; ++i) dp += static_cast<double>(dout[at(b, t, h) + i]) * v[kv(b, u, h) + i];
           const double ds = p * (dp - D) * scale;  // d(score before scaling)
           for (int i = 0; i < hs; ++i) {
-            gv[at(b, u, h) + i] += p * dout[at(b, t, h) + i];
-            gq[at(b, t, h) + i] += ds * k[at(b, u, h) + i];
-            gk[at(b, u, h) + i] += ds * q[at(b, t, h) + i];
+            gv[kv(b, u, h) + i] += p * dout[at(b, t, h) + i];
+            gq[at(b, t, h) + i] += ds * k[kv(b, u, h) + i];
+            gk[kv(b, u, h) + i] += ds * q[at(b, t, h) + i];
           }
         }
       }
     }
   }
-  for (size_t i = 0; i < n; ++i) {
-    dq[i] = static_cast<float>(gq[i]);
+  for (size_t i = 0; i < n; ++i) dq[i] = static_cast<float>(gq[i]);
+  for (size_t i = 0; i < nkv; ++i) {
     dk[i] = static_cast<float>(gk[i]);
     dv[i] = static_cast<float>(gv[i]);
   }
+}
+
+// RMSNorm: out = x / sqrt(mean(x^2) + eps) * w; rstd saved.
+void RmsNormForward(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
+  for (int i = 0; i < N; ++i) {
+    const float* x = inp + static_cast<size_t>(i) * C;
+    double ms = 0;
+    for (int c = 0; c < C; ++c) ms += static_cast<double>(x[c]) * x[c];
+    const double r = 1.0 / std::sqrt(ms / C + static_cast<double>(eps));
+    float* o = out + static_cast<size_t>(i) * C;
+    for (int c = 0; c < C; ++c) o[c] = static_cast<float>(x[c] * r * w[c]);
+    rstd[i] = static_cast<float>(r);
+  }
+}
+// xhat = x * rstd, dnorm = d * w: dx += rstd * (dnorm - xhat * mean(dnorm * xhat)); dw += xhat * d.
+void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, const float* rstd,
+                     int N, int C) {
+  std::vector<double> gw(C, 0.0);
+  for (int i = 0; i < N; ++i) {
+    const float* x = inp + static_cast<size_t>(i) * C;
+    const float* d = dout + static_cast<size_t>(i) * C;
+    float* dx = dinp + static_cast<size_t>(i) * C;
+    const double r = rstd[i];
+    double m = 0;
+    for (int c = 0; c < C; ++c) m += static_cast<double>(d[c]) * w[c] * x[c] * r;
+    m /= C;
+    for (int c = 0; c < C; ++c) {
+      const double xhat = x[c] * r;
+      gw[c] += xhat * d[c];
+      dx[c] += static_cast<float>(r * (static_cast<double>(d[c]) * w[c] - xhat * m));
+    }
+  }
+  for (int c = 0; c < C; ++c) dw[c] += static_cast<float>(gw[c]);
 }
 
 void GeluForward(float* out, const float* inp, size_t n) {
@@ -269,7 +307,7 @@ const KernelTable& RefKernels() {
   static const KernelTable t{"ref",           EncoderForward,   EncoderBackward,  LayerNormForward, LayerNormBackward,
                              MatmulForward,   MatmulBackward,   AttentionForward, AttentionBackward, GeluForward,
                              GeluBackward,    ResidualForward,  CrossEntropy,     SumSquares,       Scale,
-                             AdamW};
+                             AdamW,           RmsNormForward,   RmsNormBackward};
   return t;
 }
 

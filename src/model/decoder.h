@@ -1,5 +1,9 @@
-// GptModel: GPT-2's forward and backward, written out layer by layer as ops of a Backend
-// (tensor/backend.h), each given views of the model's buffers and the model's stream.
+// DecoderModel: a decoder-only transformer's forward and backward, written out layer by layer as ops
+// of a Backend (tensor/backend.h), each given views of the model's buffers and the model's stream.
+// One model for every family (model/family.h): the family decides the blocks (config.blocks: which
+// norm, positions learned or rotary, which MLP, biases or none, how many key/value heads, a tied or
+// untied head) and the canonical tensors; the model resolves each layer's tensors by role once
+// (LayerParams) and runs the blocks it was given.
 //
 // Parallelism stays outside (DESIGN.md): src/parallel decides which part of the model a rank holds
 // (a ModelShard: a tensor slice and a pipeline stage) and builds the model with the layers of that
@@ -47,27 +51,27 @@ class GradSink {
 // generator's): (L, maxT, C) each in the model's backend memory, plus the decode attention's scores.
 struct KvCache {
   DeviceArray k, v, scores;
-  // Sized for `config`'s whole model, keys and values in the model's compute dtype t; errors name the
-  // allocation.
-  Status Allocate(Backend& b, const GptConfig& config, DType t);
+  // Sized for `config`'s whole model ((L, maxT, n_kv_head * head size) each), keys and values in the
+  // model's compute dtype t; errors name the allocation.
+  Status Allocate(Backend& b, const ModelConfig& config, DType t);
 };
 
-class GptModel {
+class DecoderModel {
  public:
   // compute: the dtype of the parameters, gradients and activations (the precision policy's working
   // dtype; LayerNorm and attention statistics and the losses stay fp32). bf16 needs a backend with
   // bf16 ops (ref emulates them) and, for now, the whole model on one rank.
-  GptModel(const GptConfig& config, Backend& backend, DType compute = DType::kF32);
+  DecoderModel(const ModelConfig& config, Backend& backend, DType compute = DType::kF32);
   // One shard of the model, built with the layers of its tensor-parallel split: `layers` must be given
   // when shard.tp > 1 (parallel/tensor_parallel.h TensorParallelLayers) and outlive the model; null
   // means the whole width on this rank. config.padded_vocab must divide by shard.tp.
-  GptModel(const GptConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
+  DecoderModel(const ModelConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
            DType compute = DType::kF32);
-  GptModel(const GptModel&) = delete;  // its ParamStore refers to its own layout
-  GptModel& operator=(const GptModel&) = delete;
+  DecoderModel(const DecoderModel&) = delete;  // its ParamStore refers to its own layout
+  DecoderModel& operator=(const DecoderModel&) = delete;
   const ModelShard& shard() const { return shard_; }
 
-  const GptConfig& config() const { return config_; }
+  const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   Backend& backend() const { return be_; }
   const Stream& stream() const { return st_; }
@@ -103,8 +107,8 @@ class GptModel {
   int slots() const { return static_cast<int>(slots_.size()); }
   Recompute recompute() const { return recompute_; }
 
-  // GPT-2 initialization from a seed: N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for the two residual
-  // projections, zero biases, LayerNorm weights 1; padded vocabulary rows zero. A shard gets exactly
+  // GPT-2's initialization from a seed (every family): N(0, 0.02) weights, N(0, 0.02/sqrt(2L)) for
+  // the two residual projections, zero biases, norm weights 1; padded vocabulary rows zero. A shard gets exactly
   // its box of the whole model's values (the random stream runs over the canonical tensors in order).
   void InitWeights(uint64_t seed);
 
@@ -150,16 +154,24 @@ class GptModel {
   // null and ZeroGrad does nothing). The sink must outlive the model's Backward calls.
   void set_grad_sink(GradSink* sink);
   void ZeroGrad();
-  // Floats of activation memory currently allocated (GptConfig::ActivationFloats is its formula).
+  // Floats of activation memory currently allocated (ModelConfig::ActivationFloats is its formula).
   size_t ActivationFloatsAllocated() const;
 
  private:
   // The per-layer activations of `n` layers (every layer of a slot, or one layer shared by all slots
   // under full recomputation).
+  // fch is GPT-2's fc output or Llama's gate, `up` SwiGLU's second input, fch_gelu the activation's
+  // output (GELU or SwiGLU); the means exist for LayerNorm only.
   struct LayerActs {
     size_t n = 0;
-    DeviceArray ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean, ln2_rstd, fch,
+    DeviceArray ln1, ln1_mean, ln1_rstd, q, k, v, atty, lse, attproj, resid2, ln2, ln2_mean, ln2_rstd, fch, up,
         fch_gelu, fcproj;
+  };
+  // Where one local layer's tensors live in the flat buffers, by role (npos: the family has none).
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  struct LayerParams {
+    size_t at[static_cast<size_t>(Role::kCount)];
+    size_t operator[](Role r) const { return at[static_cast<size_t>(r)]; }
   };
   // One micro-batch in flight.
   struct Slot {
@@ -173,7 +185,7 @@ class GptModel {
   };
   struct Scratch {
     size_t N = 0;
-    DeviceArray dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu;
+    DeviceArray dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu, dup;
   };
   void EnsureSlot(int slot, int B, int T);
   void AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu);
@@ -195,7 +207,9 @@ class GptModel {
   // The buffers holding slot's layer i activations (kept or recomputed) and their index.
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.
-  static DevPtr L(const DeviceArray& a, int l, size_t width) { return a.ptr() + static_cast<size_t>(l) * width; }
+  static DevPtr L(const DeviceArray& a, int l, size_t width) {
+    return a.empty() ? DevPtr{} : a.ptr() + static_cast<size_t>(l) * width;
+  }
   // The stage output of slot (B,T,C) in the compute dtype.
   DevPtr OutputOf(int slot) const;
   // Views of the model's buffers on its backend's device: a matrix (r, c), a vector (n), a (B, T, C)
@@ -210,19 +224,38 @@ class GptModel {
   // a <- n zeroed elements; the first failure is kept in status_.
   void Alloc(DeviceArray& a, size_t n, const char* what, DType t);
   void Alloc(DeviceArray& a, size_t n, const char* what) { Alloc(a, n, what, cd_); }
-  // out (R,C) = inp (N,K) @ W^T + b for the row-parallel projection `prefix` (attn.proj., mlp.proj.).
-  void RowParallelLinear(DevPtr out, DevPtr inp, const std::string& prefix, int N, int K);
-  // LayerNorm backward of the parameters w, b over this rank's rows.
-  void LnBackward(DevPtr dinp, const std::string& w, const std::string& b, DevPtr dout, DevPtr inp, DevPtr mean,
-                  DevPtr rstd, int rows);
+  // A tensor's parameters and gradients by flat offset (the gradient in the GradSink's range in sink mode).
+  DevPtr P(size_t off) const { return store_.params() + off; }
+  DevPtr G(size_t off);
+  // A bias view, or none where the family has no biases.
+  TensorView Bias(size_t off, int64_t n) const { return off == kNone ? TensorView() : M(P(off), n); }
+  TensorView BiasGrad(size_t off, int64_t n) { return off == kNone ? TensorView() : M(G(off), n); }
+  // out (R,C) = inp (N,K) @ W^T + b for a row-parallel projection (the attention's, the MLP's).
+  void RowParallelLinear(DevPtr out, DevPtr inp, size_t w, size_t b, int N, int K);
+  // The family's norm over `rows` rows: out = norm(inp) with its statistics (mean: LayerNorm only);
+  // and with a residual add first (resid = a + b).
+  void NormForward(DevPtr out, DevPtr mean, DevPtr rstd, DevPtr inp, size_t w, size_t b, int rows);
+  void ResidualNormForward(DevPtr resid, DevPtr out, DevPtr mean, DevPtr rstd, DevPtr a, DevPtr b, size_t w,
+                           size_t bias, int rows);
+  // The norm's backward of the parameters w (and b) over this rank's rows.
+  void NormBackward(DevPtr dinp, size_t w, size_t b, DevPtr dout, DevPtr inp, DevPtr mean, DevPtr rstd, int rows);
+  // Rotary embedding of q (B,T,Cl) and k (B,T,Ckv/tp) at positions pos0.. (backward: the inverse).
+  void RotateQK(DevPtr q, DevPtr k, int B, int T, int pos0, bool inverse);
+  // The activation of the MLP's hidden layer: out = GELU(fch) or silu(fch) * up.
+  void MlpActivation(DevPtr out, DevPtr fch, DevPtr up, size_t n);
+  // The LM head's matrix: wte when tied, lm_head otherwise.
+  size_t HeadWeight() const { return config_.tie_embeddings ? wte_ : lm_head_; }
 
-  GptConfig config_;
+  ModelConfig config_;
   DType cd_ = DType::kF32;  // the compute dtype
   ModelShard shard_;
   std::unique_ptr<WholeModelLayers> whole_;  // the layers when none are given
   LayerParallel* par_;
   int nl_ = 0;                 // local layers
-  int Cl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0;  // local widths
+  int Cl_ = 0, Ckvl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0;  // local widths (q, k and v, the MLP, heads, vocabulary)
+  std::vector<LayerParams> lp_;   // per local layer
+  size_t wte_ = kNone, wpe_ = kNone, normf_w_ = kNone, normf_b_ = kNone, lm_head_ = kNone;
+  DeviceArray rope_cos_, rope_sin_;  // (maxT, head size / 2) f32 when the family is rotary
   ParamLayout layout_;
   Backend& be_;
   Stream st_;

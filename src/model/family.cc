@@ -1,0 +1,62 @@
+#include "model/family.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "model/gpt2/gpt2.h"
+#include "model/llama/llama.h"
+
+namespace anneal {
+
+const std::vector<const ModelFamily*>& Families() {
+  static const std::vector<const ModelFamily*> all = {&Gpt2Family(), &LlamaFamily()};
+  return all;
+}
+
+Result<const ModelFamily*> FindFamily(const std::string& name) {
+  std::string known;
+  for (const ModelFamily* f : Families()) {
+    if (name == f->name()) return f;
+    known += (known.empty() ? "" : " | ") + std::string(f->name());
+  }
+  return InvalidInput("model.family '" + name + "' is not a known family: use " + known);
+}
+
+const ModelFamily& FamilyOf(const ModelConfig& c) {
+  auto f = FindFamily(c.family);
+  if (!f.ok()) std::abort();  // a ModelConfig is Finish()ed before use
+  return **f;
+}
+
+std::string PresetList() {
+  std::string out;
+  for (const ModelFamily* f : Families()) {
+    for (const std::string& p : f->PresetNames()) out += (out.empty() ? "" : ", ") + p;
+  }
+  return out;
+}
+
+std::vector<Op> OpsFor(const ModelConfig& c) {
+  const std::vector<Op> mine = FamilyOf(c).Ops();
+  std::vector<Op> out;
+  for (Op op : AllOps()) {
+    bool other = false;  // an op only other families use
+    for (const ModelFamily* f : Families()) {
+      for (Op o : f->Ops()) other = other || o == op;
+    }
+    if (!other || std::find(mine.begin(), mine.end(), op) != mine.end()) out.push_back(op);
+  }
+  return out;
+}
+
+Status CheckBackendOps(const ModelConfig& c, const Backend& b, DType t) {
+  for (Op op : OpsFor(c)) {
+    if (!b.Supports(op, t)) {
+      return InvalidInput("model.family " + c.family + " needs the op " + OpName(op) + ", which the " + b.name() +
+                          " backend has not in " + DTypeName(t) + " yet: use train.backend cpu (or ref)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace anneal
