@@ -89,7 +89,9 @@ size_t ModelConfig::ActivationFloats(int B, int T, Recompute recompute, const Mo
   // (2N LayerNorm, N RMSNorm), the logits slice (N Vp/tp) and the losses (N).
   const bool rms = blocks.norm == NormKind::kRmsNorm, swiglu = blocks.mlp == MlpKind::kSwiGlu;
   const size_t N = static_cast<size_t>(B) * T, C = n_embd, tp = s.tp, H = n_head / tp;
-  const size_t Cl = C / tp, Ckvl = static_cast<size_t>(kv_dim()) / tp, Fl = intermediate_size / tp;
+  const bool kv_replicated = tp > 1 && n_kv_head % tp != 0;  // DecoderModel: one head per rank, all held
+  const size_t Cl = C / tp, Ckvl = kv_replicated ? head_size() : static_cast<size_t>(kv_dim()) / tp;
+  const size_t Fl = intermediate_size / tp;
   const size_t Vl = padded_vocab / tp;
   const size_t R = s.seq_parallel() ? N / tp : N;  // rows of the residual stream held
   const size_t L = static_cast<size_t>(s.end(*this) - s.layer_begin);
@@ -120,6 +122,7 @@ size_t ModelConfig::ActivationFloats(int B, int T, Recompute recompute, const Mo
   // rank's row statistics and 2 N tp gathered (as floats x2)
   size_t scratch = R * C + N * C + 2 * N * Cl + 2 * N * Ckvl + 2 * N * Fl + (swiglu ? N * Fl : 0);
   if (s.seq_parallel()) scratch += N * C + R * C + 2 * C;
+  if (kv_replicated) scratch += 2 * static_cast<size_t>(kv_dim()) * C;  // the k and v weight gradients (no biases)
   if (tp > 1 && s.last(*this)) scratch += 2 * (2 * N + 2 * N * tp);
   return slots * per_slot + layers + scratch;
 }
@@ -166,6 +169,9 @@ void ParamLayout::AddSplit(const TensorSpec& t, int layer, const ModelConfig& c,
   switch (t.split) {
     case Split::kWhole:
       return Add(t, layer, std::vector<int64_t>(sh.size(), 0), sh, sh, /*replicated=*/true);
+    case Split::kKvHeads:
+      if (c.n_kv_head % tp != 0) return Add(t, layer, std::vector<int64_t>(sh.size(), 0), sh, sh, /*replicated=*/true);
+      [[fallthrough]];
     case Split::kRows: {  // output rows split: (R/tp, ...)
       std::vector<int64_t> off(sh.size(), 0), len = sh;
       off[0] = r * (sh[0] / tp);

@@ -32,7 +32,7 @@ struct Blocks {
   bool learned_positions = true;         // wpe added to the token embedding
   bool rotary = false;                   // rotary position embedding on q and k
   MlpKind mlp = MlpKind::kGelu;
-  bool bias = true;                      // the linear layers have biases
+  // (Biases are not a block: the model adds one wherever the family lists a bias tensor.)
 };
 
 // Llama 3's rotary frequency scaling (transformers' rope_type "llama3"); factor 0 = none.
@@ -146,7 +146,10 @@ struct ParamInfo {
 // How a canonical tensor is split over a tensor-parallel group: kept whole on every rank; split by
 // output rows (column-parallel weights, their biases); by input columns (row-parallel weights); or
 // by vocabulary rows of the padded table (wte, lm_head).
-enum class Split : uint8_t { kWhole, kRows, kCols, kVocab };
+// kKvHeads: key/value projections, split by rows where tp divides n_kv_head, otherwise whole on
+// every rank (each rank computes with the one head its query heads read; the gradients are summed
+// over the group).
+enum class Split : uint8_t { kWhole, kRows, kCols, kVocab, kKvHeads };
 // One canonical tensor as a family lists it.
 struct TensorSpec {
   std::string name;

@@ -28,7 +28,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
       be_(backend),
       st_(backend.DefaultStream()),
       store_(layout_, backend, compute) {
-  if (shard.tp > 1 && (!layers || config.n_head % shard.tp != 0 || config.n_kv_head % shard.tp != 0 ||
+  if (shard.tp > 1 && (!layers || config.n_head % shard.tp != 0 || (config.n_kv_head % shard.tp != 0 && shard.tp % config.n_kv_head != 0) ||
                        config.intermediate_size % shard.tp != 0 || config.padded_vocab % shard.tp != 0)) {
     std::abort();  // ParallelPlan checks these
   }
@@ -36,7 +36,11 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
   par_ = layers ? layers : whole_.get();
   nl_ = shard.end(config) - shard.layer_begin;
   Cl_ = config.n_embd / shard.tp;
-  Ckvl_ = config.kv_dim() / shard.tp;
+  // Key/value heads: tp slices of them, or — when tp does not divide n_kv_head (a multiple of it) —
+  // every rank holds them all (replicated) and uses the one head its query heads read.
+  kv_replicated_ = shard.tp > 1 && config.n_kv_head % shard.tp != 0;
+  Ckvl_ = kv_replicated_ ? config.head_size() : config.kv_dim() / shard.tp;
+  kv_row0_ = kv_replicated_ ? static_cast<size_t>(shard.tp_rank * config.n_kv_head / shard.tp) * config.head_size() : 0;
   Fl_ = config.intermediate_size / shard.tp;
   Hl_ = config.n_head / shard.tp;
   Vl_ = config.padded_vocab / shard.tp;
@@ -191,6 +195,9 @@ void DecoderModel::EnsureSlot(int slot, int B, int T) {
     if (Status st = par_->Prepare(N); !st.ok() && status_.ok()) status_ = st;
     for (auto* v : {&d.dq, &d.datty}) Alloc(*v, N * Cl_, "attention gradient scratch");
     for (auto* v : {&d.dk, &d.dv}) Alloc(*v, N * Ckvl_, "attention gradient scratch");
+    // replicated key/value heads: this micro-batch's k and v weight gradients, summed over the group
+    if (kv_replicated_) Alloc(d.dkv_w, 2 * KvWeightFloats(), "replicated key/value weight gradients");
+    else d.dkv_w.Reset();
     for (auto* v : {&d.dfch, &d.dfch_gelu}) Alloc(*v, N * Fl_, "MLP gradient scratch");
     if (config_.blocks.mlp == MlpKind::kSwiGlu) Alloc(d.dup, N * Fl_, "SwiGLU gradient scratch");
     else d.dup.Reset();
@@ -236,9 +243,11 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   NormForward(ln1, L(a.ln1_mean, li, R), L(a.ln1_rstd, li, R), residual, w[Role::kNorm1W], w[Role::kNorm1B], R);
   // q (B,T,Cl), k, v (B,T,Ckv/tp) = ln1 @ W^T (+ b): this rank's heads (column-parallel; every row, gathered)
   DevPtr ln1_all = par_->ColumnInput(ln1, N);
-  for (const auto& [out, wr, br, width] : {std::tuple{q, Role::kQW, Role::kQB, Cl_}, {kk, Role::kKW, Role::kKB, Ckvl_},
-                                           {v, Role::kVW, Role::kVB, Ckvl_}}) {
-    be_.LinearForward(st_, M(out, N, width), M(ln1_all, N, C), M(P(w[wr]), width, C), Bias(w[br], width));
+  for (const auto& [out, wr, br, width, r0] :
+       {std::tuple{q, Role::kQW, Role::kQB, Cl_, size_t{0}}, {kk, Role::kKW, Role::kKB, Ckvl_, kv_row0_},
+        {v, Role::kVW, Role::kVB, Ckvl_, kv_row0_}}) {
+    be_.LinearForward(st_, M(out, N, width), M(ln1_all, N, C), M(P(w[wr]) + r0 * C, width, C),
+                      Bias(w[br] == kNone ? kNone : w[br] + r0, width));
   }
   if (config_.blocks.rotary) RotateQK(q, kk, B, T, kv ? pos : 0, false);
   // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
@@ -396,7 +405,7 @@ size_t DecoderModel::ActivationFloatsAllocated() const {
   layers(shared_);
   n += gelu_shared_.size();
   const Scratch& d = scratch_;
-  for (const auto* v : {&d.dresidual, &d.dln, &d.dq, &d.dk, &d.dv, &d.datty, &d.dfch, &d.dfch_gelu, &d.dup}) {
+  for (const auto* v : {&d.dresidual, &d.dln, &d.dq, &d.dk, &d.dv, &d.datty, &d.dfch, &d.dfch_gelu, &d.dup, &d.dkv_w}) {
     n += v->size();
   }
   return n + par_->ScratchFloats();  // the tensor-parallel layers' gathers and statistics
@@ -553,12 +562,30 @@ void DecoderModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) 
   if (config_.blocks.rotary) RotateQK(d.dq.ptr(), d.dk.ptr(), B, T, 0, true);
   ZeroScratch(d.dln);
   DevPtr ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
-  for (const auto& [dx, wr, br, width] :
-       {std::tuple{d.dq.ptr(), Role::kQW, Role::kQB, Cl_}, {d.dk.ptr(), Role::kKW, Role::kKB, Ckvl_},
-        {d.dv.ptr(), Role::kVW, Role::kVB, Ckvl_}}) {
-    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(G(w[wr]), width, C), BiasGrad(w[br], width), M(dx, N, width),
-                       M(ln1, N, C), M(P(w[wr]), width, C));
+  be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kQW]), Cl_, C), BiasGrad(w[Role::kQB], Cl_),
+                     M(d.dq.ptr(), N, Cl_), M(ln1, N, C), M(P(w[Role::kQW]), Cl_, C));
+  const size_t kvw = KvWeightFloats(), kvd = static_cast<size_t>(config_.kv_dim());
+  if (kv_replicated_) ZeroScratch(d.dkv_w);
+  for (const auto& [dx, wr, br, j] : {std::tuple{d.dk.ptr(), Role::kKW, Role::kKB, 0}, {d.dv.ptr(), Role::kVW, Role::kVB, 1}}) {
+    // replicated: this rank's head's rows of a scratch copy (rows of the other heads stay 0), summed
+    // over the group (each head's ranks add their parts), then added to every rank's whole gradient
+    DevPtr gw = kv_replicated_ ? d.dkv_w.ptr() + j * kvw : G(w[wr]);
+    const bool bias = w[br] != kNone;
+    DevPtr gb = !bias ? DevPtr{} : kv_replicated_ ? gw + kvd * config_.n_embd : G(w[br]);
+    be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(gw + kv_row0_ * C, Ckvl_, C),
+                       bias ? M(gb + kv_row0_, Ckvl_) : TV(), M(dx, N, Ckvl_), M(ln1, N, C),
+                       M(P(w[wr]) + kv_row0_ * C, Ckvl_, C));
+    if (!kv_replicated_) continue;
+    par_->SumOverGroup(gw, kvw);
+    be_.Accumulate(st_, M(G(w[wr]), kvd * config_.n_embd), M(gw, kvd * config_.n_embd));
+    if (bias) be_.Accumulate(st_, M(G(w[br]), kvd), M(gb, kvd));
   }
+}
+
+// Floats of one replicated key/value projection's gradient scratch: the weight (and its bias).
+size_t DecoderModel::KvWeightFloats() const {
+  const size_t kvd = static_cast<size_t>(config_.kv_dim());
+  return kvd * config_.n_embd + (lp_.empty() || lp_[0][Role::kKB] == kNone ? 0 : kvd);
 }
 
 }  // namespace anneal

@@ -185,7 +185,7 @@ class DecoderModel {
   };
   struct Scratch {
     size_t N = 0;
-    DeviceArray dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu, dup;
+    DeviceArray dresidual, dln, dq, dk, dv, datty, dfch, dfch_gelu, dup, dkv_w;
   };
   void EnsureSlot(int slot, int B, int T);
   void AllocLayers(LayerActs* a, size_t n, size_t N, bool own_gelu);
@@ -253,6 +253,9 @@ class DecoderModel {
   LayerParallel* par_;
   int nl_ = 0;                 // local layers
   int Cl_ = 0, Ckvl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0;  // local widths (q, k and v, the MLP, heads, vocabulary)
+  bool kv_replicated_ = false;     // every tp rank holds all key/value heads (tp does not divide n_kv_head)
+  size_t kv_row0_ = 0;             // then: the first row of the one head this rank uses
+  size_t KvWeightFloats() const;
   std::vector<LayerParams> lp_;   // per local layer
   size_t wte_ = kNone, wpe_ = kNone, normf_w_ = kNone, normf_b_ = kNone, lm_head_ = kNone;
   DeviceArray rope_cos_, rope_sin_;  // (maxT, head size / 2) f32 when the family is rotary

@@ -49,6 +49,8 @@ class LayerParallel {
   // The loss of logits (N, Vl) against targets (N): losses (N), their sum returned; with dscale != 0
   // the logits become their gradient (as Backend::CrossEntropy).
   virtual double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) = 0;
+  // x (n) <- its sum over the group, every rank the same (replicated key/value heads' gradients).
+  virtual void SumOverGroup(DevPtr x, size_t n) = 0;
   // A norm's backward over this rank's rows (R, C): LayerNorm (dw, db, mean) or RMSNorm (dw; db and
   // mean null); dw, db (C) accumulate the weight gradients, summed over the group first where the rows
   // are split (sequence parallelism).
@@ -71,6 +73,7 @@ class WholeModelLayers : public LayerParallel {
   void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                          int T) override;
   double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) override;
+  void SumOverGroup(DevPtr, size_t) override {}
   void NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
                     DevPtr mean, DevPtr rstd, int rows) override;
 

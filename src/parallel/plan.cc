@@ -46,11 +46,11 @@ Result<ParallelPlan> ParallelPlan::Make(const ModelConfig& model, const Parallel
     return bad("dist.tp = " + std::to_string(d.tp) + " does not divide model.n_head = " + std::to_string(model.n_head) +
                ": tensor parallelism gives each rank whole attention heads; use dist.tp in {" + fits + "}");
   }
-  if (model.n_kv_head % d.tp != 0) {
-    return bad("dist.tp = " + std::to_string(d.tp) + " does not divide model.n_kv_head = " +
-               std::to_string(model.n_kv_head) +
-               ": each tensor-parallel rank holds whole key/value heads (replicating them across ranks is not built "
-               "yet); use a dist.tp dividing n_kv_head");
+  if (model.n_kv_head % d.tp != 0 && d.tp % model.n_kv_head != 0) {
+    return bad("dist.tp = " + std::to_string(d.tp) + " neither divides model.n_kv_head = " +
+               std::to_string(model.n_kv_head) + " nor is a multiple of it: tensor parallelism gives each rank whole "
+               "key/value heads, or (tp a multiple of n_kv_head) every head to every rank, each using one; choose "
+               "such a dist.tp");
   }
   if (model.intermediate_size % d.tp != 0) {
     return bad("dist.tp = " + std::to_string(d.tp) + " does not divide model.intermediate_size = " +

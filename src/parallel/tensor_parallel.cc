@@ -133,6 +133,8 @@ double TensorParallelLayers::Loss(DevPtr logits, DevPtr losses, const int32_t* t
                               tg, v0_, nreal, dscale);
 }
 
+void TensorParallelLayers::SumOverGroup(DevPtr x, size_t n) { group_->AllReduceSum(F(x, n), Ready()); }
+
 void TensorParallelLayers::NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp,
                                         DevPtr w, DevPtr mean, DevPtr rstd, int rows) {
   const int C = c_.n_embd;

@@ -74,6 +74,7 @@ class TensorParallelLayers : public LayerParallel {
   void EmbeddingBackward(DevPtr dwte, DevPtr dwpe, DevPtr dresidual, const int32_t* tokens, int B,
                          int T) override;
   double Loss(DevPtr logits, DevPtr losses, const int32_t* targets, int N, float dscale) override;
+  void SumOverGroup(DevPtr x, size_t n) override;
   void NormBackward(NormKind kind, DevPtr dinp, DevPtr dw, DevPtr db, DevPtr dout, DevPtr inp, DevPtr w,
                          DevPtr mean, DevPtr rstd, int rows) override;
 

@@ -1,6 +1,7 @@
 #include "kernels/registry.h"
 #include "model/generate.h"
 #include "optim/adamw.h"
+#include "testing/small_models.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +11,12 @@ namespace anneal {
 namespace {
 
 // The KV-cached step at position t gives the same logits as a full forward over 0..t.
+// (GPT-2; and a Llama whose rotary positions and grouped key/value heads go through the cache.)
 TEST(GenerateTest, KvCacheMatchesFullForward) {
-  DecoderModel m(ModelConfig::Make(300, 16, 2, 4, 32).value(), CpuBackend());
+  for (const ModelConfig& c : {ModelConfig::Make(300, 16, 2, 4, 32).value(), SmallLlama(300, 16, 2, 4, 2, 32, 48),
+                               SmallLlama(300, 16, 2, 4, 1, 32, 48, true)}) {
+  SCOPED_TRACE(c.ToString());
+  DecoderModel m(c, CpuBackend());
   m.InitWeights(11);
   std::vector<int32_t> toks = {5, 17, 250, 3, 99, 42, 7, 1, 0, 299};
   const int T = static_cast<int>(toks.size()), Vp = m.config().padded_vocab, V = m.config().vocab_size;
@@ -31,6 +36,7 @@ TEST(GenerateTest, KvCacheMatchesFullForward) {
       den += static_cast<double>(kv[t][j]) * kv[t][j];
     }
     EXPECT_LE(std::sqrt(num / den), 1e-5) << "position " << t;
+  }
   }
 }
 
@@ -75,8 +81,8 @@ namespace {
 
 // Selective (GELU) and full (whole layer) recomputation give bit-identical gradients and losses.
 TEST(RecomputeTest, SameGradientsWithLessMemory) {
+  for (const ModelConfig& c : {ModelConfig::Make(300, 16, 3, 4, 32).value(), SmallLlama(300, 16, 3, 4, 2, 32, 48)}) {
   for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
-  auto c = *ModelConfig::Make(300, 16, 3, 4, 32);
   DecoderModel a(c, CpuBackend()), b(c, CpuBackend());
   a.InitWeights(4);
   b.InitWeights(4);
@@ -93,6 +99,7 @@ TEST(RecomputeTest, SameGradientsWithLessMemory) {
   }
   EXPECT_TRUE(std::equal(a.grads(), a.grads() + a.num_floats(), b.grads())) << static_cast<int>(r);
   EXPECT_LT(b.ActivationFloatsAllocated(), a.ActivationFloatsAllocated());
+  }
   }
 }
 

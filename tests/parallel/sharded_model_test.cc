@@ -3,15 +3,18 @@
 // the layers above the communicator, checked without processes (the real thing: the e2e grid).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cmath>
 #include <thread>
+#include <tuple>
 
 #include "kernels/registry.h"
 #include "model/box.h"
 #include "model/decoder.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
+#include "testing/small_models.h"
 
 namespace anneal {
 namespace {
@@ -116,12 +119,18 @@ void ExpectClose(const std::map<std::string, std::vector<float>>& got, const Dec
   }
 }
 
-class ShardedModelTest : public ::testing::TestWithParam<Recompute> {};
+ModelConfig Small(const std::string& family, int L) { return SmallModel(family, 300, 8, L, 4, 32); }
+
+class ShardedModelTest : public ::testing::TestWithParam<std::tuple<Recompute, std::string>> {
+ protected:
+  Recompute rc() const { return std::get<0>(GetParam()); }
+  const std::string& family() const { return std::get<1>(GetParam()); }
+};
 
 // Tensor parallelism, without and with sequence parallelism.
-void CheckTensorParallel(Recompute rc, bool sp) {
+void CheckTensorParallel(Recompute rc, const std::string& family, bool sp) {
   const int tp = 2;
-  const ModelConfig cfg = ModelConfig::Make(300, 8, 2, 4, 32).value().PaddedFor(tp);
+  const ModelConfig cfg = Small(family, 2).PaddedFor(tp);
   const Batch b(cfg.vocab_size);
   DecoderModel whole(cfg, RefBackend());
   whole.set_recompute(rc);
@@ -164,11 +173,18 @@ void CheckTensorParallel(Recompute rc, bool sp) {
   }
 }
 
-TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) { CheckTensorParallel(GetParam(), false); }
-TEST_P(ShardedModelTest, SequenceParallelRowsAddUpToTheWholeModel) { CheckTensorParallel(GetParam(), true); }
+std::string ParamName(const ::testing::TestParamInfo<std::tuple<Recompute, std::string>>& info) {
+  static const char* const kNames[] = {"none", "selective", "full"};
+  std::string f = std::get<1>(info.param);
+  std::replace(f.begin(), f.end(), '-', '_');
+  return std::string(kNames[static_cast<int>(std::get<0>(info.param))]) + "_" + f;
+}
+
+TEST_P(ShardedModelTest, TensorParallelSlicesAddUpToTheWholeModel) { CheckTensorParallel(rc(), family(), false); }
+TEST_P(ShardedModelTest, SequenceParallelRowsAddUpToTheWholeModel) { CheckTensorParallel(rc(), family(), true); }
 
 TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
-  const ModelConfig cfg = ModelConfig::Make(300, 8, 3, 4, 32).value();
+  const ModelConfig cfg = Small(family(), 3);
   const Batch b(cfg.vocab_size);
   DecoderModel whole(cfg, RefBackend());
   whole.InitWeights(7);
@@ -179,7 +195,7 @@ TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
   s1.layer_begin = 1;
   DecoderModel a(cfg, RefBackend(), s0, nullptr), z(cfg, RefBackend(), s1, nullptr);
   for (DecoderModel* m : {&a, &z}) {
-    m->set_recompute(GetParam());
+    m->set_recompute(rc());
     m->InitWeights(7);
   }
   EXPECT_EQ(a.ForwardStage(0, b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16), 0.0);
@@ -188,11 +204,17 @@ TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
   EXPECT_NEAR(z.ForwardStage(0, b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16), loss, 1e-6 * loss);
   z.BackwardStage(0, nullptr);
   a.BackwardStage(0, z.InputGrad());
-  // The tied embedding: the first stage's lookup gradient plus the last stage's LM-head gradient.
+  // The tied embedding: the first stage's lookup gradient plus the last stage's LM-head gradient
+  // (an untied head is the last stage's own tensor, and wte the first stage's alone).
   const ParamInfo* wa = a.layout().Find("wte.weight");
   const ParamInfo* wz = z.layout().Find("wte.weight");
-  ASSERT_TRUE(wz->tied_copy);
-  for (size_t i = 0; i < wa->stored_size; ++i) a.grads()[wa->offset + i] += z.grads()[wz->offset + i];
+  if (cfg.tie_embeddings) {
+    ASSERT_TRUE(wz->tied_copy);
+    for (size_t i = 0; i < wa->stored_size; ++i) a.grads()[wa->offset + i] += z.grads()[wz->offset + i];
+  } else {
+    EXPECT_EQ(wz, nullptr);
+    ASSERT_NE(z.layout().Find("lm_head.weight"), nullptr);
+  }
   std::map<std::string, std::vector<float>> got;
   Collect(a, &got);
   Collect(z, &got);
@@ -200,10 +222,14 @@ TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recompute, ShardedModelTest,
-                         ::testing::Values(Recompute::kNone, Recompute::kSelective, Recompute::kFull));
+                         ::testing::Combine(::testing::Values(Recompute::kNone, Recompute::kSelective, Recompute::kFull),
+                                            ::testing::Values(std::string("gpt2"), std::string("llama"),
+                                                              std::string("llama-mqa"))),
+                         ParamName);
 
 TEST(ShardedModelTest, ActivationFormulaMatchesEveryShardAndSlotCount) {
-  const ModelConfig cfg = ModelConfig::Make(300, 8, 4, 4, 32).value().PaddedFor(2);
+  for (const std::string family : {"gpt2", "llama", "llama-mqa"}) {
+  const ModelConfig cfg = Small(family, 4).PaddedFor(2);
   ThreadGroup g(1);  // never called: one slot's forward is not run here
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     for (int slots : {1, 3}) {
@@ -214,8 +240,9 @@ TEST(ShardedModelTest, ActivationFormulaMatchesEveryShardAndSlotCount) {
       m.set_recompute(r);
       m.set_slots(slots);
       for (int i = 0; i < slots; ++i) m.StageInput(i, 2, 8);
-      EXPECT_EQ(m.ActivationFloatsAllocated(), cfg.ActivationFloats(2, 8, r, s, slots));
+      EXPECT_EQ(m.ActivationFloatsAllocated(), cfg.ActivationFloats(2, 8, r, s, slots)) << family;
     }
+  }
   }
 }
 

@@ -74,7 +74,6 @@ class Llama : public ModelFamily {
     b.learned_positions = false;
     b.rotary = true;
     b.mlp = MlpKind::kSwiGlu;
-    b.bias = false;
     c->blocks = b;
     return Status::Ok();
   }
@@ -86,8 +85,8 @@ class Llama : public ModelFamily {
     const int64_t C = c.n_embd, Ckv = c.kv_dim(), F = c.intermediate_size;
     return {{p + "attn_norm.weight", Role::kNorm1W, {C}, Split::kWhole},
             {p + "attn.q.weight", Role::kQW, {C, C}, Split::kRows},
-            {p + "attn.k.weight", Role::kKW, {Ckv, C}, Split::kRows},
-            {p + "attn.v.weight", Role::kVW, {Ckv, C}, Split::kRows},
+            {p + "attn.k.weight", Role::kKW, {Ckv, C}, Split::kKvHeads},
+            {p + "attn.v.weight", Role::kVW, {Ckv, C}, Split::kKvHeads},
             {p + "attn.proj.weight", Role::kProjW, {C, C}, Split::kCols},
             {p + "mlp_norm.weight", Role::kNorm2W, {C}, Split::kWhole},
             {p + "mlp.gate.weight", Role::kFcW, {F, C}, Split::kRows},
