@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""PyTorch's half of bench train_cpu_vs_torch: GPT-2 training steps per second on the CPU.
+"""PyTorch's half of bench train_cpu_vs_torch: GPT-2 (or Llama) training steps per second on the CPU.
 
     OMP_NUM_THREADS=N OPENBLAS_NUM_THREADS=N PYTHON bench/train_cpu_vs_torch_torch.py \
         --threads N [--steps 20 --warmup 3 --V 50257 --maxT 1024 --C 256 --H 4 --L 4 --B 8 --T 256]
@@ -29,6 +29,12 @@ and page-faulted in again every step. On this project's VMs faulting in fresh me
 host takes freed pages back), and it dominates torch's step time: measured here at 1 thread,
 ~200 tokens/s by default against ~710 with --keep-memory. Default torch behaviour is what users get;
 --keep-memory is the stronger peer. The RESULT line says which one ran (malloc=default|keep).
+
+--family llama (torch 2, tools/venv): the model is transformers' own LlamaForCausalLM built from a
+LlamaConfig of the same shape (--KV key/value heads, --F the SwiGLU width, tied embeddings, rope
+theta 10000, RMSNorm eps 1e-5, no biases) with attn_implementation="sdpa" (torch's fused scaled
+dot-product attention: transformers' fastest CPU path), its default initialization; the loss is
+cross-entropy of its logits against the targets, as for GPT-2.
 
 Prints:
   RESULT side=torch params=<count>
@@ -119,6 +125,32 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
 
 
+class LlamaLoss(nn.Module):
+    """transformers' LlamaForCausalLM and the mean cross-entropy of its logits against the targets."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens, targets):
+        logits = self.model(input_ids=tokens).logits
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def llama(a):
+    import transformers
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=a.V, hidden_size=a.C, intermediate_size=a.F or 4 * a.C, num_hidden_layers=a.L,
+                      num_attention_heads=a.H, num_key_value_heads=a.KV or a.H, head_dim=a.C // a.H,
+                      max_position_embeddings=a.maxT, rms_norm_eps=1e-5,
+                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                      tie_word_embeddings=True, attention_bias=False, mlp_bias=False, attention_dropout=0.0,
+                      attn_implementation="sdpa", use_cache=False)
+    m = LlamaForCausalLM(cfg)
+    m.train()
+    return LlamaLoss(m), "transformers=" + transformers.__version__
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, required=True)
@@ -132,6 +164,9 @@ def main():
     ap.add_argument("--B", type=int, default=8)
     ap.add_argument("--T", type=int, default=256)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--family", default="gpt2", choices=["gpt2", "llama"])
+    ap.add_argument("--KV", type=int, default=0, help="llama: key/value heads (0 = H)")
+    ap.add_argument("--F", type=int, default=0, help="llama: the SwiGLU width (0 = 4C)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2)")
     ap.add_argument("--keep-memory", action="store_true",
                     help="re-exec with glibc malloc never returning memory to the kernel")
@@ -152,7 +187,11 @@ def main():
         return 2
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
-    model = GPT(a.V, a.maxT, a.C, a.H, a.L)
+    version = "transformers=-"
+    if a.family == "llama":
+        model, version = llama(a)
+    else:
+        model = GPT(a.V, a.maxT, a.C, a.H, a.L)
     run = torch.compile(model) if a.compile else model
     nparams = sum(p.numel() for p in model.parameters())
     print("RESULT side=torch params=%d" % nparams, flush=True)
@@ -191,10 +230,10 @@ def main():
           "last loss %.4f" % (torch.__version__, a.steps, a.B * a.T, st[0] * 1000.0,
                               st[len(st) // 2] * 1000.0, st[-1] * 1000.0, loss))
     print("RESULT side=torch threads=%d tokens_per_s=%.1f step_ms=%.1f peak_rss_mb=%.0f malloc=%s "
-          "torch=%s mode=%s adamw=%s compile_s=%.1f"
+          "torch=%s mode=%s adamw=%s compile_s=%.1f %s"
           % (a.threads, a.B * a.T / mean_s, mean_s * 1000.0, peak_rss_mb,
              "keep" if a.keep_memory else "default", torch.__version__.split("+")[0],
-             "compiled" if a.compile else "eager", "fused" if torch2 else "loop", compile_s))
+             "compiled" if a.compile else "eager", "fused" if torch2 else "loop", compile_s, version))
     return 0
 
 

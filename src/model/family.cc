@@ -49,14 +49,11 @@ std::vector<Op> OpsFor(const ModelConfig& c) {
   return out;
 }
 
-Status CheckBackendOps(const ModelConfig& c, const Backend& b, DType t) {
+std::optional<Op> MissingOp(const ModelConfig& c, const Backend& b, DType t) {
   for (Op op : OpsFor(c)) {
-    if (!b.Supports(op, t)) {
-      return InvalidInput("model.family " + c.family + " needs the op " + OpName(op) + ", which the " + b.name() +
-                          " backend has not in " + DTypeName(t) + " yet: use train.backend cpu (or ref)");
-    }
+    if (!b.Supports(op, t)) return op;
   }
-  return Status::Ok();
+  return std::nullopt;
 }
 
 }  // namespace anneal

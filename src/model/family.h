@@ -9,6 +9,7 @@
 // the attention ops take a window) is a small folder: a ModelFamily and one line in family.cc.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,7 @@ const ModelFamily& FamilyOf(const ModelConfig& c);
 std::string PresetList();
 // The ops a model of c's family runs: every op but those only other families use.
 std::vector<Op> OpsFor(const ModelConfig& c);
-// The first op of OpsFor(c) the backend lacks in dtype t, as an error naming it; or ok.
-Status CheckBackendOps(const ModelConfig& c, const Backend& b, DType t);
+// The first op of OpsFor(c) the backend lacks in dtype t; nullopt when it has them all.
+std::optional<Op> MissingOp(const ModelConfig& c, const Backend& b, DType t);
 
 }  // namespace anneal

@@ -353,10 +353,14 @@ void ReadDist(Reader& r, DistSection* d) {
 // The checks across sections.
 void CheckTogether(Reader& r, TrainConfig* c) {
   if (Backend* b = BackendByName(c->train.kernels); b && r.errors().empty()) {
-    if (Status st = CheckBackendOps(c->model, *b, c->train.dtype); !st.ok()) {
-      r.Error("train.kernels = " + c->train.kernels + ": " + st.message() +
-              (c->train.dtype == DType::kBF16 ? " (bf16 is emulated by train.kernels=ref, slowly; or train.dtype=f32)"
-                                              : ""));
+    if (auto op = MissingOp(c->model, *b, c->train.dtype)) {
+      if (c->train.dtype == DType::kBF16 && !MissingOp(c->model, *b, DType::kF32)) {
+        r.Error("train.dtype = bf16 but train.kernels = " + c->train.kernels + " has no bf16 " + OpName(*op) +
+                ": use train.kernels=ref (bf16 emulated on the CPU, slow) or train.dtype=f32");
+      } else {
+        r.Error("model.family = " + c->model.family + " needs the op " + OpName(*op) + ", which train.kernels = " +
+                c->train.kernels + " does not have yet: use train.kernels=cpu (or ref)");
+      }
     }
   }
   if (c->train.dtype == DType::kBF16) {
