@@ -125,13 +125,13 @@ def check_commands(piece, base, commands, subs_of, report):
                 report(base + o.start(), f"unknown option '{opt}{star}' of 'anneal {name}'")
 
 
-KEY = re.compile(r"(?<![\w./$-])(" + "|".join(SECTIONS) + r")\.([A-Za-z_][A-Za-z0-9_]*)(\*?)")
+KEY = re.compile(r"(?<![\w./$-])(" + "|".join(SECTIONS) + r")\.([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)(\*?)")
 
 
 def check_keys(text, keys, report):
     for m in KEY.finditer(text):
         key, star = m.group(1) + "." + m.group(2), m.group(3)
-        if m.group(2) in FILE_SUFFIXES or text[m.end():m.end() + 1] in "/(":
+        if m.group(2).split(".")[0] in FILE_SUFFIXES or text[m.end():m.end() + 1] in "/(":
             continue  # a file name (model.safetensors), a path, a call
         SEEN["keys"] += 1
         fits = any(k.startswith(key) for k in keys) if star else key in keys
