@@ -26,13 +26,17 @@
 #   bench     GPT-2 124M, B=16, T=1024, bf16: anneal (attention path 1 and path 2) against PyTorch 2.11
 #             compiled (bench/gpu/torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak
 #             NVML process memory; then 4 steps of each path with ANNEAL_CUDA_OP_TIMES=1 (kernels.txt)
+#   llama     the Llama 3.2 1B shape (preset llama-3.2-1b), B=4, T=1024, bf16: anneal (attention path 1:
+#             grouped-query attention has no flash path yet) against the same model in plain PyTorch
+#             compiled with SDPA (bench/gpu/torch_llama.py): tokens/s, MFU against 989 TFLOP/s, peak
+#             NVML process memory
 # Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, kernels.txt,
 # gpu_fixture_step2.tgz) and prints the summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/device_check_out}
 mkdir -p "$OUT"
-STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench}
+STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench,llama}
 [ "${1:-}" = --stages ] && STAGES=$2
 BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.gz}
 B=/tmp/anneal-bundle
@@ -286,6 +290,39 @@ print(f"bench: GPT-2 124M B=16 T=1024 bf16 — anneal path 1 {g:.0f} tok/s (MFU 
 PY
 }
 
+stage_llama() {
+  local w=/tmp/anneal-llama pid apeak tpeak
+  rm -rf "$w" && mkdir -p "$w"
+  cat >"$w/llama.json" <<JSON
+{"model": {"preset": "llama-3.2-1b"},
+ "data": {"dir": "$B/data/kjv", "seq_len": 1024, "batch_size": 4, "seed": 1, "verify_checksums": false},
+ "optim": {"lr": 3.0e-4, "warmup_steps": 0},
+ "train": {"steps": 8, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
+           "resume": "none"}}
+JSON
+  timeout 150 "$B/run.sh" anneal train --config "$w/llama.json" >"$w/anneal.log" 2>&1 &
+  pid=$!
+  apeak=$(nvml_peak $pid)
+  wait $pid || { tail -5 "$w/anneal.log"; cat "$w/anneal.log" >>"$OUT/bench_anneal.log"; return 1; }
+  cat "$w/anneal.log" >>"$OUT/bench_anneal.log"
+  timeout 200 python3 bench/gpu/torch_llama.py --batch 4 --seq 1024 --steps 8 --warmup 3 >"$w/torch.log" 2>&1 &
+  pid=$!
+  tpeak=$(nvml_peak $pid)
+  wait $pid || { tail -5 "$w/torch.log"; return 1; }
+  python3 - "$w" "$apeak" "$tpeak" <<'PY'
+import re, statistics, sys
+w, apeak, tpeak = sys.argv[1:]
+ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms \|", open(w + "/anneal.log").read(), re.M)][3:]
+a = 4 * 1024 / (statistics.median(ms) / 1e3)
+t = dict(kv.split("=") for kv in re.search(r"RESULT (.*)", open(w + "/torch.log").read()).group(1).split())
+tps_t, n = float(t["tokens_per_s"]), int(t["params"])
+fpt = 6 * n + 6 * 16 * 2048 * 1024
+mfu = lambda tps: 100 * tps * fpt / 989e12
+print(f"llama: Llama 3.2 1B shape B=4 T=1024 bf16 — anneal {a:.0f} tok/s (MFU {mfu(a):.1f} %, {apeak} MiB); "
+      f"PyTorch compiled {tps_t:.0f} tok/s (MFU {mfu(tps_t):.1f} %, {tpeak} MiB); ratio {a / tps_t:.2f}x")
+PY
+}
+
 run_stage probe
 run_stage load
 # The fallback build when the bundle did not load (or when --stages names it).
@@ -296,6 +333,7 @@ run_stage parity
 run_stage memcheck
 run_stage step
 run_stage bench
+run_stage llama
 printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
 echo "=== summary"
 cat "$OUT/summary.txt"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/ops.h"
+#include "kernels/registry.h"
 #include "tensor/dtype.h"
 
 namespace anneal {
@@ -147,6 +148,76 @@ TEST(CudaMathTest, LayerNormRowsMatchTheReference) {
   EXPECT_LT(NormErr(mean, mean_ref), 1e-5);
   EXPECT_LT(NormErr(rstd, rstd_ref), 1e-6);
   EXPECT_LT(NormErr(dinp, dinp_ref), 1e-5);
+}
+
+TEST(CudaMathTest, RmsNormRowsMatchTheReference) {
+  const int N = 7, C = 2048;
+  const float eps = 1e-5f;
+  const std::vector<float> x = Random(static_cast<size_t>(N) * C, 40, 2.0f), w = Random(C, 41),
+                           dout = Random(static_cast<size_t>(N) * C, 42);
+  std::vector<float> out_ref(x.size()), rstd_ref(N), dinp_ref(x.size(), 0.0f), dw_ref(C, 0.0f);
+  RefKernels().rmsnorm_forward(out_ref.data(), rstd_ref.data(), x.data(), w.data(), N, C, eps);
+  RefKernels().rmsnorm_backward(dinp_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), rstd_ref.data(), N, C);
+  std::vector<float> out(x.size()), rstd(N), dinp(x.size());
+  for (int i = 0; i < N; ++i) {  // the kernel's two sums of a row, then each element
+    const float* r = x.data() + static_cast<size_t>(i) * C;
+    float ss = 0;
+    for (int c = 0; c < C; ++c) ss += r[c] * r[c];
+    rstd[i] = RmsNormRstd(ss, C, eps);
+    float sgx = 0;
+    for (int c = 0; c < C; ++c) {
+      out[static_cast<size_t>(i) * C + c] = r[c] * rstd[i] * w[c];
+      sgx += dout[static_cast<size_t>(i) * C + c] * w[c] * r[c] * rstd[i];
+    }
+    for (int c = 0; c < C; ++c) {
+      dinp[static_cast<size_t>(i) * C + c] =
+          RmsNormInputGrad(dout[static_cast<size_t>(i) * C + c], w[c], r[c] * rstd[i], rstd[i], sgx / C);
+    }
+  }
+  EXPECT_LT(NormErr(out, out_ref), 1e-6);
+  EXPECT_LT(NormErr(rstd, rstd_ref), 1e-6);
+  EXPECT_LT(NormErr(dinp, dinp_ref), 1e-5);
+}
+
+TEST(CudaMathTest, SwiGluAndRotaryMatchTheHostBackend) {
+  Backend& ref = *BackendByName("ref");
+  const Stream st = ref.DefaultStream();
+  auto V = [](std::vector<float>& v, std::initializer_list<int64_t> shape) {
+    return TensorView(v.data(), DType::kF32, shape, Device::Cpu());
+  };
+  const size_t n = 4001;
+  std::vector<float> g = Random(n, 43, 4.0f), u = Random(n, 44), d = Random(n, 45);
+  std::vector<float> out_ref(n), dg_ref(n), du_ref(n), out(n), dg(n), du(n);
+  ref.SwiGluForward(st, V(out_ref, {4001}), V(g, {4001}), V(u, {4001}));
+  ref.SwiGluBackward(st, V(dg_ref, {4001}), V(du_ref, {4001}), V(g, {4001}), V(u, {4001}), V(d, {4001}));
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = SwiGlu(g[i], u[i]);
+    SwiGluGrads(g[i], u[i], d[i], &dg[i], &du[i]);
+  }
+  EXPECT_LT(NormErr(out, out_ref), 1e-6);
+  EXPECT_LT(NormErr(dg, dg_ref), 1e-6);
+  EXPECT_LT(NormErr(du, du_ref), 1e-6);
+  // Rotary: B=2, T=5, 3 heads of 8; forward then inverse, against the host backend's op.
+  const int B = 2, T = 5, H = 3, hs = 8, half = hs / 2, C = H * hs;
+  std::vector<float> cs(T * half), sn(T * half);
+  for (int i = 0; i < T * half; ++i) {
+    cs[i] = std::cos(0.37f * i);
+    sn[i] = std::sin(0.37f * i);
+  }
+  for (bool inverse : {false, true}) {
+    std::vector<float> x = Random(static_cast<size_t>(B) * T * C, inverse ? 47 : 46), y = x;
+    ref.Rotary(st, V(x, {B, T, C}), V(cs, {T, half}), V(sn, {T, half}), H, inverse);
+    for (int bt = 0; bt < B * T; ++bt) {
+      for (int h = 0; h < H; ++h) {
+        float* v = y.data() + static_cast<size_t>(bt) * C + h * hs;
+        for (int i = 0; i < half; ++i) {
+          const float c = cs[(bt % T) * half + i], s = sn[(bt % T) * half + i];
+          Rotate(v[i], v[i + half], c, inverse ? -s : s, &v[i], &v[i + half]);
+        }
+      }
+    }
+    EXPECT_LT(NormErr(y, x), 1e-6) << (inverse ? "inverse" : "forward");
+  }
 }
 
 TEST(CudaMathTest, AdamWMatchesTheReferenceOverSteps) {

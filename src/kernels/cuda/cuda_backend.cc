@@ -130,15 +130,7 @@ class CudaBackend : public Backend {
 
   const std::string& name() const override { return name_; }
   Device device() const override { return Device::Cuda(index_); }
-  // The Llama family's ops (RMSNorm, rotary, SwiGLU) and grouped-query attention are not in this
-  // backend yet: the trainer refuses a model needing them here, naming the op.
-  bool Supports(Op op, DType t) const override {
-    if (op == Op::kRmsNormForward || op == Op::kRmsNormBackward || op == Op::kRotary || op == Op::kSwiGluForward ||
-        op == Op::kSwiGluBackward) {
-      return false;
-    }
-    return t == DType::kF32 || t == DType::kBF16;
-  }
+  bool Supports(Op, DType t) const override { return t == DType::kF32 || t == DType::kBF16; }
   Allocator& allocator() override { return alloc_; }
   // Small copies (a micro-batch's tokens and targets) go through a ring of pinned staging buffers:
   // from pageable memory the driver would first wait for all the stream's work, so the host could
@@ -285,34 +277,52 @@ class CudaBackend : public Backend {
   void AttentionDecode(const Stream& s, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
                        const TV& scores, int H) override {
     ANNEAL_TIMED(s);
-    if (kcache.dim(1) != q.numel()) OneKvHeadPerQueryHead(q, kcache);
     const int64_t rows = kcache.dim(0);
     if (scores.dtype() != DType::kF32 || scores.numel() < rows) {
       Must(Internal("AttentionDecode's scores must be f32 of at least " + std::to_string(rows) + " floats: " +
                     scores.ToString()));
     }
+    const int64_t hs = q.numel() / H;
+    const int Hkv = static_cast<int>(kcache.dim(1) / hs);
     Must(cuda::AttentionDecode(D(s), E(q.dtype()), out.data(), q.data(), kcache.data(), kcache.stride(0),
-                               vcache.data(), vcache.stride(0), rows, q.numel(), H, scores.f32()));
+                               vcache.data(), vcache.stride(0), rows, q.numel(), H, scores.f32(), Hkv));
   }
 
-  // ---- not supported here (Supports says so; reaching one is an invariant violation) ----
-  void RmsNormForward(const Stream&, const TV&, const TV&, const TV&, const TV&, float) override { Lacks(Op::kRmsNormForward); }
-  void RmsNormBackward(const Stream&, const TV&, const TV&, const TV&, const TV&, const TV&, const TV&) override {
-    Lacks(Op::kRmsNormBackward);
+  // ---- the Llama family's ops ----
+  void RmsNormForward(const Stream& s, const TV& out, const TV& rstd, const TV& inp, const TV& w, float eps) override {
+    ANNEAL_TIMED(s);
+    Must(cuda::RmsNormForward(D(s), E(inp.dtype()), out.data(), rstd.f32(), inp.data(), w.data(), RowsOf(inp), Cols(inp),
+                              eps));
   }
-  void Rotary(const Stream&, const TV&, const TV&, const TV&, int, bool) override { Lacks(Op::kRotary); }
-  void SwiGluForward(const Stream&, const TV&, const TV&, const TV&) override { Lacks(Op::kSwiGluForward); }
-  void SwiGluBackward(const Stream&, const TV&, const TV&, const TV&, const TV&, const TV&) override {
-    Lacks(Op::kSwiGluBackward);
+  void RmsNormBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dout, const TV& inp, const TV& w,
+                       const TV& rstd) override {
+    ANNEAL_TIMED(s);
+    Must(cuda::RmsNormBackward(D(s), E(inp.dtype()), dinp.data(), dw.data(), dout.data(), inp.data(), w.data(),
+                               rstd.f32(), RowsOf(inp), Cols(inp), scratch_));
   }
-  [[noreturn]] static void Lacks(Op op) {
-    Must(Internal(std::string("the cuda backend has no ") + OpName(op) + " yet (Supports says so)"));
-    std::abort();
+  void Rotary(const Stream& s, const TV& x, const TV& cos, const TV& sin, int H, bool inverse) override {
+    ANNEAL_TIMED(s);
+    Must(cuda::Rotary(D(s), E(x.dtype()), x.data(), cos.f32(), sin.f32(), x.dim(0), x.dim(1), H, x.dim(2) / H,
+                      inverse));
   }
-  static void OneKvHeadPerQueryHead(const TV& q, const TV& k) {
-    if (k.dim(k.ndim() - 1) != q.dim(q.ndim() - 1) || q.ndim() == 1) {
-      Must(Internal("grouped-query attention (keys narrower than queries) is not in the cuda backend yet"));
+  void SwiGluForward(const Stream& s, const TV& out, const TV& gate, const TV& up) override {
+    ANNEAL_TIMED(s);
+    Must(cuda::SwiGlu(D(s), E(out.dtype()), out.data(), gate.data(), up.data(), static_cast<size_t>(out.numel())));
+  }
+  void SwiGluBackward(const Stream& s, const TV& dgate, const TV& dup, const TV& gate, const TV& up,
+                      const TV& dout) override {
+    ANNEAL_TIMED(s);
+    Must(cuda::SwiGluBackward(D(s), E(gate.dtype()), dgate.data(), dup.data(), gate.data(), up.data(), dout.data(),
+                              static_cast<size_t>(gate.numel())));
+  }
+  // Key/value heads of an attention whose q (B,T,C) has H heads and k (B,T,Ckv).
+  static int KvHeads(const TV& q, const TV& k, int H) {
+    const int64_t hs = q.dim(q.ndim() - 1) / H, ckv = k.dim(k.ndim() - 1);
+    if (hs <= 0 || ckv % hs != 0 || H % (ckv / hs) != 0) {
+      Must(Internal("attention with " + std::to_string(H) + " heads of " + std::to_string(hs) + " over keys " +
+                    k.ToString() + ": the key/value heads must divide the query heads"));
     }
+    return static_cast<int>(ckv / hs);
   }
 
   // ---- elementwise ----
@@ -391,6 +401,8 @@ class CudaBackend : public Backend {
   // or "flash" (path 2, kernels/cuda/flash_attention.h, where it has the head size and alignment).
   static bool UseFlashAttention();
   bool FlashFits(const TV& q, int H, std::initializer_list<const TV*> views) const;
+  static void SplitKv(const cuda::Device1D& d, Elem t, void* kh, void* vh, const TV& k, const TV& v, int64_t B,
+                      int64_t T, int64_t hs, int H, int Hkv);
 
   std::string name_;
   int index_;
@@ -445,10 +457,10 @@ void* CudaBackend::AttentionScratch(size_t elem, int64_t BTC, int64_t BHTT, int 
 void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
                                    int H) {
   ANNEAL_TIMED(s);
-  OneKvHeadPerQueryHead(q, k);
+  const int Hkv = KvHeads(q, k, H);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
-  if (FlashFits(q, H, {&out, &q, &k, &v})) {
+  if (Hkv == H && FlashFits(q, H, {&out, &q, &k, &v})) {  // the flash path: one key/value head per query head
     Must(cuda::FlashAttentionForward(D(s), t, out.data(), lse.f32(), q.data(), k.data(), v.data(), B, T, C, H));
     return;
   }
@@ -458,8 +470,7 @@ void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse
        *scores = base + 4 * es * BTC;
   const cuda::Device1D d = D(s);
   Must(cuda::SplitHeads(d, t, qh, q.data(), B, T, C, H));
-  Must(cuda::SplitHeads(d, t, kh, k.data(), B, T, C, H));
-  Must(cuda::SplitHeads(d, t, vh, v.data(), B, T, C, H));
+  SplitKv(d, t, kh, vh, k, v, B, T, hs, H, Hkv);
   const cuda::Batch per_head{static_cast<int>(BH), T * hs, T * hs, T * T};
   Must(gemms_.Run(S(s), cudagemm::ForwardArgs(T, hs, T, false, false), t, kh, qh, scores, nullptr, per_head));
   Must(cuda::CausalSoftmax(d, t, scores, lse.f32(), BH, T, 1.0f / std::sqrt(static_cast<float>(hs))));
@@ -473,10 +484,10 @@ void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse
 void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
                                     const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) {
   ANNEAL_TIMED(s);
-  OneKvHeadPerQueryHead(q, k);
+  const int Hkv = KvHeads(q, k, H);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
-  if (FlashFits(q, H, {&dq, &dk, &dv, &dout, &q, &k, &v, &out})) {
+  if (Hkv == H && FlashFits(q, H, {&dq, &dk, &dv, &dout, &q, &k, &v, &out})) {
     auto scratch = attn_scratch_.Get(cuda::FlashBackwardScratchBytes(B, T, H));
     Must(scratch.status());
     Must(cuda::FlashAttentionBackward(D(s), t, dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
@@ -491,8 +502,7 @@ void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk,
   void *scores = base + 8 * es * BTC, *dp = base + 8 * es * BTC + es * BH * T * T;
   const cuda::Device1D d = D(s);
   Must(cuda::SplitHeads(d, t, qh, q.data(), B, T, C, H));
-  Must(cuda::SplitHeads(d, t, kh, k.data(), B, T, C, H));
-  Must(cuda::SplitHeads(d, t, vh, v.data(), B, T, C, H));
+  SplitKv(d, t, kh, vh, k, v, B, T, hs, H, Hkv);
   Must(cuda::SplitHeads(d, t, oh, out.data(), B, T, C, H));
   Must(cuda::SplitHeads(d, t, doh, dout.data(), B, T, C, H));
   const int bh = static_cast<int>(BH);
@@ -514,8 +524,26 @@ void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk,
   dkg.alpha = scale;
   Must(gemms_.Run(S(s), dkg, t, qh, dp, dkh, nullptr, cuda::Batch{bh, T * hs, T * T, T * hs}));  // dK = scale dS^T Q
   Must(cuda::MergeHeads(d, t, dq.data(), dqh, B, T, C, H));
-  Must(cuda::MergeHeads(d, t, dk.data(), dkh, B, T, C, H));
-  Must(cuda::MergeHeads(d, t, dv.data(), dvh, B, T, C, H));
+  if (Hkv == H) {
+    Must(cuda::MergeHeads(d, t, dk.data(), dkh, B, T, C, H));
+    Must(cuda::MergeHeads(d, t, dv.data(), dvh, B, T, C, H));
+  } else {  // each key/value head: the sum of its query heads' gradients
+    Must(cuda::SumKvHeads(d, t, dk.data(), dkh, B, T, hs, H, Hkv));
+    Must(cuda::SumKvHeads(d, t, dv.data(), dvh, B, T, hs, H, Hkv));
+  }
+}
+
+// Keys and values into (B,H,T,hs) for path 1: split by heads, or with fewer key/value heads than
+// query heads each expanded to its query heads.
+void CudaBackend::SplitKv(const cuda::Device1D& d, Elem t, void* kh, void* vh, const TV& k, const TV& v,
+                          int64_t B, int64_t T, int64_t hs, int H, int Hkv) {
+  if (Hkv == H) {
+    Must(cuda::SplitHeads(d, t, kh, k.data(), B, T, hs * H, H));
+    Must(cuda::SplitHeads(d, t, vh, v.data(), B, T, hs * H, H));
+    return;
+  }
+  Must(cuda::ExpandKvHeads(d, t, kh, k.data(), B, T, hs, H, Hkv));
+  Must(cuda::ExpandKvHeads(d, t, vh, v.data(), B, T, hs, H, Hkv));
 }
 
 void CudaBackend::Copy(const Stream& s, const TV& dst, const TV& src) {

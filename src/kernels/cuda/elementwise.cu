@@ -116,6 +116,23 @@ struct GeluOp {
 struct GeluBackwardOp {
   __device__ float operator()(float x, float dout) const { return cudamath::GeluGrad(x) * dout; }
 };
+struct SwiGluOp {
+  __device__ float operator()(float gate, float up) const { return cudamath::SwiGlu(gate, up); }
+};
+template <class T>
+__global__ void SwiGluBackwardKernel(size_t n, void* dgate, void* dup, const void* gate, const void* up,
+                                     const void* dout) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    float g, u, d, dg, du;
+    Piece<T>::Load(gate, i, 1, &g);
+    Piece<T>::Load(up, i, 1, &u);
+    Piece<T>::Load(dout, i, 1, &d);
+    cudamath::SwiGluGrads(g, u, d, &dg, &du);
+    Piece<T>::Store(dgate, i, 1, &dg);
+    Piece<T>::Store(dup, i, 1, &du);
+  }
+}
 struct AddOp {
   __device__ float operator()(float x, float y) const { return x + y; }
 };
@@ -156,6 +173,24 @@ Status Gelu(const Device1D& d, Elem t, void* out, const void* inp, size_t n) {
 
 Status GeluBackward(const Device1D& d, Elem t, void* dinp, const void* inp, const void* dout, size_t n) {
   return LaunchBinary(d, t, dinp, inp, dout, n, GeluBackwardOp{}, "gelu_backward");
+}
+
+Status SwiGlu(const Device1D& d, Elem t, void* out, const void* gate, const void* up, size_t n) {
+  return LaunchBinary(d, t, out, gate, up, n, SwiGluOp{}, "swiglu");
+}
+
+Status SwiGluBackward(const Device1D& d, Elem t, void* dgate, void* dup, const void* gate, const void* up,
+                      const void* dout, size_t n) {
+  if (n == 0) return Status::Ok();
+  const unsigned threads = 256;
+  const unsigned blocks = static_cast<unsigned>(std::min<size_t>((n + threads - 1) / threads, static_cast<size_t>(d.sms) * 8));
+  if (t == Elem::kF32) {
+    SwiGluBackwardKernel<float><<<blocks, threads, 0, d.stream>>>(n, dgate, dup, gate, up, dout);
+  } else {
+    SwiGluBackwardKernel<uint16_t><<<blocks, threads, 0, d.stream>>>(n, dgate, dup, gate, up, dout);
+  }
+  ANNEAL_CUDA_LAUNCHED("swiglu_backward");
+  return Status::Ok();
 }
 
 Status Residual(const Device1D& d, Elem t, void* out, const void* a, const void* b, size_t n) {

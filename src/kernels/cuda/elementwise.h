@@ -25,6 +25,10 @@ Status Gelu(const Device1D& d, Elem t, void* out, const void* inp, size_t n);
 Status GeluBackward(const Device1D& d, Elem t, void* dinp, const void* inp, const void* dout, size_t n);
 // out = a + b
 Status Residual(const Device1D& d, Elem t, void* out, const void* a, const void* b, size_t n);
+// out = silu(gate) * up; and its backward, dgate and dup written from dout.
+Status SwiGlu(const Device1D& d, Elem t, void* out, const void* gate, const void* up, size_t n);
+Status SwiGluBackward(const Device1D& d, Elem t, void* dgate, void* dup, const void* gate, const void* up,
+                      const void* dout, size_t n);
 // dst += src
 Status Accumulate(const Device1D& d, Elem t, void* dst, const void* src, size_t n);
 // g *= f

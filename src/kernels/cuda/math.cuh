@@ -108,6 +108,33 @@ ANNEAL_HD float LayerNormInputGrad(float dout, float w, float xhat, float rstd, 
   return rstd * (g - mean_g - xhat * mean_gx);
 }
 
+// ---- RMSNorm (the Llama family) ----
+// A row's reciprocal root mean square from its sum of squares over C values.
+ANNEAL_HD float RmsNormRstd(float sum_sq, int C, float eps) { return 1.0f / sqrtf(sum_sq / C + eps); }
+// Backward of one element, given the row's mean over c of (dout * w) * xhat (xhat = x * rstd):
+// dinp = rstd * (dout * w - xhat * mean_gx).
+ANNEAL_HD float RmsNormInputGrad(float dout, float w, float xhat, float rstd, float mean_gx) {
+  return rstd * (dout * w - xhat * mean_gx);
+}
+
+// ---- SwiGLU ----
+ANNEAL_HD float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+ANNEAL_HD float SwiGlu(float gate, float up) { return gate * Sigmoid(gate) * up; }
+// d/dgate and d/dup of SwiGlu(gate, up) * dout.
+ANNEAL_HD void SwiGluGrads(float gate, float up, float dout, float* dgate, float* dup) {
+  const float sg = Sigmoid(gate);
+  *dup = gate * sg * dout;
+  *dgate = dout * up * sg * (1.0f + gate * (1.0f - sg));
+}
+
+// ---- rotary position embedding ----
+// One pair (a, b) = (x_i, x_{i + hs/2}) of a head rotated by the angle with cos c and sin s (s
+// negated: the inverse rotation, the backward).
+ANNEAL_HD void Rotate(float a, float b, float c, float s, float* ra, float* rb) {
+  *ra = a * c - b * s;
+  *rb = b * c + a * s;
+}
+
 // ---- AdamW (torch.optim.AdamW semantics) ----
 // One element: decoupled decay, then the moments, then the bias-corrected step. bc1 = 1 - beta1^t,
 // bc2 = 1 - beta2^t, computed once per step on the host.

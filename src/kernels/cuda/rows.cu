@@ -162,6 +162,58 @@ __global__ void LnBackwardRows(cudalaunch::Rows r, void* dinp, const void* dout,
   }
 }
 
+// ---- RMSNorm ----
+
+template <class T>
+__global__ void RmsForward(cudalaunch::Rows r, void* out, float* rstd, const void* inp, const void* w, float eps) {
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = r.RowOf(blockIdx.x, warp);
+  if (row < 0) return;
+  const int64_t C = r.cols, base = row * C;
+  float ss = 0;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float x = Ld<T>(inp, base + c);
+    ss += x * x;
+  }
+  const float rs = cudamath::RmsNormRstd(WarpSum(ss), static_cast<int>(C), eps);
+  for (int64_t c = lane; c < C; c += 32) St<T>(out, base + c, Ld<T>(inp, base + c) * rs * Ld<T>(w, c));
+  if (lane == 0) rstd[row] = rs;
+}
+
+template <class T>
+__global__ void RmsBackwardRows(cudalaunch::Rows r, void* dinp, const void* dout, const void* inp, const void* w,
+                                const float* rstd) {
+  const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = r.RowOf(blockIdx.x, warp);
+  if (row < 0) return;
+  const int64_t C = r.cols, base = row * C;
+  const float rs = rstd[row];
+  float sgx = 0;
+  for (int64_t c = lane; c < C; c += 32) sgx += Ld<T>(dout, base + c) * Ld<T>(w, c) * Ld<T>(inp, base + c) * rs;
+  const float mgx = WarpSum(sgx) / C;
+  for (int64_t c = lane; c < C; c += 32) {
+    const float d = cudamath::RmsNormInputGrad(Ld<T>(dout, base + c), Ld<T>(w, c), Ld<T>(inp, base + c) * rs, rs, mgx);
+    St<T>(dinp, base + c, Ld<T>(dinp, base + c) + d);
+  }
+}
+
+// ---- rotary position embedding ----
+
+// x (B,T,H*hs) in place: each pair (i, i + hs/2) of each head rotated by row t's angle.
+template <class T>
+__global__ void RotaryKernel(int64_t BT, int64_t T_, int64_t H, int64_t hs, void* x, const float* cos_t,
+                             const float* sin_t, float sign) {
+  const int64_t half = hs / 2;
+  ANNEAL_GRID_STRIDE(i, BT * H * half) {
+    const int64_t e = i % half, h = (i / half) % H, bt = i / (half * H), t = bt % T_;
+    const int64_t a = bt * H * hs + h * hs + e;
+    float ra, rb;
+    cudamath::Rotate(Ld<T>(x, a), Ld<T>(x, a + half), cos_t[t * half + e], sign * sin_t[t * half + e], &ra, &rb);
+    St<T>(x, a, ra);
+    St<T>(x, a + half, rb);
+  }
+}
+
 // Column sums over rows, deterministic and parallel in two passes: block (x, y) sums rows
 // [y * kRowChunk, (y + 1) * kRowChunk) of its columns into partial row y (one thread per column,
 // rows in order); the second pass adds the chunks' partials in chunk order. With inp given, the
@@ -177,7 +229,7 @@ __global__ void ColumnPartials(int64_t N, int64_t C, const void* dout, const voi
   float aw = 0, ab = 0;
   for (int64_t n = r0; n < r1; ++n) {
     const float d = Ld<T>(dout, n * C + c);
-    if (inp) aw += d * (Ld<T>(inp, n * C + c) - mean[n]) * rstd[n];
+    if (inp) aw += d * (Ld<T>(inp, n * C + c) - (mean ? mean[n] : 0.0f)) * rstd[n];  // RMSNorm: no mean
     ab += d;
   }
   if (pw) pw[blockIdx.y * C + c] = aw;
@@ -193,7 +245,7 @@ __global__ void ColumnFinish(int64_t chunks, int64_t C, void* dw, void* db, cons
       ab += pb[k * C + c];
     }
     if (dw) St<T>(dw, c, Ld<T>(dw, c) + aw);
-    St<T>(db, c, Ld<T>(db, c) + ab);
+    if (db) St<T>(db, c, Ld<T>(db, c) + ab);
   }
 }
 
@@ -361,6 +413,28 @@ __global__ void StridedCopyKernel(int64_t n, Strides4 s, void* dst, const void* 
 
 // ---- attention ----
 
+// Grouped-query attention's keys and values, path 1: (B,T,Hkv*hs) -> (B,H,T,hs), query head h
+// reading key/value head h / group; and back, each key/value head the sum of its group's heads in
+// head order.
+template <class T>
+__global__ void ExpandKvHeadsKernel(int64_t B, int64_t T_, int64_t hs, int H, int group, void* dst, const void* src) {
+  const int64_t Ckv = hs * (H / group);
+  ANNEAL_GRID_STRIDE(i, B * T_ * H * hs) {
+    const int64_t e = i % hs, t = (i / hs) % T_, h = (i / (hs * T_)) % H, b = i / (hs * T_ * H);
+    St<T>(dst, i, Ld<T>(src, (b * T_ + t) * Ckv + (h / group) * hs + e));
+  }
+}
+template <class T>
+__global__ void SumKvHeadsKernel(int64_t B, int64_t T_, int64_t hs, int H, int group, void* dst, const void* src) {
+  const int64_t Hkv = H / group, Ckv = hs * Hkv;
+  ANNEAL_GRID_STRIDE(i, B * T_ * Ckv) {
+    const int64_t e = i % hs, g = (i / hs) % Hkv, t = (i / Ckv) % T_, b = i / (Ckv * T_);
+    float a = 0;
+    for (int j = 0; j < group; ++j) a += Ld<T>(src, ((b * H + g * group + j) * T_ + t) * hs + e);
+    St<T>(dst, i, a);
+  }
+}
+
 template <class T>
 __global__ void HeadsKernel(int64_t B, int64_t T_, int64_t C, int H, void* dst, const void* src, bool split) {
   const int64_t hs = C / H;
@@ -404,19 +478,19 @@ __global__ void SoftmaxBackwardRows(void* dp, const void* scores, const float* l
 
 template <class T>
 __global__ void DecodeHead(void* out, const void* q, const void* kcache, int64_t kstride, const void* vcache,
-                           int64_t vstride, int64_t rows, int64_t hs, int64_t h, float* scores) {
+                           int64_t vstride, int64_t rows, int64_t hs, int64_t h, int64_t kvh, float* scores) {
   const float scale = rsqrtf(static_cast<float>(hs));
   cudamath::OnlineLse s;
   for (int64_t u = threadIdx.x; u < rows; u += kThreads) {
     float dot = 0;
-    for (int64_t e = 0; e < hs; ++e) dot += Ld<T>(q, h * hs + e) * Ld<T>(kcache, u * kstride + h * hs + e);
+    for (int64_t e = 0; e < hs; ++e) dot += Ld<T>(q, h * hs + e) * Ld<T>(kcache, u * kstride + kvh * hs + e);
     scores[u] = dot * scale;
     s.Push(dot * scale);
   }
   const float l = BlockLse(s);  // (its barriers also make every score visible to every thread)
   for (int64_t e = threadIdx.x; e < hs; e += kThreads) {
     float a = 0;
-    for (int64_t u = 0; u < rows; ++u) a += expf(scores[u] - l) * Ld<T>(vcache, u * vstride + h * hs + e);
+    for (int64_t u = 0; u < rows; ++u) a += expf(scores[u] - l) * Ld<T>(vcache, u * vstride + kvh * hs + e);
     St<T>(out, h * hs + e, a);
   }
 }
@@ -650,11 +724,52 @@ Status SoftmaxBackward(const Device1D& d, Elem t, void* dp, const void* scores, 
 }
 
 Status AttentionDecode(const Device1D& d, Elem t, void* out, const void* q, const void* kcache, int64_t kstride,
-                       const void* vcache, int64_t vstride, int64_t rows, int64_t C, int H, float* scores) {
-  const int64_t hs = C / H;
+                       const void* vcache, int64_t vstride, int64_t rows, int64_t C, int H, float* scores, int Hkv) {
+  const int64_t hs = C / H, group = H / (Hkv > 0 ? Hkv : H);
   for (int64_t h = 0; h < H; ++h) {  // heads in order, sharing the scores scratch
-    ANNEAL_LAUNCH_T(t, DecodeHead, 1u, kThreads, d.stream, out, q, kcache, kstride, vcache, vstride, rows, hs, h, scores);
+    ANNEAL_LAUNCH_T(t, DecodeHead, 1u, kThreads, d.stream, out, q, kcache, kstride, vcache, vstride, rows, hs, h,
+                    h / group, scores);
   }
+  return Status::Ok();
+}
+
+Status ExpandKvHeads(const Device1D& d, Elem t, void* dst, const void* src, int64_t B, int64_t T, int64_t hs, int H,
+                     int Hkv) {
+  ANNEAL_LAUNCH_T(t, ExpandKvHeadsKernel, GridFor(B * T * H * hs, d.sms), kThreads, d.stream, B, T, hs, H, H / Hkv, dst, src);
+  return Status::Ok();
+}
+
+Status SumKvHeads(const Device1D& d, Elem t, void* dst, const void* src, int64_t B, int64_t T, int64_t hs, int H,
+                  int Hkv) {
+  ANNEAL_LAUNCH_T(t, SumKvHeadsKernel, GridFor(B * T * Hkv * hs, d.sms), kThreads, d.stream, B, T, hs, H, H / Hkv, dst, src);
+  return Status::Ok();
+}
+
+Status RmsNormForward(const Device1D& d, Elem t, void* out, float* rstd, const void* inp, const void* w, int64_t N,
+                      int64_t C, float eps) {
+  if (N == 0) return Status::Ok();
+  cudalaunch::Rows r;
+  r.rows = N;
+  r.cols = C;
+  ANNEAL_LAUNCH_T(t, RmsForward, r.blocks(), r.threads(), d.stream, r, out, rstd, inp, w, eps);
+  return Status::Ok();
+}
+
+Status RmsNormBackward(const Device1D& d, Elem t, void* dinp, void* dw, const void* dout, const void* inp,
+                       const void* w, const float* rstd, int64_t N, int64_t C, Scratch& scratch) {
+  if (N == 0) return Status::Ok();
+  cudalaunch::Rows r;
+  r.rows = N;
+  r.cols = C;
+  ANNEAL_LAUNCH_T(t, RmsBackwardRows, r.blocks(), r.threads(), d.stream, r, dinp, dout, inp, w, rstd);
+  return ColumnSumsInto(d, t, dw, nullptr, dout, inp, nullptr, rstd, N, C, scratch);
+}
+
+Status Rotary(const Device1D& d, Elem t, void* x, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
+              int64_t H, int64_t hs, bool inverse) {
+  if (B * T * H == 0) return Status::Ok();
+  ANNEAL_LAUNCH_T(t, RotaryKernel, GridFor(B * T * H * (hs / 2), d.sms), kThreads, d.stream, B * T, T, H, hs, x, cos_t,
+                  sin_t, inverse ? -1.0f : 1.0f);
   return Status::Ok();
 }
 

@@ -81,7 +81,25 @@ Status SoftmaxBackward(const Device1D& d, Elem t, void* dp, const void* scores, 
                        const void* out_h, int64_t BH, int64_t T, int64_t hs, float scale, void* probs);
 // One query against cached rows (tensor/backend.h AttentionDecode), heads in order.
 // scores: fp32 scratch of at least `rows` floats, reused head by head.
+// Hkv key/value heads (query head h reads head h / (H/Hkv)); 0 = H.
 Status AttentionDecode(const Device1D& d, Elem t, void* out, const void* q, const void* kcache, int64_t kstride,
-                       const void* vcache, int64_t vstride, int64_t rows, int64_t C, int H, float* scores);
+                       const void* vcache, int64_t vstride, int64_t rows, int64_t C, int H, float* scores, int Hkv = 0);
+
+// Grouped-query attention, path 1: keys or values (B,T,Hkv*hs) expanded to (B,H,T,hs), query head h
+// reading key/value head h / (H/Hkv); and their gradients back, (B,H,T,hs) -> (B,T,Hkv*hs), each
+// key/value head the sum of its query heads' in head order.
+Status ExpandKvHeads(const Device1D& d, Elem t, void* dst, const void* src, int64_t B, int64_t T, int64_t hs, int H,
+                     int Hkv);
+Status SumKvHeads(const Device1D& d, Elem t, void* dst, const void* src, int64_t B, int64_t T, int64_t hs, int H,
+                  int Hkv);
+// RMSNorm (tensor/backend.h RmsNormForward / RmsNormBackward): rstd (N) fp32; dinp, dw accumulate.
+Status RmsNormForward(const Device1D& d, Elem t, void* out, float* rstd, const void* inp, const void* w, int64_t N,
+                      int64_t C, float eps);
+Status RmsNormBackward(const Device1D& d, Elem t, void* dinp, void* dw, const void* dout, const void* inp,
+                       const void* w, const float* rstd, int64_t N, int64_t C, Scratch& scratch);
+// Rotary position embedding in place on x (B,T,H*hs) with cos, sin (T, hs/2) fp32; inverse: the
+// backward rotation.
+Status Rotary(const Device1D& d, Elem t, void* x, const float* cos_t, const float* sin_t, int64_t B, int64_t T,
+              int64_t H, int64_t hs, bool inverse);
 
 }  // namespace anneal::cuda

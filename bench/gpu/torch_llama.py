@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""The PyTorch side of bench/gpu/device_check.sh's llama stage: the Llama 3.2 1B shape (anneal's
+preset llama-3.2-1b: V=128256, 16 layers, 32 query and 8 key/value heads, C=2048, SwiGLU 8192, tied
+embeddings, RMSNorm eps 1e-5, rotary theta 500000 with Llama 3's frequency scaling) written in plain
+PyTorch — RMSNorm, rotate-half rotary embeddings, SwiGLU, grouped-query attention through
+scaled_dot_product_attention(is_causal=True, enable_gqa=True) — trained with torch.compile, bf16
+autocast and fused AdamW on random token batches of B x T. Plain PyTorch rather than transformers'
+LlamaForCausalLM: the device machine has torch but may lack transformers, and this is the same
+computation (tests/peers/hf_llama_golden.py holds anneal to transformers' own module on the CPU).
+Prints one RESULT line: tokens/s over the timed steps (CUDA events), torch's peak allocation.
+
+usage: torch_llama.py [--batch 4] [--seq 1024] [--steps 8] [--warmup 3]
+"""
+import argparse
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+V, L, H, KV, C, FF, THETA = 128256, 16, 32, 8, 2048, 8192, 500000.0
+
+
+def inv_freq(hs):
+    inv = 1.0 / (THETA ** (torch.arange(0, hs, 2, dtype=torch.float32) / hs))
+    factor, low, high, orig = 32.0, 1.0, 4.0, 8192  # Llama 3's scaling
+    wavelen = 2 * math.pi / inv
+    scaled = torch.where(wavelen > orig / low, inv / factor, inv)
+    smooth = (orig / wavelen - low) / (high - low)
+    medium = ~(wavelen < orig / high) & ~(wavelen > orig / low)
+    return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+
+
+def rotate(x, cos, sin):  # x (B, H, T, hs); cos, sin (T, hs/2)
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        hs = C // H
+        self.n1, self.n2 = nn.RMSNorm(C, eps=1e-5), nn.RMSNorm(C, eps=1e-5)
+        self.q, self.k, self.v = nn.Linear(C, C, bias=False), nn.Linear(C, KV * hs, bias=False), nn.Linear(C, KV * hs, bias=False)
+        self.o = nn.Linear(C, C, bias=False)
+        self.gate, self.up, self.down = nn.Linear(C, FF, bias=False), nn.Linear(C, FF, bias=False), nn.Linear(FF, C, bias=False)
+
+    def forward(self, x, cos, sin):
+        B, T, _ = x.shape
+        hs = C // H
+        a = self.n1(x)
+        q = rotate(self.q(a).view(B, T, H, hs).transpose(1, 2), cos, sin)
+        k = rotate(self.k(a).view(B, T, KV, hs).transpose(1, 2), cos, sin)
+        v = self.v(a).view(B, T, KV, hs).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True).transpose(1, 2).reshape(B, T, C)
+        x = x + self.o(y)
+        m = self.n2(x)
+        return x + self.down(F.silu(self.gate(m)) * self.up(m))
+
+
+class Llama(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(V, C)
+        self.h = nn.ModuleList(Block() for _ in range(L))
+        self.norm = nn.RMSNorm(C, eps=1e-5)
+        self.register_buffer("inv", inv_freq(C // H), persistent=False)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        ang = torch.arange(T, device=idx.device, dtype=torch.float32)[:, None] * self.inv[None, :]
+        cos, sin = ang.cos(), ang.sin()
+        x = self.wte(idx)
+        for b in self.h:
+            x = b(x, cos, sin)
+        logits = self.norm(x) @ self.wte.weight.t()  # tied
+        return F.cross_entropy(logits.float().view(-1, V), targets.view(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--warmup", type=int, default=3)
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    dev = "cuda"
+    model = Llama().to(dev)
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    step = torch.compile(model)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for i in range(a.warmup + a.steps):
+        idx = torch.randint(0, 50257, (a.batch, a.seq), device=dev)
+        tgt = torch.randint(0, 50257, (a.batch, a.seq), device=dev)
+        start.record()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step(idx, tgt)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        end.record()
+        torch.cuda.synchronize()
+        if i >= a.warmup:
+            times.append(start.elapsed_time(end) / 1e3)
+    times.sort()
+    med = times[len(times) // 2]
+    tps = a.batch * a.seq / med
+    flops_per_token = 6 * n_params + 6 * L * C * a.seq
+    print(f"RESULT side=torch tokens_per_s={tps:.0f} step_ms={med * 1e3:.1f} params={n_params} "
+          f"mfu_989={100 * tps * flops_per_token / 989e12:.1f} torch_peak_alloc_mb={torch.cuda.max_memory_allocated() / 2**20:.0f} "
+          f"loss={loss.item():.4f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
