@@ -6,7 +6,7 @@ PyTorch — RMSNorm, rotate-half rotary embeddings, SwiGLU, grouped-query attent
 scaled_dot_product_attention(is_causal=True, enable_gqa=True) — trained with torch.compile, bf16
 autocast and fused AdamW on random token batches of B x T. Plain PyTorch rather than transformers'
 LlamaForCausalLM: the device machine has torch but may lack transformers, and this is the same
-computation (tests/peers/hf_llama_golden.py holds anneal to transformers' own module on the CPU).
+computation (tests/peers/hf_golden.py holds anneal to transformers' own module on the CPU).
 Prints one RESULT line: tokens/s over the timed steps (CUDA events), torch's peak allocation.
 
 usage: torch_llama.py [--batch 4] [--seq 1024] [--steps 8] [--warmup 3]

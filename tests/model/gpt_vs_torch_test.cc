@@ -1,6 +1,6 @@
 // Golden parity with PyTorch (llm.c's test_gpt2 in spirit): tests/peers/torch_gpt2_golden.py builds
-// the same GPT-2 from the same weights and batch in fp32 and fp64, tests/peers/hf_llama_golden.py
-// a Llama as transformers' LlamaForCausalLM, and each writes logits, loss, every gradient, and the
+// the same GPT-2 from the same weights and batch in fp32 and fp64, tests/peers/hf_golden.py
+// GPT-2 and a Llama as transformers' GPT2LMHeadModel and LlamaForCausalLM, and each writes logits, loss, every gradient, and the
 // losses, gradient norms and parameters of 10 AdamW steps. For every tensor a:
 //   ||a - t64|| <= 3 ||t32 - t64|| + 1e-6 ||t64|| + 1e-7 sqrt(n)
 // i.e. anneal is at least as close to the fp64 truth as PyTorch's own fp32, within a factor of 3.
@@ -21,7 +21,7 @@ namespace anneal {
 namespace {
 
 // The model the golden file describes: GPT-2 (tests/peers/torch_gpt2_golden.py) or a Llama
-// (tests/peers/hf_llama_golden.py, metadata family = llama).
+// (tests/peers/hf_golden.py, metadata family = llama).
 Result<ModelConfig> ConfigOf(const std::map<std::string, std::string>& m) {
   auto i = [&](const char* k) { return std::stoi(m.at(k)); };
   auto f = [&](const char* k) { return std::stof(m.at(k)); };
@@ -53,7 +53,7 @@ class GptVsTorch : public ::testing::TestWithParam<std::string> {
   // ANNEAL_GOLDEN: one golden file, or several separated by ':' (each checked in turn).
   void SetUp() override {
     const char* paths = std::getenv("ANNEAL_GOLDEN");
-    if (!paths) GTEST_SKIP() << "ANNEAL_GOLDEN not set (run tests/peers/gpt2_vs_torch.sh or llama_vs_hf.sh)";
+    if (!paths) GTEST_SKIP() << "ANNEAL_GOLDEN not set (run tests/peers/gpt2_vs_torch.sh or models_vs_hf.sh)";
     std::string all = paths;
     for (size_t b = 0, e; b <= all.size(); b = e + 1) {
       e = std::min(all.find(':', b), all.size());

@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
-"""Golden data for anneal's Llama parity test, written by Hugging Face transformers (the oracle).
+"""Golden data for anneal's parity tests of both families, written by Hugging Face transformers.
 
-    tools/venv/bin/python tests/peers/hf_llama_golden.py --out FILE.safetensors \
+    tools/venv/bin/python tests/peers/hf_golden.py --family llama --out FILE.safetensors \
         [--V 250 --maxT 32 --C 64 --H 4 --KV 2 --F 96 --L 2 --B 4 --T 16 --theta 10000 \
          --rope-factor 0 --tied 0 --seed 1234 --steps 10]
+    tools/venv/bin/python tests/peers/hf_golden.py --family gpt2 --out FILE.safetensors [--V ... --T ...]
 
-The model is transformers' own LlamaForCausalLM, built from a LlamaConfig with anneal's shapes
-(attention through torch's scaled_dot_product_attention, no dropout, no biases), its weights loaded
-from random fp32 values through the mapping below from anneal's canonical names
+Llama: the model is transformers' own LlamaForCausalLM, built from a LlamaConfig with anneal's
+shapes (attention through torch's scaled_dot_product_attention, no dropout, no biases), its weights
+loaded from random fp32 values through the mapping below from anneal's canonical names
 (docs/formats/checkpoint.md) to transformers' (written from its documented layout:
 model.embed_tokens, model.layers.N.{input_layernorm, self_attn.{q,k,v,o}_proj,
 post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm, lm_head). q and k need no
 permutation: anneal rotates halves (x_i, x_{i+hs/2}) as transformers' rotate_half does.
+
+GPT-2: transformers' GPT2LMHeadModel from a GPT2Config of anneal's shape (gelu_new, LayerNorm eps
+1e-5, no dropout, sdpa, tied head). Its linear layers are Conv1D, weights stored (in, out), and
+q, k, v one fused c_attn: anneal's h.l.attn.{q,k,v}.weight (C, C) are the transposes of c_attn's
+three column blocks, their biases c_attn.bias's three thirds; attn.proj, mlp.fc and mlp.proj are
+c_proj, c_fc and c_proj transposed. Gradients and final parameters are mapped back the same way (an
+elementwise optimizer and a global norm do not care how the values are grouped).
 
 The file holds the same keys as tests/peers/torch_gpt2_golden.py writes (input.*, param.<name>,
 f32./f64. logits, loss, grad.<name>, losses, grad_norms, final.<name>), so one C++ test
@@ -41,12 +49,62 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_gpt2_golden import write_safetensors  # noqa: E402  (the same file format)
 
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
 from transformers.models.llama import modeling_llama  # noqa: E402
 
 
+def gpt2_shapes(a):
+    """[(anneal name, shape)] in anneal's canonical order (GPT-2)."""
+    C = a.C
+    out = [("wte.weight", (a.V, C)), ("wpe.weight", (a.maxT, C))]
+    for l in range(a.L):
+        p = "h.%d." % l
+        out += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,))]
+        for n in ("q", "k", "v", "proj"):
+            out += [(p + "attn.%s.weight" % n, (C, C)), (p + "attn.%s.bias" % n, (C,))]
+        out += [(p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,))]
+        out += [(p + "mlp.fc.weight", (4 * C, C)), (p + "mlp.fc.bias", (4 * C,))]
+        out += [(p + "mlp.proj.weight", (C, 4 * C)), (p + "mlp.proj.bias", (C,))]
+    return out + [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
+
+
+def gpt2_to_hf(a, t):
+    """anneal tensors {name: tensor} -> GPT2LMHeadModel's {name: tensor}."""
+    hf = {"transformer.wte.weight": t["wte.weight"], "transformer.wpe.weight": t["wpe.weight"],
+          "transformer.ln_f.weight": t["ln_f.weight"], "transformer.ln_f.bias": t["ln_f.bias"]}
+    for l in range(a.L):
+        p, q = "h.%d." % l, "transformer.h.%d." % l
+        for n in ("ln_1", "ln_2"):
+            hf[q + n + ".weight"], hf[q + n + ".bias"] = t[p + n + ".weight"], t[p + n + ".bias"]
+        hf[q + "attn.c_attn.weight"] = torch.cat([t[p + "attn.%s.weight" % n] for n in "qkv"], 0).t()
+        hf[q + "attn.c_attn.bias"] = torch.cat([t[p + "attn.%s.bias" % n] for n in "qkv"], 0)
+        for ours, theirs in (("attn.proj", "attn.c_proj"), ("mlp.fc", "mlp.c_fc"), ("mlp.proj", "mlp.c_proj")):
+            hf[q + theirs + ".weight"] = t[p + ours + ".weight"].t()
+            hf[q + theirs + ".bias"] = t[p + ours + ".bias"]
+    return hf
+
+
+def gpt2_from_hf(a, hf):
+    """GPT2LMHeadModel's {name: tensor} -> anneal's {name: tensor} (the inverse of gpt2_to_hf)."""
+    C = a.C
+    t = {"wte.weight": hf["transformer.wte.weight"], "wpe.weight": hf["transformer.wpe.weight"],
+         "ln_f.weight": hf["transformer.ln_f.weight"], "ln_f.bias": hf["transformer.ln_f.bias"]}
+    for l in range(a.L):
+        p, q = "h.%d." % l, "transformer.h.%d." % l
+        for n in ("ln_1", "ln_2"):
+            t[p + n + ".weight"], t[p + n + ".bias"] = hf[q + n + ".weight"], hf[q + n + ".bias"]
+        w, b = hf[q + "attn.c_attn.weight"], hf[q + "attn.c_attn.bias"]
+        for i, n in enumerate("qkv"):
+            t[p + "attn.%s.weight" % n] = w[:, i * C:(i + 1) * C].t()
+            t[p + "attn.%s.bias" % n] = b[i * C:(i + 1) * C]
+        for ours, theirs in (("attn.proj", "attn.c_proj"), ("mlp.fc", "mlp.c_fc"), ("mlp.proj", "mlp.c_proj")):
+            t[p + ours + ".weight"] = hf[q + theirs + ".weight"].t()
+            t[p + ours + ".bias"] = hf[q + theirs + ".bias"]
+    return {k: v.contiguous() for k, v in t.items()}
+
+
 def canonical_shapes(a):
-    """[(anneal name, transformers name, shape)] in anneal's canonical order."""
+    """[(anneal name, transformers name, shape)] in anneal's canonical order (Llama)."""
     hs = a.C // a.H
     out = [("wte.weight", "model.embed_tokens.weight", (a.V, a.C))]
     for l in range(a.L):
@@ -66,12 +124,22 @@ def canonical_shapes(a):
     return out
 
 
+def names_shapes(a):
+    if a.family == "gpt2":
+        return gpt2_shapes(a)
+    return [(n, shape) for n, _, shape in canonical_shapes(a)]
+
+
 def init_params(a):
     """fp32 weights from torch's seeded generator: N(0, 0.02) matrices (residual projections
-    0.02/sqrt(2L)), norm weights 1 + 0.1 N(0, 1) (so a wrong norm weight shows)."""
+    0.02/sqrt(2L)), norm weights 1 + 0.1 N(0, 1) and norm biases 0.1 N(0, 1) (so a wrong norm
+    weight shows), linear biases N(0, 0.02)."""
     params = {}
-    for name, _, shape in canonical_shapes(a):
-        if "norm" in name:
+    for name, shape in names_shapes(a):
+        is_norm = "norm" in name or ".ln_" in name or name.startswith("ln_")
+        if is_norm and name.endswith(".bias"):
+            t = 0.1 * torch.randn(shape, dtype=torch.float32)
+        elif is_norm:
             t = 1.0 + 0.1 * torch.randn(shape, dtype=torch.float32)
         elif name.endswith("proj.weight") or name.endswith("down.weight"):
             t = torch.randn(shape, dtype=torch.float32) * (0.02 / (2 * a.L) ** 0.5)
@@ -79,6 +147,13 @@ def init_params(a):
             t = torch.randn(shape, dtype=torch.float32) * 0.02
         params[name] = t.contiguous()
     return params
+
+
+def gpt2_config(a):
+    return GPT2Config(vocab_size=a.V, n_positions=a.maxT, n_embd=a.C, n_layer=a.L, n_head=a.H,
+                      activation_function="gelu_new", resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                      layer_norm_epsilon=1e-5, tie_word_embeddings=True, attn_implementation="sdpa",
+                      bos_token_id=0, eos_token_id=0)
 
 
 def hf_config(a):
@@ -101,17 +176,24 @@ def rmsnorm_in_input_dtype(self, hidden_states):
 
 def run_precision(init, dtype, tokens, targets, a):
     """Initial logits/loss/grads, then `a.steps` clipped AdamW steps. Returns {key: tensor}."""
-    model = LlamaForCausalLM(hf_config(a)).to(dtype)
+    if a.family == "gpt2":
+        model = GPT2LMHeadModel(gpt2_config(a)).to(dtype)
+        to_hf, from_hf = (lambda t: gpt2_to_hf(a, t)), (lambda hf: gpt2_from_hf(a, hf))
+    else:
+        model = LlamaForCausalLM(hf_config(a)).to(dtype)
+        pairs = [(n, hf) for n, hf, _ in canonical_shapes(a)]
+        to_hf = lambda t: {hf: t[n] for n, hf in pairs}  # noqa: E731
+        from_hf = lambda h: {n: h[hf] for n, hf in pairs}  # noqa: E731
     model.eval()  # no dropout (there is none); gradients still flow
     state = model.state_dict()
     with torch.no_grad():
-        for name, hf, _ in canonical_shapes(a):
-            state[hf].copy_(init[name].to(dtype))
-    names = [n for n, _, _ in canonical_shapes(a)]
-    hf_param = dict(model.named_parameters())
-    params = [hf_param[hf] for _, hf, _ in canonical_shapes(a)]
-    if a.tied:
-        assert model.lm_head.weight is model.model.embed_tokens.weight
+        for hf, value in to_hf({n: init[n].to(dtype) for n in init}).items():
+            state[hf].copy_(value)
+    names = [n for n, _ in names_shapes(a)]
+    hf_param = dict(model.named_parameters())  # a tied head appears once
+    params = list(hf_param.values())
+    if a.tied or a.family == "gpt2":
+        assert model.lm_head.weight is model.get_input_embeddings().weight
     out = {}
 
     def loss_of():
@@ -123,8 +205,10 @@ def run_precision(init, dtype, tokens, targets, a):
     loss.backward()
     out["logits"] = logits.detach().clone()
     out["loss"] = loss.detach().reshape(1).clone()
-    for n, p in zip(names, params):
-        out["grad." + n] = p.grad.detach().clone()
+    grads = from_hf({hf: p.grad.detach().clone() for hf, p in hf_param.items()})
+    for n in names:
+        out["grad." + n] = grads[n]
+    for p in params:
         p.grad = None
     decay = [p for p in params if p.dim() >= 2]
     no_decay = [p for p in params if p.dim() < 2]
@@ -142,14 +226,16 @@ def run_precision(init, dtype, tokens, targets, a):
         norms.append(float(norm))
     out["losses"] = torch.tensor(losses, dtype=dtype)
     out["grad_norms"] = torch.tensor(norms, dtype=dtype)
-    for n, p in zip(names, params):
-        out["final." + n] = p.detach().clone()
+    final = from_hf({hf: p.detach().clone() for hf, p in hf_param.items()})
+    for n in names:
+        out["final." + n] = final[n]
     return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
+    ap.add_argument("--family", choices=["gpt2", "llama"], default="llama")
     for k, v in (("V", 250), ("maxT", 32), ("C", 64), ("H", 4), ("KV", 2), ("F", 96), ("L", 2), ("B", 4),
                  ("T", 16), ("seed", 1234), ("steps", 10), ("tied", 0), ("rope-orig", 8192)):
         ap.add_argument("--" + k, type=int, default=v)
@@ -158,7 +244,9 @@ def main():
                  ("weight_decay", 0.1), ("max_norm", 1.0)):
         ap.add_argument("--" + k, type=float, default=v)
     a = ap.parse_args()
-    if a.C % a.H or a.H % a.KV or (a.C // a.H) % 2 or a.T > a.maxT:
+    if a.family == "gpt2":
+        a.KV, a.F, a.tied = a.H, 4 * a.C, 1
+    if a.C % a.H or a.H % a.KV or (a.family == "llama" and (a.C // a.H) % 2) or a.T > a.maxT:
         print("bad config: need C % H == 0, H % KV == 0, an even head size and T <= maxT", file=sys.stderr)
         return 2
 
@@ -169,7 +257,7 @@ def main():
     tokens = torch.randint(0, a.V, (a.B, a.T), dtype=torch.int64)
     targets = torch.randint(0, a.V, (a.B, a.T), dtype=torch.int64)
     tensors = {"input.tokens": tokens.to(torch.int32), "input.targets": targets.to(torch.int32)}
-    for n, _, _ in canonical_shapes(a):
+    for n, _ in names_shapes(a):
         tensors["param." + n] = init[n]
     results = {}
     plain_rmsnorm = modeling_llama.LlamaRMSNorm.forward
@@ -181,7 +269,7 @@ def main():
     modeling_llama.LlamaRMSNorm.forward = plain_rmsnorm
 
     import transformers
-    meta = {"family": "llama", "V": a.V, "maxT": a.maxT, "C": a.C, "H": a.H, "KV": a.KV, "F": a.F, "L": a.L,
+    meta = {"family": a.family, "V": a.V, "maxT": a.maxT, "C": a.C, "H": a.H, "KV": a.KV, "F": a.F, "L": a.L,
             "B": a.B, "T": a.T, "seed": a.seed, "steps": a.steps, "lr": a.lr, "beta1": a.beta1,
             "beta2": a.beta2, "eps": a.eps, "weight_decay": a.weight_decay, "max_norm": a.max_norm,
             "theta": a.theta, "norm_eps": a.eps_norm, "tied": a.tied, "rope_factor": a.rope_factor,
@@ -192,8 +280,8 @@ def main():
     meta["transformers_version"] = transformers.__version__
     write_safetensors(a.out, tensors, meta)
     l32, l64 = results["f32"]["losses"].double(), results["f64"]["losses"]
-    print("wrote %s: %d tensors, KV=%d tied=%d rope_factor=%g, loss %.6f -> %.6f over %d steps, "
-          "f32 vs f64 max loss diff %.3e, %.2f s" % (a.out, len(tensors), a.KV, a.tied, a.rope_factor,
+    print("wrote %s: %s, %d tensors, KV=%d tied=%d rope_factor=%g, loss %.6f -> %.6f over %d steps, "
+          "f32 vs f64 max loss diff %.3e, %.2f s" % (a.out, a.family, len(tensors), a.KV, a.tied, a.rope_factor,
                                                      l64[0].item(), l64[-1].item(), a.steps,
                                                      (l32 - l64).abs().max().item(), time.perf_counter() - t0))
     return 0
