@@ -1,11 +1,11 @@
 // Golden parity with PyTorch (llm.c's test_gpt2 in spirit): tests/peers/torch_gpt2_golden.py builds
-// the same GPT-2 from the same weights and batch in fp32 and fp64, tests/peers/hf_golden.py
-// GPT-2 and a Llama as transformers' GPT2LMHeadModel and LlamaForCausalLM, and each writes logits, loss, every gradient, and the
-// losses, gradient norms and parameters of 10 AdamW steps. For every tensor a:
+// the same GPT-2 from the same weights and batch in fp32 and fp64, tests/peers/hf_golden.py GPT-2
+// and Llamas as transformers' own GPT2LMHeadModel and LlamaForCausalLM; each writes logits, loss,
+// every gradient, and the losses, gradient norms and parameters of 10 AdamW steps. For every tensor a:
 //   ||a - t64|| <= 3 ||t32 - t64|| + 1e-6 ||t64|| + 1e-7 sqrt(n)
 // i.e. anneal is at least as close to the fp64 truth as PyTorch's own fp32, within a factor of 3.
-// The file comes from ANNEAL_GOLDEN (tests/peers/gpt2_vs_torch.sh sets it); without it the test is
-// skipped, never passed.
+// The files come from ANNEAL_GOLDEN (tests/peers/gpt2_vs_torch.sh and models_vs_hf.sh set it); without
+// it the test is skipped, never passed.
 #include <gtest/gtest.h>
 
 #include <algorithm>
