@@ -7,7 +7,9 @@
 # one process on the same global batch within 1e-5 relative and its final parameters as
 # dist3d_grid_test.sh bounds them (tests/e2e/dist_compare.py). Resharding: saved at (2, 2, 1), the
 # next step at (1, 2, 2) and (1, 1, 1) equals the (2, 2, 1) continuation's within 1e-6. kill -9 in
-# the middle of a run, then resume: the final state hash equals an uninterrupted run's.
+# the middle of a run, then resume: the final state hash equals an uninterrupted run's. bf16 (the ref
+# backend's emulation, one rank) within 1e-3 of fp32 per step. The demo config
+# (examples/kjv_llama_tiny.yaml) trains 20 steps and samples.
 source "$(dirname "$0")/lib.sh"
 CMP="/usr/bin/python3 $(dirname "$0")/dist_compare.py"
 "$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
@@ -89,6 +91,23 @@ check "the killed run resumed from a checkpoint before step 40" grep -qE "resume
 check "kill -9 and resume: the final state hash equals the uninterrupted run's" bash -c "
   a=\$(grep -o 'state hash.*' '$TMP/straight.log'); b=\$(grep -o 'state hash.*' '$TMP/killed2.log')
   echo \"\$a | \$b\"; [ -n \"\$a\" ] && [ \"\$a\" = \"\$b\" ]"
+
+# bf16 on one rank (ref's emulated bf16 ops) against fp32 on ref, 8 steps
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.kernels=ref --set train.steps=8 --set train.checkpoint_dir="$TMP/r32" \
+  >"$TMP/r32.log" 2>&1 || bad "ref fp32 run"
+"$ANNEAL" train --config "$TMP/cfg.yaml" --set train.kernels=ref --set train.dtype=bf16 --set train.steps=8 \
+  --set train.checkpoint_dir="$TMP/r16" >"$TMP/r16.log" 2>&1 || bad "ref bf16 run: $(tail -2 "$TMP/r16.log")"
+check "llama in bf16: losses within 1e-3 relative of fp32 at every step" $CMP losses "$TMP/r32.log" "$TMP/r16.log" 8 1e-3
+
+# The demo's config: 20 steps on the prepared corpus, then a sample from its checkpoint.
+timeout 300 "$ANNEAL" train --config examples/kjv_llama_tiny.yaml --set data.dir="$TMP/ds" --set train.steps=20 \
+  --set train.eval_every=20 --set train.checkpoint_dir="$TMP/demo" >"$TMP/demo.log" 2>&1 || bad "the demo config: $(tail -2 "$TMP/demo.log")"
+check "the demo config trains llama-tiny and lowers the loss" bash -c "
+  grep -q 'Llama L=4 H=4 KV=2 C=128 F=384' '$TMP/demo.log' &&
+  a=\$(grep -E '^step +10/' '$TMP/demo.log' | sed -E 's/.*\| loss ([0-9.]+) .*/\1/'); b=\$(grep -E '^step +20/' '$TMP/demo.log' | sed -E 's/.*\| loss ([0-9.]+) .*/\1/')
+  echo \"loss \$a at step 10, \$b at step 20\"; awk -v a=\"\$a\" -v b=\"\$b\" 'BEGIN { exit !(b + 0 < a + 0) }'"
+check "a sample from the demo's checkpoint" bash -c \
+  "'$ANNEAL' sample --checkpoint '$TMP/demo' --prompt 'And God said' --max-tokens 8 --seed 3 | grep -q 'And God said'"
 
 expect_exit "tp neither dividing n_kv_head nor a multiple of it is refused" 2 "dist.tp = 4 neither divides model.n_kv_head = 3" \
   "$ANNEAL" launch --nproc-per-node 4 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set model.n_head=12 --set model.n_kv_head=3 \
