@@ -187,13 +187,6 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
 
 namespace {
 
-// The canonical fp32 parameters (the optimizer's masters where it keeps them, else the model's).
-// Master weights are read as the whole vector: the trainer allows them only for a whole-vector
-// optimizer (train.dtype = bf16 refuses ZeRO and parallelism).
-DevPtr CanonicalParams(const DecoderModel& model, const AdamW* opt) {
-  return opt ? opt->MasterOr(model.params_ptr()) : model.params_ptr();
-}
-
 // The model's parameters and the optimizer's moments as host fp32 memory.
 struct HostState {
   const float* params = nullptr;
@@ -204,20 +197,19 @@ struct HostState {
 // The same, readable on the host while this lives: the memory itself on a host backend, a
 // synchronous copy otherwise.
 struct HostCopies {
-  HostCopies(const DecoderModel& model, const AdamW* opt)
-      : params(model.backend(), CanonicalParams(model, opt), model.num_floats()),
-        m(model.backend(), opt ? opt->m().data() : nullptr, opt ? opt->m().size() : 0),
-        v(model.backend(), opt ? opt->v().data() : nullptr, opt ? opt->v().size() : 0) {}
+  explicit HostCopies(const CheckpointTensors& t)
+      : params(*t.backend, t.params, t.num_floats()),
+        m(*t.backend, static_cast<const float*>(t.m.p), t.moment_floats()),
+        v(*t.backend, static_cast<const float*>(t.v.p), t.moment_floats()) {}
   HostState state() const { return {params.data(), m.data(), v.data()}; }
   HostRead params, m, v;
 };
 
 // This rank's files, each a writer over views of the host state (no copy yet).
-std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const DecoderModel& model, const AdamW* opt,
-                                                                   const HostState& host,
+std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const CheckpointTensors& t, const HostState& host,
                                                                    const CheckpointWriters& writers) {
   std::vector<std::pair<std::string, SafeTensorsWriter>> out;
-  const std::vector<WrittenPart> parts = PartsOf(writers, writers.rank, writers.ranks, model.layout(), opt != nullptr);
+  const std::vector<WrittenPart> parts = PartsOf(writers, writers.rank, writers.ranks, *t.layout, t.has_optimizer());
   for (size_t i = 0; i < parts.size();) {
     const std::string file = parts[i].file;
     SafeTensorsWriter w;
@@ -229,7 +221,7 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const Decoder
         w.AddF32View(part.key, p.box_length, src);
       } else {
         const float* mom = part.what == 'm' ? host.m : host.v;
-        w.AddF32View(part.key, {part.count}, mom + (p.offset + part.start - opt->begin()));
+        w.AddF32View(part.key, {part.count}, mom + (p.offset + part.start - t.begin));
       }
     }
     w.SetMetadata("format", kCheckpointFormat);
@@ -243,10 +235,10 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const Decoder
 namespace {
 
 // Each file's image, serialized into a buffer of an earlier snapshot where there is one.
-void SerializeFiles(const DecoderModel& model, const AdamW* opt, const HostState& host, const CheckpointWriters& writers,
+void SerializeFiles(const CheckpointTensors& t, const HostState& host, const CheckpointWriters& writers,
                     const std::string& dir, std::vector<std::string>* spare,
                     std::vector<std::pair<std::string, std::string>>* files) {
-  for (auto& [file, w] : FileWriters(model, opt, host, writers)) {
+  for (auto& [file, w] : FileWriters(t, host, writers)) {
     std::string image;
     if (spare && !spare->empty()) {
       image = std::move(spare->back());
@@ -266,10 +258,10 @@ Status FinishSnapshot(CheckpointSnapshot* snap) {
   return finish(snap);
 }
 
-std::vector<size_t> CheckpointImageSizes(const DecoderModel& model, const AdamW* opt, const CheckpointWriters& writers) {
+std::vector<size_t> CheckpointImageSizes(const CheckpointTensors& t, const CheckpointWriters& writers) {
   std::vector<size_t> out;
-  const HostCopies host(model, opt);
-  for (const auto& [file, w] : FileWriters(model, opt, host.state(), writers)) out.push_back(w.SerializedSize());
+  const HostCopies host(t);
+  for (const auto& [file, w] : FileWriters(t, host.state(), writers)) out.push_back(w.SerializedSize());
   return out;
 }
 
@@ -293,7 +285,7 @@ Result<std::unique_ptr<ObjectStore>> OpenCheckpointStore(const std::string& dir_
   return OpenObjectStore(dir_or_uri);
 }
 
-Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const DecoderModel& model, const AdamW* opt,
+Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const CheckpointTensors& t,
                                               const TrainerState& state, const CheckpointLineage& lineage,
                                               const CheckpointWriters& writers, const CheckpointOptions& o,
                                               std::vector<std::string>* spare, SnapshotStaging* staging) {
@@ -310,33 +302,32 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const DecoderM
   }
   const std::string dir = "attempt-" + std::to_string(snap.attempt) + "/";
   if (staging) {  // copies queued now, the files serialized on the writer's thread once they are done
-    ANNEAL_RETURN_IF_ERROR(staging->Begin(
-        model.stream(), {CanonicalParams(model, opt), opt ? opt->m().ptr() : DevPtr{}, opt ? opt->v().ptr() : DevPtr{}},
-        {model.num_floats(), opt ? opt->m().size() : 0, opt ? opt->v().size() : 0}));
+    ANNEAL_RETURN_IF_ERROR(
+        staging->Begin(t.stream, {t.params, t.m, t.v}, {t.num_floats(), t.moment_floats(), t.moment_floats()}));
     std::vector<std::string> images;
     if (spare) images = std::move(*spare), spare->clear();
-    snap.finish = [staging, &model, opt, writers, dir, images = std::move(images)](CheckpointSnapshot* s) mutable {
+    snap.finish = [staging, t, writers, dir, images = std::move(images)](CheckpointSnapshot* s) mutable {
       const std::vector<const float*> h = staging->Wait();
-      SerializeFiles(model, opt, HostState{h[0], h[1], h[2]}, writers, dir, &images, &s->files);
+      SerializeFiles(t, HostState{h[0], h[1], h[2]}, writers, dir, &images, &s->files);
       return Status::Ok();
     };
   } else {
-    const HostCopies host(model, opt);
-    SerializeFiles(model, opt, host.state(), writers, dir, spare, &snap.files);
+    const HostCopies host(t);
+    SerializeFiles(t, host.state(), writers, dir, spare, &snap.files);
   }
   if (writers.rank == 0) {
     // Every rank's parts, recomputed from the layout rule every rank used.
     json tensors = json::object();
-    const ModelConfig& c = model.config();
+    const ModelConfig& c = *t.model;
     for (int r = 0; r < writers.ranks; ++r) {
       const ParamLayout layout(c, ViewOf(writers, r).shard);
-      for (const WrittenPart& part : PartsOf(writers, r, writers.ranks, layout, opt != nullptr)) {
-        json& t = tensors[part.key];
-        if (t.is_null()) t = {{"shape", part.p->shape}, {"parts", json::array()}};
+      for (const WrittenPart& part : PartsOf(writers, r, writers.ranks, layout, t.has_optimizer())) {
+        json& entry_of = tensors[part.key];
+        if (entry_of.is_null()) entry_of = {{"shape", part.p->shape}, {"parts", json::array()}};
         json entry = {{"file", dir + part.file},
                       {"box", {{"offset", part.p->box_offset}, {"length", part.p->box_length}}}};
         if (part.count >= 0) entry["range"] = {part.start, part.count};
-        t["parts"].push_back(entry);
+        entry_of["parts"].push_back(entry);
       }
     }
     json layout = {{"dp", writers.ranks}, {"tp", 1}, {"pp", 1}, {"zero", writers.zero}, {"ranks", writers.ranks}};
@@ -364,11 +355,11 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const DecoderM
           {"bad_steps", state.bad_steps},
           {"skipped_total", state.skipped_total},
           {"loader", {{"seed", state.loader.seed}, {"samples", state.loader.samples}}},
-          {"optimizer", opt ? json{{"lr", opt->options().lr},
-                                    {"min_lr", opt->options().min_lr},
-                                    {"warmup_steps", opt->options().warmup_steps},
-                                    {"decay_steps", opt->options().decay_steps}}
-                            : json()}}}};
+          {"optimizer", t.schedule ? json{{"lr", t.schedule->lr},
+                                          {"min_lr", t.schedule->min_lr},
+                                          {"warmup_steps", t.schedule->warmup_steps},
+                                          {"decay_steps", t.schedule->decay_steps}}
+                                  : json()}}}};
     snap.manifest = manifest.dump();
   }
   return snap;
@@ -502,9 +493,9 @@ Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const C
   return ApplyRetention(store, o);
 }
 
-Status SaveCheckpoint(ObjectStore& store, const DecoderModel& model, const AdamW* opt, const TrainerState& state,
+Status SaveCheckpoint(ObjectStore& store, const CheckpointTensors& t, const TrainerState& state,
                       const CheckpointLineage& lineage, const CheckpointWriters& writers, const CheckpointOptions& o) {
-  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(store, model, opt, state, lineage, writers, o, nullptr));
+  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(store, t, state, lineage, writers, o, nullptr));
   return WriteSnapshot(store, snap, o);
 }
 
@@ -655,9 +646,9 @@ Status VerifyCheckpoint(ObjectStore& store, const std::string& name) {
   return InvalidInput(msg + "\ndelete it (anneal ckpt rm) to resume from the previous one");
 }
 
-Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, DecoderModel* model, AdamW* opt, TrainerState* state) {
+Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const CheckpointTensors& ts, TrainerState* state) {
   ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, ckpt));
-  const ModelConfig& c = model->config();
+  const ModelConfig& c = *ts.model;
   if (m.value("model", json()) != ModelJson(c)) {
     return InvalidInput("checkpoint " + ckpt + " holds a model of shape " + m.value("model", json()).dump() +
                         " but this run's model is " + ModelJson(c).dump() +
@@ -741,25 +732,24 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, DecoderModel*
   };
   // Into the canonical parameters (fp32 masters where the optimizer keeps them; else the model's,
   // rounded to its compute dtype), then the working copy from the masters.
-  HostWrite params(model->backend(), CanonicalParams(*model, opt), model->num_floats());
-  for (const ParamInfo& p : model->layout().params()) {
+  HostWrite params(*ts.backend, ts.params, ts.num_floats());
+  for (const ParamInfo& p : ts.layout->params()) {
     float* base = params.data() + p.offset;
     ANNEAL_RETURN_IF_ERROR(fill("param." + p.name, p, MakeBoxPart(p.box_offset, p.box_length), base));
     std::fill(base + p.size, base + p.stored_size, 0.0f);  // vocabulary padding
   }
   params.Commit();
-  if (opt) opt->WriteWorking(model->params_ptr() + opt->begin());
-  if (opt) {
+  if (ts.loaded) ts.loaded();
+  if (ts.has_optimizer()) {
     if (!m.at("tensors").contains("opt.m.wte.weight")) {
       return InvalidInput("checkpoint " + ckpt + " holds no optimizer state (weights only)");
     }
     for (const char* which : {"m", "v"}) {
-      DeviceArray& dev = which[0] == 'm' ? opt->m() : opt->v();
-      HostWrite mom(model->backend(), dev.data(), dev.size());
-      for (const ParamInfo& p : model->layout().params()) {
-        const size_t lo = std::max(opt->begin(), p.offset), hi = std::min(opt->end(), p.offset + p.stored_size);
+      HostWrite mom(*ts.backend, which[0] == 'm' ? ts.m : ts.v, ts.moment_floats());
+      for (const ParamInfo& p : ts.layout->params()) {
+        const size_t lo = std::max(ts.begin, p.offset), hi = std::min(ts.end, p.offset + p.stored_size);
         if (lo >= hi) continue;
-        float* dst = mom.data() + (lo - opt->begin());
+        float* dst = mom.data() + (lo - ts.begin);
         std::fill(dst, dst + (hi - lo), 0.0f);  // padding rows stay zero
         const size_t a = lo - p.offset, b = std::min(hi - p.offset, p.size);
         if (a < b) {
@@ -778,7 +768,7 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, DecoderModel*
     state->skipped_total = t.at("skipped_total");
     state->loader.seed = t.at("loader").at("seed");
     state->loader.samples = t.at("loader").at("samples");
-    if (opt) opt->set_updates(state->updates);
+    if (ts.set_updates) ts.set_updates(state->updates);
   }
   return Status::Ok();
 }

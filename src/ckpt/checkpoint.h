@@ -21,8 +21,7 @@
 #include "core/env.h"
 #include "core/status.h"
 #include "data/sampler.h"
-#include "model/decoder.h"
-#include "optim/adamw.h"
+#include "ckpt/checkpoint_tensors.h"
 #include "core/clock.h"
 #include "ckpt/snapshot_staging.h"
 #include "parallel/plan.h"
@@ -48,8 +47,8 @@ struct CheckpointLineage {
 };
 
 // The ranks that write one checkpoint together: every rank of the job (rank, ranks: the world).
-// Every member snapshots its own model shard and optimizer (whose shard is [opt->begin(),
-// opt->end()) of its flat buffer).
+// Every member snapshots its own tensors (CheckpointTensors: its model shard's, and its optimizer's
+// moments of [begin, end) of its flat buffer).
 //   parameters (and, without ZeRO, the moments): data-parallel rank 0 of each (stage, tensor slice)
 //     writes the boxes it owns (ParamInfo::owner: replicated tensors from tensor rank 0, the tied
 //     wte from the first stage) to model.safetensors (one rank) or model-ppPP-tpTT.safetensors;
@@ -97,7 +96,7 @@ struct CheckpointSnapshot {
 // staging: queue the device-to-host copies there instead of copying now (ckpt/snapshot_staging.h);
 // the caller then makes the optimizer's next update wait for staging->copied() (the values copied
 // must not change until then) and hands the snapshot to a writer, which calls FinishSnapshot.
-Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const DecoderModel& model, const AdamW* opt,
+Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const CheckpointTensors& t,
                                               const TrainerState& state, const CheckpointLineage& lineage,
                                               const CheckpointWriters& writers, const CheckpointOptions& o,
                                               std::vector<std::string>* spare = nullptr,
@@ -105,7 +104,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const DecoderM
 // Waits for a staged snapshot's copies and serializes its files (a no-op for one taken without staging).
 Status FinishSnapshot(CheckpointSnapshot* snap);
 // The sizes of this rank's file images (AsyncCheckpointer::Reserve).
-std::vector<size_t> CheckpointImageSizes(const DecoderModel& model, const AdamW* opt, const CheckpointWriters& writers);
+std::vector<size_t> CheckpointImageSizes(const CheckpointTensors& t, const CheckpointWriters& writers);
 // Writes the snapshot's files, then this rank's record step-N/attempt-A/done-RRRRR.json (names,
 // sizes, XXH64). Rank 0 then waits (at most o.wait_s) for every rank's record, writes manifest.json
 // LAST, and applies retention. Until the manifest is there the checkpoint does not exist, whatever
@@ -113,7 +112,7 @@ std::vector<size_t> CheckpointImageSizes(const DecoderModel& model, const AdamW*
 // Thread-safe with respect to the training thread (it touches only the snapshot and the store).
 Status WriteSnapshot(ObjectStore& store, const CheckpointSnapshot& snap, const CheckpointOptions& o);
 // Both, now (every rank of writers calls it).
-Status SaveCheckpoint(ObjectStore& store, const DecoderModel& model, const AdamW* opt, const TrainerState& state,
+Status SaveCheckpoint(ObjectStore& store, const CheckpointTensors& t, const TrainerState& state,
                       const CheckpointLineage& lineage, const CheckpointWriters& writers = {},
                       const CheckpointOptions& o = {});
 
@@ -164,11 +163,11 @@ Status DeleteCheckpoint(ObjectStore& store, const std::string& name);
 // The model config a checkpoint was saved with (for anneal sample).
 Result<ModelConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name);
 
-// Loads weights (and moments and trainer state when opt/state are given) from checkpoint `name`.
-// The optimizer receives the moments of its own shard [opt->begin(), opt->end()), assembled from
-// whatever parts the writers held; only the files holding a needed part are fetched. Verifies the
+// Loads weights (and moments when t has optimizer state, and the trainer state when given) from
+// checkpoint `name`. The moments are those of t's range [begin, end), assembled from whatever parts
+// the writers held; only the files holding a needed part are fetched. Verifies the
 // sizes and checksums of the files it reads, that the model's shape matches and that every needed
 // element is present; errors name the problem and the fix (exit 2).
-Status LoadCheckpoint(ObjectStore& store, const std::string& name, DecoderModel* model, AdamW* opt, TrainerState* state);
+Status LoadCheckpoint(ObjectStore& store, const std::string& name, const CheckpointTensors& t, TrainerState* state);
 
 }  // namespace anneal

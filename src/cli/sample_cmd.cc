@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "ckpt/checkpoint.h"
+#include "train/checkpoint_tensors.h"
 #include "cli/commands.h"
 #include "data/tokenizer.h"
 #include "kernels/registry.h"
@@ -40,7 +41,7 @@ Status RunSample(SampleArgs& a) {
   }
   ANNEAL_ASSIGN_OR_RETURN(ModelConfig cfg, ReadCheckpointModelConfig(*store, name));
   DecoderModel model(cfg, CpuBackend());
-  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, &model, nullptr, nullptr));
+  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, TensorsOf(model, nullptr), nullptr));
   ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(a.tokenizer));
   if (tok->vocab_size() != static_cast<uint32_t>(cfg.vocab_size)) {
     return InvalidInput("tokenizer '" + a.tokenizer + "' has " + std::to_string(tok->vocab_size()) +

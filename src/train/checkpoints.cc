@@ -1,5 +1,7 @@
 #include "train/checkpoints.h"
 
+#include "train/checkpoint_tensors.h"
+
 #include "core/checksum.h"
 #include "core/progress.h"
 #include "core/trace.h"
@@ -54,7 +56,7 @@ Result<std::string> TrainCheckpoints::Resume(Runtime& rt, TrainerState* st) {
   if (!store_ || k_.resume != "auto") return std::string();
   ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*store_));
   if (!newest) return std::string();
-  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store_, *newest, rt.model.get(), rt.opt.get(), st));
+  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store_, *newest, TensorsOf(*rt.model, rt.opt.get()), st));
   ANNEAL_RETURN_IF_ERROR(rt.data.train->Seek(st->loader));
   last_path_ = PathOf(*newest);
   return last_path_;
@@ -64,7 +66,7 @@ void TrainCheckpoints::Reserve(const Runtime& rt) {
   // A staged snapshot serializes on the writer's thread, where fresh buffers fault in without
   // blocking training: nothing to reserve (and sizing the images would copy the device state once).
   if (store_ && k_.async && !device_staging_) {
-    checkpointer_->Reserve(CheckpointImageSizes(*rt.model, rt.opt.get(), Writers(rt)));
+    checkpointer_->Reserve(CheckpointImageSizes(TensorsOf(*rt.model, rt.opt.get()), Writers(rt)));
   }
 }
 
@@ -87,7 +89,7 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   st->updates = rt.opt->updates();
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());  // the previous one first (its buffers are reused)
   const double t_wait = copts_.clock->Monotonic() - t0;
-  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, *rt.model, rt.opt.get(), *st, lineage_,
+  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, TensorsOf(*rt.model, rt.opt.get()), *st, lineage_,
                                                                       Writers(rt), copts_, checkpointer_->spare(),
                                                                       device_staging_.get()));
   // Staged: the copies run on; the update that overwrites what they read waits for them.

@@ -1,5 +1,6 @@
 #include "kernels/registry.h"
 #include "ckpt/checkpoint.h"
+#include "train/checkpoint_tensors.h"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@ struct Fixture {
     TrainerState st;
     st.step = step;
     o.attempt = o.attempt < 0 ? 0 : o.attempt;
-    return SaveCheckpoint(s ? *s : *store, model, nullptr, st, kLineage, {}, o);
+    return SaveCheckpoint(s ? *s : *store, TensorsOf(model, nullptr), st, kLineage, {}, o);
   }
   std::optional<std::string> Newest() { return FindNewestCheckpoint(*store).value(); }
 };
@@ -41,12 +42,12 @@ TEST(CheckpointTest, RoundTripsWeightsMomentsAndState) {
   st.loader = {3, 112};
   CheckpointOptions o;
   o.attempt = 2;
-  ASSERT_TRUE(SaveCheckpoint(*f.store, f.model, &opt, st, kLineage, {}, o).ok());
+  ASSERT_TRUE(SaveCheckpoint(*f.store, TensorsOf(f.model, &opt), st, kLineage, {}, o).ok());
   ASSERT_EQ(f.Newest(), "step-00000007");
   DecoderModel b(Tiny(), CpuBackend());
   AdamW opt2(b.layout(), CpuBackend(), AdamWOptions{});
   TrainerState st2;
-  ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000007", &b, &opt2, &st2).ok());
+  ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000007", TensorsOf(b, &opt2), &st2).ok());
   EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
   EXPECT_TRUE(std::equal(opt.m().data(), opt.m().data() + opt.m().size(), opt2.m().data()));
   EXPECT_EQ(st2.step, 7);
@@ -88,7 +89,7 @@ TEST(CheckpointTest, AnInterruptedCheckpointNeverCountsAndThePreviousStays) {
   EXPECT_GE(incomplete, 2);  // their shards are there, without manifests
   // The previous checkpoint still loads.
   DecoderModel b(Tiny(), CpuBackend());
-  EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000003", &b, nullptr, nullptr).ok());
+  EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000003", TensorsOf(b, nullptr), nullptr).ok());
 }
 
 // A writer left over from an earlier attempt writes under its own attempt folder: it cannot touch
@@ -102,7 +103,7 @@ TEST(CheckpointTest, AWriterOfAnEarlierAttemptCannotSpoilALaterOne) {
   ASSERT_TRUE(f.store->Put("step-00000005/attempt-0/model.safetensors", "garbage from a stale writer").ok());
   EXPECT_TRUE(VerifyCheckpoint(*f.store, "step-00000005").ok());
   DecoderModel b(Tiny(), CpuBackend());
-  EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000005", &b, nullptr, nullptr).ok());
+  EXPECT_TRUE(LoadCheckpoint(*f.store, "step-00000005", TensorsOf(b, nullptr), nullptr).ok());
   EXPECT_TRUE(std::equal(f.model.params(), f.model.params() + f.model.num_floats(), b.params()));
 }
 
@@ -118,7 +119,7 @@ TEST(CheckpointTest, ARankThatNeverFinishesMeansNoManifest) {
   SimulatedClock clock;  // the default 600 s wait, in simulated time: no real waiting
   o.clock = &clock;
   const double t0 = MonotonicSeconds(), s0 = clock.Monotonic();
-  Status s = SaveCheckpoint(*f.store, f.model, nullptr, st, kLineage, w, o);
+  Status s = SaveCheckpoint(*f.store, TensorsOf(f.model, nullptr), st, kLineage, w, o);
   EXPECT_EQ(s.code(), Code::kPeer);
   EXPECT_NE(s.message().find("rank 1 did not finish writing its files within 600 s"), std::string::npos) << s.message();
   EXPECT_FALSE(f.Newest().has_value());
@@ -138,10 +139,10 @@ TEST(CheckpointTest, RanksWriteInParallelAndRankZeroCommits) {
   o.attempt = 0;
   std::thread t1([&] {
     CheckpointWriters w{1, 2, 1, nullptr};
-    s1 = SaveCheckpoint(*f.store, f.model, &opt1, st, kLineage, w, o);
+    s1 = SaveCheckpoint(*f.store, TensorsOf(f.model, &opt1), st, kLineage, w, o);
   });
   CheckpointWriters w0{0, 2, 1, nullptr};
-  s0 = SaveCheckpoint(*f.store, f.model, &opt0, st, kLineage, w0, o);
+  s0 = SaveCheckpoint(*f.store, TensorsOf(f.model, &opt0), st, kLineage, w0, o);
   t1.join();
   ASSERT_TRUE(s0.ok()) << s0.message();
   ASSERT_TRUE(s1.ok()) << s1.message();
@@ -171,9 +172,9 @@ TEST(CheckpointTest, HierarchicalUploadGoesThroughTheNodeLeader) {
     // Rank 1 is given a store that must never be written: everything goes through the leader.
     FaultObjectStore untouchable(f.store.get());
     untouchable.FailNth(FaultObjectStore::Op::kPut, 1, Internal("rank 1 wrote to the checkpoint store"));
-    s1 = SaveCheckpoint(untouchable, f.model, &opt1, st, kLineage, CheckpointWriters{1, 2, 1, nullptr}, o1);
+    s1 = SaveCheckpoint(untouchable, TensorsOf(f.model, &opt1), st, kLineage, CheckpointWriters{1, 2, 1, nullptr}, o1);
   });
-  s0 = SaveCheckpoint(counting, f.model, &opt0, st, kLineage, CheckpointWriters{0, 2, 1, nullptr}, o);
+  s0 = SaveCheckpoint(counting, TensorsOf(f.model, &opt0), st, kLineage, CheckpointWriters{0, 2, 1, nullptr}, o);
   t1.join();
   ASSERT_TRUE(s1.ok()) << s1.message();
   ASSERT_TRUE(s0.ok()) << s0.message();
@@ -188,7 +189,7 @@ TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   Fixture f;
   ASSERT_TRUE(f.Save(1).ok());
   DecoderModel other(ModelConfig::Make(200, 16, 2, 2, 32).value(), CpuBackend());
-  Status s = LoadCheckpoint(*f.store, "step-00000001", &other, nullptr, nullptr);
+  Status s = LoadCheckpoint(*f.store, "step-00000001", TensorsOf(other, nullptr), nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("holds a model of shape"), std::string::npos);
   const std::string shard = "step-00000001/attempt-0/model.safetensors";
@@ -196,14 +197,14 @@ TEST(CheckpointTest, RefusesAnotherShapeCorruptionAndAMissingShard) {
   bytes[bytes.size() / 2] ^= 0x40;
   ASSERT_TRUE(f.store->Put(shard, bytes).ok());
   DecoderModel b(Tiny(), CpuBackend());
-  s = LoadCheckpoint(*f.store, "step-00000001", &b, nullptr, nullptr);
+  s = LoadCheckpoint(*f.store, "step-00000001", TensorsOf(b, nullptr), nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("checksum"), std::string::npos);
   s = VerifyCheckpoint(*f.store, "step-00000001");
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("fails its checksum"), std::string::npos) << s.message();
   ASSERT_TRUE(f.store->Delete(shard).ok());  // a manifest naming a missing shard
-  s = LoadCheckpoint(*f.store, "step-00000001", &b, nullptr, nullptr);
+  s = LoadCheckpoint(*f.store, "step-00000001", TensorsOf(b, nullptr), nullptr);
   EXPECT_EQ(s.ExitCode(), 2);
   EXPECT_NE(s.message().find("is missing"), std::string::npos) << s.message();
   EXPECT_NE(VerifyCheckpoint(*f.store, "step-00000001").message().find("no object"), std::string::npos);
@@ -238,14 +239,14 @@ TEST(CheckpointTest, AsyncWriterCommitsInTheBackground) {
   AsyncCheckpointer w(f.store.get(), CheckpointOptions{0});
   TrainerState st;
   st.step = 12;
-  auto snap = SnapshotCheckpoint(*f.store, f.model, nullptr, st, kLineage, {}, CheckpointOptions{0});
+  auto snap = SnapshotCheckpoint(*f.store, TensorsOf(f.model, nullptr), st, kLineage, {}, CheckpointOptions{0});
   ASSERT_TRUE(snap.ok());
   EXPECT_GT(snap->bytes(), f.model.num_floats());
   f.model.InitWeights(9);  // training goes on and changes the weights: the snapshot is unaffected
   ASSERT_TRUE(w.Start(std::move(snap).value()).ok());
   ASSERT_TRUE(w.Wait().ok());
   DecoderModel b(Tiny(), CpuBackend());
-  ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000012", &b, nullptr, nullptr).ok());
+  ASSERT_TRUE(LoadCheckpoint(*f.store, "step-00000012", TensorsOf(b, nullptr), nullptr).ok());
   DecoderModel a(Tiny(), CpuBackend());
   a.InitWeights(5);
   EXPECT_TRUE(std::equal(a.params(), a.params() + a.num_floats(), b.params()));

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "ckpt/checkpoint.h"
+#include "train/checkpoint_tensors.h"
 #include "core/env.h"
 #include "data/dataset.h"
 #include "data/shard.h"
@@ -107,7 +108,7 @@ TEST(SealedBackendTest, TrainSaveResumeEvaluateAndSampleNeverTouchTensorMemory) 
     auto cfg = ReadCheckpointModelConfig(**store, "step-00000002");
     EXPECT_TRUE(cfg.ok());
     DecoderModel m(*cfg, b);
-    EXPECT_TRUE(LoadCheckpoint(**store, "step-00000002", &m, nullptr, nullptr).ok());
+    EXPECT_TRUE(LoadCheckpoint(**store, "step-00000002", TensorsOf(m, nullptr), nullptr).ok());
     KvGenerator g(m);
     SampleOptions o;
     o.max_tokens = 10;
