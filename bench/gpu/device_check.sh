@@ -26,7 +26,8 @@
 #   bench     GPT-2 124M, B=16, T=1024, bf16: anneal (attention path 1 and path 2) against PyTorch 2.11
 #             compiled (bench/gpu/torch_gpt2.py) in this call: tokens/s, MFU against 989 TFLOP/s, peak
 #             NVML process memory; then 4 steps of each path with ANNEAL_CUDA_OP_TIMES=1 (kernels.txt)
-#   llama     the Llama 3.2 1B shape (preset llama-3.2-1b), B=4, T=1024, bf16: anneal (attention path 1:
+#   llama     the Llama 3.2 1B shape with GPT-2's vocabulary (the bundle's corpus is GPT-2 tokens; the
+#             preset's 128256 ids would need the Llama 3 tokenizer), B=4, T=1024, bf16: anneal (attention path 1:
 #             grouped-query attention has no flash path yet) against the same model in plain PyTorch
 #             compiled with SDPA (bench/gpu/torch_llama.py): tokens/s, MFU against 989 TFLOP/s, peak
 #             NVML process memory
@@ -294,7 +295,9 @@ stage_llama() {
   local w=/tmp/anneal-llama pid apeak tpeak
   rm -rf "$w" && mkdir -p "$w"
   cat >"$w/llama.json" <<JSON
-{"model": {"preset": "llama-3.2-1b"},
+{"model": {"family": "llama", "vocab_size": 50257, "max_seq_len": 1024, "n_layer": 16, "n_head": 32, "n_kv_head": 8,
+           "n_embd": 2048, "intermediate_size": 8192, "rope_theta": 500000, "rope_scaling.factor": 32,
+           "rope_scaling.original_max_seq_len": 8192, "tie_embeddings": true},
  "data": {"dir": "$B/data/kjv", "seq_len": 1024, "batch_size": 4, "seed": 1, "verify_checksums": false},
  "optim": {"lr": 3.0e-4, "warmup_steps": 0},
  "train": {"steps": 8, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
@@ -318,7 +321,7 @@ t = dict(kv.split("=") for kv in re.search(r"RESULT (.*)", open(w + "/torch.log"
 tps_t, n = float(t["tokens_per_s"]), int(t["params"])
 fpt = 6 * n + 6 * 16 * 2048 * 1024
 mfu = lambda tps: 100 * tps * fpt / 989e12
-print(f"llama: Llama 3.2 1B shape B=4 T=1024 bf16 — anneal {a:.0f} tok/s (MFU {mfu(a):.1f} %, {apeak} MiB); "
+print(f"llama: Llama 3.2 1B shape (V=50257) B=4 T=1024 bf16 — anneal {a:.0f} tok/s (MFU {mfu(a):.1f} %, {apeak} MiB); "
       f"PyTorch compiled {tps_t:.0f} tok/s (MFU {mfu(tps_t):.1f} %, {tpeak} MiB); ratio {a / tps_t:.2f}x")
 PY
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The PyTorch side of bench/gpu/device_check.sh's llama stage: the Llama 3.2 1B shape (anneal's
-preset llama-3.2-1b: V=128256, 16 layers, 32 query and 8 key/value heads, C=2048, SwiGLU 8192, tied
+llama stage: the preset llama-3.2-1b's shape with GPT-2's vocabulary, V=50257, 16 layers, 32 query and 8 key/value heads, C=2048, SwiGLU 8192, tied
 embeddings, RMSNorm eps 1e-5, rotary theta 500000 with Llama 3's frequency scaling) written in plain
 PyTorch — RMSNorm, rotate-half rotary embeddings, SwiGLU, grouped-query attention through
 scaled_dot_product_attention(is_causal=True, enable_gqa=True) — trained with torch.compile, bf16
@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-V, L, H, KV, C, FF, THETA = 128256, 16, 32, 8, 2048, 8192, 500000.0
+V, L, H, KV, C, FF, THETA = 50257, 16, 32, 8, 2048, 8192, 500000.0  # GPT-2's vocabulary, as anneal's side
 
 
 def inv_freq(hs):

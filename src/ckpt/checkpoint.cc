@@ -567,6 +567,29 @@ Status DeleteCheckpoint(ObjectStore& store, const std::string& name) {
   return Status::Ok();
 }
 
+Result<CheckpointRef> ResolveCheckpoint(const std::string& path) {
+  std::string where = path, name;
+  while (where.size() > 1 && where.back() == '/') where.pop_back();
+  const size_t slash = where.rfind('/');
+  const std::string base = slash == std::string::npos ? where : where.substr(slash + 1);
+  if (base.size() == 13 && base.rfind("step-", 0) == 0) {
+    name = base;
+    where = slash == std::string::npos ? "." : where.substr(0, slash);
+  }
+  CheckpointRef ref;
+  ANNEAL_ASSIGN_OR_RETURN(ref.store, OpenCheckpointStore(where));
+  if (name.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*ref.store));
+    if (!newest) {
+      return InvalidInput("no complete checkpoint at " + path + ": give a step-NNNNNNNN folder with "
+                          "manifest.json, or the train.checkpoint_dir of a run");
+    }
+    name = *newest;
+  }
+  ref.name = name;
+  return ref;
+}
+
 Result<ModelConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name) {
   ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, name));
   try {

@@ -160,6 +160,14 @@ Status VerifyCheckpoint(ObjectStore& store, const std::string& name);
 // The manifest first (the checkpoint stops existing at once), then everything under its prefix.
 Status DeleteCheckpoint(ObjectStore& store, const std::string& name);
 
+// A checkpoint named on a command line: a step-NNNNNNNN folder (or prefix), or a checkpoint_dir whose
+// newest complete checkpoint is meant. Errors say what to give instead (exit 2).
+struct CheckpointRef {
+  std::unique_ptr<ObjectStore> store;
+  std::string name;
+};
+Result<CheckpointRef> ResolveCheckpoint(const std::string& path);
+
 // The model config a checkpoint was saved with (for anneal sample).
 Result<ModelConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name);
 

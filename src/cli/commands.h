@@ -20,6 +20,7 @@ void AddSampleCommand(CLI::App& app, RunFn* run);
 void AddLaunchCommand(CLI::App& app, RunFn* run);
 void AddHealthcheckCommand(CLI::App& app, RunFn* run);
 void AddCkptCommand(CLI::App& app, RunFn* run);
+void AddHfCommands(CLI::App& app, RunFn* run);  // export, import
 void AddServerCommand(CLI::App& app, RunFn* run);
 void AddAgentCommand(CLI::App& app, RunFn* run);
 void AddJobCommands(CLI::App& app, RunFn* run);

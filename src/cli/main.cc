@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddLaunchCommand(app, &run);
   anneal::cli::AddHealthcheckCommand(app, &run);
   anneal::cli::AddCkptCommand(app, &run);
+  anneal::cli::AddHfCommands(app, &run);
   anneal::cli::AddServerCommand(app, &run);
   anneal::cli::AddAgentCommand(app, &run);
   anneal::cli::AddSubmitCommand(app, &run);

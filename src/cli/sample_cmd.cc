@@ -21,24 +21,9 @@ struct SampleArgs {
 };
 
 Status RunSample(SampleArgs& a) {
-  // A step-NNNNNNNN folder (or prefix), or a checkpoint_dir whose newest complete checkpoint is used.
-  std::string where = a.checkpoint, name;
-  while (where.size() > 1 && where.back() == '/') where.pop_back();
-  const size_t slash = where.rfind('/');
-  const std::string base = slash == std::string::npos ? where : where.substr(slash + 1);
-  if (base.size() == 13 && base.rfind("step-", 0) == 0) {
-    name = base;
-    where = slash == std::string::npos ? "." : where.substr(0, slash);
-  }
-  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenCheckpointStore(where));
-  if (name.empty()) {
-    ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*store));
-    if (!newest) {
-      return InvalidInput("no complete checkpoint at " + a.checkpoint + ": give a step-NNNNNNNN folder with "
-                          "manifest.json, or the train.checkpoint_dir of a run");
-    }
-    name = *newest;
-  }
+  ANNEAL_ASSIGN_OR_RETURN(CheckpointRef ref, ResolveCheckpoint(a.checkpoint));
+  ObjectStore* store = ref.store.get();
+  const std::string& name = ref.name;
   ANNEAL_ASSIGN_OR_RETURN(ModelConfig cfg, ReadCheckpointModelConfig(*store, name));
   DecoderModel model(cfg, CpuBackend());
   ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, TensorsOf(model, nullptr), nullptr));
@@ -49,7 +34,7 @@ Status RunSample(SampleArgs& a) {
   }
   std::vector<uint32_t> prompt;
   tok->NewEncoder()->Encode(a.prompt, &prompt);
-  KvGenerator gen(model);
+  KvGenerator gen(model, static_cast<int>(prompt.size()) + a.o.max_tokens);  // the cache for these positions only
   std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
   auto out = gen.Generate(prompt, a.o, a.stop_at_eot ? static_cast<int64_t>(tok->eot()) : -1, [&](uint32_t id) {

@@ -9,9 +9,10 @@ using nlohmann::json;
 
 namespace {
 size_t DtypeSize(const std::string& d) {
-  if (d == "F64") return 8;
+  if (d == "F64" || d == "I64") return 8;
   if (d == "F32" || d == "I32") return 4;
-  if (d == "U8") return 1;
+  if (d == "BF16" || d == "F16") return 2;
+  if (d == "U8" || d == "I8" || d == "BOOL") return 1;
   return 0;
 }
 }  // namespace

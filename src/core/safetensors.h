@@ -1,7 +1,8 @@
 // safetensors files (docs/formats/safetensors.md): an 8-byte little-endian header length N, N bytes
 // of JSON {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
 // then the data, little-endian, C order. anneal reads them (PyTorch golden data) and writes them
-// (checkpoint shards). Supported dtypes: F32, F64, I32, U8.
+// (checkpoint shards, Hugging Face model files). Dtypes read: F64, F32, BF16, F16, I64, I32, U8, I8,
+// BOOL (ReadF64/ReadF32/ReadI32 convert the ones they name; Bytes gives any).
 #pragma once
 
 #include <cstdint>

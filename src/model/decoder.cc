@@ -209,11 +209,12 @@ void DecoderModel::EnsureSlot(int slot, int B, int T) {
 }
 
 
-Status KvCache::Allocate(Backend& b, const ModelConfig& c, DType t) {
-  const size_t n = static_cast<size_t>(c.n_layer) * c.max_seq_len * c.kv_dim();
+Status KvCache::Allocate(Backend& b, const ModelConfig& c, DType t, int want) {
+  rows = want > 0 && want < c.max_seq_len ? want : c.max_seq_len;
+  const size_t n = static_cast<size_t>(c.n_layer) * rows * c.kv_dim();
   ANNEAL_RETURN_IF_ERROR(k.Assign(b, n, "the key cache (L, maxT, Ckv)", t));
   ANNEAL_RETURN_IF_ERROR(v.Assign(b, n, "the value cache (L, maxT, Ckv)", t));
-  return scores.Assign(b, c.max_seq_len, "decode attention scores");
+  return scores.Assign(b, rows, "decode attention scores");
 }
 
 void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* kv, int pos) {
@@ -226,7 +227,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   DevPtr residual = i == 0 ? sl.input.ptr() : L(sl.resid3, i - 1, NC);  // (R,C)
   DevPtr ln1 = L(a.ln1, li, NC);
   DevPtr q = L(a.q, li, NCl);
-  const size_t cache_layer = static_cast<size_t>(config_.max_seq_len) * Ckv;  // one layer of the decode cache
+  const size_t cache_layer = kv ? static_cast<size_t>(kv->rows) * Ckv : 0;  // one layer of the decode cache
   DevPtr kc = kv ? L(kv->k, shard_.layer_begin + i, cache_layer) : DevPtr{};
   DevPtr vc = kv ? L(kv->v, shard_.layer_begin + i, cache_layer) : DevPtr{};
   DevPtr kk = kv ? kc + static_cast<size_t>(pos) * Ckv : L(a.k, li, NCkvl);  // decoding: the cache's row pos
@@ -253,7 +254,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   // atty (B,T,Cl) = causal attention over the Hl local heads; lse (B,Hl,T)
   if (kv) {  // decoding: this position's query against the cached positions 0..pos
     be_.AttentionDecode(st_, M(atty, C), M(q, C), M(kc, pos + 1, Ckv), M(vc, pos + 1, Ckv),
-                        M(kv->scores.ptr(), config_.max_seq_len), Hl_);
+                        M(kv->scores.ptr(), kv->rows), Hl_);
   } else {
     be_.AttentionForward(st_, M3(atty, B, T, Cl_),
                          M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), M3(q, B, T, Cl_),
@@ -325,7 +326,7 @@ void DecoderModel::MlpActivation(DevPtr out, DevPtr fch, DevPtr up, size_t n) {
 }
 
 DevPtr DecoderModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
-  if (!shard_.first() || !shard_.last(config_) || shard_.tp > 1 || pos < 0 || pos >= config_.max_seq_len) std::abort();
+  if (!shard_.first() || !shard_.last(config_) || shard_.tp > 1 || pos < 0 || pos >= cache.rows) std::abort();
   EnsureSlot(0, 1, 1);
   if (!status_.ok()) return DevPtr{};
   Slot& s = slots_[0];

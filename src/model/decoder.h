@@ -48,12 +48,14 @@ class GradSink {
 };
 
 // The keys and values of earlier positions for decoding one sequence a position at a time (the
-// generator's): (L, maxT, C) each in the model's backend memory, plus the decode attention's scores.
+// generator's): (L, rows, n_kv_head * head size) each in the model's backend memory, plus the decode
+// attention's scores; positions 0 .. rows-1 fit.
 struct KvCache {
   DeviceArray k, v, scores;
-  // Sized for `config`'s whole model ((L, maxT, n_kv_head * head size) each), keys and values in the
-  // model's compute dtype t; errors name the allocation.
-  Status Allocate(Backend& b, const ModelConfig& config, DType t);
+  int rows = 0;
+  // For `rows` positions (0 or more than max_seq_len: max_seq_len), keys and values in the model's
+  // compute dtype t; errors name the allocation.
+  Status Allocate(Backend& b, const ModelConfig& config, DType t, int rows = 0);
 };
 
 class DecoderModel {

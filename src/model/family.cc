@@ -22,6 +22,15 @@ Result<const ModelFamily*> FindFamily(const std::string& name) {
   return InvalidInput("model.family '" + name + "' is not a known family: use " + known);
 }
 
+Result<const ModelFamily*> FindHfFamily(const std::string& architecture) {
+  std::string known;
+  for (const ModelFamily* f : Families()) {
+    if (architecture == f->HfArchitecture()) return f;
+    known += (known.empty() ? "" : ", ") + std::string(f->HfArchitecture());
+  }
+  return InvalidInput("architecture '" + architecture + "' is not one anneal takes: it takes " + known);
+}
+
 const ModelFamily& FamilyOf(const ModelConfig& c) {
   auto f = FindFamily(c.family);
   if (!f.ok()) std::abort();  // a ModelConfig is Finish()ed before use

@@ -37,6 +37,20 @@ class ModelFamily {
   virtual std::vector<Op> Ops() const = 0;
   // One line: the family and its shape.
   virtual std::string Describe(const ModelConfig& c) const = 0;
+
+  // Hugging Face transformers' form of the family (ckpt/hf_folder.h): the model class's name in
+  // config.json's "architectures"; each of its tensors as canonical tensors stacked by rows, then
+  // transposed or not (GPT-2's Conv1D); config.json written for a config and read back (errors name
+  // the file and the field, exit 2).
+  struct HfTensor {
+    std::string name;
+    std::vector<std::string> parts;
+    bool transpose = false;
+  };
+  virtual const char* HfArchitecture() const = 0;
+  virtual std::vector<HfTensor> HfTensors(const ModelConfig& c) const = 0;
+  virtual std::string HfConfig(const ModelConfig& c, const std::string& torch_dtype) const = 0;
+  virtual Result<ModelConfig> FromHfConfig(const std::string& json_text, const std::string& file) const = 0;
 };
 
 // The registered families, "gpt2" first.
@@ -45,6 +59,8 @@ const std::vector<const ModelFamily*>& Families();
 Result<const ModelFamily*> FindFamily(const std::string& name);
 // c.family's family (aborts on an unknown one: a ModelConfig is Finish()ed before use).
 const ModelFamily& FamilyOf(const ModelConfig& c);
+// The family whose HfArchitecture() is `architecture`, or an error listing the known ones.
+Result<const ModelFamily*> FindHfFamily(const std::string& architecture);
 // Every preset name of every family, comma separated (for help texts and errors).
 std::string PresetList();
 // The ops a model of c's family runs: every op but those only other families use.

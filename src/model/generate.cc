@@ -8,8 +8,8 @@
 
 namespace anneal {
 
-KvGenerator::KvGenerator(DecoderModel& model) : m_(model), be_(model.backend()) {
-  status_ = cache_.Allocate(be_, m_.config(), m_.compute_dtype());
+KvGenerator::KvGenerator(DecoderModel& model, int capacity) : m_(model), be_(model.backend()) {
+  status_ = cache_.Allocate(be_, m_.config(), m_.compute_dtype(), capacity);
 }
 
 const float* KvGenerator::Step(uint32_t token) {
@@ -27,9 +27,10 @@ Result<std::vector<uint32_t>> KvGenerator::Generate(const std::vector<uint32_t>&
   if (!status_.ok()) return status_;
   if (!m_.status().ok()) return m_.status();
   if (prompt.empty()) return InvalidInput("the prompt is empty: give at least one token of text");
-  if (static_cast<int>(prompt.size()) > c.max_seq_len) {
-    return InvalidInput("the prompt has " + std::to_string(prompt.size()) + " tokens, more than the model's max_seq_len " +
-                        std::to_string(c.max_seq_len) + ": shorten it");
+  if (static_cast<int>(prompt.size()) > cache_.rows) {
+    return InvalidInput("the prompt has " + std::to_string(prompt.size()) + " tokens, more than " +
+                        (cache_.rows < c.max_seq_len ? "the generator's capacity " : "the model's max_seq_len ") +
+                        std::to_string(cache_.rows) + ": shorten it");
   }
   for (uint32_t id : prompt) {
     if (id >= static_cast<uint32_t>(c.vocab_size)) return InvalidInput("prompt token " + std::to_string(id) + " is outside the vocabulary");
@@ -41,7 +42,7 @@ Result<std::vector<uint32_t>> KvGenerator::Generate(const std::vector<uint32_t>&
   std::mt19937_64 rng(o.seed);
   std::vector<uint32_t> out;
   std::vector<std::pair<float, uint32_t>> cand(c.vocab_size);
-  while (static_cast<int>(out.size()) < o.max_tokens && pos_ < c.max_seq_len) {
+  while (static_cast<int>(out.size()) < o.max_tokens && pos_ < cache_.rows) {
     for (int j = 0; j < c.vocab_size; ++j) cand[j] = {logits[j], static_cast<uint32_t>(j)};  // padding never sampled
     uint32_t next;
     if (o.temperature <= 0) {

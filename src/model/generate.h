@@ -22,7 +22,8 @@ struct SampleOptions {
 
 class KvGenerator {
  public:
-  explicit KvGenerator(DecoderModel& model);
+  // capacity: the positions the cache holds (prompt + new tokens; 0 = the model's max_seq_len).
+  explicit KvGenerator(DecoderModel& model, int capacity = 0);
   // Feeds the prompt, then samples up to max_tokens more (stopping at max_seq_len or at stop_token
   // when >= 0). on_token sees each new id as it is made. Errors: empty or too long prompt (exit 2).
   Result<std::vector<uint32_t>> Generate(const std::vector<uint32_t>& prompt, const SampleOptions& o, int64_t stop_token,
@@ -36,7 +37,7 @@ class KvGenerator {
   DecoderModel& m_;
   Backend& be_;
   int pos_ = 0;
-  KvCache cache_;                   // (L, maxT, C) keys and values, in the model's backend memory
+  KvCache cache_;                   // (L, capacity, Ckv) keys and values, in the model's backend memory
   std::vector<float> host_logits_;  // the logits on the host, where the backend's memory is not
   Status status_;
 };

@@ -229,6 +229,14 @@ void ReadModel(Reader& r, ModelConfig* m) {
   }
   ModelConfig c;
   c.family = r.Str("model.family");
+  if (c.family == "gpt2") {  // the Llama family's keys shape nothing in GPT-2: one given is a mistake
+    for (const KeySpec& k : kSpecs) {
+      const std::string key = k.key;
+      if (key.rfind("model.", 0) == 0 && std::string(k.help).rfind("llama:", 0) == 0 && r.Str(key) != k.def) {
+        r.KeyError(key, key + " = " + r.Str(key) + " shapes a Llama, not GPT-2: set model.family=llama, or drop it");
+      }
+    }
+  }
   c.vocab_size = r.Int("model.vocab_size", 2, kBig);
   c.max_seq_len = r.Int("model.max_seq_len", 1, 1 << 20);
   c.n_layer = r.Int("model.n_layer", 1, 1000);

@@ -1,5 +1,9 @@
 #include "model/gpt2/gpt2.h"
 
+#include <cmath>
+
+#include "model/hf_config.h"
+
 namespace anneal {
 namespace {
 
@@ -63,6 +67,64 @@ class Gpt2 : public ModelFamily {
   std::string Describe(const ModelConfig& c) const override {
     return "GPT-2 L=" + std::to_string(c.n_layer) + " H=" + std::to_string(c.n_head) + " C=" +
            std::to_string(c.n_embd);
+  }
+
+  // GPT2LMHeadModel: Conv1D weights stored (in, out), q, k, v one c_attn; the head is tied (absent).
+  const char* HfArchitecture() const override { return "GPT2LMHeadModel"; }
+  std::vector<HfTensor> HfTensors(const ModelConfig& c) const override {
+    std::vector<HfTensor> v = {{"transformer.wte.weight", {"wte.weight"}}, {"transformer.wpe.weight", {"wpe.weight"}}};
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".", q = "transformer.h." + std::to_string(l) + ".";
+      for (const char* n : {"ln_1", "ln_2"}) {
+        v.push_back({q + n + ".weight", {p + n + ".weight"}});
+        v.push_back({q + n + ".bias", {p + n + ".bias"}});
+      }
+      v.push_back({q + "attn.c_attn.weight", {p + "attn.q.weight", p + "attn.k.weight", p + "attn.v.weight"}, true});
+      v.push_back({q + "attn.c_attn.bias", {p + "attn.q.bias", p + "attn.k.bias", p + "attn.v.bias"}});
+      for (const auto& [ours, theirs] : {std::pair<const char*, const char*>{"attn.proj", "attn.c_proj"},
+                                         {"mlp.fc", "mlp.c_fc"}, {"mlp.proj", "mlp.c_proj"}}) {
+        v.push_back({q + theirs + ".weight", {p + ours + ".weight"}, true});
+        v.push_back({q + theirs + ".bias", {p + ours + ".bias"}});
+      }
+    }
+    v.push_back({"transformer.ln_f.weight", {"ln_f.weight"}});
+    v.push_back({"transformer.ln_f.bias", {"ln_f.bias"}});
+    return v;
+  }
+  std::string HfConfig(const ModelConfig& c, const std::string& torch_dtype) const override {
+    nlohmann::ordered_json j = {
+        {"architectures", {"GPT2LMHeadModel"}}, {"model_type", "gpt2"}, {"vocab_size", c.vocab_size},
+        {"n_positions", c.max_seq_len}, {"n_ctx", c.max_seq_len}, {"n_embd", c.n_embd}, {"n_layer", c.n_layer},
+        {"n_head", c.n_head}, {"n_inner", nullptr}, {"activation_function", "gelu_new"}, {"resid_pdrop", 0.0},
+        {"embd_pdrop", 0.0}, {"attn_pdrop", 0.0}, {"layer_norm_epsilon", 1e-5}, {"initializer_range", 0.02},
+        {"scale_attn_weights", true}, {"use_cache", true}, {"tie_word_embeddings", true}, {"torch_dtype", torch_dtype}};
+    const int eot = c.vocab_size > 50256 ? 50256 : c.vocab_size - 1;  // GPT-2's <|endoftext|> where it exists
+    j["bos_token_id"] = eot;
+    j["eos_token_id"] = eot;
+    return j.dump(2) + "\n";
+  }
+  Result<ModelConfig> FromHfConfig(const std::string& text, const std::string& file) const override {
+    ANNEAL_ASSIGN_OR_RETURN(nlohmann::json j, hf::ParseConfig(text, file));
+    ANNEAL_ASSIGN_OR_RETURN(int V, hf::Int(j, "vocab_size", file, 2, 1 << 30));
+    ANNEAL_ASSIGN_OR_RETURN(int T, hf::Int(j, "n_positions", file, 1, 1 << 24));
+    ANNEAL_ASSIGN_OR_RETURN(int C, hf::Int(j, "n_embd", file, 1, 1 << 16));
+    ANNEAL_ASSIGN_OR_RETURN(int L, hf::Int(j, "n_layer", file, 1, 1000));
+    ANNEAL_ASSIGN_OR_RETURN(int H, hf::Int(j, "n_head", file, 1, 1000));
+    ANNEAL_ASSIGN_OR_RETURN(int inner, hf::Int(j, "n_inner", file, 1, 1 << 20, 4 * C));
+    if (inner != 4 * C) return InvalidInput(file + ": \"n_inner\" " + std::to_string(inner) + " is not 4 n_embd: anneal's GPT-2 has a 4C MLP");
+    const std::string act = j.value("activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
+      return InvalidInput(file + ": \"activation_function\" '" + act + "' is not GELU's tanh form (gelu_new), the one anneal's GPT-2 has");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(double eps, hf::Num(j, "layer_norm_epsilon", file, 1e-5));
+    if (std::fabs(eps - 1e-5) > 1e-12) return InvalidInput(file + ": \"layer_norm_epsilon\" must be 1e-05 (anneal's LayerNorm)");
+    ANNEAL_ASSIGN_OR_RETURN(bool tied, hf::Bool(j, "tie_word_embeddings", file, true));
+    if (!tied) return InvalidInput(file + ": \"tie_word_embeddings\" false: anneal's GPT-2 ties its head to wte");
+    for (const char* k : {"scale_attn_by_inverse_layer_idx", "add_cross_attention"}) {
+      ANNEAL_ASSIGN_OR_RETURN(bool on, hf::Bool(j, k, file, false));
+      if (on) return InvalidInput(file + ": \"" + std::string(k) + "\" true is not supported by anneal's GPT-2");
+    }
+    return ModelConfig::Make(V, T, L, H, C);
   }
 };
 

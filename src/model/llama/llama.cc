@@ -1,7 +1,24 @@
 #include "model/llama/llama.h"
 
+#include <cstdio>
+#include <cstdlib>
+
+#include "model/hf_config.h"
+
 namespace anneal {
 namespace {
+
+// A float as the shortest decimal that reads back to it (1e-05, not 9.999999747378752e-06).
+double Clean(float f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(f));
+  for (int p = 1; p <= 9; ++p) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof shorter, "%.*g", p, static_cast<double>(f));
+    if (std::strtof(shorter, nullptr) == f) return std::strtod(shorter, nullptr);
+  }
+  return std::strtod(buf, nullptr);
+}
 
 struct Shape {
   const char* name;
@@ -107,6 +124,101 @@ class Llama : public ModelFamily {
                     std::to_string(c.intermediate_size);
     if (!c.tie_embeddings) s += " untied";
     return s;
+  }
+
+  // LlamaForCausalLM: anneal's tensors one to one, no permutation (both rotate the halves of a head).
+  const char* HfArchitecture() const override { return "LlamaForCausalLM"; }
+  std::vector<HfTensor> HfTensors(const ModelConfig& c) const override {
+    std::vector<HfTensor> v = {{"model.embed_tokens.weight", {"wte.weight"}}};
+    for (int l = 0; l < c.n_layer; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".", q = "model.layers." + std::to_string(l) + ".";
+      for (const auto& [theirs, ours] : {std::pair<const char*, const char*>{"input_layernorm", "attn_norm"},
+                                         {"self_attn.q_proj", "attn.q"}, {"self_attn.k_proj", "attn.k"},
+                                         {"self_attn.v_proj", "attn.v"}, {"self_attn.o_proj", "attn.proj"},
+                                         {"post_attention_layernorm", "mlp_norm"}, {"mlp.gate_proj", "mlp.gate"},
+                                         {"mlp.up_proj", "mlp.up"}, {"mlp.down_proj", "mlp.down"}}) {
+        v.push_back({q + theirs + ".weight", {p + ours + ".weight"}});
+      }
+    }
+    v.push_back({"model.norm.weight", {"norm_f.weight"}});
+    if (!c.tie_embeddings) v.push_back({"lm_head.weight", {"lm_head.weight"}});
+    return v;
+  }
+  std::string HfConfig(const ModelConfig& c, const std::string& torch_dtype) const override {
+    // Both spellings of the rotary settings: transformers 5's rope_parameters, 4's rope_theta and
+    // rope_scaling (each version reads its own and ignores the other).
+    nlohmann::ordered_json rope = {{"rope_type", c.rope_scaling.on() ? "llama3" : "default"},
+                                   {"rope_theta", Clean(c.rope_theta)}};
+    nlohmann::ordered_json scaling = nullptr;
+    if (c.rope_scaling.on()) {
+      scaling = {{"rope_type", "llama3"},
+                 {"factor", Clean(c.rope_scaling.factor)},
+                 {"low_freq_factor", Clean(c.rope_scaling.low_freq_factor)},
+                 {"high_freq_factor", Clean(c.rope_scaling.high_freq_factor)},
+                 {"original_max_position_embeddings", c.rope_scaling.original_max_seq_len}};
+      for (const auto& [k, v] : scaling.items()) rope[k] = v;
+    }
+    const int eot = c.vocab_size > 50256 ? 50256 : c.vocab_size - 1;
+    nlohmann::ordered_json j = {
+        {"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"}, {"vocab_size", c.vocab_size},
+        {"hidden_size", c.n_embd}, {"intermediate_size", c.intermediate_size}, {"num_hidden_layers", c.n_layer},
+        {"num_attention_heads", c.n_head}, {"num_key_value_heads", c.n_kv_head}, {"head_dim", c.head_size()},
+        {"max_position_embeddings", c.max_seq_len}, {"rms_norm_eps", Clean(c.norm_eps)}, {"hidden_act", "silu"},
+        {"rope_theta", Clean(c.rope_theta)}, {"rope_scaling", scaling}, {"rope_parameters", rope},
+        {"attention_bias", false}, {"mlp_bias", false}, {"attention_dropout", 0.0},
+        {"tie_word_embeddings", c.tie_embeddings}, {"initializer_range", 0.02}, {"use_cache", true},
+        {"bos_token_id", eot}, {"eos_token_id", eot}, {"torch_dtype", torch_dtype}};
+    return j.dump(2) + "\n";
+  }
+  Result<ModelConfig> FromHfConfig(const std::string& text, const std::string& file) const override {
+    ANNEAL_ASSIGN_OR_RETURN(nlohmann::json j, hf::ParseConfig(text, file));
+    ModelConfig c;
+    c.family = "llama";
+    ANNEAL_ASSIGN_OR_RETURN(c.vocab_size, hf::Int(j, "vocab_size", file, 2, 1 << 30));
+    ANNEAL_ASSIGN_OR_RETURN(c.n_embd, hf::Int(j, "hidden_size", file, 1, 1 << 16));
+    ANNEAL_ASSIGN_OR_RETURN(c.intermediate_size, hf::Int(j, "intermediate_size", file, 1, 1 << 20));
+    ANNEAL_ASSIGN_OR_RETURN(c.n_layer, hf::Int(j, "num_hidden_layers", file, 1, 1000));
+    ANNEAL_ASSIGN_OR_RETURN(c.n_head, hf::Int(j, "num_attention_heads", file, 1, 1000));
+    ANNEAL_ASSIGN_OR_RETURN(c.n_kv_head, hf::Int(j, "num_key_value_heads", file, 1, 1000, c.n_head));
+    ANNEAL_ASSIGN_OR_RETURN(c.max_seq_len, hf::Int(j, "max_position_embeddings", file, 1, 1 << 24));
+    if (c.n_head > 0 && c.n_embd % c.n_head == 0) {
+      ANNEAL_ASSIGN_OR_RETURN(int hd, hf::Int(j, "head_dim", file, 1, 1 << 16, c.n_embd / c.n_head));
+      if (hd != c.n_embd / c.n_head) {
+        return InvalidInput(file + ": \"head_dim\" " + std::to_string(hd) + " is not hidden_size / num_attention_heads (" +
+                            std::to_string(c.n_embd / c.n_head) + "): anneal's heads split the hidden size");
+      }
+    }
+    ANNEAL_ASSIGN_OR_RETURN(double eps, hf::Num(j, "rms_norm_eps", file, 1e-6));
+    c.norm_eps = static_cast<float>(eps);
+    ANNEAL_ASSIGN_OR_RETURN(c.tie_embeddings, hf::Bool(j, "tie_word_embeddings", file, false));
+    const std::string act = j.value("hidden_act", "silu");
+    if (act != "silu") return InvalidInput(file + ": \"hidden_act\" '" + act + "' is not silu (SwiGLU), the one anneal's Llama has");
+    for (const char* k : {"attention_bias", "mlp_bias"}) {
+      ANNEAL_ASSIGN_OR_RETURN(bool on, hf::Bool(j, k, file, false));
+      if (on) return InvalidInput(file + ": \"" + std::string(k) + "\" true: anneal's Llama has no biases");
+    }
+    // The rotary settings: transformers 5's rope_parameters, else 4's rope_theta and rope_scaling.
+    nlohmann::json rope = j.value("rope_parameters", nlohmann::json());
+    if (rope.is_null()) {
+      rope = j.value("rope_scaling", nlohmann::json());
+      if (rope.is_null()) rope = nlohmann::json::object();
+      if (!rope.contains("rope_theta")) rope["rope_theta"] = j.value("rope_theta", 10000.0);
+    }
+    if (!rope.is_object()) return InvalidInput(file + ": \"rope_parameters\" must be an object");
+    ANNEAL_ASSIGN_OR_RETURN(double theta, hf::Num(rope, "rope_theta", file, 10000.0));
+    c.rope_theta = static_cast<float>(theta);
+    const std::string type = rope.value("rope_type", rope.value("type", "default"));
+    if (type == "llama3") {
+      ANNEAL_ASSIGN_OR_RETURN(double f, hf::Num(rope, "factor", file, 0));
+      ANNEAL_ASSIGN_OR_RETURN(double lo, hf::Num(rope, "low_freq_factor", file, 1));
+      ANNEAL_ASSIGN_OR_RETURN(double hi, hf::Num(rope, "high_freq_factor", file, 4));
+      ANNEAL_ASSIGN_OR_RETURN(int orig, hf::Int(rope, "original_max_position_embeddings", file, 1, 1 << 24, 8192));
+      c.rope_scaling = {static_cast<float>(f), static_cast<float>(lo), static_cast<float>(hi), orig};
+    } else if (type != "default") {
+      return InvalidInput(file + ": rope type '" + type + "' is not one anneal computes (default, llama3)");
+    }
+    ANNEAL_RETURN_IF_ERROR(c.Finish());
+    return c;
   }
 };
 

@@ -1,0 +1,322 @@
+#include "ckpt/hf_folder.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/env.h"
+#include "core/safetensors.h"
+#include "model/family.h"
+#include "tensor/dtype.h"
+
+namespace anneal {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// IEEE binary16, round to nearest even (overflow to infinity, subnormals kept, NaN stays NaN).
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN, infinity
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504: infinity
+  if (abs < 0x38800000u) {                          // below 2^-14: a subnormal half (or zero)
+    if (abs < 0x33000000u) return sign;             // below half the smallest subnormal: zero
+    const int shift = 126 - static_cast<int>(abs >> 23);  // 14 + (exponent bias difference)
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const int drop = shift + 13 - 0;                 // bits dropped from the 24-bit significand
+    uint32_t h = mant >> drop;
+    const uint32_t rest = mant & ((1u << drop) - 1), half = 1u << (drop - 1);
+    if (rest > half || (rest == half && (h & 1u))) ++h;
+    return sign | static_cast<uint16_t>(h);
+  }
+  uint32_t h = ((abs - 0x38000000u) >> 13);  // rebias the exponent (127 -> 15), keep 10 mantissa bits
+  const uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return sign | static_cast<uint16_t>(h);
+}
+
+float HalfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  uint32_t x;
+  if (exp == 0) {
+    if (mant == 0) {
+      x = sign;
+    } else {  // subnormal: mant * 2^-24
+      const float v = std::ldexp(static_cast<float>(mant), -24);
+      std::memcpy(&x, &v, 4);
+      x |= sign;
+    }
+  } else if (exp == 31) {
+    x = sign | 0x7f800000u | (mant << 13);
+  } else {
+    x = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+struct DtypeInfo {
+  const char* st;     // safetensors' name
+  const char* torch;  // config.json's torch_dtype
+  size_t bytes;
+};
+Result<DtypeInfo> DtypeOf(const std::string& name) {
+  if (name == "f32") return DtypeInfo{"F32", "float32", 4};
+  if (name == "bf16") return DtypeInfo{"BF16", "bfloat16", 2};
+  if (name == "f16") return DtypeInfo{"F16", "float16", 2};
+  return InvalidInput("--dtype '" + name + "' must be f32, bf16 or f16");
+}
+
+std::string Encode(const std::vector<float>& v, const std::string& st) {
+  std::string out;
+  if (st == "F32") {
+    out.resize(v.size() * 4);
+    std::memcpy(out.data(), v.data(), out.size());
+  } else {
+    out.resize(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = st == "BF16" ? FloatToBf16(v[i]) : FloatToHalf(v[i]);
+      std::memcpy(out.data() + 2 * i, &h, 2);
+    }
+  }
+  return out;
+}
+
+// One HF tensor's canonical parts and its shape: the parts' rows stacked (1-D parts concatenated),
+// transposed when asked.
+struct Assembly {
+  std::vector<const ParamInfo*> parts;
+  std::vector<int64_t> stacked;  // before the transpose
+  std::vector<int64_t> shape;    // as stored
+};
+Result<Assembly> AssemblyOf(const ModelFamily::HfTensor& t, const ParamLayout& layout) {
+  Assembly a;
+  for (const std::string& n : t.parts) {
+    const ParamInfo* p = layout.Find(n);
+    if (!p) return Internal("HF tensor " + t.name + " names the unknown canonical tensor " + n);
+    if (!a.parts.empty() && p->shape.size() != a.parts[0]->shape.size()) return Internal("mixed ranks in " + t.name);
+    a.parts.push_back(p);
+    if (a.stacked.empty()) a.stacked = p->shape;
+    else a.stacked[0] += p->shape[0];
+  }
+  a.shape = a.stacked;
+  if (t.transpose && a.shape.size() == 2) std::swap(a.shape[0], a.shape[1]);
+  return a;
+}
+
+// The HF tensor's values (row-major in its stored shape) from the canonical parameters.
+std::vector<float> Gather(const Assembly& a, bool transpose, const std::vector<float>& params) {
+  std::vector<float> stacked;
+  for (const ParamInfo* p : a.parts) stacked.insert(stacked.end(), params.begin() + p->offset, params.begin() + p->offset + p->size);
+  if (!transpose || a.stacked.size() != 2) return stacked;
+  const int64_t R = a.stacked[0], C = a.stacked[1];
+  std::vector<float> t(stacked.size());
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t c = 0; c < C; ++c) t[c * R + r] = stacked[r * C + c];
+  }
+  return t;
+}
+
+// The reverse: values in the stored shape scattered into the canonical parameters.
+void Scatter(const Assembly& a, bool transpose, const std::vector<float>& values, std::vector<float>* params) {
+  std::vector<float> stacked = values;
+  if (transpose && a.stacked.size() == 2) {
+    const int64_t R = a.stacked[0], C = a.stacked[1];
+    for (int64_t r = 0; r < R; ++r) {
+      for (int64_t c = 0; c < C; ++c) stacked[r * C + c] = values[c * R + r];
+    }
+  }
+  size_t at = 0;
+  for (const ParamInfo* p : a.parts) {
+    std::copy(stacked.begin() + at, stacked.begin() + at + p->size, params->begin() + p->offset);
+    at += p->size;
+  }
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  return Env::Default().WriteFileAtomic(path, text);
+}
+
+Result<std::string> ReadText(const std::string& path) { return Env::Default().ReadFile(path); }
+
+}  // namespace
+
+Result<uint64_t> ParseShardSize(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    pos = 0;
+  }
+  const std::string unit = text.substr(pos);
+  const std::map<std::string, double> units = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
+  auto it = units.find(unit);
+  if (pos == 0 || it == units.end() || !(v > 0)) {
+    return InvalidInput("--max-shard-size '" + text + "' must be a size such as 5GB, 500MB or 100000");
+  }
+  return static_cast<uint64_t>(v * it->second);
+}
+
+Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, const std::string& out_dir,
+                      const HfExportOptions& o) {
+  ANNEAL_ASSIGN_OR_RETURN(DtypeInfo dt, DtypeOf(o.dtype));
+  std::error_code ec;
+  if (fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec)) {
+    return InvalidInput(out_dir + " exists and is not empty: export into a new folder (nothing was written)");
+  }
+  fs::create_directories(out_dir, ec);
+  if (ec) return InvalidInput("cannot create " + out_dir + ": " + ec.message());
+  const ModelFamily& fam = FamilyOf(c);
+  const ParamLayout layout(c);
+  if (params.size() != layout.total_floats()) return Internal("export: parameters of the wrong size");
+  // Tensors in the family's order, cut into shards before a tensor that would pass the limit.
+  std::vector<SafeTensorsWriter> shards(1);
+  std::vector<std::vector<std::string>> names(1);
+  uint64_t in_shard = 0, total = 0;
+  for (const ModelFamily::HfTensor& t : fam.HfTensors(c)) {
+    ANNEAL_ASSIGN_OR_RETURN(Assembly a, AssemblyOf(t, layout));
+    std::string bytes = Encode(Gather(a, t.transpose, params), dt.st);
+    if (in_shard > 0 && in_shard + bytes.size() > o.max_shard_bytes) {
+      shards.emplace_back();
+      names.emplace_back();
+      in_shard = 0;
+    }
+    in_shard += bytes.size();
+    total += bytes.size();
+    names.back().push_back(t.name);
+    shards.back().AddBytes(t.name, dt.st, a.shape, std::move(bytes));
+  }
+  const size_t n = shards.size();
+  json weight_map = json::object();
+  for (size_t i = 0; i < n; ++i) {
+    char file[64];
+    if (n == 1) std::snprintf(file, sizeof file, "model.safetensors");
+    else std::snprintf(file, sizeof file, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+    shards[i].SetMetadata("format", "pt");
+    ANNEAL_RETURN_IF_ERROR(shards[i].Write(Env::Default(), out_dir + "/" + file));
+    for (const std::string& t : names[i]) weight_map[t] = file;
+  }
+  if (n > 1) {
+    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
+  }
+  const std::string config = fam.HfConfig(c, dt.torch);
+  ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/config.json", config));
+  const json cj = json::parse(config);
+  nlohmann::ordered_json gen = {{"_from_model_config", true},
+                                {"bos_token_id", cj.value("bos_token_id", json())},
+                                {"eos_token_id", cj.value("eos_token_id", json())}};
+  return WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n");
+}
+
+Result<HfModel> ImportHfFolder(const std::string& dir) {
+  const std::string config_path = dir + "/config.json";
+  auto text = ReadText(config_path);
+  if (!text.ok()) return InvalidInput("no config.json in " + dir + ": a Hugging Face model folder has one");
+  json cj = json::parse(*text, nullptr, false);
+  if (cj.is_discarded() || !cj.is_object()) return InvalidInput(config_path + " is not a JSON object");
+  const json arch = cj.value("architectures", json());
+  if (!arch.is_array() || arch.empty() || !arch[0].is_string()) {
+    return InvalidInput(config_path + ": \"architectures\" must name the model class (GPT2LMHeadModel, LlamaForCausalLM)");
+  }
+  ANNEAL_ASSIGN_OR_RETURN(const ModelFamily* fam, FindHfFamily(arch[0].get<std::string>()));
+  HfModel out;
+  {
+    auto c = fam->FromHfConfig(*text, config_path);
+    if (!c.ok()) return c.status();
+    out.config = *c;
+  }
+  const ParamLayout layout(out.config);
+  out.params.assign(layout.total_floats(), 0.0f);
+  // Which file holds each tensor: the index, or the one file.
+  std::map<std::string, std::string> where;
+  auto index_text = ReadText(dir + "/model.safetensors.index.json");
+  if (index_text.ok()) {
+    json idx = json::parse(*index_text, nullptr, false);
+    if (idx.is_discarded() || !idx.contains("weight_map") || !idx.at("weight_map").is_object()) {
+      return InvalidInput(dir + "/model.safetensors.index.json has no \"weight_map\" object");
+    }
+    for (const auto& [k, v] : idx.at("weight_map").items()) {
+      if (!v.is_string()) return InvalidInput(dir + "/model.safetensors.index.json: the file of " + k + " is not a name");
+      where[k] = v.get<std::string>();
+    }
+  }
+  std::map<std::string, std::unique_ptr<SafeTensorsReader>> readers;
+  auto reader = [&](const std::string& file) -> Result<SafeTensorsReader*> {
+    if (auto it = readers.find(file); it != readers.end()) return it->second.get();
+    if (file.find('/') != std::string::npos) return InvalidInput("shard name " + file + " in the index has a slash");
+    auto r = SafeTensorsReader::Open(Env::Default(), dir + "/" + file);
+    if (!r.ok()) {
+      return InvalidInput((fs::exists(dir + "/" + file) ? "" : "missing shard: ") + r.status().message());
+    }
+    return (readers[file] = std::move(r).value()).get();
+  };
+  if (where.empty()) {  // one file: every tensor in it
+    if (!fs::exists(dir + "/model.safetensors")) {
+      return InvalidInput("no model.safetensors or model.safetensors.index.json in " + dir +
+                          " (anneal reads safetensors weights, not pytorch_model.bin)");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader("model.safetensors"));
+    for (const auto& [k, e] : r->tensors()) where[k] = "model.safetensors";
+  }
+  std::set<std::string> used;
+  for (const ModelFamily::HfTensor& t : fam->HfTensors(out.config)) {
+    std::string name = t.name;
+    // GPT-2 folders made by GPT2Model (OpenAI's own) lack the "transformer." prefix.
+    if (!where.count(name) && name.rfind("transformer.", 0) == 0 && where.count(name.substr(12))) name = name.substr(12);
+    if (!where.count(name)) return InvalidInput("tensor " + t.name + " is missing from " + dir);
+    ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader(where[name]));
+    if (!r->Has(name)) return InvalidInput("tensor " + name + " is not in " + dir + "/" + where[name] + " as its index says");
+    used.insert(name);
+    const TensorEntry& e = r->tensors().at(name);
+    ANNEAL_ASSIGN_OR_RETURN(Assembly a, AssemblyOf(t, layout));
+    if (e.shape != a.shape) {
+      auto str = [](const std::vector<int64_t>& s) {
+        std::string o = "[";
+        for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+        return o + "]";
+      };
+      return InvalidInput("tensor " + name + " in " + where[name] + " has shape " + str(e.shape) + ", config.json's model needs " + str(a.shape));
+    }
+    const std::string dtype = e.dtype == "F32" ? "f32" : e.dtype == "BF16" ? "bf16" : e.dtype == "F16" ? "f16" : "";
+    if (dtype.empty()) return InvalidInput("tensor " + name + " in " + where[name] + " is " + e.dtype + ": anneal reads F32, BF16 and F16");
+    if (out.dtype.empty()) out.dtype = dtype;
+    ANNEAL_ASSIGN_OR_RETURN(std::string_view bytes, r->Bytes(name));
+    std::vector<float> values(e.numel());
+    if (e.dtype == "F32") {
+      std::memcpy(values.data(), bytes.data(), values.size() * 4);
+    } else {
+      for (size_t i = 0; i < values.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + 2 * i, 2);
+        values[i] = e.dtype == "BF16" ? Bf16ToFloat(h) : HalfToFloat(h);
+      }
+    }
+    Scatter(a, t.transpose, values, &out.params);
+  }
+  // Every other tensor must be one anneal knows to skip: a tied head's copy, attention masks, caches.
+  for (const auto& [name, file] : where) {
+    if (used.count(name)) continue;
+    const bool tied_head = name == "lm_head.weight" && out.config.tie_embeddings;
+    auto ends = [&](const char* s) { return name.size() >= std::strlen(s) && name.compare(name.size() - std::strlen(s), std::string::npos, s) == 0; };
+    if (tied_head || ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq")) continue;
+    return InvalidInput("tensor " + name + " in " + dir + "/" + file + " is not part of a " + fam->HfArchitecture() +
+                        " anneal knows (a field config.json does not describe?)");
+  }
+  return out;
+}
+
+}  // namespace anneal

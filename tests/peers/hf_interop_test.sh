@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Hugging Face interop against transformers itself (tools/venv; tests/peers/hf_interop.py):
+#   export: GPT-2, a Llama with 2 key/value heads, Llama 3 rope scaling and an untied head, and a
+#     multi-query Llama with a tied head, each trained a few steps here, exported as f32: transformers'
+#     AutoModelForCausalLM.from_pretrained loads the folder and its greedy continuation of a prompt
+#     is anneal sample --temperature 0's, token for token; the same exported as bf16 in shards
+#     (model.safetensors.index.json) loads too and holds the f32 export rounded to nearest even;
+#   import: tiny random GPT-2 and Llama models made and saved by transformers (save_pretrained,
+#     sharded, f32 and bf16) import into anneal, whose greedy continuation is transformers', and
+#     whose export at the source dtype holds the same tensors bit for bit;
+#   round trip: export -> import -> export is byte-identical, folder for folder;
+#   bad folders: each is refused with exit 2 naming the problem, and writes nothing.
+#   tests/peers/hf_interop_test.sh ANNEAL
+source "$(dirname "$0")/../e2e/lib.sh"
+PY="tools/venv/bin/python tests/peers/hf_interop.py"
+tools/venv/bin/python -c 'import transformers, safetensors' 2>/dev/null ||
+  { echo "missing: transformers in tools/venv (scripts/setup.sh installs it)"; exit 2; }
+export OMP_NUM_THREADS=2
+PROMPT="And God said"
+"$ANNEAL" prep --input data/kjv --output "$TMP/ds" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null
+same_greedy() {  # name, hf folder, anneal checkpoint (transformers in fp32: a bf16 folder's weights widened exactly, as anneal does)
+  "$ANNEAL" sample --checkpoint "$3" --prompt "$PROMPT" --max-tokens 16 --temperature 0 >"$TMP/a.txt" 2>&1
+  $PY greedy "$2" "$PROMPT" 16 >"$TMP/h.txt" 2>"$TMP/h.err"
+  check "$1: transformers' greedy continuation is anneal's ($(head -c 60 "$TMP/a.txt" | tr '\n' ' '))" cmp -s "$TMP/a.txt" "$TMP/h.txt" ||
+    { echo "  anneal: $(cat "$TMP/a.txt")"; echo "  transformers: $(cat "$TMP/h.txt") $(tail -2 "$TMP/h.err")"; }
+}
+
+# ---- export ----
+declare -A MODEL=(
+  [gpt2]="{vocab_size: 50257, max_seq_len: 64, n_layer: 2, n_head: 4, n_embd: 32}"
+  [llama_kv2_rope3]="{family: llama, vocab_size: 50257, max_seq_len: 64, n_layer: 2, n_head: 4, n_kv_head: 2, n_embd: 32, intermediate_size: 80, rope_theta: 500000, rope_scaling.factor: 8, rope_scaling.original_max_seq_len: 32}"
+  [llama_mqa_tied]="{family: llama, vocab_size: 50257, max_seq_len: 64, n_layer: 2, n_head: 4, n_kv_head: 1, n_embd: 32, intermediate_size: 64, tie_embeddings: true}"
+)
+for name in gpt2 llama_kv2_rope3 llama_mqa_tied; do
+  cat >"$TMP/$name.yaml" <<YAML
+model: ${MODEL[$name]}
+data: {dir: $TMP/ds, seq_len: 32, batch_size: 4, seed: 1}
+optim: {lr: 3.0e-3, warmup_steps: 1}
+train: {steps: 8, log_every: 4, eval_every: 0, seed: 5, checkpoint_dir: $TMP/ck_$name}
+YAML
+  "$ANNEAL" train --config "$TMP/$name.yaml" >"$TMP/train_$name.log" 2>&1 || bad "$name: training: $(tail -2 "$TMP/train_$name.log")"
+  check "$name: export f32" "$ANNEAL" export --format hf "$TMP/ck_$name" "$TMP/x_$name"
+  same_greedy "$name export" "$TMP/x_$name" "$TMP/ck_$name"
+  check "$name: export bf16 in shards of 100KB" "$ANNEAL" export --format hf "$TMP/ck_$name" "$TMP/xb_$name" --dtype bf16 --max-shard-size 100KB
+  check "$name: the bf16 export has an index and several shards" bash -c \
+    "test -f '$TMP/xb_$name/model.safetensors.index.json' && ls '$TMP/xb_$name' | grep -q 'model-00002-of-'"
+  check "$name: the bf16 export is the f32 one rounded to nearest even ($($PY rounded "$TMP/x_$name" "$TMP/xb_$name" 2>&1))" \
+    $PY rounded "$TMP/x_$name" "$TMP/xb_$name"
+  check "$name: transformers loads the bf16 shards" bash -c "$PY greedy '$TMP/xb_$name' '$PROMPT' 4 --dtype bf16 >/dev/null"
+  # round trip: import the f32 export, export it again: the same bytes
+  "$ANNEAL" import --format hf "$TMP/x_$name" "$TMP/rt_$name" >/dev/null || bad "$name: import of its export"
+  "$ANNEAL" export --format hf "$TMP/rt_$name" "$TMP/x2_$name" >/dev/null || bad "$name: export of the import"
+  check "$name: export -> import -> export is byte-identical" diff -r "$TMP/x_$name" "$TMP/x2_$name"
+done
+
+# ---- import of transformers' own folders ----
+for spec in "gpt2 f32 gpt2" "gpt2 bf16 gpt2" "llama f32 llama --kv 2 --rope 1" "llama bf16 llama --kv 1 --tied 1"; do
+  set -- $spec
+  fam=$1 dt=$2 tag="$1_$2_$(echo "${*:4}" | tr -d ' -')"
+  $PY make "$3" "$TMP/hf_$tag" --dtype "$dt" --shard 100KB "${@:4}" >/dev/null 2>"$TMP/make.err" || bad "make $tag: $(tail -2 "$TMP/make.err")"
+  check "import $tag (transformers' save_pretrained, sharded, $dt)" "$ANNEAL" import --format hf "$TMP/hf_$tag" "$TMP/im_$tag"
+  same_greedy "import $tag" "$TMP/hf_$tag" "$TMP/im_$tag"
+  "$ANNEAL" export --format hf "$TMP/im_$tag" "$TMP/ex_$tag" --dtype "$dt" >/dev/null || bad "re-export $tag"
+  check "import $tag: every tensor bit-exact at its source dtype ($($PY same-tensors "$TMP/hf_$tag" "$TMP/ex_$tag" 2>&1))" \
+    $PY same-tensors "$TMP/hf_$tag" "$TMP/ex_$tag"
+done
+
+# ---- folders anneal cannot take ----
+good="$TMP/x_llama_kv2_rope3"
+broken() { rm -rf "$TMP/bad" && cp -r "$1" "$TMP/bad"; }
+broken "$good"; sed -i 's/LlamaForCausalLM/MambaForCausalLM/' "$TMP/bad/config.json"
+expect_exit "an unknown architecture" 2 "architecture 'MambaForCausalLM' is not one anneal takes" \
+  "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out1"
+broken "$good"; sed -i 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "$TMP/bad/config.json"
+expect_exit "a field anneal does not take" 2 "\"hidden_act\" 'gelu' is not silu" "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out2"
+broken "$good"; sed -i 's/"num_key_value_heads": 2/"num_key_value_heads": 1/' "$TMP/bad/config.json"
+expect_exit "a tensor of the wrong shape" 2 "tensor model.layers.0.self_attn.k_proj.weight in model.safetensors has shape \[16, 32\], config.json's model needs \[8, 32\]" \
+  "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out3"
+broken "$good"; truncate -s -1000 "$TMP/bad/model.safetensors"
+expect_exit "a truncated file" 2 "model.safetensors" "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out4"
+broken "$TMP/xb_llama_kv2_rope3"; rm "$TMP/bad/model-00002-of-"*
+expect_exit "a missing shard" 2 "missing shard" "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out5"
+broken "$good"; rm "$TMP/bad/config.json"
+expect_exit "no config.json" 2 "no config.json in" "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out6"
+broken "$good"
+tools/venv/bin/python - "$TMP/bad/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+raw = open(p, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+k = next(k for k in h if k != "__metadata__")
+h[k]["data_offsets"][1] += 10**9  # a header that lies about where its data ends
+hb = json.dumps(h).encode()
+hb += b" " * ((8 - len(hb) % 8) % 8)
+open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + raw[8 + n:])
+PY
+expect_exit "a header that lies about offsets" 2 "model.safetensors" "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out7"
+broken "$good"
+tools/venv/bin/python - "$TMP/bad" <<'PY'
+import sys
+from safetensors.torch import load_file, save_file
+p = sys.argv[1] + "/model.safetensors"
+t = load_file(p)
+del t["model.norm.weight"]
+save_file(t, p, metadata={"format": "pt"})
+PY
+expect_exit "a missing tensor" 2 "tensor model.norm.weight is missing" "$ANNEAL" import --format hf "$TMP/bad" "$TMP/bad_out8"
+check "a refused import wrote nothing" bash -c "! ls '$TMP'/bad_out* 2>/dev/null | grep -q step-"
+expect_exit "an export into a non-empty folder is refused" 2 "exists and is not empty" \
+  "$ANNEAL" export --format hf "$TMP/ck_gpt2" "$TMP/x_gpt2"
+expect_exit "an import into a folder holding a checkpoint is refused" 2 "already holds checkpoint" \
+  "$ANNEAL" import --format hf "$TMP/x_gpt2" "$TMP/ck_gpt2"
+expect_exit "an unknown dtype" 2 "--dtype 'f8' must be f32, bf16 or f16" \
+  "$ANNEAL" export --format hf "$TMP/ck_gpt2" "$TMP/x_f8" --dtype f8
+finish
