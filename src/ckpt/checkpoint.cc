@@ -567,6 +567,34 @@ Status DeleteCheckpoint(ObjectStore& store, const std::string& name) {
   return Status::Ok();
 }
 
+Status LoadWeights(ObjectStore& store, const std::string& name, CheckpointTensors t) {
+  t.m = t.v = DevPtr{};  // the weights alone: the optimizer starts fresh
+  t.schedule.reset();
+  t.set_updates = nullptr;
+  return LoadCheckpoint(store, name, t, nullptr);
+}
+
+Status LoadWeights(const ModelConfig& source, const std::vector<float>& whole, const CheckpointTensors& t,
+                   const std::string& what) {
+  if (ModelJson(source) != ModelJson(*t.model)) {
+    return InvalidInput(what + " holds a model of shape " + ModelJson(source).dump() + " but this run's model is " +
+                        ModelJson(*t.model).dump() + ": give the model keys of " + what);
+  }
+  const ParamLayout src(source);
+  HostWrite params(*t.backend, t.params, t.num_floats());
+  for (const ParamInfo& p : t.layout->params()) {
+    const ParamInfo* s = src.Find(p.name);
+    if (!s) return Internal("tensor " + p.name + " missing from the source layout");
+    float* base = params.data() + p.offset;
+    std::fill(base, base + p.stored_size, 0.0f);  // vocabulary padding stays zero
+    CopyOverlap(MakeBoxPart(std::vector<int64_t>(s->shape.size(), 0), s->shape), whole.data() + s->offset,
+                MakeBoxPart(p.box_offset, p.box_length), base);
+  }
+  params.Commit();
+  if (t.loaded) t.loaded();
+  return Status::Ok();
+}
+
 Result<CheckpointRef> ResolveCheckpoint(const std::string& path) {
   std::string where = path, name;
   while (where.size() > 1 && where.back() == '/') where.pop_back();

@@ -160,6 +160,14 @@ Status VerifyCheckpoint(ObjectStore& store, const std::string& name);
 // The manifest first (the checkpoint stops existing at once), then everything under its prefix.
 Status DeleteCheckpoint(ObjectStore& store, const std::string& name);
 
+// Loads weights only into t (its parameters; no optimizer state, no trainer state): from checkpoint
+// `name`, or from `whole`, the canonical parameters of a model of config `source` (a Hugging Face
+// folder read by ckpt/hf_folder.h) in the whole model's ParamLayout, each rank taking its boxes. The
+// source model must be t's (the same family and shape: exit 2 naming both otherwise).
+Status LoadWeights(ObjectStore& store, const std::string& name, CheckpointTensors t);
+Status LoadWeights(const ModelConfig& source, const std::vector<float>& whole, const CheckpointTensors& t,
+                   const std::string& what);
+
 // A checkpoint named on a command line: a step-NNNNNNNN folder (or prefix), or a checkpoint_dir whose
 // newest complete checkpoint is meant. Errors say what to give instead (exit 2).
 struct CheckpointRef {

@@ -1,5 +1,7 @@
 #include "train/checkpoints.h"
 
+#include "ckpt/hf_folder.h"
+#include "core/env.h"
 #include "train/checkpoint_tensors.h"
 
 #include "core/checksum.h"
@@ -60,6 +62,26 @@ Result<std::string> TrainCheckpoints::Resume(Runtime& rt, TrainerState* st) {
   ANNEAL_RETURN_IF_ERROR(rt.data.train->Seek(st->loader));
   last_path_ = PathOf(*newest);
   return last_path_;
+}
+
+Result<std::string> TrainCheckpoints::InitFrom(Runtime& rt) {
+  const std::string& from = k_.init_from;
+  if (from.empty()) return std::string();
+  const CheckpointTensors t = TensorsOf(*rt.model, rt.opt.get());
+  if (Env::Default().Exists(from + "/config.json")) {  // a Hugging Face folder
+    ANNEAL_ASSIGN_OR_RETURN(HfModel hf, ImportHfFolder(from));
+    ANNEAL_RETURN_IF_ERROR(LoadWeights(hf.config, hf.params, t, "train.init_from " + from));
+    return from + " (Hugging Face, " + hf.dtype + ")";
+  }
+  auto ref = ResolveCheckpoint(from);
+  if (!ref.ok()) return InvalidInput("train.init_from: " + ref.status().message());
+  ANNEAL_ASSIGN_OR_RETURN(ModelConfig c, ReadCheckpointModelConfig(*ref->store, ref->name));
+  if (c.family != rt.model->config().family) {
+    return InvalidInput("train.init_from " + from + " holds a " + c.ToString() + " but this run's model is " +
+                        rt.model->config().ToString() + ": give the model keys of that checkpoint");
+  }
+  ANNEAL_RETURN_IF_ERROR(LoadWeights(*ref->store, ref->name, t));
+  return from + "/" + ref->name;
 }
 
 void TrainCheckpoints::Reserve(const Runtime& rt) {

@@ -25,6 +25,9 @@ class TrainCheckpoints {
   // train.resume = auto: loads the newest complete checkpoint into the runtime and the state, and
   // moves the loader to its position. Returns its path, or "" when there is none.
   Result<std::string> Resume(Runtime& rt, TrainerState* st);
+  // train.init_from, for a run that did not resume: the weights of a checkpoint or a Hugging Face
+  // folder (the optimizer fresh, the step 0). Returns what it loaded, or "" when init_from is empty.
+  Result<std::string> InitFrom(Runtime& rt);
   // Saves step st->step (recording the loader's and optimizer's positions in st); `last` waits for
   // the write. A save right after a periodic save of the same step only waits for that one.
   Status Save(Runtime& rt, TrainerState* st, bool last);

@@ -79,6 +79,10 @@ const KeySpec kSpecs[] = {
     {"train.checkpoint_keep", "0", "keep the newest K complete checkpoints, deleting older ones (0 = keep all)"},
     {"train.checkpoint_keep_every", "0", "with checkpoint_keep: also keep every checkpoint whose step is a multiple of M"},
     {"train.resume", "auto", "auto: continue from the newest complete checkpoint; none: start fresh"},
+    {"train.init_from", "",
+     "a checkpoint (step-NNNNNNNN folder or checkpoint_dir) or a Hugging Face model folder whose weights a fresh "
+     "run starts from, with a fresh optimizer (fine-tuning); the model keys must describe the same model. Ignored "
+     "when the run resumes from its own checkpoint"},
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
     {"train.device", "cpu", "cpu | cuda: where the model trains (cuda: the CUDA backend on GPU 0, train.kernels=cuda)"},
@@ -293,6 +297,7 @@ void ReadCheckpoint(Reader& r, CheckpointSection* k) {
   k->keep = r.Int("train.checkpoint_keep", 0, kBig);
   k->keep_every = r.Int("train.checkpoint_keep_every", 0, kBig);
   k->resume = r.OneOf("train.resume", {"auto", "none"});
+  k->init_from = r.Str("train.init_from");
 }
 
 // train.profile_steps: "FROM,TO" (a YAML or JSON list of two flattens to that) or one step "N".

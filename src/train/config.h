@@ -54,6 +54,7 @@ struct CheckpointSection {
   int every = 0;  // 0 = only at the end (when dir is set)
   std::string dir;
   std::string resume = "auto";  // auto | none
+  std::string init_from;        // a checkpoint or a Hugging Face folder to start a fresh run from (weights only)
   bool async = true;             // write checkpoints on a background thread
   bool hierarchical = false;     // the node leader uploads its local ranks' files
   std::string staging_dir = "/dev/shm";  // node-local folder for the hand-over

@@ -155,6 +155,10 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   TrainResult res;
   ANNEAL_ASSIGN_OR_RETURN(res.last_checkpoint, ckpt->Resume(*rt, &st));
   if (!res.last_checkpoint.empty()) log("resumed from " + res.last_checkpoint + " at step " + std::to_string(st.step));
+  if (res.last_checkpoint.empty()) {  // a fresh run: its weights from train.init_from, when given
+    ANNEAL_ASSIGN_OR_RETURN(std::string from, ckpt->InitFrom(*rt));
+    if (!from.empty()) log("initialized the weights from " + from + " (fresh optimizer)");
+  }
   // Resumed (so the checkpoint matched this run's model and lineage) with no step left to train.
   const bool nothing_to_do = !res.last_checkpoint.empty() && st.step >= c.train.steps;
   if (nothing_to_do) {

@@ -53,6 +53,27 @@ YAML
   check "$name: export -> import -> export is byte-identical" diff -r "$TMP/x_$name" "$TMP/x2_$name"
 done
 
+# ---- fine-tuning from exported weights (train.init_from) ----
+# Run 1's last validation loss against run 2's first, run 2 started from run 1's export (and from its
+# checkpoint, and at tp 2) with optim.lr 0, so its one step changes nothing: the same weights on
+# the same validation batches.
+name=llama_kv2_rope3
+val() { sed -nE 's/.*step +([0-9]+) \| val loss ([0-9.]+).*/\2/p' "$1" | tail -1; }
+"$ANNEAL" train --config "$TMP/$name.yaml" --set train.steps=8 --set train.eval_every=8 --set train.eval_batches=4 \
+  --set train.resume=none --set train.checkpoint_dir="$TMP/ft_ref" >"$TMP/ft_ref.log" 2>&1 || bad "fine-tune reference run"
+for src in hf ckpt tp2; do
+  from="$TMP/x_$name"; [ $src = ckpt ] && from="$TMP/ck_$name"
+  launch=(); [ $src = tp2 ] && launch=("$ANNEAL" launch --nproc-per-node 2 --)
+  "${launch[@]}" "$ANNEAL" train --config "$TMP/$name.yaml" --set train.init_from="$from" --set optim.lr=0 --set optim.min_lr=0 \
+    --set train.steps=1 --set train.eval_every=1 --set train.eval_batches=4 --set train.checkpoint_dir="$TMP/ft_$src" \
+    $([ $src = tp2 ] && echo "--set dist.tp=2") >"$TMP/ft_$src.log" 2>&1 || bad "init_from ($src): $(grep -i error "$TMP/ft_$src.log" | head -2)"
+  check "init_from ($src) says what it loaded" grep -q "initialized the weights from" "$TMP/ft_$src.log"
+  check "init_from ($src): the first validation loss is the source run's last ($(val "$TMP/ft_ref.log") vs $(val "$TMP/ft_$src.log"))" \
+    awk -v a="$(val "$TMP/ft_ref.log")" -v b="$(val "$TMP/ft_$src.log")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * a) }'
+done
+expect_exit "init_from a model of another shape is refused" 2 "give the model keys of" \
+  "$ANNEAL" train --config "$TMP/gpt2.yaml" --set train.init_from="$TMP/x_llama_mqa_tied" --set train.checkpoint_dir="$TMP/ft_bad"
+
 # ---- import of transformers' own folders ----
 for spec in "gpt2 f32 gpt2" "gpt2 bf16 gpt2" "llama f32 llama --kv 2 --rope 1" "llama bf16 llama --kv 1 --tied 1"; do
   set -- $spec
