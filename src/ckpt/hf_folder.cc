@@ -21,52 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// IEEE binary16, round to nearest even (overflow to infinity, subnormals kept, NaN stays NaN).
-uint16_t FloatToHalf(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return sign | (abs > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN, infinity
-  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504: infinity
-  if (abs < 0x38800000u) {                          // below 2^-14: a subnormal half (or zero)
-    if (abs < 0x33000000u) return sign;             // below half the smallest subnormal: zero
-    const int shift = 126 - static_cast<int>(abs >> 23);  // 14 + (exponent bias difference)
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const int drop = shift + 13 - 0;                 // bits dropped from the 24-bit significand
-    uint32_t h = mant >> drop;
-    const uint32_t rest = mant & ((1u << drop) - 1), half = 1u << (drop - 1);
-    if (rest > half || (rest == half && (h & 1u))) ++h;
-    return sign | static_cast<uint16_t>(h);
-  }
-  uint32_t h = ((abs - 0x38000000u) >> 13);  // rebias the exponent (127 -> 15), keep 10 mantissa bits
-  const uint32_t rest = abs & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return sign | static_cast<uint16_t>(h);
-}
-
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-  uint32_t x;
-  if (exp == 0) {
-    if (mant == 0) {
-      x = sign;
-    } else {  // subnormal: mant * 2^-24
-      const float v = std::ldexp(static_cast<float>(mant), -24);
-      std::memcpy(&x, &v, 4);
-      x |= sign;
-    }
-  } else if (exp == 31) {
-    x = sign | 0x7f800000u | (mant << 13);
-  } else {
-    x = sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &x, 4);
-  return f;
-}
-
 struct DtypeInfo {
   const char* st;     // safetensors' name
   const char* torch;  // config.json's torch_dtype
@@ -87,7 +41,7 @@ std::string Encode(const std::vector<float>& v, const std::string& st) {
   } else {
     out.resize(v.size() * 2);
     for (size_t i = 0; i < v.size(); ++i) {
-      const uint16_t h = st == "BF16" ? FloatToBf16(v[i]) : FloatToHalf(v[i]);
+      const uint16_t h = st == "BF16" ? FloatToBf16(v[i]) : FloatToF16(v[i]);
       std::memcpy(out.data() + 2 * i, &h, 2);
     }
   }
@@ -302,7 +256,7 @@ Result<HfModel> ImportHfFolder(const std::string& dir) {
       for (size_t i = 0; i < values.size(); ++i) {
         uint16_t h;
         std::memcpy(&h, bytes.data() + 2 * i, 2);
-        values[i] = e.dtype == "BF16" ? Bf16ToFloat(h) : HalfToFloat(h);
+        values[i] = e.dtype == "BF16" ? Bf16ToFloat(h) : F16ToFloat(h);
       }
     }
     Scatter(a, t.transpose, values, &out.params);

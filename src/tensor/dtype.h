@@ -39,6 +39,11 @@ inline float Bf16ToFloat(uint16_t h) {
 // The fp32 value nearest to f that bf16 can hold (what a bf16 round trip gives).
 inline float RoundToBf16(float f) { return Bf16ToFloat(FloatToBf16(f)); }
 
+// IEEE binary16 (Hugging Face's float16 files): fp32 -> f16 bits rounded to nearest even (past 65504:
+// infinity; subnormals kept; NaN stays NaN), and back exactly.
+uint16_t FloatToF16(float f);
+float F16ToFloat(uint16_t h);
+
 void FloatsToBf16(const float* in, uint16_t* out, size_t n);
 void Bf16ToFloats(const uint16_t* in, float* out, size_t n);
 // x[i] <- RoundToBf16(x[i]) in place.

@@ -124,7 +124,9 @@ class Gpt2 : public ModelFamily {
       ANNEAL_ASSIGN_OR_RETURN(bool on, hf::Bool(j, k, file, false));
       if (on) return InvalidInput(file + ": \"" + std::string(k) + "\" true is not supported by anneal's GPT-2");
     }
-    return ModelConfig::Make(V, T, L, H, C);
+    auto c = ModelConfig::Make(V, T, L, H, C);
+    if (!c.ok()) return InvalidInput(file + ": " + c.status().message());
+    return c;
   }
 };
 

@@ -217,7 +217,7 @@ class Llama : public ModelFamily {
     } else if (type != "default") {
       return InvalidInput(file + ": rope type '" + type + "' is not one anneal computes (default, llama3)");
     }
-    ANNEAL_RETURN_IF_ERROR(c.Finish());
+    if (Status st = c.Finish(); !st.ok()) return InvalidInput(file + ": " + st.message());
     return c;
   }
 };
