@@ -133,6 +133,8 @@ def check_keys(text, keys, report):
         key, star = m.group(1) + "." + m.group(2), m.group(3)
         if m.group(2).split(".")[0] in FILE_SUFFIXES or text[m.end():m.end() + 1] in "/(":
             continue  # a file name (model.safetensors), a path, a call
+        if m.group(2).endswith((".weight", ".bias")) or text[m.end():m.end() + 2] == ".<":
+            continue  # a tensor's name (model.norm.weight, model.layers.<l>....), never a config key
         SEEN["keys"] += 1
         fits = any(k.startswith(key) for k in keys) if star else key in keys
         if not fits:
