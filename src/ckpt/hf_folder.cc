@@ -11,6 +11,8 @@
 
 #include "core/env.h"
 #include "core/safetensors.h"
+#include "data/hf_tokenizer.h"
+#include "data/tokenizer.h"
 #include "model/family.h"
 #include "tensor/dtype.h"
 
@@ -127,6 +129,11 @@ Result<uint64_t> ParseShardSize(const std::string& text) {
 Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, const std::string& out_dir,
                       const HfExportOptions& o) {
   ANNEAL_ASSIGN_OR_RETURN(DtypeInfo dt, DtypeOf(o.dtype));
+  if (o.tokenizer && o.tokenizer->vocab_size() != static_cast<uint32_t>(c.vocab_size)) {
+    return InvalidInput("tokenizer '" + o.tokenizer->name() + "' has " + std::to_string(o.tokenizer->vocab_size()) +
+                        " tokens but the model's vocabulary has " + std::to_string(c.vocab_size) +
+                        ": give the tokenizer the model was trained with, or none");
+  }
   std::error_code ec;
   if (fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec)) {
     return InvalidInput(out_dir + " exists and is not empty: export into a new folder (nothing was written)");
@@ -173,7 +180,8 @@ Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, co
   nlohmann::ordered_json gen = {{"_from_model_config", true},
                                 {"bos_token_id", cj.value("bos_token_id", json())},
                                 {"eos_token_id", cj.value("eos_token_id", json())}};
-  return WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n");
+  ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n"));
+  return o.tokenizer ? WriteHfTokenizer(*o.tokenizer, out_dir, c.max_seq_len) : Status::Ok();
 }
 
 Result<HfModel> ImportHfFolder(const std::string& dir) {

@@ -15,13 +15,19 @@
 
 namespace anneal {
 
+class Tokenizer;
+
 struct HfExportOptions {
   std::string dtype = "f32";              // f32 | bf16 | f16 (rounded to nearest even)
   uint64_t max_shard_bytes = 5000000000;  // a file is cut before a tensor that would pass this
+  // The tokenizer the model was trained with, written beside it as Hugging Face tokenizer files
+  // (data/hf_tokenizer.h) when its vocabulary is the model's; null: none.
+  const Tokenizer* tokenizer = nullptr;
 };
 
 // Writes the folder `out_dir` (created; files replaced atomically) for config c whose canonical
-// parameters are `params` (ParamLayout(c).total_floats() floats).
+// parameters are `params` (ParamLayout(c).total_floats() floats). An o.tokenizer of another
+// vocabulary size than the model's is an error (exit 2).
 Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, const std::string& out_dir,
                       const HfExportOptions& o);
 

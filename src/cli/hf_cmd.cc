@@ -5,6 +5,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_folder.h"
 #include "cli/commands.h"
+#include "data/tokenizer.h"
 #include "kernels/registry.h"
 
 namespace anneal::cli {
@@ -12,7 +13,7 @@ namespace anneal::cli {
 namespace {
 
 struct ExportArgs {
-  std::string format = "hf", checkpoint, out_dir, dtype = "f32", max_shard = "5GB";
+  std::string format = "hf", checkpoint, out_dir, dtype = "f32", max_shard = "5GB", tokenizer = "gpt2";
 };
 
 struct ImportArgs {
@@ -45,6 +46,11 @@ Status RunExport(const ExportArgs& a) {
   const ParamLayout layout(c);
   std::vector<float> params(layout.total_floats(), 0.0f);
   ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*ref.store, ref.name, HostTensors(c, layout, &params), nullptr));
+  std::unique_ptr<Tokenizer> tok;
+  if (a.tokenizer != "none") {
+    ANNEAL_ASSIGN_OR_RETURN(tok, Tokenizer::Load(a.tokenizer));
+    o.tokenizer = tok.get();
+  }
   ANNEAL_RETURN_IF_ERROR(ExportHfFolder(c, params, a.out_dir, o));
   std::printf("exported %s (%s) to %s as %s\n", ref.name.c_str(), c.ToString().c_str(), a.out_dir.c_str(),
               a.dtype.c_str());
@@ -80,6 +86,9 @@ void AddHfCommands(CLI::App& app, RunFn* run) {
   x->add_option("out_dir", e->out_dir, "The folder to write (new, or empty)")->required();
   x->add_option("--dtype", e->dtype, "Tensor dtype: f32, bf16 or f16 (rounded to nearest even)")->capture_default_str();
   x->add_option("--max-shard-size", e->max_shard, "Cut model-0000K-of-0000N.safetensors shards at this size")
+      ->capture_default_str();
+  x->add_option("--tokenizer", e->tokenizer,
+                "The tokenizer the model was trained with, written as vocab.json and merges.txt (none: no files)")
       ->capture_default_str();
   x->callback([run, e] { *run = [e] { return RunExport(*e); }; });
 

@@ -1,0 +1,22 @@
+// A byte-level BPE vocabulary (GPT-2's) as Hugging Face tokenizer files, so AutoTokenizer loads the
+// tokenizer an exported model was trained with: vocab.json (token -> id, bytes in GPT-2's
+// byte-to-unicode alphabet), merges.txt (the merges in rank order, each the pair whose
+// concatenation is the next id: found by merging the token's bytes with the lower-ranked merges
+// only, tiktoken's rule), tokenizer_config.json and special_tokens_map.json (docs/formats/hf.md).
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "data/tokenizer.h"
+
+namespace anneal {
+
+// Writes the four files into dir; max_length is the model's context (tokenizer_config.json's
+// model_max_length).
+Status WriteHfTokenizer(const Tokenizer& tok, const std::string& dir, int max_length);
+
+// GPT-2's byte-to-unicode alphabet: each byte as the code point transformers' byte-level BPE writes.
+std::string ByteLevelText(std::string_view bytes);
+
+}  // namespace anneal
