@@ -21,6 +21,7 @@ void AddLaunchCommand(CLI::App& app, RunFn* run);
 void AddHealthcheckCommand(CLI::App& app, RunFn* run);
 void AddCkptCommand(CLI::App& app, RunFn* run);
 void AddHfCommands(CLI::App& app, RunFn* run);  // export, import
+void AddEvalCommand(CLI::App& app, RunFn* run);
 void AddServerCommand(CLI::App& app, RunFn* run);
 void AddAgentCommand(CLI::App& app, RunFn* run);
 void AddJobCommands(CLI::App& app, RunFn* run);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddHealthcheckCommand(app, &run);
   anneal::cli::AddCkptCommand(app, &run);
   anneal::cli::AddHfCommands(app, &run);
+  anneal::cli::AddEvalCommand(app, &run);
   anneal::cli::AddServerCommand(app, &run);
   anneal::cli::AddAgentCommand(app, &run);
   anneal::cli::AddSubmitCommand(app, &run);

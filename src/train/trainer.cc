@@ -143,6 +143,27 @@ CheckpointLineage LineageOf(const TrainConfig& c, const Runtime& rt) {
 
 }  // namespace
 
+Result<EvalResult> RunEvaluation(const TrainConfig& c, const LogFn& log_all) {
+  if (c.checkpoint.init_from.empty()) return InvalidInput("nothing to evaluate: give a checkpoint or a Hugging Face folder");
+  ANNEAL_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, SetUpRuntime(c));
+  const LogFn log = [&](const std::string& line) {
+    if (rt->re.rank == 0) log_all(line);
+  };
+  if (!rt->data.val) {
+    return InvalidInput("dataset " + c.data.dir + " has no validation split: prepare it with anneal prep --val-fraction");
+  }
+  ANNEAL_ASSIGN_OR_RETURN(auto ckpt, TrainCheckpoints::Open(c.checkpoint, c.dist.timeout_s, *rt, LineageOf(c, *rt), log));
+  ANNEAL_ASSIGN_OR_RETURN(std::string from, ckpt->InitFrom(*rt));
+  log("evaluating " + from);
+  EvalResult r;
+  r.loss = Evaluate(c, *rt);
+  if (std::isnan(r.loss)) return rt->model->status().ok() ? Internal("evaluation failed on a rank") : rt->model->status();
+  const uint64_t B = c.data.batch_size;
+  r.batches = static_cast<int>(std::min<uint64_t>(c.train.eval_batches, std::max<uint64_t>(1, rt->data.val->num_samples() / B)));
+  r.tokens = static_cast<uint64_t>(r.batches) * B * c.data.seq_len;
+  return r;
+}
+
 // Setup, resume, the loop, the last validation and checkpoint, the report.
 Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop, const LogFn& log_all, Clock& clock) {
   ANNEAL_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, SetUpRuntime(c));

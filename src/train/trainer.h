@@ -34,4 +34,15 @@ struct TrainResult {
 Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& stop,
                                 const std::function<void(const std::string&)>& log, Clock& clock = Clock::Real());
 
+struct EvalResult {
+  double loss = 0;       // mean cross-entropy per token
+  int batches = 0;       // validation batches evaluated (each B x T tokens)
+  uint64_t tokens = 0;
+};
+// Evaluates the weights of c.checkpoint.init_from (a checkpoint or a Hugging Face folder) on
+// c.train.eval_batches batches of the validation split, exactly as the trainer's validation does
+// (the same batches for the same data.seed, batch size and length), at c's layout. Errors when the
+// dataset has no validation split (exit 2).
+Result<EvalResult> RunEvaluation(const TrainConfig& c, const std::function<void(const std::string&)>& log);
+
 }  // namespace anneal

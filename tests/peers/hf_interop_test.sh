@@ -83,6 +83,19 @@ for src in hf ckpt tp2; do
   check "init_from ($src): the first validation loss is the source run's last ($(val "$TMP/ft_ref.log") vs $(val "$TMP/ft_$src.log"))" \
     awk -v a="$(val "$TMP/ft_ref.log")" -v b="$(val "$TMP/ft_$src.log")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * a) }'
 done
+# anneal eval: the trainer's validation, from the checkpoint (its run's settings), the export, and at tp 2
+ev() { sed -nE 's/.*val loss ([0-9.]+) \|.*/\1/p' "$1" | tail -1; }
+"$ANNEAL" eval --checkpoint "$TMP/ft_ref" --data "$TMP/ds" >"$TMP/ev_ck.txt" 2>&1 || bad "eval of a checkpoint: $(tail -1 "$TMP/ev_ck.txt")"
+check "eval of a checkpoint equals its run's last validation loss ($(ev "$TMP/ev_ck.txt") vs $(val "$TMP/ft_ref.log"))" \
+  test "$(ev "$TMP/ev_ck.txt")" = "$(val "$TMP/ft_ref.log")"
+"$ANNEAL" eval --checkpoint "$TMP/x_$name" --data "$TMP/ds" --seq-len 32 --batch-size 4 --batches 4 --set data.seed=1 --json \
+  >"$TMP/ev_hf.json" 2>&1 || bad "eval of an HF folder: $(tail -1 "$TMP/ev_hf.json")"
+check "eval of the exported folder (--json) gives the same loss" tools/venv/bin/python -c "
+import json, sys; j = json.load(open('$TMP/ev_hf.json')); sys.exit(abs(j['loss'] - $(val "$TMP/ft_ref.log")) > 1e-5 * j['loss'] or j['tokens'] != 4 * 4 * 32)"
+"$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" eval --checkpoint "$TMP/ft_ref" --data "$TMP/ds" --set dist.tp=2 \
+  >"$TMP/ev_tp2.txt" 2>&1 || bad "eval at tp 2: $(grep -i error "$TMP/ev_tp2.txt" | head -1)"
+check "eval at tp 2 gives the same loss ($(ev "$TMP/ev_tp2.txt"))" bash -c \
+  "awk -v a='$(ev "$TMP/ev_tp2.txt")' -v b='$(val "$TMP/ft_ref.log")' 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-5 * b) }'"
 expect_exit "init_from a model of another shape is refused" 2 "give the model keys of" \
   "$ANNEAL" train --config "$TMP/gpt2.yaml" --set train.init_from="$TMP/x_llama_mqa_tied" --set train.checkpoint_dir="$TMP/ft_bad"
 
