@@ -120,7 +120,7 @@ Result<uint64_t> ParseShardSize(const std::string& text) {
   const std::string unit = text.substr(pos);
   const std::map<std::string, double> units = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
   auto it = units.find(unit);
-  if (pos == 0 || it == units.end() || !(v > 0)) {
+  if (pos == 0 || it == units.end() || !(v > 0) || !std::isfinite(v) || v * it->second >= 1.8e19) {
     return InvalidInput("--max-shard-size '" + text + "' must be a size such as 5GB, 500MB or 100000");
   }
   return static_cast<uint64_t>(v * it->second);
@@ -133,6 +133,10 @@ Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, co
     return InvalidInput("tokenizer '" + o.tokenizer->name() + "' has " + std::to_string(o.tokenizer->vocab_size()) +
                         " tokens but the model's vocabulary has " + std::to_string(c.vocab_size) +
                         ": give the tokenizer the model was trained with, or none");
+  }
+  std::vector<std::pair<std::string, std::string>> tokenizer_files;  // made before anything is written
+  if (o.tokenizer) {
+    ANNEAL_ASSIGN_OR_RETURN(tokenizer_files, HfTokenizerFiles(*o.tokenizer, c.max_seq_len));
   }
   std::error_code ec;
   if (fs::exists(out_dir, ec) && !fs::is_empty(out_dir, ec)) {
@@ -174,14 +178,15 @@ Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, co
     const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
   }
+  for (const auto& [name, text] : tokenizer_files) ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/" + name, text));
   const std::string config = fam.HfConfig(c, dt.torch);
-  ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/config.json", config));
   const json cj = json::parse(config);
   nlohmann::ordered_json gen = {{"_from_model_config", true},
                                 {"bos_token_id", cj.value("bos_token_id", json())},
                                 {"eos_token_id", cj.value("eos_token_id", json())}};
   ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/generation_config.json", gen.dump(2) + "\n"));
-  return o.tokenizer ? WriteHfTokenizer(*o.tokenizer, out_dir, c.max_seq_len) : Status::Ok();
+  // config.json last: a folder an export did not finish has none, and from_pretrained refuses it.
+  return WriteText(out_dir + "/config.json", config);
 }
 
 Result<HfModel> ImportHfFolder(const std::string& dir) {
@@ -202,7 +207,6 @@ Result<HfModel> ImportHfFolder(const std::string& dir) {
     out.config = *c;
   }
   const ParamLayout layout(out.config);
-  out.params.assign(layout.total_floats(), 0.0f);
   // Which file holds each tensor: the index, or the one file.
   std::map<std::string, std::string> where;
   auto index_text = ReadText(dir + "/model.safetensors.index.json");
@@ -234,8 +238,18 @@ Result<HfModel> ImportHfFolder(const std::string& dir) {
     ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader("model.safetensors"));
     for (const auto& [k, e] : r->tensors()) where[k] = "model.safetensors";
   }
+  // Every tensor found and checked (name, shape, dtype) before the model's memory is allocated: a
+  // config.json describing another (or an absurd) model fails here, naming a tensor.
+  struct Found {
+    const ModelFamily::HfTensor* spec;
+    std::string name;
+    SafeTensorsReader* reader;
+    Assembly a;
+  };
+  std::vector<Found> found;
   std::set<std::string> used;
-  for (const ModelFamily::HfTensor& t : fam->HfTensors(out.config)) {
+  const std::vector<ModelFamily::HfTensor> specs = fam->HfTensors(out.config);
+  for (const ModelFamily::HfTensor& t : specs) {
     std::string name = t.name;
     // GPT-2 folders made by GPT2Model (OpenAI's own) lack the "transformer." prefix.
     if (!where.count(name) && name.rfind("transformer.", 0) == 0 && where.count(name.substr(12))) name = name.substr(12);
@@ -253,10 +267,16 @@ Result<HfModel> ImportHfFolder(const std::string& dir) {
       };
       return InvalidInput("tensor " + name + " in " + where[name] + " has shape " + str(e.shape) + ", config.json's model needs " + str(a.shape));
     }
-    const std::string dtype = e.dtype == "F32" ? "f32" : e.dtype == "BF16" ? "bf16" : e.dtype == "F16" ? "f16" : "";
-    if (dtype.empty()) return InvalidInput("tensor " + name + " in " + where[name] + " is " + e.dtype + ": anneal reads F32, BF16 and F16");
-    if (out.dtype.empty()) out.dtype = dtype;
-    ANNEAL_ASSIGN_OR_RETURN(std::string_view bytes, r->Bytes(name));
+    if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16") {
+      return InvalidInput("tensor " + name + " in " + where[name] + " is " + e.dtype + ": anneal reads F32, BF16 and F16");
+    }
+    found.push_back({&t, name, r, a});
+  }
+  out.params.assign(layout.total_floats(), 0.0f);
+  for (const Found& f : found) {
+    const TensorEntry& e = f.reader->tensors().at(f.name);
+    if (out.dtype.empty()) out.dtype = e.dtype == "F32" ? "f32" : e.dtype == "BF16" ? "bf16" : "f16";
+    ANNEAL_ASSIGN_OR_RETURN(std::string_view bytes, f.reader->Bytes(f.name));
     std::vector<float> values(e.numel());
     if (e.dtype == "F32") {
       std::memcpy(values.data(), bytes.data(), values.size() * 4);
@@ -267,7 +287,7 @@ Result<HfModel> ImportHfFolder(const std::string& dir) {
         values[i] = e.dtype == "BF16" ? Bf16ToFloat(h) : F16ToFloat(h);
       }
     }
-    Scatter(a, t.transpose, values, &out.params);
+    Scatter(f.a, f.spec->transpose, values, &out.params);
   }
   // Every other tensor must be one anneal knows to skip: a tied head's copy, attention masks, caches.
   for (const auto& [name, file] : where) {

@@ -2,6 +2,8 @@
 // folder's) weights on a prepared dataset — the trainer's own validation (train/trainer.h
 // RunEvaluation), so a checkpoint's eval equals the validation loss its run logged at that step
 // given the same data settings, which default to that run's (the checkpoint's lineage config).
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -64,21 +66,29 @@ Status RunEval(const EvalArgs& a) {
     ANNEAL_ASSIGN_OR_RETURN(CheckpointRef ref, ResolveCheckpoint(a.checkpoint));
     ANNEAL_ASSIGN_OR_RETURN(std::string text, ref.store->Get(ref.name + "/manifest.json"));
     const nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
-    const nlohmann::json lineage = m.is_object() ? m.value("lineage", nlohmann::json()).value("config", nlohmann::json())
-                                                 : nlohmann::json();
+    nlohmann::json lineage;
+    if (m.is_object() && m.contains("lineage") && m.at("lineage").is_object() && m.at("lineage").contains("config")) {
+      lineage = m.at("lineage").at("config");
+    }
     if (lineage.is_object() && lineage.contains("model.n_layer")) {
       for (const auto& [k, v] : lineage.items()) {
         if (k.rfind("model.", 0) == 0 || k == "data.seq_len" || k == "data.batch_size" || k == "data.seed") {
           sets.push_back(k + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
         }
-        if (k == "train.eval_batches") run_batches = std::stoi(v.is_string() ? v.get<std::string>() : v.dump());
+        if (k == "train.eval_batches") {
+          const std::string n = v.is_string() ? v.get<std::string>() : v.dump();
+          int parsed = 0;
+          if (std::from_chars(n.data(), n.data() + n.size(), parsed).ec == std::errc() && parsed > 0) run_batches = parsed;
+        }
       }
     } else {  // an imported checkpoint: the model from its manifest
       ANNEAL_ASSIGN_OR_RETURN(ModelConfig c, ReadCheckpointModelConfig(*ref.store, ref.name));
       sets = ModelSets(c);
       sets.push_back("data.seq_len=" + std::to_string(std::min(c.max_seq_len, 1024)));
     }
-    sets.push_back("train.init_from=" + a.checkpoint);
+    // the checkpoint itself (not "the newest", which a running job may change meanwhile)
+    const bool is_step = ref.name.size() == 13 && a.checkpoint.find(ref.name) != std::string::npos;
+    sets.push_back("train.init_from=" + (is_step ? a.checkpoint : a.checkpoint + "/" + ref.name));
   }
   if (sets.back().rfind("train.init_from=", 0) != 0) sets.push_back("train.init_from=" + a.checkpoint);
   sets.push_back("data.dir=" + a.data);

@@ -2,6 +2,8 @@
 // (ckpt/hf_folder.h; docs/formats/hf.md).
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "ckpt/checkpoint.h"
 #include "ckpt/hf_folder.h"
 #include "cli/commands.h"
@@ -68,7 +70,7 @@ Status RunImport(const ImportArgs& a) {
   }
   const ParamLayout layout(m.config);
   CheckpointLineage lineage;
-  lineage.config_json = "{\"imported_from\": \"" + a.hf_dir + "\", \"dtype\": \"" + m.dtype + "\"}";
+  lineage.config_json = nlohmann::json({{"imported_from", a.hf_dir}, {"dtype", m.dtype}}).dump();
   ANNEAL_RETURN_IF_ERROR(SaveCheckpoint(*store, HostTensors(m.config, layout, &m.params), TrainerState{}, lineage));
   std::printf("imported %s (%s, %s) as %s/%s (weights only)\n", a.hf_dir.c_str(), m.config.ToString().c_str(),
               m.dtype.c_str(), a.checkpoint_dir.c_str(), CheckpointName(0).c_str());

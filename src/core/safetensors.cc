@@ -74,6 +74,12 @@ Status SafeTensorsReader::Parse(uint64_t size) {
     }
     const size_t es = DtypeSize(e.dtype);
     if (es == 0) return bad("tensor " + it.key() + " has unsupported dtype " + e.dtype);
+    uint64_t n = es;
+    for (int64_t d : e.shape) {
+      if (d < 0 || __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) {
+        return bad("tensor " + it.key() + " has a negative or overflowing shape");
+      }
+    }
     if (e.end < e.begin || e.end > data_size || e.end - e.begin != e.numel() * es) {
       return bad("tensor " + it.key() + " has byte range [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
                  ") that does not fit its shape or the file: truncated or corrupt");

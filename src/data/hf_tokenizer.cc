@@ -5,8 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/env.h"
-#include "data/utf8.h"
 
 namespace anneal {
 
@@ -48,7 +46,7 @@ std::string ByteLevelText(std::string_view bytes) {
   return out;
 }
 
-Status WriteHfTokenizer(const Tokenizer& tok, const std::string& dir, int max_length) {
+Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length) {
   const uint32_t V = tok.vocab_size(), eot = tok.eot();
   std::unordered_map<std::string, uint32_t> id_of;
   id_of.reserve(V * 2);
@@ -80,8 +78,9 @@ Status WriteHfTokenizer(const Tokenizer& tok, const std::string& dir, int max_le
       parts.erase(parts.begin() + static_cast<long>(best) + 1);
     }
     if (parts.size() != 2) {
-      return Internal("token " + std::to_string(r) + " of " + tok.name() + " is not one merge of two lower-ranked tokens (" +
-                      std::to_string(parts.size()) + " parts): it cannot be written as merges.txt");
+      return InvalidInput("token " + std::to_string(r) + " of tokenizer '" + tok.name() +
+                          "' is not one merge of two lower-ranked tokens (" + std::to_string(parts.size()) +
+                          " parts): it cannot be written as merges.txt; export with --tokenizer none");
     }
     ordered.push_back({r, ByteLevelText(parts[0]) + " " + ByteLevelText(parts[1]) + "\n"});
   }
@@ -95,11 +94,10 @@ Status WriteHfTokenizer(const Tokenizer& tok, const std::string& dir, int max_le
                                    {"unk_token", eot_text},
                                    {"clean_up_tokenization_spaces", false}};
   nlohmann::ordered_json special = {{"bos_token", eot_text}, {"eos_token", eot_text}, {"unk_token", eot_text}};
-  Env& env = Env::Default();
-  ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(dir + "/vocab.json", vocab.dump() + "\n"));
-  ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(dir + "/merges.txt", merges));
-  ANNEAL_RETURN_IF_ERROR(env.WriteFileAtomic(dir + "/tokenizer_config.json", config.dump(2) + "\n"));
-  return env.WriteFileAtomic(dir + "/special_tokens_map.json", special.dump(2) + "\n");
+  return std::vector<std::pair<std::string, std::string>>{{"vocab.json", vocab.dump() + "\n"},
+                                                         {"merges.txt", merges},
+                                                         {"tokenizer_config.json", config.dump(2) + "\n"},
+                                                         {"special_tokens_map.json", special.dump(2) + "\n"}};
 }
 
 }  // namespace anneal

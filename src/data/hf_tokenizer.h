@@ -6,15 +6,18 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "data/tokenizer.h"
 
 namespace anneal {
 
-// Writes the four files into dir; max_length is the model's context (tokenizer_config.json's
-// model_max_length).
-Status WriteHfTokenizer(const Tokenizer& tok, const std::string& dir, int max_length);
+// The four files (name, text), made before anything is written; max_length is the model's context
+// (tokenizer_config.json's model_max_length). A vocabulary with a token that is not one merge of two
+// lower-ranked tokens cannot be written as merges.txt (exit 2).
+Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length);
 
 // GPT-2's byte-to-unicode alphabet: each byte as the code point transformers' byte-level BPE writes.
 std::string ByteLevelText(std::string_view bytes);

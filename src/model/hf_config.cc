@@ -43,4 +43,10 @@ Result<bool> Bool(const json& j, const std::string& key, const std::string& file
   return j.at(key).get<bool>();
 }
 
+Result<std::string> Str(const json& j, const std::string& key, const std::string& file, const std::string& def) {
+  if (!j.contains(key) || j.at(key).is_null()) return def;
+  if (!j.at(key).is_string()) return Bad(file, key, "must be a string, not " + j.at(key).dump());
+  return j.at(key).get<std::string>();
+}
+
 }  // namespace anneal::hf

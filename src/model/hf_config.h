@@ -17,5 +17,6 @@ Result<int> Int(const nlohmann::json& j, const std::string& key, const std::stri
 Result<int> Int(const nlohmann::json& j, const std::string& key, const std::string& file, int lo, int hi, int def);
 Result<double> Num(const nlohmann::json& j, const std::string& key, const std::string& file, double def);
 Result<bool> Bool(const nlohmann::json& j, const std::string& key, const std::string& file, bool def);
+Result<std::string> Str(const nlohmann::json& j, const std::string& key, const std::string& file, const std::string& def);
 
 }  // namespace anneal::hf

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/env.h"
+#include "core/safetensors.h"
 #include "model/family.h"
 #include "tensor/dtype.h"
 #include "testing/small_models.h"
@@ -56,6 +57,48 @@ TEST(HfFolderTest, ExportThenImportGivesTheSameModelAndValues) {
   }
 }
 
+// The mapping itself, element by element (a round trip through the same mapping would not see a
+// swapped q/k/v block or a missing transpose): GPT-2's Conv1D tensors are transposes, c_attn's
+// column blocks q, k, v in order; and a Llama's config fields come back.
+TEST(HfFolderTest, Gpt2ConvTensorsAreTransposesAndLlamaFieldsRoundTrip) {
+  testing::TempDir dir;
+  const ModelConfig g = ModelConfig::Make(300, 16, 1, 4, 32).value();
+  const std::vector<float> p = RandomParams(g, 9);
+  ASSERT_TRUE(ExportHfFolder(g, p, dir.path() + "/g", HfExportOptions()).ok());
+  auto r = SafeTensorsReader::Open(Env::Default(), dir.path() + "/g/model.safetensors");
+  ASSERT_TRUE(r.ok());
+  const ParamLayout l(g);
+  const int64_t C = 32;
+  auto attn = (*r)->ReadF32("transformer.h.0.attn.c_attn.weight").value();  // (C, 3C)
+  auto fc = (*r)->ReadF32("transformer.h.0.mlp.c_fc.weight").value();       // (C, 4C)
+  const float* q = p.data() + l.Find("h.0.attn.q.weight")->offset;
+  const float* k = p.data() + l.Find("h.0.attn.k.weight")->offset;
+  const float* v = p.data() + l.Find("h.0.attn.v.weight")->offset;
+  const float* w = p.data() + l.Find("h.0.mlp.fc.weight")->offset;  // (4C, C)
+  for (int64_t i : {0, 5, 31}) {
+    for (int64_t j : {0, 7, 31}) {
+      EXPECT_EQ(attn[i * 3 * C + j], q[j * C + i]);
+      EXPECT_EQ(attn[i * 3 * C + C + j], k[j * C + i]);
+      EXPECT_EQ(attn[i * 3 * C + 2 * C + j], v[j * C + i]);
+      EXPECT_EQ(fc[i * 4 * C + 96 + j], w[(96 + j) * C + i]);  // rows 96..127 of the (4C, C) fc
+    }
+  }
+  ModelConfig c = SmallLlama(300, 64, 1, 4, 2, 32, 48);
+  c.rope_theta = 500000.0f;
+  c.norm_eps = 1e-6f;
+  c.rope_scaling = {8.0f, 1.0f, 4.0f, 32};
+  ASSERT_TRUE(c.Finish().ok());
+  ASSERT_TRUE(ExportHfFolder(c, RandomParams(c, 2), dir.path() + "/l", HfExportOptions()).ok());
+  auto m = ImportHfFolder(dir.path() + "/l");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->config.rope_theta, 500000.0f);
+  EXPECT_EQ(m->config.norm_eps, 1e-6f);
+  EXPECT_EQ(m->config.rope_scaling.factor, 8.0f);
+  EXPECT_EQ(m->config.rope_scaling.original_max_seq_len, 32);
+  EXPECT_EQ(m->config.n_kv_head, 2);
+  EXPECT_FALSE(m->config.tie_embeddings);
+}
+
 TEST(HfFolderTest, Float16RoundTripsEveryValueAndRoundsToNearestEven) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const uint16_t b = static_cast<uint16_t>(h);
@@ -91,6 +134,8 @@ TEST(HfFolderTest, ConfigFieldsAnnealCannotTakeAreNamed) {
       {&llama, "\"vocab_size\": 300,", "", "\"vocab_size\" is missing"},
       {&llama, "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"", "rope type 'yarn' is not one anneal computes"},
       {&llama, "{", "[", "is not a JSON object"},
+      {&llama, "\"hidden_act\": \"silu\"", "\"hidden_act\": 5", "\"hidden_act\" must be a string"},
+      {&llama, "\"rope_parameters\": {", "\"rope_parameters\": \"x\", \"unused\": {", "\"rope_parameters\" must be an object"},
   };
   for (const Case& k : cases) {
     std::string text = base;
@@ -107,7 +152,8 @@ TEST(HfFolderTest, ConfigFieldsAnnealCannotTakeAreNamed) {
   for (const auto& [from, to, want] :
        {std::tuple<std::string, std::string, std::string>{"\"n_inner\": null", "\"n_inner\": 100", "is not 4 n_embd"},
         {"\"activation_function\": \"gelu_new\"", "\"activation_function\": \"relu\"", "is not GELU's tanh form"},
-        {"\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", "ties its head to wte"}}) {
+        {"\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false", "ties its head to wte"},
+        {"\"scale_attn_weights\": true", "\"scale_attn_weights\": false", "scales by 1/sqrt(head size)"}}) {
     std::string text = g;
     text.replace(text.find(from), from.size(), to);
     auto r = gpt2.FromHfConfig(text, "config.json");

@@ -112,7 +112,7 @@ class Gpt2 : public ModelFamily {
     ANNEAL_ASSIGN_OR_RETURN(int H, hf::Int(j, "n_head", file, 1, 1000));
     ANNEAL_ASSIGN_OR_RETURN(int inner, hf::Int(j, "n_inner", file, 1, 1 << 20, 4 * C));
     if (inner != 4 * C) return InvalidInput(file + ": \"n_inner\" " + std::to_string(inner) + " is not 4 n_embd: anneal's GPT-2 has a 4C MLP");
-    const std::string act = j.value("activation_function", "gelu_new");
+    ANNEAL_ASSIGN_OR_RETURN(std::string act, hf::Str(j, "activation_function", file, "gelu_new"));
     if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
       return InvalidInput(file + ": \"activation_function\" '" + act + "' is not GELU's tanh form (gelu_new), the one anneal's GPT-2 has");
     }
@@ -120,6 +120,8 @@ class Gpt2 : public ModelFamily {
     if (std::fabs(eps - 1e-5) > 1e-12) return InvalidInput(file + ": \"layer_norm_epsilon\" must be 1e-05 (anneal's LayerNorm)");
     ANNEAL_ASSIGN_OR_RETURN(bool tied, hf::Bool(j, "tie_word_embeddings", file, true));
     if (!tied) return InvalidInput(file + ": \"tie_word_embeddings\" false: anneal's GPT-2 ties its head to wte");
+    ANNEAL_ASSIGN_OR_RETURN(bool scaled, hf::Bool(j, "scale_attn_weights", file, true));
+    if (!scaled) return InvalidInput(file + ": \"scale_attn_weights\" false: anneal's attention scales by 1/sqrt(head size)");
     for (const char* k : {"scale_attn_by_inverse_layer_idx", "add_cross_attention"}) {
       ANNEAL_ASSIGN_OR_RETURN(bool on, hf::Bool(j, k, file, false));
       if (on) return InvalidInput(file + ": \"" + std::string(k) + "\" true is not supported by anneal's GPT-2");

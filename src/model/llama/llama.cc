@@ -191,25 +191,32 @@ class Llama : public ModelFamily {
     ANNEAL_ASSIGN_OR_RETURN(double eps, hf::Num(j, "rms_norm_eps", file, 1e-6));
     c.norm_eps = static_cast<float>(eps);
     ANNEAL_ASSIGN_OR_RETURN(c.tie_embeddings, hf::Bool(j, "tie_word_embeddings", file, false));
-    const std::string act = j.value("hidden_act", "silu");
+    ANNEAL_ASSIGN_OR_RETURN(std::string act, hf::Str(j, "hidden_act", file, "silu"));
     if (act != "silu") return InvalidInput(file + ": \"hidden_act\" '" + act + "' is not silu (SwiGLU), the one anneal's Llama has");
     for (const char* k : {"attention_bias", "mlp_bias"}) {
       ANNEAL_ASSIGN_OR_RETURN(bool on, hf::Bool(j, k, file, false));
       if (on) return InvalidInput(file + ": \"" + std::string(k) + "\" true: anneal's Llama has no biases");
     }
-    // The rotary settings: transformers 5's rope_parameters, else 4's rope_theta and rope_scaling.
+    // The rotary settings: transformers 5's rope_parameters, else 4's rope_scaling; the base from the
+    // one in use, else the top-level rope_theta.
     nlohmann::json rope = j.value("rope_parameters", nlohmann::json());
+    const char* rope_key = "rope_parameters";
     if (rope.is_null()) {
       rope = j.value("rope_scaling", nlohmann::json());
-      if (rope.is_null()) rope = nlohmann::json::object();
-      if (!rope.contains("rope_theta")) rope["rope_theta"] = j.value("rope_theta", 10000.0);
+      rope_key = "rope_scaling";
     }
-    if (!rope.is_object()) return InvalidInput(file + ": \"rope_parameters\" must be an object");
-    ANNEAL_ASSIGN_OR_RETURN(double theta, hf::Num(rope, "rope_theta", file, 10000.0));
+    if (rope.is_null()) rope = nlohmann::json::object();
+    if (!rope.is_object()) return InvalidInput(file + ": \"" + std::string(rope_key) + "\" must be an object or null");
+    ANNEAL_ASSIGN_OR_RETURN(double top_theta, hf::Num(j, "rope_theta", file, 10000.0));
+    ANNEAL_ASSIGN_OR_RETURN(double theta, hf::Num(rope, "rope_theta", file, top_theta));
     c.rope_theta = static_cast<float>(theta);
-    const std::string type = rope.value("rope_type", rope.value("type", "default"));
+    ANNEAL_ASSIGN_OR_RETURN(std::string type, hf::Str(rope, "rope_type", file, ""));
+    if (type.empty()) {
+      ANNEAL_ASSIGN_OR_RETURN(type, hf::Str(rope, "type", file, "default"));
+    }
     if (type == "llama3") {
       ANNEAL_ASSIGN_OR_RETURN(double f, hf::Num(rope, "factor", file, 0));
+      if (!(f >= 1)) return InvalidInput(file + ": the llama3 rope scaling needs \"factor\" >= 1 (Llama 3.2: 32)");
       ANNEAL_ASSIGN_OR_RETURN(double lo, hf::Num(rope, "low_freq_factor", file, 1));
       ANNEAL_ASSIGN_OR_RETURN(double hi, hf::Num(rope, "high_freq_factor", file, 4));
       ANNEAL_ASSIGN_OR_RETURN(int orig, hf::Int(rope, "original_max_position_embeddings", file, 1, 1 << 24, 8192));
