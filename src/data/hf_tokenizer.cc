@@ -84,9 +84,13 @@ Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const 
     }
     ordered.push_back({r, ByteLevelText(parts[0]) + " " + ByteLevelText(parts[1]) + "\n"});
   }
-  for (const auto& [r, line] : ordered) merges += line;
+  nlohmann::ordered_json merge_list = nlohmann::ordered_json::array();
+  for (const auto& [r, line] : ordered) {
+    merges += line;
+    merge_list.push_back(line.substr(0, line.size() - 1));
+  }
   const std::string eot_text = "<|endoftext|>";
-  nlohmann::ordered_json config = {{"tokenizer_class", "GPT2Tokenizer"},
+  nlohmann::ordered_json config = {{"tokenizer_class", "GPT2TokenizerFast"},
                                    {"model_max_length", max_length},
                                    {"add_prefix_space", false},
                                    {"bos_token", eot_text},
@@ -94,7 +98,27 @@ Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const 
                                    {"unk_token", eot_text},
                                    {"clean_up_tokenization_spaces", false}};
   nlohmann::ordered_json special = {{"bos_token", eot_text}, {"eos_token", eot_text}, {"unk_token", eot_text}};
+  // tokenizer.json: the same vocabulary and merges for the tokenizers library (fast tokenizers,
+  // Tokenizers.js): byte-level pre-tokenization with GPT-2's pattern, BPE, byte-level decoding.
+  const nlohmann::ordered_json byte_level = {
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+  nlohmann::ordered_json fast = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens",
+       {{{"id", eot}, {"content", eot_text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+         {"normalized", true}, {"special", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", byte_level},
+      {"post_processor", byte_level},
+      {"decoder", byte_level},
+      {"model",
+       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
+        {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+        {"vocab", vocab}, {"merges", merge_list}}}};
   return std::vector<std::pair<std::string, std::string>>{{"vocab.json", vocab.dump() + "\n"},
+                                                         {"tokenizer.json", fast.dump() + "\n"},
                                                          {"merges.txt", merges},
                                                          {"tokenizer_config.json", config.dump(2) + "\n"},
                                                          {"special_tokens_map.json", special.dump(2) + "\n"}};

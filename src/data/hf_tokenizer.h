@@ -2,7 +2,8 @@
 // tokenizer an exported model was trained with: vocab.json (token -> id, bytes in GPT-2's
 // byte-to-unicode alphabet), merges.txt (the merges in rank order, each the pair whose
 // concatenation is the next id: found by merging the token's bytes with the lower-ranked merges
-// only, tiktoken's rule), tokenizer_config.json and special_tokens_map.json (docs/formats/hf.md).
+// only, tiktoken's rule), tokenizer.json (the same for the tokenizers library: fast tokenizers,
+// Tokenizers.js), tokenizer_config.json and special_tokens_map.json (docs/formats/hf.md).
 #pragma once
 
 #include <string>
@@ -14,7 +15,7 @@
 
 namespace anneal {
 
-// The four files (name, text), made before anything is written; max_length is the model's context
+// The five files (name, text), made before anything is written; max_length is the model's context
 // (tokenizer_config.json's model_max_length). A vocabulary with a token that is not one merge of two
 // lower-ranked tokens cannot be written as merges.txt (exit 2).
 Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length);

