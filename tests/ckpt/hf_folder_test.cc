@@ -6,11 +6,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "core/env.h"
 #include "core/safetensors.h"
+#include "data/hf_tokenizer.h"
+#include "data/tokenizer.h"
 #include "model/family.h"
 #include "tensor/dtype.h"
 #include "testing/small_models.h"
@@ -189,6 +193,23 @@ TEST(HfFolderTest, FoldersAnnealCannotTakeAreNamed) {
   EXPECT_FALSE(ParseShardSize("5 parsecs").ok());
   EXPECT_EQ(*ParseShardSize("5GB"), 5000000000u);
   EXPECT_EQ(*ParseShardSize("100KB"), 100000u);
+}
+
+// GPT-2's vocabulary as tokenizer files: 50,000 merges whose first ones are OpenAI's ("Ġ t", "Ġ a",
+// "h e"), every multi-byte token one merge; <|endoftext|> the special token.
+TEST(HfFolderTest, Gpt2TokenizerFilesHoldItsMerges) {
+  auto tok = Tokenizer::Load("gpt2");
+  ASSERT_TRUE(tok.ok());
+  auto files = HfTokenizerFiles(**tok, 1024);
+  ASSERT_TRUE(files.ok()) << files.status().ToString();
+  std::map<std::string, std::string> f(files->begin(), files->end());
+  ASSERT_EQ(f.size(), 5u);
+  const std::string& merges = f.at("merges.txt");
+  EXPECT_EQ(std::count(merges.begin(), merges.end(), '\n'), 50001);  // the version line and 50,000 merges
+  EXPECT_EQ(merges.rfind("#version: 0.2\n\xc4\xa0 t\n\xc4\xa0 a\nh e\n", 0), 0u);
+  EXPECT_NE(f.at("tokenizer.json").find("\"content\":\"<|endoftext|>\""), std::string::npos);
+  EXPECT_NE(f.at("vocab.json").find("\"<|endoftext|>\":50256"), std::string::npos);
+  EXPECT_EQ(ByteLevelText(" \n"), "\xc4\xa0\xc4\x8a");  // space -> U+0120, newline -> U+010A
 }
 
 }  // namespace
