@@ -189,7 +189,7 @@ Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, co
   return WriteText(out_dir + "/config.json", config);
 }
 
-Result<HfModel> ImportHfFolder(const std::string& dir) {
+Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   const std::string config_path = dir + "/config.json";
   auto text = ReadText(config_path);
   if (!text.ok()) return InvalidInput("no config.json in " + dir + ": a Hugging Face model folder has one");
@@ -200,12 +200,13 @@ Result<HfModel> ImportHfFolder(const std::string& dir) {
     return InvalidInput(config_path + ": \"architectures\" must name the model class (GPT2LMHeadModel, LlamaForCausalLM)");
   }
   ANNEAL_ASSIGN_OR_RETURN(const ModelFamily* fam, FindHfFamily(arch[0].get<std::string>()));
+  return fam->FromHfConfig(*text, config_path);
+}
+
+Result<HfModel> ImportHfFolder(const std::string& dir) {
   HfModel out;
-  {
-    auto c = fam->FromHfConfig(*text, config_path);
-    if (!c.ok()) return c.status();
-    out.config = *c;
-  }
+  ANNEAL_ASSIGN_OR_RETURN(out.config, ReadHfConfig(dir));
+  const ModelFamily* fam = &FamilyOf(out.config);
   const ParamLayout layout(out.config);
   // Which file holds each tensor: the index, or the one file.
   std::map<std::string, std::string> where;

@@ -38,6 +38,8 @@ struct HfModel {
   std::vector<float> params;
   std::string dtype;  // the tensors' dtype in the folder: f32, bf16 or f16 (the first tensor's)
 };
+// The folder's model (config.json alone; the family from its "architectures"), errors as below.
+Result<ModelConfig> ReadHfConfig(const std::string& dir);
 // Errors (exit 2) name the file and the field, the tensor, or the shard: an architecture or a field
 // anneal does not take, a missing or extra tensor, a wrong shape or dtype, a missing shard, a
 // truncated file, a header whose offsets do not fit its data.

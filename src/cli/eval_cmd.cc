@@ -59,9 +59,10 @@ Status RunEval(const EvalArgs& a) {
   std::vector<std::string> sets;
   int run_batches = 8;
   if (Env::Default().Exists(a.checkpoint + "/config.json")) {  // a Hugging Face folder: its model
-    ANNEAL_ASSIGN_OR_RETURN(HfModel m, ImportHfFolder(a.checkpoint));
-    sets = ModelSets(m.config);
-    sets.push_back("data.seq_len=" + std::to_string(std::min(m.config.max_seq_len, 1024)));
+    ANNEAL_ASSIGN_OR_RETURN(ModelConfig mc, ReadHfConfig(a.checkpoint));  // the weights: RunEvaluation's init_from
+    sets = ModelSets(mc);
+    sets.push_back("data.seq_len=" + std::to_string(std::min(mc.max_seq_len, 1024)));
+    sets.push_back("train.init_from=" + a.checkpoint);
   } else {  // a checkpoint: its run's settings (the lineage config), model and data alike
     ANNEAL_ASSIGN_OR_RETURN(CheckpointRef ref, ResolveCheckpoint(a.checkpoint));
     ANNEAL_ASSIGN_OR_RETURN(std::string text, ref.store->Get(ref.name + "/manifest.json"));
@@ -90,7 +91,6 @@ Status RunEval(const EvalArgs& a) {
     const bool is_step = ref.name.size() == 13 && a.checkpoint.find(ref.name) != std::string::npos;
     sets.push_back("train.init_from=" + (is_step ? a.checkpoint : a.checkpoint + "/" + ref.name));
   }
-  if (sets.back().rfind("train.init_from=", 0) != 0) sets.push_back("train.init_from=" + a.checkpoint);
   sets.push_back("data.dir=" + a.data);
   sets.push_back("train.eval_batches=" + std::to_string(a.batches > 0 ? a.batches : run_batches));
   if (a.batch_size > 0) sets.push_back("data.batch_size=" + std::to_string(a.batch_size));

@@ -47,6 +47,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt2_golden import canonical_shapes as canonical_shapes_gpt2  # noqa: E402
 from torch_gpt2_golden import write_safetensors  # noqa: E402  (the same file format)
 
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
@@ -54,18 +55,8 @@ from transformers.models.llama import modeling_llama  # noqa: E402
 
 
 def gpt2_shapes(a):
-    """[(anneal name, shape)] in anneal's canonical order (GPT-2)."""
-    C = a.C
-    out = [("wte.weight", (a.V, C)), ("wpe.weight", (a.maxT, C))]
-    for l in range(a.L):
-        p = "h.%d." % l
-        out += [(p + "ln_1.weight", (C,)), (p + "ln_1.bias", (C,))]
-        for n in ("q", "k", "v", "proj"):
-            out += [(p + "attn.%s.weight" % n, (C, C)), (p + "attn.%s.bias" % n, (C,))]
-        out += [(p + "ln_2.weight", (C,)), (p + "ln_2.bias", (C,))]
-        out += [(p + "mlp.fc.weight", (4 * C, C)), (p + "mlp.fc.bias", (4 * C,))]
-        out += [(p + "mlp.proj.weight", (C, 4 * C)), (p + "mlp.proj.bias", (C,))]
-    return out + [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
+    """[(anneal name, shape)] in anneal's canonical order (GPT-2): torch_gpt2_golden's list."""
+    return canonical_shapes_gpt2(a.V, a.maxT, a.C, a.L)
 
 
 def gpt2_to_hf(a, t):

@@ -45,6 +45,26 @@ void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t*
   }
 }
 
+// A norm's weight gradients: dw += xhat * dout with xhat = (x - mean) * rstd (RMSNorm: no mean), db +=
+// dout (LayerNorm; null for none). Each thread owns a range of channels and sums the rows in order.
+void NormWeightGrads(float* dw, float* db, const float* dout, const float* inp, const float* mean, const float* rstd,
+                     int N, int C) {
+#pragma omp parallel
+  {
+    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+    const int c0 = C * id / nt, c1 = C * (id + 1) / nt;
+    for (int i = 0; i < N; ++i) {
+      const float* x = inp + static_cast<size_t>(i) * C;
+      const float* d = dout + static_cast<size_t>(i) * C;
+      const float m = mean ? mean[i] : 0.0f;
+      if (db) {
+        for (int c = c0; c < c1; ++c) db[c] += d[c];
+      }
+      for (int c = c0; c < c1; ++c) dw[c] += (x[c] - m) * rstd[i] * d[c];
+    }
+  }
+}
+
 void LayerNormForward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
                       int C) {
 #pragma omp parallel for schedule(static)
@@ -85,20 +105,7 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
       dx[c] += rstd[i] * (d[c] * w[c] - mean_dnorm - xhat * mean_dnorm_xhat);
     }
   }
-  // dw, db: each thread owns a range of channels and sums the rows in order.
-#pragma omp parallel
-  {
-    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const int c0 = C * id / nt, c1 = C * (id + 1) / nt;
-    for (int i = 0; i < N; ++i) {
-      const float* x = inp + static_cast<size_t>(i) * C;
-      const float* d = dout + static_cast<size_t>(i) * C;
-      for (int c = c0; c < c1; ++c) {
-        db[c] += d[c];
-        dw[c] += (x[c] - mean[i]) * rstd[i] * d[c];
-      }
-    }
-  }
+  NormWeightGrads(dw, db, dout, inp, mean, rstd, N, C);
 }
 
 // Column sums of a (N, OC) matrix added into out (OC): threads own column ranges, rows in order,
@@ -250,17 +257,7 @@ void RmsNormBackward(float* dinp, float* dw, const float* dout, const float* inp
     m /= static_cast<float>(C);
     for (int c = 0; c < C; ++c) dx[c] += rstd[i] * (d[c] * w[c] - x[c] * rstd[i] * m);
   }
-  // dw: each thread owns a range of channels and sums the rows in order.
-#pragma omp parallel
-  {
-    const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-    const int c0 = C * id / nt, c1 = C * (id + 1) / nt;
-    for (int i = 0; i < N; ++i) {
-      const float* x = inp + static_cast<size_t>(i) * C;
-      const float* d = dout + static_cast<size_t>(i) * C;
-      for (int c = c0; c < c1; ++c) dw[c] += x[c] * rstd[i] * d[c];
-    }
-  }
+  NormWeightGrads(dw, nullptr, dout, inp, nullptr, rstd, N, C);
 }
 
 void GeluForward(float* out, const float* inp, size_t n) {
