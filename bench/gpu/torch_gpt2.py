@@ -50,18 +50,20 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
-def main():
+def bench(model, lr, layers_dim, default_batch, default_steps):
+    """Trains `model` (a module returning the loss of (idx, targets)) as the module docstring says,
+    on random batches of GPT-2 ids, and prints the RESULT line. layers_dim = (L, C) for the 6 L T C
+    attention FLOPs. Shared with bench/gpu/torch_llama.py."""
     ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=default_batch)
     ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=default_steps)
     ap.add_argument("--warmup", type=int, default=3)
     a = ap.parse_args()
-    torch.manual_seed(0)
     dev = "cuda"
-    model = GPT().to(dev)
+    model = model.to(dev)
     n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=6e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
     step = torch.compile(model)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     times = []
@@ -82,10 +84,16 @@ def main():
     times.sort()
     med = times[len(times) // 2]
     tps = a.batch * a.seq / med
-    flops_per_token = 6 * n_params + 6 * 12 * 768 * a.seq
+    L, C = layers_dim
+    flops_per_token = 6 * n_params + 6 * L * C * a.seq
     print(f"RESULT side=torch tokens_per_s={tps:.0f} step_ms={med * 1e3:.1f} params={n_params} "
           f"mfu_989={100 * tps * flops_per_token / 989e12:.1f} torch_peak_alloc_mb={torch.cuda.max_memory_allocated() / 2**20:.0f} "
           f"loss={loss.item():.4f}", flush=True)
+
+
+def main():
+    torch.manual_seed(0)
+    bench(GPT(), 6e-4, (12, 768), 16, 12)
 
 
 if __name__ == "__main__":

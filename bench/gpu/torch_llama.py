@@ -11,12 +11,16 @@ Prints one RESULT line: tokens/s over the timed steps (CUDA events), torch's pea
 
 usage: torch_llama.py [--batch 4] [--seq 1024] [--steps 8] [--warmup 3]
 """
-import argparse
 import math
+import os
+import sys
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt2 import bench  # noqa: E402
 
 V, L, H, KV, C, FF, THETA = 50257, 16, 32, 8, 2048, 8192, 500000.0  # GPT-2's vocabulary, as anneal's side
 
@@ -78,41 +82,8 @@ class Llama(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batch", type=int, default=4)
-    ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--warmup", type=int, default=3)
-    a = ap.parse_args()
     torch.manual_seed(0)
-    dev = "cuda"
-    model = Llama().to(dev)
-    n_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
-    step = torch.compile(model)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
-    for i in range(a.warmup + a.steps):
-        idx = torch.randint(0, 50257, (a.batch, a.seq), device=dev)
-        tgt = torch.randint(0, 50257, (a.batch, a.seq), device=dev)
-        start.record()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = step(idx, tgt)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        end.record()
-        torch.cuda.synchronize()
-        if i >= a.warmup:
-            times.append(start.elapsed_time(end) / 1e3)
-    times.sort()
-    med = times[len(times) // 2]
-    tps = a.batch * a.seq / med
-    flops_per_token = 6 * n_params + 6 * L * C * a.seq
-    print(f"RESULT side=torch tokens_per_s={tps:.0f} step_ms={med * 1e3:.1f} params={n_params} "
-          f"mfu_989={100 * tps * flops_per_token / 989e12:.1f} torch_peak_alloc_mb={torch.cuda.max_memory_allocated() / 2**20:.0f} "
-          f"loss={loss.item():.4f}", flush=True)
+    bench(Llama(), 3e-4, (L, C), 4, 8)  # the loop and the RESULT line: torch_gpt2.py's
 
 
 if __name__ == "__main__":
