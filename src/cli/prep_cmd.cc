@@ -58,7 +58,7 @@ void AddPrepCommand(CLI::App& app, RunFn* run) {
       ->required()
       ->expected(1, -1);
   c->add_option("--output", a->opt.output, "Output folder for the shards and dataset.json")->required();
-  c->add_option("--tokenizer", a->opt.tokenizer, "'gpt2' (embedded) or a folder with encoder.json")
+  c->add_option("--tokenizer", a->opt.tokenizer, "gpt2, cl100k_base, o200k_base or llama3 (embedded), or a folder with encoder.json (GPT-2's rules)")
       ->capture_default_str();
   c->add_option("--workers", a->opt.workers, "Worker threads")->check(CLI::Range(1, 1024))->capture_default_str();
   c->add_option("--val-fraction", a->opt.val_fraction, "Fraction of documents (by hash) for the val split")

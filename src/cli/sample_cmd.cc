@@ -37,7 +37,7 @@ Status RunSample(SampleArgs& a) {
   KvGenerator gen(model, static_cast<int>(prompt.size()) + a.o.max_tokens);  // the cache for these positions only
   std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
-  auto out = gen.Generate(prompt, a.o, a.stop_at_eot ? static_cast<int64_t>(tok->eot()) : -1, [&](uint32_t id) {
+  auto out = gen.Generate(prompt, a.o, a.stop_at_eot ? static_cast<int64_t>(tok->eos()) : -1, [&](uint32_t id) {
     std::string piece(tok->TokenBytes(id));
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);

@@ -124,7 +124,7 @@ Status RunTokenize(const TokenizeOptions& o) {
 void AddTokenizeCommand(CLI::App& app, RunFn* run) {
   auto o = std::make_shared<TokenizeOptions>();
   CLI::App* c = app.add_subcommand("tokenize", "Print the token ids of a text, space-separated, on one line.");
-  c->add_option("--tokenizer", o->tokenizer, "'gpt2' (embedded), or a directory with encoder.json")
+  c->add_option("--tokenizer", o->tokenizer, "gpt2, cl100k_base, o200k_base or llama3 (embedded), or a folder with encoder.json (GPT-2's rules)")
       ->capture_default_str();
   c->add_option("input", o->input, "UTF-8 text file, or - for standard input")->capture_default_str();
   c->add_flag("--json-lines", o->json_lines, "Each input line is a JSON string; print one line of ids per line");

@@ -47,7 +47,7 @@ std::string ByteLevelText(std::string_view bytes) {
 }
 
 Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length) {
-  const uint32_t V = tok.vocab_size(), eot = tok.eot();
+  const uint32_t V = tok.vocab_size(), eot = tok.eos();
   std::unordered_map<std::string, uint32_t> id_of;
   id_of.reserve(V * 2);
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();

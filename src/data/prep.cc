@@ -152,7 +152,7 @@ Result<UnitOutput> ProcessUnit(Env& env, const PrepOptions& o, const Tokenizer& 
           bool val = o.val_fraction > 0 &&
                      static_cast<double>(Xxh64(doc, kValSeed) >> 11) * 0x1.0p-53 < o.val_fraction;
           auto& toks = split_tokens[val ? 1 : 0];
-          toks.push_back(tok.eot());
+          toks.push_back(tok.bos());
           enc.Encode(doc, &toks);
           ++split_docs[val ? 1 : 0];
         }));
@@ -184,7 +184,7 @@ Status Finalize(Env& env, const PrepOptions& o, const Tokenizer& tok, const std:
   DatasetInfo d;
   d.tokenizer = o.tokenizer;
   d.vocab_size = tok.vocab_size();
-  d.eot = tok.eot();
+  d.eot = tok.bos();
   d.token_bytes = TokenBytesForVocab(tok.vocab_size());
   d.val_fraction = o.val_fraction;
   d.unit_bytes = o.unit_bytes;

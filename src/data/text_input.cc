@@ -123,9 +123,12 @@ Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, 
   // Cut points near i * size / threads, at byte c where either
   //   (A) s[c] is ' ' between two ASCII non-whitespace bytes ("word| word"): the piece before ends
   //       at c (no run or contraction takes a following space), and " word" starts at c; or
-  //   (B) s[c-1] is '\n' between two ASCII non-whitespace bytes ("end.\n|Next"): the '\n' is a
-  //       one-character whitespace run followed by a non-space, so it ends a piece either way.
-  // In both, the pieces on each side are the same whether or not the text goes on.
+  //   (B) s[c-1] is '\n' between two ASCII non-whitespace bytes ("end.\n|Next"), s[c] not '/': the
+  //       '\n' is a one-character whitespace run followed by a non-space, or the end of a
+  //       punctuation piece's newline tail (cl100k's [\r\n]*; o200k's [\r\n/]* would go on into a
+  //       '/'), so it ends a piece either way.
+  // In both, the pieces on each side are the same whether or not the text goes on, for every
+  // pre-tokenizer (data/pretokenize.h).
   auto is_plain = [&](size_t i) {
     unsigned char c = static_cast<unsigned char>(text[i]);
     return c < 0x80 && c != ' ' && !(c >= 0x09 && c <= 0x0D);
@@ -133,7 +136,7 @@ Status EncodeParallel(const Tokenizer& tok, std::string_view text, int threads, 
   auto safe = [&](size_t c) {
     if (c < 2 || c + 1 >= text.size()) return false;
     if (text[c] == ' ') return is_plain(c - 1) && is_plain(c + 1);
-    return text[c - 1] == '\n' && is_plain(c) && is_plain(c - 2);
+    return text[c - 1] == '\n' && is_plain(c) && text[c] != '/' && is_plain(c - 2);
   };
   std::vector<size_t> cuts{0};
   for (int t = 1; t < threads; ++t) {

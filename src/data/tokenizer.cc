@@ -2,16 +2,24 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/crypto.h"
 #include "core/env.h"
 #include "data/pretokenize.h"
 #include "data/utf8.h"
 
-// The embedded GPT-2 encoder.json (see data/gpt2_vocab_blob.S; path set by CMake).
-extern "C" const char anneal_gpt2_encoder_json[];
-extern "C" const char anneal_gpt2_encoder_json_end[];
+// The embedded vocabularies (data/vocab_blobs.cc; paths set by CMake).
+#define ANNEAL_BLOB(sym)                   \
+  extern "C" const char anneal_##sym[];    \
+  extern "C" const char anneal_##sym##_end[];
+ANNEAL_BLOB(gpt2_encoder_json)
+ANNEAL_BLOB(cl100k_base_json)
+ANNEAL_BLOB(o200k_base_json)
+ANNEAL_BLOB(llama3_data_js)
+#undef ANNEAL_BLOB
 
 namespace anneal {
 
@@ -22,6 +30,26 @@ constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 constexpr size_t kMaxCachedPiece = 64;     // longer pieces are encoded without the cache
 constexpr size_t kCacheSlots = 1u << 16;   // cleared when half full
 
+// The patterns the pre-tokenizers implement, as the rank files state them (npm tiktoken's pat_str).
+constexpr std::string_view kCl100kPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+// Llama 3's 256 special tokens, from id 128,000 (Meta's Llama 3.1 list, as llama3-tokenizer-js has it).
+std::vector<std::pair<std::string, uint32_t>> Llama3Specials(uint32_t first) {
+  std::vector<std::string> names = {"<|begin_of_text|>",           "<|end_of_text|>",
+                                    "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
+                                    "<|finetune_right_pad_id|>",    "<|reserved_special_token_2|>",
+                                    "<|start_header_id|>",          "<|end_header_id|>",
+                                    "<|eom_id|>",                   "<|eot_id|>",
+                                    "<|python_tag|>"};
+  for (int i = 3; i <= 247; ++i) names.push_back("<|reserved_special_token_" + std::to_string(i) + "|>");
+  std::vector<std::pair<std::string, uint32_t>> out;
+  for (size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], first + static_cast<uint32_t>(i));
+  return out;
+}
+
 // GPT-2's byte <-> printable-unicode map (bytes_to_unicode in OpenAI's encoder.py).
 void ByteUnicodeMaps(uint32_t byte_to_cp[256]) {
   int n = 0;
@@ -31,6 +59,26 @@ void ByteUnicodeMaps(uint32_t byte_to_cp[256]) {
   }
 }
 
+// Decodes a byte-level unicode token (GPT-2's alphabet) into its bytes; false if k is not one.
+bool ByteLevelBytes(std::string_view k, std::string* bytes) {
+  static const auto cp_to_byte = [] {
+    std::vector<int16_t> t(512, -1);
+    uint32_t byte_to_cp[256];
+    ByteUnicodeMaps(byte_to_cp);
+    for (int b = 0; b < 256; ++b) t[byte_to_cp[b]] = static_cast<int16_t>(b);
+    return t;
+  }();
+  bytes->clear();
+  for (size_t i = 0; i < k.size();) {
+    uint32_t cp;
+    size_t len;
+    if (!DecodeUtf8(k, i, &cp, &len) || cp >= 512 || cp_to_byte[cp] < 0) return false;
+    bytes->push_back(static_cast<char>(cp_to_byte[cp]));
+    i += len;
+  }
+  return true;
+}
+
 inline uint64_t MixPair(uint64_t key) {
   key ^= key >> 33;
   key *= 0xff51afd7ed558ccdULL;
@@ -38,20 +86,32 @@ inline uint64_t MixPair(uint64_t key) {
   return key;
 }
 
+std::string_view Blob(const char* begin, const char* end) {
+  return std::string_view(begin, static_cast<size_t>(end - begin));
+}
+
 }  // namespace
 
+const std::vector<std::string>& Tokenizer::BuiltinNames() {
+  static const std::vector<std::string> names = {"gpt2", "cl100k_base", "o200k_base", "llama3"};
+  return names;
+}
+
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& name) {
-  if (name == "gpt2") {
-    std::string_view blob(anneal_gpt2_encoder_json,
-                          static_cast<size_t>(anneal_gpt2_encoder_json_end - anneal_gpt2_encoder_json));
-    return FromEncoderJson(blob, "gpt2");
+  if (name == "gpt2") return FromEncoderJson(Blob(anneal_gpt2_encoder_json, anneal_gpt2_encoder_json_end), name);
+  if (name == "cl100k_base") {
+    return FromTiktokenJson(Blob(anneal_cl100k_base_json, anneal_cl100k_base_json_end), name, PreTokenizer::kCl100k);
   }
+  if (name == "o200k_base") {
+    return FromTiktokenJson(Blob(anneal_o200k_base_json, anneal_o200k_base_json_end), name, PreTokenizer::kO200k);
+  }
+  if (name == "llama3") return FromLlama3Data(Blob(anneal_llama3_data_js, anneal_llama3_data_js_end), name);
   std::string path = JoinPath(name, "encoder.json");
   auto text = Env::Default().ReadFile(path);
   if (!text.ok()) {
     return InvalidInput("unknown tokenizer '" + name +
-                        "': use 'gpt2', or a directory holding OpenAI's encoder.json (" +
-                        text.status().message() + ")");
+                        "': use gpt2, cl100k_base, o200k_base or llama3, or a directory holding OpenAI's "
+                        "encoder.json (" + text.status().message() + ")");
   }
   return FromEncoderJson(*text, name);
 }
@@ -105,67 +165,163 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromEncoderJson(std::string_view j
     return InvalidInput("tokenizer '" + name + "': encoder.json is not a JSON object of token -> id" +
                         (sax.error.empty() ? "" : " (" + sax.error + ")"));
   }
-  uint32_t byte_to_cp[256];
-  ByteUnicodeMaps(byte_to_cp);
-  int16_t cp_to_byte[512];
-  for (auto& c : cp_to_byte) c = -1;
-  for (int b = 0; b < 256; ++b) cp_to_byte[byte_to_cp[b]] = static_cast<int16_t>(b);
-
-  std::unique_ptr<Tokenizer> t(new Tokenizer());
-  t->name_ = std::move(name);
   const size_t n = sax.entries.size();
-  t->token_bytes_.resize(n);
+  std::vector<std::string> token_bytes(n);
   std::vector<bool> seen(n, false);
-  bool have_eot = false;
+  std::vector<std::pair<std::string, uint32_t>> specials;
   for (auto& [k, v] : sax.entries) {
     if (v >= n) {
-      return InvalidInput("tokenizer '" + t->name_ + "': id of '" + k + "' is not in [0, " + std::to_string(n) + ")");
+      return InvalidInput("tokenizer '" + name + "': id of '" + k + "' is not in [0, " + std::to_string(n) + ")");
     }
     uint32_t id = static_cast<uint32_t>(v);
-    if (seen[id]) return InvalidInput("tokenizer '" + t->name_ + "': id " + std::to_string(id) + " used twice");
+    if (seen[id]) return InvalidInput("tokenizer '" + name + "': id " + std::to_string(id) + " used twice");
     seen[id] = true;
     if (k == "<|endoftext|>") {
-      t->eot_ = id;
-      have_eot = true;
-      t->token_bytes_[id] = k;
+      specials.emplace_back(k, id);
       continue;
     }
-    std::string bytes;
-    bytes.reserve(k.size());
-    for (size_t i = 0; i < k.size();) {
-      uint32_t cp;
-      size_t len;
-      if (!DecodeUtf8(k, i, &cp, &len) || cp >= 512 || cp_to_byte[cp] < 0) {
-        return InvalidInput("tokenizer '" + t->name_ + "': token '" + k + "' is not byte-level BPE text");
-      }
-      bytes.push_back(static_cast<char>(cp_to_byte[cp]));
-      i += len;
+    if (!ByteLevelBytes(k, &token_bytes[id])) {
+      return InvalidInput("tokenizer '" + name + "': token '" + k + "' is not byte-level BPE text");
     }
-    t->token_bytes_[id] = std::move(bytes);
   }
-  if (!have_eot) return InvalidInput("tokenizer '" + t->name_ + "': encoder.json has no <|endoftext|>");
+  if (specials.empty()) return InvalidInput("tokenizer '" + name + "': encoder.json has no <|endoftext|>");
+  return Build(std::move(name), PreTokenizer::kGpt2, std::move(token_bytes), specials, "<|endoftext|>",
+               "<|endoftext|>");
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenJson(std::string_view json, std::string name,
+                                                               PreTokenizer rule) {
+  auto bad = [&](const std::string& what) {
+    return InvalidInput("tokenizer '" + name + "': " + what + " (expected npm tiktoken's encoders/" + name +
+                        ".json: reinstall it with scripts/setup.sh)");
+  };
+  nlohmann::json spec = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!spec.is_object() || !spec.contains("pat_str") || !spec["pat_str"].is_string() ||
+      !spec.contains("bpe_ranks") || !spec["bpe_ranks"].is_string() || !spec.contains("special_tokens") ||
+      !spec["special_tokens"].is_object()) {
+    return bad("not a JSON object with pat_str, special_tokens and bpe_ranks");
+  }
+  const std::string_view expected = rule == PreTokenizer::kO200k ? kO200kPattern : kCl100kPattern;
+  if (rule == PreTokenizer::kGpt2 || spec["pat_str"].get<std::string>() != expected) {
+    return bad("its pattern is not the one anneal's pre-tokenizer implements");
+  }
+  // bpe_ranks: lines "PREFIX OFFSET TOKEN TOKEN ..." of base64 tokens ranked OFFSET, OFFSET + 1, ...
+  std::vector<std::string> token_bytes;
+  const std::string& ranks = spec["bpe_ranks"].get_ref<const std::string&>();
+  for (std::string_view rest = ranks; !rest.empty();) {
+    size_t eol = rest.find('\n');
+    std::string_view line = rest.substr(0, eol);
+    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+    if (line.empty()) continue;
+    std::vector<std::string_view> fields;
+    for (size_t p = 0; p <= line.size();) {
+      size_t q = line.find(' ', p);
+      if (q == std::string_view::npos) q = line.size();
+      fields.push_back(line.substr(p, q - p));
+      p = q + 1;
+    }
+    uint64_t offset = 0;
+    if (fields.size() < 2 || fields[1].empty() || fields[1].size() > 9 ||
+        fields[1].find_first_not_of("0123456789") != std::string_view::npos) {
+      return bad("a bpe_ranks line has no rank offset");
+    }
+    offset = std::stoull(std::string(fields[1]));
+    if (offset + fields.size() - 2 > (1u << 24)) return bad("ranks above 16,777,216");
+    if (token_bytes.size() < offset + fields.size() - 2) token_bytes.resize(offset + fields.size() - 2);
+    for (size_t f = 2; f < fields.size(); ++f) {
+      bool ok = false;
+      std::string bytes = Base64Decode(fields[f], &ok);
+      if (!ok || bytes.empty()) return bad("token '" + std::string(fields[f]) + "' is not base64");
+      token_bytes[offset + f - 2] = std::move(bytes);
+    }
+  }
+  std::vector<std::pair<std::string, uint32_t>> specials;
+  for (const auto& [text, id] : spec["special_tokens"].items()) {
+    if (!id.is_number_unsigned() || id.get<uint64_t>() >= (1u << 24)) return bad("special token " + text + " has no id");
+    specials.emplace_back(text, id.get<uint32_t>());
+  }
+  return Build(std::move(name), rule, std::move(token_bytes), specials, "<|endoftext|>", "<|endoftext|>");
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::FromLlama3Data(std::string_view js, std::string name) {
+  auto bad = [&](const std::string& what) {
+    return InvalidInput("tokenizer '" + name + "': " + what +
+                        " (expected llama3-tokenizer-js's src/data-converted.js: reinstall it with scripts/setup.sh)");
+  };
+  constexpr std::string_view kStart = "llama_vocab_base64 = \"";
+  size_t a = js.find(kStart);
+  if (a == std::string_view::npos) return bad("no llama_vocab_base64");
+  a += kStart.size();
+  size_t b = js.find('"', a);
+  if (b == std::string_view::npos) return bad("llama_vocab_base64 does not end");
+  bool ok = false;
+  const std::string vocab = Base64Decode(js.substr(a, b - a), &ok);
+  if (!ok) return bad("llama_vocab_base64 is not base64");
+  std::vector<std::string> token_bytes;
+  for (std::string_view rest = vocab;;) {
+    size_t eol = rest.find('\n');
+    std::string bytes;
+    if (!ByteLevelBytes(rest.substr(0, eol), &bytes) || bytes.empty()) {
+      return bad("token " + std::to_string(token_bytes.size()) + " is not byte-level BPE text");
+    }
+    token_bytes.push_back(std::move(bytes));
+    if (eol == std::string_view::npos) break;
+    rest = rest.substr(eol + 1);
+  }
+  constexpr uint32_t kLlama3Ordinary = 128000;
+  if (token_bytes.size() != kLlama3Ordinary) {
+    return bad("the vocabulary has " + std::to_string(token_bytes.size()) + " tokens, not 128,000");
+  }
+  return Build(std::move(name), PreTokenizer::kCl100k, std::move(token_bytes), Llama3Specials(kLlama3Ordinary),
+               "<|begin_of_text|>", "<|end_of_text|>");
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::Build(std::string name, PreTokenizer rule,
+                                                    std::vector<std::string> token_bytes,
+                                                    const std::vector<std::pair<std::string, uint32_t>>& specials,
+                                                    const std::string& bos, const std::string& eos) {
+  std::unique_ptr<Tokenizer> t(new Tokenizer());
+  t->name_ = std::move(name);
+  t->rule_ = rule;
+  auto bad = [&](const std::string& what) { return InvalidInput("tokenizer '" + t->name_ + "': " + what); };
+  size_t n = token_bytes.size();
+  for (const auto& [text, id] : specials) n = std::max<size_t>(n, size_t{id} + 1);
+  token_bytes.resize(n);
+  t->is_special_.assign(n, false);
+  bool have_bos = false, have_eos = false;
+  for (const auto& [text, id] : specials) {
+    if (!token_bytes[id].empty() || t->is_special_[id]) {
+      return bad("special token " + text + " has id " + std::to_string(id) + ", which another token has");
+    }
+    token_bytes[id] = text;
+    t->is_special_[id] = true;
+    if (text == bos) t->bos_ = id, have_bos = true;
+    if (text == eos) t->eos_ = id, have_eos = true;
+  }
+  if (!have_bos || !have_eos) return bad("no " + (have_bos ? eos : bos) + " special token");
+  t->token_bytes_ = std::move(token_bytes);
   size_t cap = 1;
   while (cap < n * 4) cap <<= 1;
   t->id_slots_.assign(cap, 0);
   t->id_mask_ = cap - 1;
   for (uint32_t id = 0; id < n; ++id) {
-    if (id == t->eot_) continue;
+    if (t->is_special_[id] || t->token_bytes_[id].empty()) continue;
     if (t->Lookup(t->token_bytes_[id]) != kNoToken) {
-      return InvalidInput("tokenizer '" + t->name_ + "': two tokens have the same bytes (id " + std::to_string(id) + ")");
+      return bad("two tokens have the same bytes (id " + std::to_string(id) + ")");
     }
     t->Insert(id);
   }
   for (int b = 0; b < 256; ++b) {
     char c = static_cast<char>(b);
     uint32_t id = t->Lookup(std::string_view(&c, 1));
-    if (id == kNoToken) return InvalidInput("tokenizer '" + t->name_ + "': byte " + std::to_string(b) + " has no token");
+    if (id == kNoToken) return bad("byte " + std::to_string(b) + " has no token");
     t->byte_id_[b] = id;
   }
   // Every split of every token into two tokens is a pair that merges into it.
   std::vector<std::pair<uint64_t, uint32_t>> pairs;
   pairs.reserve(n * 4);
   for (uint32_t id = 0; id < n; ++id) {
-    if (id == t->eot_) continue;
+    if (t->is_special_[id]) continue;
     std::string_view bytes = t->token_bytes_[id];
     for (size_t k = 1; k < bytes.size(); ++k) {
       uint32_t l = t->Lookup(bytes.substr(0, k));
@@ -182,6 +338,14 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromEncoderJson(std::string_view j
   t->pair_mask_ = cap - 1;
   for (const auto& [key, id] : pairs) t->AddPair(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), id);
   return t;
+}
+
+std::vector<std::pair<std::string, uint32_t>> Tokenizer::SpecialTokens() const {
+  std::vector<std::pair<std::string, uint32_t>> out;
+  for (uint32_t id = 0; id < is_special_.size(); ++id) {
+    if (is_special_[id]) out.emplace_back(token_bytes_[id], id);
+  }
+  return out;
 }
 
 uint32_t Tokenizer::Lookup(std::string_view b) const {
@@ -290,8 +454,20 @@ void Encoder::Reset() {
 }
 
 void Encoder::Encode(std::string_view text, std::vector<uint32_t>* out) {
+  switch (tok_.rule()) {
+    case PreTokenizer::kGpt2:
+      return EncodeWith<PreTokenizer::kGpt2>(text, out);
+    case PreTokenizer::kCl100k:
+      return EncodeWith<PreTokenizer::kCl100k>(text, out);
+    case PreTokenizer::kO200k:
+      return EncodeWith<PreTokenizer::kO200k>(text, out);
+  }
+}
+
+template <PreTokenizer R>
+void Encoder::EncodeWith(std::string_view text, std::vector<uint32_t>* out) {
   const uint64_t mask = slots_.size() - 1;
-  ForEachPiece(text, [&](std::string_view piece) {
+  ForEachPiece<R>(text, [&](std::string_view piece) {
     if (piece.size() == 1) {
       tok_.EncodePiece(piece, out);
       return;

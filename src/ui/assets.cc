@@ -1,5 +1,5 @@
 // The dashboard's files as read-only data: each file's bytes between two symbols, placed by the
-// assembler's .incbin at build time (as data/gpt2_vocab_blob.cc embeds the GPT-2 vocabulary). The
+// assembler's .incbin at build time (as data/vocab_blobs.cc embeds the tokenizers' vocabularies). The
 // folders come from CMake: ANNEAL_UI_DIR (src/ui) and ANNEAL_UPLOT_DIR (uPlot's dist/ in tools/npm);
 // src/CMakeLists.txt lists every file as a dependency, so an edited file rebuilds this one.
 #include "ui/assets.h"

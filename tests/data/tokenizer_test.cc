@@ -33,7 +33,8 @@ TEST(TokenizerTest, MatchesTiktokenOnKnownStrings) {
 
 TEST(TokenizerTest, EndOfTextInTextIsOrdinaryText) {
   EXPECT_EQ(Encode("<|endoftext|>"), (Ids{27, 91, 437, 1659, 5239, 91, 29}));
-  EXPECT_EQ(Gpt2().eot(), 50256u);
+  EXPECT_EQ(Gpt2().bos(), 50256u);
+  EXPECT_EQ(Gpt2().eos(), 50256u);
   EXPECT_EQ(Gpt2().vocab_size(), 50257u);
 }
 
@@ -88,6 +89,76 @@ TEST(TokenizerTest, UnknownTokenizerNamesTheFix) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().ExitCode(), 2);
   EXPECT_NE(r.status().message().find("gpt2"), std::string::npos);
+}
+
+struct EncodingCase {
+  const char* name;
+  uint32_t vocab_size, bos, eos;
+  Ids hello, mixed, russian;
+};
+
+// Expected ids from tiktoken (tests/peers/tiktoken_native.py --encoding NAME: native tiktoken with
+// the npm rank files; llama3 as Meta's reference builds it).
+const EncodingCase kEncodings[] = {
+    {"cl100k_base", 100277, 100257, 100257, {9906, 1917, 0, 578, 4062, 14198, 39935, 13},
+     {936, 59958, 73958, 17161, 91416, 0}, {54745, 28089, 8341, 11, 52770, 95369, 1506, 30}},
+    {"o200k_base", 200019, 199999, 199999, {13225, 2375, 0, 623, 4853, 19705, 68347, 13},
+     {66, 103112, 83711, 88038, 0}, {}},
+    {"llama3", 128256, 128000, 128001, {9906, 1917, 0, 578, 4062, 14198, 39935, 13},
+     {936, 59958, 73958, 17161, 91416, 0}, {54745, 28089, 8341, 11, 52770, 123936, 30}},
+};
+
+TEST(TokenizerTest, EmbeddedEncodingsMatchTiktoken) {
+  for (const EncodingCase& c : kEncodings) {
+    SCOPED_TRACE(c.name);
+    auto tok = Tokenizer::Load(c.name);
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    const Tokenizer& t = **tok;
+    EXPECT_EQ(t.vocab_size(), c.vocab_size);
+    EXPECT_EQ(t.bos(), c.bos);
+    EXPECT_EQ(t.eos(), c.eos);
+    EXPECT_TRUE(t.IsSpecial(c.eos));
+    auto enc = t.NewEncoder();
+    Ids hello, mixed, russian;
+    enc->Encode("Hello world! The quick brown fox.", &hello);
+    EXPECT_EQ(hello, c.hello);
+    enc->Encode("caf\xC3\xA9 \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80!", &mixed);
+    EXPECT_EQ(mixed, c.mixed);
+    if (!c.russian.empty()) {
+      enc->Encode("\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82, \xD0\xBA\xD0\xB0\xD0\xBA "
+                  "\xD0\xB4\xD0\xB5\xD0\xBB\xD0\xB0?",
+                  &russian);
+      EXPECT_EQ(russian, c.russian);
+    }
+    std::string s = "Mixed: \xCE\xB1\xCE\xB2\xCE\xB3, <|endoftext|> \xF0\x9F\x91\xA9 and  spaces\n";
+    Ids ids;
+    enc->Encode(s, &ids);
+    EXPECT_EQ(t.Decode(ids), s);
+    for (uint32_t id : ids) EXPECT_FALSE(t.IsSpecial(id));
+  }
+}
+
+TEST(TokenizerTest, IdsWithoutTokensAndSpecialTokens) {
+  auto cl = Tokenizer::Load("cl100k_base");
+  ASSERT_TRUE(cl.ok());
+  EXPECT_EQ((*cl)->TokenBytes(100256), "");  // no token has this id
+  EXPECT_EQ((*cl)->TokenBytes(100276), "<|endofprompt|>");
+  EXPECT_EQ((*cl)->SpecialTokens().size(), 5u);
+  auto llama = Tokenizer::Load("llama3");
+  ASSERT_TRUE(llama.ok());
+  auto specials = (*llama)->SpecialTokens();
+  ASSERT_EQ(specials.size(), 256u);
+  EXPECT_EQ(specials[9], (std::pair<std::string, uint32_t>{"<|eot_id|>", 128009}));
+  EXPECT_EQ(specials[255], (std::pair<std::string, uint32_t>{"<|reserved_special_token_247|>", 128255}));
+}
+
+TEST(TokenizerTest, RankFilesThatAreNotTheExpectedOnesAreRejected) {
+  auto r = Tokenizer::FromTiktokenJson(R"({"pat_str": "\\s+", "special_tokens": {}, "bpe_ranks": ""})", "x",
+                                       PreTokenizer::kCl100k);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("pattern"), std::string::npos) << r.status().message();
+  EXPECT_FALSE(Tokenizer::FromTiktokenJson("[]", "x", PreTokenizer::kO200k).ok());
+  EXPECT_FALSE(Tokenizer::FromLlama3Data("const x = 1;", "llama3").ok());
 }
 
 }  // namespace

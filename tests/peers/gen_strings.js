@@ -73,6 +73,7 @@ const CONTRACTIONS = [
   "'Re", "'rE", "'Ll", "'x", "'", "''", "'''s", "\u2019s", "\u2019t", "\u02bcs", "\uff07s",
   "don't", "it's", "I'm", "we're", "they've", "you'll", "he'd", "DON'T", "IT'S", "Tom's",
   "o'clock", "rock'n'roll", "'99", "'s'", " 's", "''s", "'ss", "'tt", "'lll", "'mm",
+  "'\u017f", "'\u017fs", "DON'\u017f", "'\u212a", "HELLO'S", "Hello'Re", "x'LL",
 ];
 
 const EMOJI = [
@@ -100,6 +101,9 @@ const WORDS = [
   '\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35', '\u4f60\u597d', '\u4e16\u754c', '\u3053\u3093\u306b\u3061\u306f',
   '\u30ab\u30bf\u30ab\u30ca', '\ud55c\uad6d\uc5b4', '\u1e9e', '\u0130stanbul', '\u0131', 'Ǆ', 'ǅ', 'ǆ',
   '\u{1d400}\u{1d401}', '\u2160\u2161', 'ﬁ', 'ﬀ', '\u00aa', '\u00ba', '\u02b0', '\u3005',
+  // letter case changes inside a word (o200k_base splits at them), titlecase and modifier letters
+  'HelloWorld', 'iPhone', 'XMLHttpRequest', "McDONALD'S", '\u01c5emal', '\u03a3\u038a\u03a3\u03a5\u03a6\u039f\u03a3',
+  '\u02b0ello', 'a\u02b0B', 'ABCdef', 'abcDEF', 'path/to/file/', 'a//b', '=/\n', 'e\u0301E\u0301',
 ];
 
 const ENDOFTEXT = [

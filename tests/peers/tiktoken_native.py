@@ -1,6 +1,8 @@
 """Oracle: OpenAI's tiktoken, native (its Rust core, the PyPI wheel in tools/venv), with the rank
 files of the npm tiktoken package under tools/npm (encoders/NAME.json) — loaded through tiktoken's
-own Encoding constructor, so nothing is fetched at run time.
+own Encoding constructor, so nothing is fetched at run time. --encoding llama3 is Llama 3's
+tokenizer as Meta's reference code builds it (a tiktoken Encoding with Meta's pattern and 256
+special tokens from 128,000), its ranks the vocabulary npm llama3-tokenizer-js ships.
 
     tools/venv/bin/python tests/peers/tiktoken_native.py [--encoding gpt2] --whole FILE
         the whole file is one text; prints one line of ids (the format of `anneal tokenize FILE`)
@@ -23,13 +25,48 @@ import time
 
 import tiktoken
 
-NPM_ENCODERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "npm",
-                            "node_modules", "tiktoken", "encoders")
+NPM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "npm", "node_modules")
+NPM_ENCODERS = os.path.join(NPM, "tiktoken", "encoders")
+LLAMA3_DATA = os.path.join(NPM, "llama3-tokenizer-js", "src", "data-converted.js")
+# Meta's Llama 3 pattern (its tokenizer.py) and special tokens (Llama 3.1's names).
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                  r"\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_SPECIALS = (["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_token_0|>",
+                    "<|reserved_special_token_1|>", "<|finetune_right_pad_id|>", "<|reserved_special_token_2|>",
+                    "<|start_header_id|>", "<|end_header_id|>", "<|eom_id|>", "<|eot_id|>", "<|python_tag|>"] +
+                   [f"<|reserved_special_token_{i}|>" for i in range(3, 248)])
+
+
+def byte_decoder():
+    """GPT-2's bytes_to_unicode, inverted: each character of a byte-level token -> its byte."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def load_llama3():
+    """Llama 3's ranks from llama3-tokenizer-js's data: base64 of the byte-level tokens, one a line,
+    in id order (an id is its rank)."""
+    js = open(LLAMA3_DATA, encoding="utf-8").read()
+    start = js.index('llama_vocab_base64 = "') + len('llama_vocab_base64 = "')
+    vocab = base64.b64decode(js[start:js.index('"', start)]).decode("utf-8").split("\n")
+    dec = byte_decoder()
+    ranks = {bytes(dec[ch] for ch in tok): i for i, tok in enumerate(vocab)}
+    assert len(ranks) == 128000, len(ranks)
+    specials = {name: 128000 + i for i, name in enumerate(LLAMA3_SPECIALS)}
+    return tiktoken.Encoding("llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens=specials)
 
 
 def load_encoding(name):
     """tiktoken.Encoding from npm tiktoken's encoders/NAME.json: its bpe_ranks are lines of
     'PREFIX OFFSET TOKEN TOKEN ...' (base64 tokens ranked OFFSET, OFFSET+1, ...)."""
+    if name == "llama3":
+        return load_llama3()
     with open(os.path.join(NPM_ENCODERS, name + ".json")) as f:
         spec = json.load(f)
     ranks = {}

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Oracle for anneal's GPT-2 tokenizer: OpenAI's tiktoken (npm, WASM build).
 //
+//   tiktoken_oracle.js [--encoding NAME] ...      the encoding (default gpt2; cl100k_base, o200k_base)
 //   tiktoken_oracle.js [--probe] FILE           FILE holds one JSON string per line; prints one
 //                                               line of space-separated ids per non-empty input
 //                                               line (the format of `anneal tokenize --json-lines`)
@@ -61,9 +62,12 @@ function probeTokens() {
   return toks;
 }
 
+// The encoding of the non-probe runs: gpt2 unless `--encoding NAME` comes first (cl100k_base, o200k_base).
+let ENCODING = 'gpt2';
+
 function makeEncoder(probe) {
   const tk = requireTiktoken();
-  if (!probe) return tk.get_encoding('gpt2');
+  if (!probe) return tk.get_encoding(ENCODING);
   const gpt2 = require(path.join(tiktokenDir(), 'encoders', 'gpt2.json'));
   const ranks = probeTokens().map((t) => Buffer.from(t, 'latin1').toString('base64'));
   return new tk.Tiktoken('! 0 ' + ranks.join(' '), {}, gpt2.pat_str);
@@ -322,13 +326,18 @@ function compare(name, mode, inputFile, expectedFile, actualFile, opts) {
 
 function usage() {
   process.stderr.write(
-    'usage: tiktoken_oracle.js [--probe] [--whole] FILE | --gen N SEED OUT | --all-codepoints OUT |\n' +
+    'usage: tiktoken_oracle.js [--encoding NAME] [--probe] [--whole] FILE | --gen N SEED OUT | --all-codepoints OUT |\n' +
       '       --probe-vocab DIR | --compare NAME lines|whole INPUT EXPECTED ACTUAL [--probe] [--by-codepoint]\n',
   );
   process.exit(2);
 }
 
 function main(argv) {
+  if (argv[0] === '--encoding') {
+    if (argv.length < 2) usage();
+    ENCODING = argv[1];
+    argv = argv.slice(2);
+  }
   if (argv[0] === '--gen') {
     if (argv.length !== 4) usage();
     require('./gen_strings.js').writeStrings(Number(argv[1]), Number(argv[2]), argv[3]);
