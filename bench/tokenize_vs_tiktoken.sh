@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: GPT-2 tokenization throughput of anneal against tiktoken — native (its Rust core, the
 # PyPI wheel in tools/venv: the strongest peer) and its npm WASM build — and gpt-tokenizer (npm, pure
-# JS), on >= 10 MB of English text.
+# JS), on >= 10 MB of English text; then cl100k_base, o200k_base and llama3 on the same text, 1
+# thread, beside native tiktoken and the npm peers (see "the other encodings" below).
 #
 #   bench/tokenize_vs_tiktoken.sh [ANNEAL_BINARY]     (default build/release/src/anneal)
 #
@@ -197,16 +198,20 @@ cat >"$tmp/peers.js" <<'EOF'
 'use strict';
 const fs = require('fs');
 const path = require('path');
-const [which, file, npmDir, runs] = process.argv.slice(2);
+const [which, file, npmDir, runs, encoding = 'gpt2'] = process.argv.slice(2);
 const text = fs.readFileSync(file, 'utf8');
 const now = () => Number(process.hrtime.bigint()) / 1e9;
 let encode;
 let before = () => {};
 if (which === 'tiktoken') {
-  const enc = require(path.join(npmDir, 'tiktoken')).get_encoding('gpt2');
+  const enc = require(path.join(npmDir, 'tiktoken')).get_encoding(encoding);
   encode = (t) => enc.encode(t, [], []).length;
+} else if (which === 'llama3-tokenizer-js') {
+  // An ES module: loaded by the caller's dynamic import (below).
+  encode = (t) => global.llama3.encode(t, { bos: false, eos: false }).length;
 } else {
-  const gt = require(path.join(npmDir, 'gpt-tokenizer', 'cjs', 'encoding', 'r50k_base.js'));
+  const file = encoding === 'gpt2' ? 'r50k_base.js' : encoding + '.js';
+  const gt = require(path.join(npmDir, 'gpt-tokenizer', 'cjs', 'encoding', file));
   const opts = { disallowedSpecial: new Set() };
   encode = (t) => gt.encode(t, opts).length;
   before = (warm) => { if (!warm) gt.clearMergeCache(); };
@@ -222,10 +227,19 @@ const best = (warm) => {
   }
   return [b, n];
 };
-const [cold, n] = best(false);
-const out = { seconds: cold, tokens: n };
-if (which === 'gpt-tokenizer') out.warm_seconds = best(true)[0];
-console.log(JSON.stringify(out));
+const main = () => {
+  const [cold, n] = best(false);
+  const out = { seconds: cold, tokens: n };
+  if (which === 'gpt-tokenizer') out.warm_seconds = best(true)[0];
+  console.log(JSON.stringify(out));
+};
+if (which === 'llama3-tokenizer-js') {
+  const url = require('url').pathToFileURL(
+      path.join(npmDir, 'llama3-tokenizer-js', 'bundle', 'llama3-tokenizer-with-baked-data.js')).href;
+  import(url).then((m) => { global.llama3 = m.default; main(); });
+} else {
+  main();
+}
 EOF
 tiktoken_json=$(node "$tmp/peers.js" tiktoken "$corpus" "$npm_dir" "$runs")
 gptt_json=$(node "$tmp/peers.js" gpt-tokenizer "$corpus" "$npm_dir" "$runs")
@@ -293,3 +307,56 @@ if ((same == 0)); then
   echo "token counts differ: anneal 1t $count_1, anneal 2t $count_2, tiktoken $tiktoken_n, gpt-tokenizer $gptt_n, tiktoken native $native_n" >&2
   exit 1
 fi
+
+# ---- the other encodings -------------------------------------------------------------------
+# cl100k_base, o200k_base and llama3 on the same corpus, 1 thread: anneal's whole command and its
+# encode call (--stats), native tiktoken's encode_ordinary (llama3: Meta's construction over
+# llama3-tokenizer-js's ranks), and the npm peers' encode call — tiktoken WASM and gpt-tokenizer
+# for the OpenAI encodings (gpt-tokenizer's merge cache cleared before each run), llama3-tokenizer-js
+# for Llama 3. Token counts must agree (exit 1 otherwise).
+printf '%-14s %12s %12s %12s %12s %12s %10s %10s\n' "encoding" "anneal cmd" "anneal enc" "tiktoken" \
+  "tiktoken WASM" "npm JS" "vs native" "enc/native"
+enc_fail=0
+for e in cl100k_base o200k_base llama3; do
+  best=""
+  for ((i = 0; i < runs; i++)); do
+    t0=$EPOCHREALTIME
+    n_a=$("$anneal" tokenize --tokenizer "$e" --count "$corpus")
+    t1=$EPOCHREALTIME
+    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
+    if [[ -z "$best" ]] || awk -v x="$dt" -v y="$best" 'BEGIN { exit !(x < y) }'; then best=$dt; fi
+  done
+  e_enc=0
+  for ((i = 0; i < runs; i++)); do
+    v=$("$anneal" tokenize --tokenizer "$e" --count --stats "$corpus" 2>&1 >/dev/null |
+        sed -nE 's/.*encode_mbps=([0-9.]+).*/\1/p')
+    e_enc=$(awk -v a="$v" -v b="$e_enc" 'BEGIN { print (a > b) ? a : b }')
+  done
+  nj=$("$native_py" tests/peers/tiktoken_native.py --encoding "$e" --bench "$corpus" "$runs")
+  n_s=$(field "$nj" seconds)
+  n_n=$(field "$nj" tokens)
+  if [[ "$e" == llama3 ]]; then
+    w_mb="-"
+    w_n=$n_a
+    jj=$(node "$tmp/peers.js" llama3-tokenizer-js "$corpus" "$npm_dir" "$runs" "$e")
+  else
+    wj=$(node "$tmp/peers.js" tiktoken "$corpus" "$npm_dir" "$runs" "$e")
+    w_mb=$(mbps "$(field "$wj" seconds)")
+    w_n=$(field "$wj" tokens)
+    jj=$(node "$tmp/peers.js" gpt-tokenizer "$corpus" "$npm_dir" "$runs" "$e")
+  fi
+  j_mb=$(mbps "$(field "$jj" seconds)")
+  j_n=$(field "$jj" tokens)
+  a_mb=$(mbps "$best")
+  n_mb=$(mbps "$n_s")
+  r=$(awk -v a="$a_mb" -v b="$n_mb" 'BEGIN { printf "%.2f", a / b }')
+  re=$(awk -v a="$e_enc" -v b="$n_mb" 'BEGIN { printf "%.2f", a / b }')
+  printf '%-14s %12s %12s %12s %12s %12s %9sx %9sx\n' "$e" "$a_mb MB/s" "$e_enc MB/s" "$n_mb MB/s" "$w_mb" \
+    "$j_mb MB/s" "$r" "$re"
+  echo "RESULT bench=tokenize encoding=$e tokens=$n_a anneal_1t_mbps=$a_mb anneal_encode_1t_mbps=$e_enc tiktoken_native_1t_mbps=$n_mb tiktoken_wasm_mbps=$w_mb npm_js_mbps=$j_mb ratio_1t_vs_tiktoken_native=$r encode_ratio_1t_vs_tiktoken_native=$re"
+  if [[ "$n_a" != "$n_n" || "$n_a" != "$w_n" || "$n_a" != "$j_n" ]]; then
+    echo "$e: token counts differ: anneal $n_a, tiktoken native $n_n, tiktoken WASM $w_n, npm JS $j_n" >&2
+    enc_fail=1
+  fi
+done
+((enc_fail == 0)) || exit 1

@@ -179,7 +179,13 @@ Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, co
     ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/model.safetensors.index.json", index.dump(2) + "\n"));
   }
   for (const auto& [name, text] : tokenizer_files) ANNEAL_RETURN_IF_ERROR(WriteText(out_dir + "/" + name, text));
-  const std::string config = fam.HfConfig(c, dt.torch);
+  std::string config = fam.HfConfig(c, dt.torch);
+  if (o.tokenizer) {  // the ids of the tokenizer the model was trained with
+    nlohmann::ordered_json oj = nlohmann::ordered_json::parse(config);
+    oj["bos_token_id"] = o.tokenizer->bos();
+    oj["eos_token_id"] = o.tokenizer->eos();
+    config = oj.dump(2) + "\n";
+  }
   const json cj = json::parse(config);
   nlohmann::ordered_json gen = {{"_from_model_config", true},
                                 {"bos_token_id", cj.value("bos_token_id", json())},

@@ -90,7 +90,8 @@ void AddHfCommands(CLI::App& app, RunFn* run) {
   x->add_option("--max-shard-size", e->max_shard, "Cut model-0000K-of-0000N.safetensors shards at this size")
       ->capture_default_str();
   x->add_option("--tokenizer", e->tokenizer,
-                "The tokenizer the model was trained with, written as vocab.json and merges.txt (none: no files)")
+                "The tokenizer the model was trained with (gpt2, cl100k_base, o200k_base, llama3 or a folder), written as "
+                "tokenizer.json and tokenizer_config.json, and vocab.json and merges.txt for GPT-2's (none: no files)")
       ->capture_default_str();
   x->callback([run, e] { *run = [e] { return RunExport(*e); }; });
 

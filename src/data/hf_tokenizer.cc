@@ -1,5 +1,6 @@
 #include "data/hf_tokenizer.h"
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -46,22 +47,53 @@ std::string ByteLevelText(std::string_view bytes) {
   return out;
 }
 
-Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length) {
-  const uint32_t V = tok.vocab_size(), eot = tok.eos();
+namespace {
+
+// The pattern transformers' tokenizer.json splits with before byte-level BPE (the encoding's own).
+std::string SplitPattern(PreTokenizer rule) {
+  switch (rule) {
+    case PreTokenizer::kGpt2:
+      break;
+    case PreTokenizer::kCl100k:
+      return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+    case PreTokenizer::kO200k:
+      return R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+  }
+  return "";
+}
+
+// The merges in rank order ("left right"). GPT-2's vocabulary came from merges: each multi-byte
+// token's bytes merged by the merges ranked below it (lowest rank first, leftmost on ties) end as
+// exactly two tokens, its merge (OpenAI's vocab.bpe, exactly). A tiktoken vocabulary (cl100k, o200k,
+// Llama 3) need not: its merges are every split of every token into two tokens, ordered by the
+// token's rank, then the left part's, then the right's — as transformers converts tiktoken files —
+// so that BPE with these merges gives tiktoken's ids.
+Result<std::vector<std::string>> MergesOf(const Tokenizer& tok) {
+  const uint32_t V = tok.vocab_size();
   std::unordered_map<std::string, uint32_t> id_of;
   id_of.reserve(V * 2);
-  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   for (uint32_t id = 0; id < V; ++id) {
-    const std::string bytes(tok.TokenBytes(id));
-    if (id != eot) id_of.emplace(bytes, id);
-    vocab[id == eot ? std::string("<|endoftext|>") : ByteLevelText(bytes)] = id;
+    if (!tok.IsSpecial(id) && !tok.TokenBytes(id).empty()) id_of.emplace(std::string(tok.TokenBytes(id)), id);
   }
-  // Each multi-byte token's merge: its bytes merged by the merges ranked below it (lowest rank
-  // first, leftmost on ties) end as exactly two tokens.
-  std::string merges = "#version: 0.2\n";
-  std::vector<std::pair<uint32_t, std::string>> ordered;  // (rank, line)
+  std::vector<std::string> merges;
+  if (tok.rule() != PreTokenizer::kGpt2) {
+    for (uint32_t r = 0; r < V; ++r) {
+      if (tok.IsSpecial(r)) continue;
+      const std::string_view bytes = tok.TokenBytes(r);
+      std::vector<std::pair<std::pair<uint32_t, uint32_t>, size_t>> splits;  // ((left id, right id), k)
+      for (size_t k = 1; k < bytes.size(); ++k) {
+        auto l = id_of.find(std::string(bytes.substr(0, k))), rr = id_of.find(std::string(bytes.substr(k)));
+        if (l != id_of.end() && rr != id_of.end()) splits.push_back({{l->second, rr->second}, k});
+      }
+      std::sort(splits.begin(), splits.end());
+      for (const auto& [ids, k] : splits) {
+        merges.push_back(ByteLevelText(bytes.substr(0, k)) + " " + ByteLevelText(bytes.substr(k)));
+      }
+    }
+    return merges;
+  }
   for (uint32_t r = 0; r < V; ++r) {
-    if (r == eot) continue;
+    if (tok.IsSpecial(r)) continue;
     const std::string bytes(tok.TokenBytes(r));
     if (bytes.size() < 2) continue;
     std::vector<std::string> parts;
@@ -80,48 +112,98 @@ Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const 
     if (parts.size() != 2) {
       return InvalidInput("token " + std::to_string(r) + " of tokenizer '" + tok.name() +
                           "' is not one merge of two lower-ranked tokens (" + std::to_string(parts.size()) +
-                          " parts): it cannot be written as merges.txt; export with --tokenizer none");
+                          " parts): it cannot be written as BPE merges; export with --tokenizer none");
     }
-    ordered.push_back({r, ByteLevelText(parts[0]) + " " + ByteLevelText(parts[1]) + "\n"});
+    merges.push_back(ByteLevelText(parts[0]) + " " + ByteLevelText(parts[1]));
   }
-  nlohmann::ordered_json merge_list = nlohmann::ordered_json::array();
-  for (const auto& [r, line] : ordered) {
-    merges += line;
-    merge_list.push_back(line.substr(0, line.size() - 1));
+  return merges;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length) {
+  const uint32_t V = tok.vocab_size();
+  const bool gpt2 = tok.rule() == PreTokenizer::kGpt2;
+  // token -> id in id order. Appended to the ordered map's vector directly: its operator[] searches
+  // the keys linearly (quadratic over a vocabulary); the keys are distinct tokens.
+  nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
+  auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
+      vocab.get_ref<nlohmann::ordered_json::object_t&>());
+  entries.reserve(V);
+  for (uint32_t id = 0; id < V; ++id) {
+    if (tok.IsSpecial(id)) {
+      entries.emplace_back(std::string(tok.TokenBytes(id)), id);
+    } else if (!tok.TokenBytes(id).empty()) {
+      entries.emplace_back(ByteLevelText(tok.TokenBytes(id)), id);
+    }
   }
-  const std::string eot_text = "<|endoftext|>";
-  nlohmann::ordered_json config = {{"tokenizer_class", "GPT2TokenizerFast"},
-                                   {"model_max_length", max_length},
-                                   {"add_prefix_space", false},
-                                   {"bos_token", eot_text},
-                                   {"eos_token", eot_text},
-                                   {"unk_token", eot_text},
-                                   {"clean_up_tokenization_spaces", false}};
-  nlohmann::ordered_json special = {{"bos_token", eot_text}, {"eos_token", eot_text}, {"unk_token", eot_text}};
+  ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> merge_list, MergesOf(tok));
+  const std::string bos(tok.TokenBytes(tok.bos())), eos(tok.TokenBytes(tok.eos()));
+  nlohmann::ordered_json config = {{"tokenizer_class", gpt2 ? "GPT2TokenizerFast" : "PreTrainedTokenizerFast"},
+                                   {"model_max_length", max_length}};
+  if (gpt2) config["add_prefix_space"] = false;
+  config["bos_token"] = bos;
+  config["eos_token"] = eos;
+  if (gpt2) config["unk_token"] = eos;
+  config["clean_up_tokenization_spaces"] = false;
+  nlohmann::ordered_json special = {{"bos_token", bos}, {"eos_token", eos}};
+  if (gpt2) special["unk_token"] = eos;
   // tokenizer.json: the same vocabulary and merges for the tokenizers library (fast tokenizers,
-  // Tokenizers.js): byte-level pre-tokenization with GPT-2's pattern, BPE, byte-level decoding.
+  // Tokenizers.js). GPT-2: byte-level pre-tokenization with GPT-2's pattern. The others: a Split on
+  // the encoding's pattern, then byte-level without its own regex (how transformers writes Llama 3's
+  // and the tiktoken encodings). Decoding is byte-level. Llama 3's post-processor puts
+  // <|begin_of_text|> first, as prep does before each document (and as Meta's tokenizer.json does);
+  // the others add nothing.
   const nlohmann::ordered_json byte_level = {
-      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
+      {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", gpt2}};
+  nlohmann::ordered_json pre = byte_level;
+  if (!gpt2) {
+    pre = {{"type", "Sequence"},
+           {"pretokenizers",
+            {{{"type", "Split"}, {"pattern", {{"Regex", SplitPattern(tok.rule())}}}, {"behavior", "Isolated"},
+              {"invert", false}},
+             byte_level}}};
+  }
+  nlohmann::ordered_json post = byte_level;
+  const bool add_bos = tok.bos() != tok.eos();
+  if (add_bos) {
+    post = {{"type", "TemplateProcessing"},
+            {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+            {"pair",
+             {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
+              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+              {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
+              {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+            {"special_tokens", {{bos, {{"id", bos}, {"ids", {tok.bos()}}, {"tokens", {bos}}}}}}};
+  }
+  nlohmann::ordered_json added = nlohmann::ordered_json::array();
+  for (const auto& [text, id] : tok.SpecialTokens()) {
+    added.push_back({{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", gpt2}, {"special", true}});
+  }
   nlohmann::ordered_json fast = {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
-      {"added_tokens",
-       {{{"id", eot}, {"content", eot_text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-         {"normalized", true}, {"special", true}}}},
+      {"added_tokens", added},
       {"normalizer", nullptr},
-      {"pre_tokenizer", byte_level},
-      {"post_processor", byte_level},
+      {"pre_tokenizer", pre},
+      {"post_processor", post},
       {"decoder", byte_level},
       {"model",
        {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", false},
+        {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", !gpt2},
         {"vocab", vocab}, {"merges", merge_list}}}};
-  return std::vector<std::pair<std::string, std::string>>{{"vocab.json", vocab.dump() + "\n"},
-                                                         {"tokenizer.json", fast.dump() + "\n"},
-                                                         {"merges.txt", merges},
-                                                         {"tokenizer_config.json", config.dump(2) + "\n"},
-                                                         {"special_tokens_map.json", special.dump(2) + "\n"}};
+  std::vector<std::pair<std::string, std::string>> files = {{"tokenizer.json", fast.dump() + "\n"},
+                                                            {"tokenizer_config.json", config.dump(2) + "\n"},
+                                                            {"special_tokens_map.json", special.dump(2) + "\n"}};
+  if (gpt2) {  // the slow GPT2Tokenizer's files too
+    std::string merges = "#version: 0.2\n";
+    for (const std::string& m : merge_list) merges += m + "\n";
+    files.insert(files.begin(), {"vocab.json", vocab.dump() + "\n"});
+    files.insert(files.begin() + 2, {"merges.txt", merges});
+  }
+  return files;
 }
 
 }  // namespace anneal

@@ -348,19 +348,25 @@ std::vector<std::pair<std::string, uint32_t>> Tokenizer::SpecialTokens() const {
   return out;
 }
 
+// A slot holds (the high 32 bits of the key's hash) << 32 | (id + 1); 0 is empty. The hash bits
+// spare most probes the comparison of bytes (a cache miss into token_bytes_).
 uint32_t Tokenizer::Lookup(std::string_view b) const {
-  for (uint64_t h = XXH3_64bits(b.data(), b.size()) & id_mask_;; h = (h + 1) & id_mask_) {
-    uint32_t v = id_slots_[h];
+  const uint64_t hash = XXH3_64bits(b.data(), b.size());
+  const uint64_t tag = hash >> 32;
+  for (uint64_t h = hash & id_mask_;; h = (h + 1) & id_mask_) {
+    const uint64_t v = id_slots_[h];
     if (v == 0) return kNoToken;
-    if (token_bytes_[v - 1] == b) return v - 1;
+    const uint32_t id = static_cast<uint32_t>(v) - 1;
+    if ((v >> 32) == tag && token_bytes_[id] == b) return id;
   }
 }
 
 void Tokenizer::Insert(uint32_t id) {
   const std::string& b = token_bytes_[id];
-  uint64_t h = XXH3_64bits(b.data(), b.size()) & id_mask_;
+  const uint64_t hash = XXH3_64bits(b.data(), b.size());
+  uint64_t h = hash & id_mask_;
   while (id_slots_[h] != 0) h = (h + 1) & id_mask_;
-  id_slots_[h] = id + 1;
+  id_slots_[h] = ((hash >> 32) << 32) | (uint64_t{id} + 1);
 }
 
 void Tokenizer::AddPair(uint32_t a, uint32_t b, uint32_t merged) {

@@ -79,8 +79,9 @@ class Tokenizer {
   uint32_t bos_ = 0, eos_ = 0;
   std::vector<std::string> token_bytes_;                 // id -> bytes (a special token's text)
   std::vector<bool> is_special_;
-  // bytes -> id of ordinary tokens (not the specials): open addressing over id + 1 (0 = empty).
-  std::vector<uint32_t> id_slots_;
+  // bytes -> id of ordinary tokens (not the specials): open addressing over hash tag and id + 1
+  // (0 = empty).
+  std::vector<uint64_t> id_slots_;
   uint64_t id_mask_ = 0;
   // The id whose bytes are exactly b, or kNoToken.
   uint32_t Lookup(std::string_view b) const;

@@ -24,7 +24,8 @@ struct KeySpec {
 const KeySpec kSpecs[] = {
     {"model.preset", "",
      "gpt2 | gpt2-medium | gpt2-large | gpt2-xl | llama-tiny | llama-3.2-1b | llama-3.2-3b | llama-3-8b; overrides "
-     "the shape keys (and model.family)"},
+     "the shape keys (and model.family), but model.vocab_size and model.max_seq_len, when given, override the "
+     "preset's (a vocabulary is the tokenizer's, a context the data's)"},
     {"model.family", "gpt2",
      "gpt2 (LayerNorm, learned positions, GELU MLP, tied embeddings, biases) | llama (RMSNorm, rotary positions, "
      "SwiGLU MLP, grouped-query attention, no biases)"},
@@ -227,8 +228,20 @@ constexpr int kBig = 1 << 30;
 void ReadModel(Reader& r, ModelConfig* m) {
   if (!r.Str("model.preset").empty()) {
     auto p = ModelConfig::Preset(r.Str("model.preset"));
-    if (!p.ok()) r.Error("model.preset: " + p.status().message());
-    else *m = *p;
+    if (!p.ok()) {
+      r.Error("model.preset: " + p.status().message());
+      return;
+    }
+    *m = *p;
+    // The vocabulary is the tokenizer's and the context the data's: given, they override the preset's.
+    for (const KeySpec& k : kSpecs) {
+      const std::string key = k.key;
+      if (key != "model.vocab_size" && key != "model.max_seq_len") continue;
+      if (r.Str(key) == k.def) continue;
+      (key == "model.vocab_size" ? m->vocab_size : m->max_seq_len) =
+          r.Int(key, key == "model.vocab_size" ? 2 : 1, key == "model.vocab_size" ? kBig : 1 << 20);
+    }
+    if (Status st = m->Finish(); !st.ok()) r.Error(st.message());  // the padded vocabulary follows
     return;
   }
   ModelConfig c;

@@ -37,6 +37,27 @@ printf '{"text":"first doc"}\n{"text":"second \\u00e9"}\n' | gzip >"$TMP/docs.js
 "$ANNEAL" prep --input "$TMP/docs.jsonl.gz" --output "$TMP/gz" --quiet >"$TMP/gz.out"
 check "gzipped JSON Lines: 2 docs" grep -q "2 docs" "$TMP/gz.out"
 
+# Another encoding: Llama 3's 128,256 ids need uint32 shards (magic 20240801); each document starts
+# with <|begin_of_text|>; workers still do not change a byte; a model of another vocabulary is refused.
+"$ANNEAL" prep --tokenizer llama3 --input data/kjv --output "$TMP/l1" --workers 1 --unit-mb 0.25 --quiet >/dev/null
+"$ANNEAL" prep --tokenizer llama3 --input data/kjv --output "$TMP/l2" --workers 2 --unit-mb 0.25 --quiet >/dev/null
+check "llama3: 2 workers write byte-identical shards" shards_equal "$TMP/l1" "$TMP/l2"
+first=$(ls "$TMP/l1"/train_*.bin | head -1)
+check "llama3: uint32 shards (magic 20240801), <|begin_of_text|> (128000) first" test \
+  "$(od -An -tu4 -N4 "$first" | tr -d ' ')/$(od -An -tu4 -j1024 -N4 "$first" | tr -d ' ')" = "20240801/128000"
+check "llama3: dataset.json names the tokenizer, its vocabulary and 4-byte ids" grep -qzE \
+  '"token_bytes": 4.*"tokenizer": "llama3".*"vocab_size": 128256' "$TMP/l1/dataset.json"
+check "llama3: the dataset verifies against its own vocabulary" "$ANNEAL" dataset "$TMP/l1" --seq-len 64
+cat >"$TMP/gpt2_on_llama3.yaml" <<YAML
+model: {vocab_size: 50257, max_seq_len: 64, n_layer: 1, n_head: 2, n_embd: 16}
+data: {dir: $TMP/l1, seq_len: 16, batch_size: 2}
+train: {steps: 1}
+YAML
+expect_exit "a dataset of another vocabulary at train time" 2 "tokenized with 'llama3' \(vocabulary 128256\).*vocabulary is 50257" \
+  "$ANNEAL" train --config "$TMP/gpt2_on_llama3.yaml"
+expect_exit "an unknown tokenizer" 2 "unknown tokenizer 'llama4'.*cl100k_base" \
+  "$ANNEAL" prep --tokenizer llama4 --input data/kjv --output "$TMP/o0"
+
 # Bad input: exit 2, a message naming the problem, no dataset.json.
 : >"$TMP/empty.txt"
 expect_exit "empty input" 2 "empty.txt is empty" "$ANNEAL" prep --input "$TMP/empty.txt" --output "$TMP/o1"

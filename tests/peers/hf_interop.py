@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """transformers' side of tests/peers/hf_interop_test.sh (tools/venv: torch, transformers, safetensors).
 
-    hf_interop.py greedy DIR PROMPT N [--dtype f32|bf16]
+    hf_interop.py greedy DIR PROMPT N [--dtype f32|bf16] [--auto-tokenizer]
         loads DIR with AutoModelForCausalLM.from_pretrained and prints the greedy continuation of
-        PROMPT (N new tokens, GPT-2's encoding from tools/npm) as one line of text
-    hf_interop.py tokenize DIR FILE [--fast]
+        PROMPT (N new tokens, GPT-2's encoding from tools/npm; --auto-tokenizer: DIR's own tokenizer
+        files through AutoTokenizer, no special token added) as one line of text
+    hf_interop.py tokenize DIR FILE [--fast] [--plain]
         AutoTokenizer.from_pretrained(DIR)'s ids of FILE's text, one line (anneal tokenize's format);
-        --fast: the tokenizers library's Tokenizer.from_file(DIR/tokenizer.json) instead
+        --fast: the tokenizers library's Tokenizer.from_file(DIR/tokenizer.json) instead; --plain:
+        without the special tokens the tokenizer adds (Llama 3's <|begin_of_text|>), and with the
+        special tokens' texts in FILE encoded as ordinary text (anneal tokenize's ids)
     hf_interop.py make gpt2|llama OUT --dtype f32|bf16 [--shard 100KB] [--kv 2] [--tied 0|1] [--rope 0|1]
         a tiny random model made by transformers itself, saved with save_pretrained (safetensors,
         sharded at --shard)
@@ -44,19 +47,32 @@ def main():
         from transformers import AutoModelForCausalLM
         folder, prompt, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
         dtype = torch.bfloat16 if "--dtype" in sys.argv and sys.argv[sys.argv.index("--dtype") + 1] == "bf16" else torch.float32
-        enc = load_encoding("gpt2")
         m = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
-        ids = torch.tensor([enc.encode_ordinary(prompt)])
+        if "--auto-tokenizer" in sys.argv:  # the folder's own tokenizer files, no special token added
+            from transformers import AutoTokenizer
+            tok = AutoTokenizer.from_pretrained(folder)
+            encode = lambda t: tok(t, add_special_tokens=False)["input_ids"]  # noqa: E731
+            decode = lambda ids: tok.decode(ids, clean_up_tokenization_spaces=False)  # noqa: E731
+        else:
+            enc = load_encoding("gpt2")
+            encode, decode = enc.encode_ordinary, enc.decode
+        ids = torch.tensor([encode(prompt)])
         out = m.generate(ids, max_new_tokens=n, do_sample=False, min_new_tokens=n, eos_token_id=None, pad_token_id=0)
-        print(enc.decode(out[0].tolist()))
+        print(decode(out[0].tolist()))
     elif cmd == "tokenize":
         text = open(sys.argv[3], encoding="utf-8", newline="").read()
+        # --plain: anneal tokenize's ids — no special token added, and special-token texts in the text
+        # ("<|endoftext|>") encoded as ordinary text (tiktoken's encode_ordinary)
+        plain = "--plain" in sys.argv
         if "--fast" in sys.argv:  # the tokenizers library (Rust) on tokenizer.json alone
             from tokenizers import Tokenizer
-            ids = Tokenizer.from_file(os.path.join(sys.argv[2], "tokenizer.json")).encode(text).ids
+            tok = Tokenizer.from_file(os.path.join(sys.argv[2], "tokenizer.json"))
+            tok.encode_special_tokens = plain
+            ids = tok.encode(text, add_special_tokens=not plain).ids
         else:
             from transformers import AutoTokenizer
-            ids = AutoTokenizer.from_pretrained(sys.argv[2])(text)["input_ids"]
+            tok = AutoTokenizer.from_pretrained(sys.argv[2])
+            ids = tok(text, add_special_tokens=not plain, split_special_tokens=plain)["input_ids"]
         print(" ".join(str(i) for i in ids))
     elif cmd == "make":
         from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM

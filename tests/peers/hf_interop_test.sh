@@ -67,6 +67,46 @@ check "AutoTokenizer on the export gives anneal's ids ($(wc -w <"$TMP/ids_anneal
 $PY tokenize "$TMP/x_gpt2" "$TMP/text.txt" --fast >"$TMP/ids_fast.txt" 2>"$TMP/tok.err"
 check "the tokenizers library on tokenizer.json alone gives anneal's ids" cmp -s "$TMP/ids_anneal.txt" "$TMP/ids_fast.txt"
 
+# ---- the other encodings, through the user's path: prep --tokenizer E (uint32 shards), a Llama of
+# E's vocabulary trained a few steps, export --tokenizer E: AutoTokenizer and the tokenizers library
+# on the exported files give anneal's ids (Llama 3's with <|begin_of_text|> first, as Meta's files
+# do and as prep puts before each document), and transformers' greedy continuation, tokenized by
+# the folder's own tokenizer, is anneal sample's ----
+cat tests/peers/fixtures/unicode_mix.txt >>"$TMP/text.txt"
+for enc in cl100k_base o200k_base llama3; do
+  "$ANNEAL" prep --tokenizer "$enc" --input data/kjv --output "$TMP/ds_$enc" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null ||
+    bad "$enc: prep"
+  check "$enc: prep wrote uint32 shards (dataset.json token_bytes 4)" grep -q '"token_bytes": 4' "$TMP/ds_$enc/dataset.json"
+  V=$(tools/venv/bin/python -c "import json; print(json.load(open('$TMP/ds_$enc/dataset.json'))['vocab_size'])")
+  cat >"$TMP/t_$enc.yaml" <<YAML
+model: {family: llama, vocab_size: $V, max_seq_len: 64, n_layer: 2, n_head: 4, n_kv_head: 1, n_embd: 32, intermediate_size: 64, tie_embeddings: true}
+data: {dir: $TMP/ds_$enc, seq_len: 32, batch_size: 4, seed: 1}
+optim: {lr: 3.0e-3, warmup_steps: 1}
+train: {steps: 6, log_every: 3, eval_every: 0, seed: 5, checkpoint_dir: $TMP/ck_$enc}
+YAML
+  "$ANNEAL" train --config "$TMP/t_$enc.yaml" >"$TMP/train_$enc.log" 2>&1 || bad "$enc: training: $(tail -2 "$TMP/train_$enc.log")"
+  check "$enc: export with --tokenizer $enc" "$ANNEAL" export --format hf "$TMP/ck_$enc" "$TMP/x_$enc" --tokenizer "$enc"
+  "$ANNEAL" tokenize --tokenizer "$enc" "$TMP/text.txt" >"$TMP/ids_a_$enc.txt"
+  $PY tokenize "$TMP/x_$enc" "$TMP/text.txt" --plain >"$TMP/ids_h_$enc.txt" 2>"$TMP/tok.err"
+  check "$enc: AutoTokenizer on the export gives anneal's ids ($(wc -w <"$TMP/ids_a_$enc.txt") tokens)" \
+    cmp -s "$TMP/ids_a_$enc.txt" "$TMP/ids_h_$enc.txt"
+  $PY tokenize "$TMP/x_$enc" "$TMP/text.txt" --plain --fast >"$TMP/ids_f_$enc.txt" 2>"$TMP/tok.err"
+  check "$enc: the tokenizers library on tokenizer.json gives anneal's ids" cmp -s "$TMP/ids_a_$enc.txt" "$TMP/ids_f_$enc.txt"
+  bos=$(tools/venv/bin/python -c "import json; print(json.load(open('$TMP/x_$enc/config.json'))['bos_token_id'])")
+  first=$($PY tokenize "$TMP/x_$enc" "$TMP/text.txt" 2>/dev/null | cut -d' ' -f1)
+  case $enc in
+    llama3) check "llama3: config.json's bos is <|begin_of_text|> (128000) and AutoTokenizer puts it first" \
+              test "$bos/$first" = "128000/128000" ;;
+    *) eot=100257; [[ $enc == o200k_base ]] && eot=199999
+       check "$enc: config.json's bos is <|endoftext|> ($eot), and AutoTokenizer adds no token" \
+         test "$bos/$first" = "$eot/$(cut -d' ' -f1 "$TMP/ids_a_$enc.txt")" ;;
+  esac
+  "$ANNEAL" sample --checkpoint "$TMP/ck_$enc" --tokenizer "$enc" --prompt "$PROMPT" --max-tokens 12 --temperature 0 >"$TMP/a.txt" 2>&1
+  $PY greedy "$TMP/x_$enc" "$PROMPT" 12 --auto-tokenizer >"$TMP/h.txt" 2>"$TMP/h.err"
+  check "$enc: transformers' greedy continuation (the folder's tokenizer) is anneal's" cmp -s "$TMP/a.txt" "$TMP/h.txt" ||
+    { echo "  anneal: $(cat "$TMP/a.txt")"; echo "  transformers: $(cat "$TMP/h.txt") $(tail -2 "$TMP/h.err")"; }
+done
+
 # ---- fine-tuning from exported weights (train.init_from) ----
 # Run 1's last validation loss against run 2's first, run 2 started from run 1's export (and from its
 # checkpoint, and at tp 2) with optim.lr 0, so its one step changes nothing: the same weights on

@@ -23,6 +23,21 @@ TEST(TrainConfigTest, ParsesDefaultsAndOverrides) {
   EXPECT_EQ(c->values.at("data.dir"), "/tmp/x");
 }
 
+TEST(TrainConfigTest, APresetTakesTheVocabularyAndContextGiven) {
+  auto c = TrainConfig::Parse("model:\n  preset: llama-tiny\ndata:\n  dir: /tmp/x\n",
+                              {"model.vocab_size=128256", "model.max_seq_len=512"},
+                              "t.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model.family, "llama");
+  EXPECT_EQ(c->model.vocab_size, 128256);
+  EXPECT_EQ(c->model.padded_vocab, 128256);
+  EXPECT_EQ(c->model.max_seq_len, 512);
+  EXPECT_EQ(c->model.n_embd, ModelConfig::Preset("llama-tiny")->n_embd);
+  auto plain = TrainConfig::Parse("model:\n  preset: llama-tiny\ndata:\n  dir: /tmp/x\n", {}, "t.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->model.vocab_size, ModelConfig::Preset("llama-tiny")->vocab_size);
+}
+
 TEST(TrainConfigTest, UnknownKeysNameTheClosestValidKey) {
   auto c = TrainConfig::Parse(kYaml, {"optim.learning_rate=1", "trian.steps=3", "model.n_heads=2"}, "t.yaml");
   ASSERT_FALSE(c.ok());
