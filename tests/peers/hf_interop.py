@@ -13,6 +13,10 @@
     hf_interop.py make gpt2|llama OUT --dtype f32|bf16 [--shard 100KB] [--kv 2] [--tied 0|1] [--rope 0|1]
         a tiny random model made by transformers itself, saved with save_pretrained (safetensors,
         sharded at --shard)
+    hf_interop.py shard OUT N SEED V
+        an llm.c uint16 token shard of N random ids below V
+    hf_interop.py loss DIR SHARD T [--dtype bf16]
+        transformers' mean cross-entropy of SHARD's first T+1 ids (inputs 0..T-1, targets 1..T)
     hf_interop.py same-tensors A B
         every tensor of folder A equals B's bit for bit (same names, dtypes, shapes, bytes); prints
         the count
@@ -99,6 +103,26 @@ def main():
                     p.add_(0.1 * torch.randn_like(p))
         m.to(dtype).save_pretrained(out, safe_serialization=True, max_shard_size=arg("--shard", "5GB"))
         print("made", out, sorted(os.listdir(out)))
+    elif cmd == "shard":  # shard OUT N SEED V: an llm.c uint16 shard of N random ids below V
+        out, n, seed, v = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+        g = torch.Generator().manual_seed(seed)
+        ids = torch.randint(0, v, (n,), generator=g, dtype=torch.int64)
+        header = torch.zeros(256, dtype=torch.int32)
+        header[0], header[1], header[2] = 20240520, 1, n
+        with open(out, "wb") as f:
+            f.write(header.numpy().tobytes())
+            f.write(ids.to(torch.int32).numpy().astype("<u2").tobytes())
+    elif cmd == "loss":  # loss DIR SHARD T [--dtype bf16]: mean cross-entropy of the shard's first T+1 ids
+        folder, shard, T = sys.argv[2], sys.argv[3], int(sys.argv[4])
+        from transformers import AutoModelForCausalLM
+        dtype = torch.bfloat16 if "--dtype" in sys.argv and sys.argv[sys.argv.index("--dtype") + 1] == "bf16" else torch.float32
+        m = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+        raw = open(shard, "rb").read()[1024:]
+        ids = torch.frombuffer(bytearray(raw[:2 * (T + 1)]), dtype=torch.int16).to(torch.int64) & 0xFFFF
+        with torch.no_grad():
+            logits = m(ids[None, :T]).logits.float()
+        loss = torch.nn.functional.cross_entropy(logits[0], ids[1:T + 1])
+        print("%.9g" % loss.item())
     elif cmd == "same-tensors":
         a, b = tensors(sys.argv[2]), tensors(sys.argv[3])
         if set(a) - set(b) - {"lm_head.weight"}:

@@ -9,7 +9,10 @@
 #     sharded, f32 and bf16) import into anneal, whose greedy continuation is transformers', and
 #     whose export at the source dtype holds the same tensors bit for bit;
 #   round trip: export -> import -> export is byte-identical, folder for folder;
-#   bad folders: each is refused with exit 2 naming the problem, and writes nothing.
+#   bad folders: each is refused with exit 2 naming the problem, and writes nothing;
+#   tokenizers: for GPT-2 and, through prep --tokenizer E -> train -> export, for cl100k_base,
+#     o200k_base and llama3, AutoTokenizer, the tokenizers library and Tokenizers.js on the exported
+#     files give anneal's ids, and transformers' greedy continuation is anneal sample's.
 #   tests/peers/hf_interop_test.sh ANNEAL
 source "$(dirname "$0")/../e2e/lib.sh"
 PY="tools/venv/bin/python tests/peers/hf_interop.py"
@@ -23,6 +26,23 @@ same_greedy() {  # name, hf folder, anneal checkpoint (transformers in fp32: a b
   $PY greedy "$2" "$PROMPT" 16 >"$TMP/h.txt" 2>"$TMP/h.err"
   check "$1: transformers' greedy continuation is anneal's ($(head -c 60 "$TMP/a.txt" | tr '\n' ' '))" cmp -s "$TMP/a.txt" "$TMP/h.txt" ||
     { echo "  anneal: $(cat "$TMP/a.txt")"; echo "  transformers: $(cat "$TMP/h.txt") $(tail -2 "$TMP/h.err")"; }
+}
+
+# Logits, through their loss: anneal eval (one row of 64 tokens of random ids, an llm.c folder) on
+# the checkpoint and on the exported folder, against transformers' cross-entropy of the same row
+# from the folder; equal within 1e-5 relative (fp32's parity bound; a wrong tensor moves it by far more).
+mkdir -p "$TMP/rand"
+$PY shard "$TMP/rand/r_val_000.bin" 4096 3 50257
+$PY shard "$TMP/rand/r_train_000.bin" 4096 4 50257
+same_loss() {  # name, hf folder, anneal checkpoint (none: the folder alone, a bf16 one read in fp32 by both)
+  local a x h where="the checkpoint"
+  [[ -n "${3:-}" ]] || where="it"
+  a=$("$ANNEAL" eval --checkpoint "${3:-$2}" --data "$TMP/rand" --batches 1 --batch-size 1 --seq-len 64 --json | sed -nE 's/.*"loss":([^,]+).*/\1/p')
+  x=$("$ANNEAL" eval --checkpoint "$2" --data "$TMP/rand" --batches 1 --batch-size 1 --seq-len 64 --json | sed -nE 's/.*"loss":([^,]+).*/\1/p')
+  h=$($PY loss "$2" "$TMP/rand/r_val_000.bin" 64 2>/dev/null)
+  check "$1: transformers' loss on the folder is anneal eval's (hf $h, anneal $a on $where, $x on the folder)" \
+    awk -v a="$a" -v x="$x" -v h="$h" 'function abs(v) { return v < 0 ? -v : v }
+      BEGIN { t = 1e-5 * (abs(h) > 1 ? abs(h) : 1); exit !(a != "" && h != "" && abs(a - h) <= t && abs(x - h) <= t) }'
 }
 
 # ---- export ----
@@ -41,12 +61,14 @@ YAML
   "$ANNEAL" train --config "$TMP/$name.yaml" >"$TMP/train_$name.log" 2>&1 || bad "$name: training: $(tail -2 "$TMP/train_$name.log")"
   check "$name: export f32" "$ANNEAL" export --format hf "$TMP/ck_$name" "$TMP/x_$name"
   same_greedy "$name export" "$TMP/x_$name" "$TMP/ck_$name"
+  same_loss "$name export" "$TMP/x_$name" "$TMP/ck_$name"
   check "$name: export bf16 in shards of 100KB" "$ANNEAL" export --format hf "$TMP/ck_$name" "$TMP/xb_$name" --dtype bf16 --max-shard-size 100KB
   check "$name: the bf16 export has an index and several shards" bash -c \
     "test -f '$TMP/xb_$name/model.safetensors.index.json' && ls '$TMP/xb_$name' | grep -q 'model-00002-of-'"
   check "$name: the bf16 export is the f32 one rounded to nearest even ($($PY rounded "$TMP/x_$name" "$TMP/xb_$name" 2>&1))" \
     $PY rounded "$TMP/x_$name" "$TMP/xb_$name"
   check "$name: transformers loads the bf16 shards" bash -c "$PY greedy '$TMP/xb_$name' '$PROMPT' 4 --dtype bf16 >/dev/null"
+  same_loss "$name bf16 export" "$TMP/xb_$name"
   # round trip: import the f32 export, export it again: the same bytes
   "$ANNEAL" import --format hf "$TMP/x_$name" "$TMP/rt_$name" >/dev/null || bad "$name: import of its export"
   "$ANNEAL" export --format hf "$TMP/rt_$name" "$TMP/x2_$name" >/dev/null || bad "$name: export of the import"
@@ -73,6 +95,16 @@ check "the tokenizers library on tokenizer.json alone gives anneal's ids" cmp -s
 # do and as prep puts before each document), and transformers' greedy continuation, tokenized by
 # the folder's own tokenizer, is anneal sample's ----
 cat tests/peers/fixtures/unicode_mix.txt >>"$TMP/text.txt"
+# Tokenizers.js, a second implementation of tokenizer.json, reads special-token texts as special
+# tokens whatever it is told: it gets the text without the lines that hold one.
+grep -v '<|' "$TMP/text.txt" >"$TMP/text_js.txt"
+tokenizers_js() {  # ENCODING FOLDER: Tokenizers.js's ids on the export equal anneal's
+  "$ANNEAL" tokenize --tokenizer "$1" "$TMP/text_js.txt" >"$TMP/ids_ja_$1.txt"
+  node tests/peers/tokenizers_js.mjs "$2" "$TMP/text_js.txt" --plain >"$TMP/ids_jb_$1.txt" 2>"$TMP/tok.err"
+  check "$1: Tokenizers.js (npm @huggingface/tokenizers) on the export gives anneal's ids ($(wc -w <"$TMP/ids_ja_$1.txt") tokens)" \
+    cmp -s "$TMP/ids_ja_$1.txt" "$TMP/ids_jb_$1.txt" || sed 's/^/  /' "$TMP/tok.err" | head -5
+}
+tokenizers_js gpt2 "$TMP/x_gpt2"
 for enc in cl100k_base o200k_base llama3; do
   "$ANNEAL" prep --tokenizer "$enc" --input data/kjv --output "$TMP/ds_$enc" --val-fraction 0.05 --unit-mb 1 --quiet >/dev/null ||
     bad "$enc: prep"
@@ -92,6 +124,7 @@ YAML
     cmp -s "$TMP/ids_a_$enc.txt" "$TMP/ids_h_$enc.txt"
   $PY tokenize "$TMP/x_$enc" "$TMP/text.txt" --plain --fast >"$TMP/ids_f_$enc.txt" 2>"$TMP/tok.err"
   check "$enc: the tokenizers library on tokenizer.json gives anneal's ids" cmp -s "$TMP/ids_a_$enc.txt" "$TMP/ids_f_$enc.txt"
+  tokenizers_js "$enc" "$TMP/x_$enc"
   bos=$(tools/venv/bin/python -c "import json; print(json.load(open('$TMP/x_$enc/config.json'))['bos_token_id'])")
   first=$($PY tokenize "$TMP/x_$enc" "$TMP/text.txt" 2>/dev/null | cut -d' ' -f1)
   case $enc in
@@ -148,6 +181,7 @@ for spec in "gpt2 f32 gpt2" "gpt2 bf16 gpt2" "llama f32 llama --kv 2 --rope 1" "
   $PY make "$3" "$TMP/hf_$tag" --dtype "$dt" --shard 100KB "${@:4}" >/dev/null 2>"$TMP/make.err" || bad "make $tag: $(tail -2 "$TMP/make.err")"
   check "import $tag (transformers' save_pretrained, sharded, $dt)" "$ANNEAL" import --format hf "$TMP/hf_$tag" "$TMP/im_$tag"
   same_greedy "import $tag" "$TMP/hf_$tag" "$TMP/im_$tag"
+  same_loss "import $tag" "$TMP/hf_$tag" "$TMP/im_$tag"
   "$ANNEAL" export --format hf "$TMP/im_$tag" "$TMP/ex_$tag" --dtype "$dt" >/dev/null || bad "re-export $tag"
   check "import $tag: every tensor bit-exact at its source dtype ($($PY same-tensors "$TMP/hf_$tag" "$TMP/ex_$tag" 2>&1))" \
     $PY same-tensors "$TMP/hf_$tag" "$TMP/ex_$tag"
