@@ -5,19 +5,13 @@
 # GoogleTest's sources come from ANNEAL_THIRD_PARTY (the bundle carries them: scripts/gpu_bundle.sh),
 # else from the system. Left out: S3 (libcurl, OpenSSL), Gloo (one rank per process group only),
 # YAML, the text input and prep (zlib), the optimized CPU kernels (OpenBLAS), the control plane.
-set(ANNEAL_THIRD_PARTY "" CACHE PATH "folder with nlohmann/, CLI/, xxhash.h, googletest/ and the vocabularies")
+set(ANNEAL_THIRD_PARTY "" CACHE PATH "folder with nlohmann/, CLI/, xxhash.h, googletest/ and encoder.json")
 set(_tp_hints)
 if(ANNEAL_THIRD_PARTY)
   set(_tp_hints HINTS ${ANNEAL_THIRD_PARTY} NO_DEFAULT_PATH)
-  # The tokenizers' vocabularies (scripts/gpu_bundle.sh copies them from tools/npm).
-  foreach(pair "GPT2_ENCODER_JSON;encoder.json" "CL100K_BASE_JSON;cl100k_base.json"
-               "O200K_BASE_JSON;o200k_base.json" "LLAMA3_DATA_JS;llama3-data-converted.js")
-    list(GET pair 0 var)
-    list(GET pair 1 file)
-    if(EXISTS ${ANNEAL_THIRD_PARTY}/${file})
-      set(ANNEAL_${var} ${ANNEAL_THIRD_PARTY}/${file} CACHE FILEPATH "" FORCE)
-    endif()
-  endforeach()
+  if(EXISTS ${ANNEAL_THIRD_PARTY}/encoder.json)  # GPT-2's vocabulary (the slim build embeds it alone)
+    set(ANNEAL_GPT2_ENCODER_JSON ${ANNEAL_THIRD_PARTY}/encoder.json CACHE FILEPATH "" FORCE)
+  endif()
 endif()
 find_path(ANNEAL_JSON_INCLUDE nlohmann/json.hpp ${_tp_hints} REQUIRED)
 find_path(ANNEAL_CLI11_INCLUDE CLI/CLI.hpp ${_tp_hints} REQUIRED)

@@ -345,7 +345,9 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const Checkpoi
         {"lineage",
          {{"anneal", std::string(ANNEAL_VERSION) + " (commit " + ANNEAL_GIT_COMMIT + ")"},
           {"config", config.is_discarded() ? json(lineage.config_json) : config},
-          {"dataset", {{"dir", lineage.dataset_dir}, {"inputs_hash", lineage.dataset_hash}}}}},
+          {"dataset",
+           {{"dir", lineage.dataset_dir}, {"inputs_hash", lineage.dataset_hash},
+            {"tokenizer", lineage.dataset_tokenizer}}}}},
         {"layout", layout},
         {"model", ModelJson(c)},
         {"tensors", tensors},
@@ -626,6 +628,17 @@ Result<ModelConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::str
   } catch (const std::exception& e) {
     return InvalidInput("checkpoint " + name + ": manifest has no valid \"model\" section (" + e.what() + ")");
   }
+}
+
+Result<std::string> TokenizerOfCheckpoint(const std::string& given, ObjectStore& store, const std::string& name) {
+  if (!given.empty()) return given;
+  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, name));
+  const json* t = &m;
+  for (const char* k : {"lineage", "dataset", "tokenizer"}) {
+    if (!t->is_object() || !t->contains(k)) return std::string("gpt2");
+    t = &(*t)[k];
+  }
+  return t->is_string() && !t->get<std::string>().empty() ? t->get<std::string>() : std::string("gpt2");
 }
 
 Status VerifyCheckpoint(ObjectStore& store, const std::string& name) {

@@ -44,6 +44,7 @@ struct CheckpointLineage {
   std::string config_json;   // the resolved training config
   std::string dataset_dir;
   std::string dataset_hash;  // dataset.json inputs_hash
+  std::string dataset_tokenizer;  // dataset.json tokenizer ("" for a plain llm.c folder)
 };
 
 // The ranks that write one checkpoint together: every rank of the job (rank, ranks: the world).
@@ -178,6 +179,11 @@ Result<CheckpointRef> ResolveCheckpoint(const std::string& path);
 
 // The model config a checkpoint was saved with (for anneal sample).
 Result<ModelConfig> ReadCheckpointModelConfig(ObjectStore& store, const std::string& name);
+
+// The tokenizer a command uses with checkpoint `name`: `given` when not empty, else the tokenizer of
+// the dataset the checkpoint was trained on (its lineage), else — the manifest does not say: a plain
+// llm.c folder, an import, a checkpoint older than the field — gpt2.
+Result<std::string> TokenizerOfCheckpoint(const std::string& given, ObjectStore& store, const std::string& name);
 
 // Loads weights (and moments when t has optimizer state, and the trainer state when given) from
 // checkpoint `name`. The moments are those of t's range [begin, end), assembled from whatever parts

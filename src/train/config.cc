@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <set>
 
 #include "core/env.h"
 #include "kernels/registry.h"
@@ -53,6 +55,7 @@ const KeySpec kSpecs[] = {
     {"data.batch_size", "8", "B: samples per micro-batch"},
     {"data.seed", "1", "shuffle seed"},
     {"data.verify_checksums", "true", "check shard checksums at start"},
+    {"data.eval_split", "val", "the split validation reads, in order (unshuffled): val | train"},
     {"optim.lr", "6e-4", "peak learning rate"},
     {"optim.min_lr", "6e-5", "learning rate at the end of the cosine"},
     {"optim.warmup_steps", "10", "linear warmup steps"},
@@ -166,10 +169,15 @@ namespace {
 // key and what it must be (all are collected before the config is refused).
 class Reader {
  public:
-  // from_set: the keys an override gave, each with its "--set" text (errors about them name it).
-  Reader(std::map<std::string, std::string> v, std::map<std::string, std::string> from_set)
-      : v_(std::move(v)), from_set_(std::move(from_set)) {}
+  // from_set: the keys an override gave, each with its "--set" text (errors about them name it);
+  // given: every key the file or an override gave.
+  Reader(std::map<std::string, std::string> v, std::map<std::string, std::string> from_set,
+         std::set<std::string> given)
+      : v_(std::move(v)), from_set_(std::move(from_set)), given_(std::move(given)) {}
   const std::string& Str(const std::string& k) { return v_[k]; }
+  bool Given(const std::string& k) const { return given_.count(k) > 0; }
+  // Replaces a value (the resolved config then records what was used).
+  void Set(const std::string& k, std::string value) { v_[k] = std::move(value); }
   int Int(const std::string& k, int lo, int hi) {
     try {
       size_t pos;
@@ -220,6 +228,7 @@ class Reader {
  private:
   std::map<std::string, std::string> v_;
   std::map<std::string, std::string> from_set_;
+  std::set<std::string> given_;
   std::vector<std::string> errors_;
 };
 
@@ -234,13 +243,11 @@ void ReadModel(Reader& r, ModelConfig* m) {
     }
     *m = *p;
     // The vocabulary is the tokenizer's and the context the data's: given, they override the preset's.
-    for (const KeySpec& k : kSpecs) {
-      const std::string key = k.key;
-      if (key != "model.vocab_size" && key != "model.max_seq_len") continue;
-      if (r.Str(key) == k.def) continue;
-      (key == "model.vocab_size" ? m->vocab_size : m->max_seq_len) =
-          r.Int(key, key == "model.vocab_size" ? 2 : 1, key == "model.vocab_size" ? kBig : 1 << 20);
-    }
+    // Either way the resolved config records the value used (a replay of it builds the same model).
+    if (r.Given("model.vocab_size")) m->vocab_size = r.Int("model.vocab_size", 2, kBig);
+    if (r.Given("model.max_seq_len")) m->max_seq_len = r.Int("model.max_seq_len", 1, 1 << 20);
+    r.Set("model.vocab_size", std::to_string(m->vocab_size));
+    r.Set("model.max_seq_len", std::to_string(m->max_seq_len));
     if (Status st = m->Finish(); !st.ok()) r.Error(st.message());  // the padded vocabulary follows
     return;
   }
@@ -283,6 +290,7 @@ void ReadData(Reader& r, DataSection* d) {
   d->batch_size = r.Int("data.batch_size", 1, 1 << 20);
   d->seed = static_cast<uint64_t>(r.Int("data.seed", 0, INT32_MAX));
   d->verify_checksums = r.Bool("data.verify_checksums");
+  d->eval_split = r.OneOf("data.eval_split", {"val", "train"});
 }
 
 void ReadOptim(Reader& r, AdamWOptions* o) {
@@ -415,7 +423,8 @@ Status FlattenConfigText(const std::string& text, const std::string& where, std:
 // blamed on the --set that gave them when one did. *from_set: each overridden key's "--set" text.
 Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text, const std::vector<std::string>& overrides,
                                                    const std::string& where, std::vector<std::string>* errors,
-                                                   std::map<std::string, std::string>* from_set) {
+                                                   std::map<std::string, std::string>* from_set,
+                                                   std::set<std::string>* given_keys) {
   std::map<std::string, std::string> given;
   ANNEAL_RETURN_IF_ERROR(FlattenConfigText(yaml_text, where, &given, errors));
   for (const auto& o : overrides) {
@@ -437,6 +446,7 @@ Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text,
       continue;
     }
     v[k] = val;
+    given_keys->insert(k);
   }
   return v;
 }
@@ -460,8 +470,9 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
                                        const std::string& where) {
   std::vector<std::string> early;
   std::map<std::string, std::string> from_set;
-  ANNEAL_ASSIGN_OR_RETURN(auto values, Resolve(yaml_text, overrides, where, &early, &from_set));
-  Reader r(std::move(values), std::move(from_set));
+  std::set<std::string> given;
+  ANNEAL_ASSIGN_OR_RETURN(auto values, Resolve(yaml_text, overrides, where, &early, &from_set, &given));
+  Reader r(std::move(values), std::move(from_set), std::move(given));
   for (auto& e : early) r.Error(std::move(e));
   TrainConfig c;
   ReadModel(r, &c.model);

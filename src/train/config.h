@@ -25,6 +25,7 @@ struct DataSection {
   int batch_size = 8;
   uint64_t seed = 1;
   bool verify_checksums = true;
+  std::string eval_split = "val";  // the split validation reads, in order: val, or train
 };
 
 // train.*: the loop and the engine it runs on.

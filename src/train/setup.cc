@@ -121,10 +121,10 @@ Result<TrainData> OpenTrainData(const DataSection& d, const RankEnv& re, int dp_
   lo.dp_size = dp;
   ANNEAL_ASSIGN_OR_RETURN(td.train, DataLoader::Open(Env::Default(), lo));  // checks the vocabulary
   bool has_val = false;
-  for (const auto& s : td.train->info().shards) has_val |= s.split == "val";
+  for (const auto& s : td.train->info().shards) has_val |= s.split == d.eval_split;
   if (has_val) {
     LoaderOptions vo = lo;
-    vo.split = "val";
+    vo.split = d.eval_split;
     vo.shuffle = false;
     vo.dp_rank = 0;  // every rank walks the same validation batches and evaluates its share of them
     vo.dp_size = 1;

@@ -138,6 +138,7 @@ CheckpointLineage LineageOf(const TrainConfig& c, const Runtime& rt) {
   lineage.config_json = cj.dump();
   lineage.dataset_dir = c.data.dir;
   lineage.dataset_hash = rt.data.train->info().inputs_hash;
+  lineage.dataset_tokenizer = rt.data.train->info().tokenizer;
   return lineage;
 }
 
@@ -150,7 +151,9 @@ Result<EvalResult> RunEvaluation(const TrainConfig& c, const LogFn& log_all) {
     if (rt->re.rank == 0) log_all(line);
   };
   if (!rt->data.val) {
-    return InvalidInput("dataset " + c.data.dir + " has no validation split: prepare it with anneal prep --val-fraction");
+    return InvalidInput("dataset " + c.data.dir + " has no " + c.data.eval_split + " split" +
+                        (c.data.eval_split == "val" ? ": prepare it with anneal prep --val-fraction, or evaluate another split"
+                                                    : " long enough for one row"));
   }
   ANNEAL_ASSIGN_OR_RETURN(auto ckpt, TrainCheckpoints::Open(c.checkpoint, c.dist.timeout_s, *rt, LineageOf(c, *rt), log));
   ANNEAL_ASSIGN_OR_RETURN(std::string from, ckpt->InitFrom(*rt));

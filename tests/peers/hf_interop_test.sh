@@ -75,6 +75,11 @@ YAML
   check "$name: export -> import -> export is byte-identical" diff -r "$TMP/x_$name" "$TMP/x2_$name"
 done
 
+a=$("$ANNEAL" eval --checkpoint "$TMP/x_gpt2" --data "$TMP/rand" --split train --batches 1 --batch-size 1 --seq-len 64 --json | sed -nE 's/.*"loss":([^,]+).*/\1/p')
+h=$($PY loss "$TMP/x_gpt2" "$TMP/rand/r_train_000.bin" 64 2>/dev/null)
+check "anneal eval --split train reads the train split from its start (hf $h, anneal $a)" \
+  awk -v a="$a" -v h="$h" 'BEGIN { d = a - h; if (d < 0) d = -d; exit !(a != "" && h != "" && d <= 1e-5 * h) }'
+
 # ---- the tokenizer files: transformers' AutoTokenizer gives anneal's ids ----
 check "the export holds vocab.json, merges.txt, tokenizer.json and tokenizer_config.json" bash -c \
   "cd '$TMP/x_gpt2' && test -s vocab.json && test -s merges.txt && test -s tokenizer.json && test -s tokenizer_config.json"
@@ -117,7 +122,10 @@ optim: {lr: 3.0e-3, warmup_steps: 1}
 train: {steps: 6, log_every: 3, eval_every: 0, seed: 5, checkpoint_dir: $TMP/ck_$enc}
 YAML
   "$ANNEAL" train --config "$TMP/t_$enc.yaml" >"$TMP/train_$enc.log" 2>&1 || bad "$enc: training: $(tail -2 "$TMP/train_$enc.log")"
-  check "$enc: export with --tokenizer $enc" "$ANNEAL" export --format hf "$TMP/ck_$enc" "$TMP/x_$enc" --tokenizer "$enc"
+  # no --tokenizer: the checkpoint's lineage names the dataset's
+  check "$enc: export (its tokenizer from the checkpoint's lineage)" "$ANNEAL" export --format hf "$TMP/ck_$enc" "$TMP/x_$enc"
+  check "$enc: the export holds the tokenizer files (tokenizer.json, tokenizer_config.json, no merges.txt)" bash -c \
+    "cd '$TMP/x_$enc' && test -s tokenizer.json && test -s tokenizer_config.json && test ! -e merges.txt"
   "$ANNEAL" tokenize --tokenizer "$enc" "$TMP/text.txt" >"$TMP/ids_a_$enc.txt"
   $PY tokenize "$TMP/x_$enc" "$TMP/text.txt" --plain >"$TMP/ids_h_$enc.txt" 2>"$TMP/tok.err"
   check "$enc: AutoTokenizer on the export gives anneal's ids ($(wc -w <"$TMP/ids_a_$enc.txt") tokens)" \
@@ -134,7 +142,7 @@ YAML
        check "$enc: config.json's bos is <|endoftext|> ($eot), and AutoTokenizer adds no token" \
          test "$bos/$first" = "$eot/$(cut -d' ' -f1 "$TMP/ids_a_$enc.txt")" ;;
   esac
-  "$ANNEAL" sample --checkpoint "$TMP/ck_$enc" --tokenizer "$enc" --prompt "$PROMPT" --max-tokens 12 --temperature 0 >"$TMP/a.txt" 2>&1
+  "$ANNEAL" sample --checkpoint "$TMP/ck_$enc" --prompt "$PROMPT" --max-tokens 12 --temperature 0 >"$TMP/a.txt" 2>&1
   $PY greedy "$TMP/x_$enc" "$PROMPT" 12 --auto-tokenizer >"$TMP/h.txt" 2>"$TMP/h.err"
   check "$enc: transformers' greedy continuation (the folder's tokenizer) is anneal's" cmp -s "$TMP/a.txt" "$TMP/h.txt" ||
     { echo "  anneal: $(cat "$TMP/a.txt")"; echo "  transformers: $(cat "$TMP/h.txt") $(tail -2 "$TMP/h.err")"; }

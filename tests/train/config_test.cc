@@ -36,6 +36,22 @@ TEST(TrainConfigTest, APresetTakesTheVocabularyAndContextGiven) {
   auto plain = TrainConfig::Parse("model:\n  preset: llama-tiny\ndata:\n  dir: /tmp/x\n", {}, "t.yaml");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->model.vocab_size, ModelConfig::Preset("llama-tiny")->vocab_size);
+  // A value equal to the keys' defaults is still given; the resolved config records what was used,
+  // so replaying it (anneal eval does, from a checkpoint's lineage) builds the same model.
+  auto big = TrainConfig::Parse("model:\n  preset: llama-3.2-1b\ndata:\n  dir: /tmp/x\n",
+                                {"model.vocab_size=50257", "model.max_seq_len=256"}, "t.yaml");
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(big->model.vocab_size, 50257);
+  EXPECT_EQ(big->model.max_seq_len, 256);
+  auto preset = TrainConfig::Parse("model:\n  preset: llama-3.2-1b\ndata:\n  dir: /tmp/x\n", {}, "t.yaml");
+  ASSERT_TRUE(preset.ok());
+  EXPECT_EQ(preset->values.at("model.vocab_size"), "128256");
+  std::vector<std::string> replay;
+  for (const auto& [k, v] : preset->values) replay.push_back(k + "=" + v);
+  auto again = TrainConfig::Parse("", replay, "replay");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->model.vocab_size, 128256);
+  EXPECT_EQ(again->model.max_seq_len, preset->model.max_seq_len);
 }
 
 TEST(TrainConfigTest, UnknownKeysNameTheClosestValidKey) {
