@@ -31,13 +31,18 @@
 #             grouped-query attention has no flash path yet) against the same model in plain PyTorch
 #             compiled with SDPA (bench/gpu/torch_llama.py): tokens/s, MFU against 989 TFLOP/s, peak
 #             NVML process memory
+#   hf        (issue 32) a small Llama trained 8 steps on cuda, exported (anneal export --format hf, bf16):
+#             transformers, when this machine's python has it, loads the folder with
+#             from_pretrained(torch_dtype=bfloat16, device_map="cuda"), and its cross-entropy of the
+#             corpus's first validation row (256 tokens) equals anneal eval's of the same folder on cuda
+#             in bf16 within 2e-2 relative; without transformers the stage fails saying so (not run)
 # Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, kernels.txt,
 # gpu_fixture_step2.tgz) and prints the summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/device_check_out}
 mkdir -p "$OUT"
-STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench,llama}
+STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench,llama,hf}
 [ "${1:-}" = --stages ] && STAGES=$2
 BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.gz}
 B=/tmp/anneal-bundle
@@ -326,6 +331,41 @@ print(f"llama: Llama 3.2 1B shape (V=50257) B=4 T=1024 bf16 — anneal {a:.0f} t
 PY
 }
 
+stage_hf() {
+  local w=/tmp/anneal-hf a
+  python3 -c 'import transformers' 2>/dev/null || { echo "hf: transformers is not installed in this machine's python: not run"; return 1; }
+  rm -rf "$w" && mkdir -p "$w"
+  cat >"$w/llama.json" <<JSON
+{"model": {"family": "llama", "vocab_size": 50257, "max_seq_len": 256, "n_layer": 4, "n_head": 8, "n_kv_head": 2,
+           "n_embd": 256, "intermediate_size": 704, "rope_theta": 500000, "tie_embeddings": false},
+ "data": {"dir": "$B/data/kjv", "seq_len": 256, "batch_size": 8, "seed": 1, "verify_checksums": false},
+ "optim": {"lr": 1.0e-3, "warmup_steps": 2},
+ "train": {"steps": 8, "log_every": 4, "eval_every": 0, "kernels": "cuda", "dtype": "bf16", "resume": "none",
+           "checkpoint_dir": "$w/ck", "checkpoint_every": 8}}
+JSON
+  timeout 120 "$B/run.sh" anneal train --config "$w/llama.json" >"$w/train.log" 2>&1 || { tail -5 "$w/train.log"; return 1; }
+  timeout 60 "$B/run.sh" anneal export --format hf "$w/ck" "$w/x" --dtype bf16 || return 1
+  a=$(timeout 120 "$B/run.sh" anneal eval --checkpoint "$w/x" --data "$B/data/kjv" --batches 1 --batch-size 1 --seq-len 256 \
+        --set train.kernels=cuda --set train.dtype=bf16 --json | sed -nE 's/.*"loss":([^,]+).*/\1/p')
+  timeout 180 python3 - "$w/x" "$B/data/kjv" "$a" <<'PY'
+import json, os, sys, torch
+from transformers import AutoModelForCausalLM
+folder, data, a = sys.argv[1], sys.argv[2], float(sys.argv[3])
+info = json.load(open(os.path.join(data, "dataset.json")))
+val = next(s for s in info["shards"] if s["split"] == "val")
+raw = open(os.path.join(data, val["file"]), "rb").read()[1024:1024 + 2 * 257]
+ids = torch.frombuffer(bytearray(raw), dtype=torch.int16).to(torch.int64) & 0xFFFF
+m = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.bfloat16, device_map="cuda")
+with torch.no_grad():
+    logits = m(ids[None, :256].cuda()).logits.float()[0]
+h = torch.nn.functional.cross_entropy(logits, ids[1:257].cuda()).item()
+ok = abs(a - h) <= 2e-2 * abs(h)
+print(f"hf: exported bf16 Llama in transformers on cuda: loss {h:.5f}, anneal eval on cuda {a:.5f} "
+      f"(relative {abs(a - h) / abs(h):.2e}, bound 2e-2): {'ok' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+}
+
 run_stage probe
 run_stage load
 # The fallback build when the bundle did not load (or when --stages names it).
@@ -337,6 +377,7 @@ run_stage memcheck
 run_stage step
 run_stage bench
 run_stage llama
+run_stage hf
 printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
 echo "=== summary"
 cat "$OUT/summary.txt"
