@@ -21,8 +21,24 @@ DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, 
   if (zero_ == 2) first_error_ = acc_.Assign(be_, count_[comm->rank()], "the ZeRO-2 gradient accumulator");
 }
 
-void DataParallel::BeginBackward(float* grads, bool last_micro_step) {
-  grads_ = grads;
+void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
+  narrow_ = {};
+  if (grads && grads.t != DType::kF32) {
+    if (zero_ != 0 || grads.t != DType::kBF16) std::abort();  // refused by the config (train/config.cc)
+    if (wide_.size() != total_) {
+      Status s = wide_.Assign(be_, total_, "the fp32 copy of the bf16 gradients");
+      if (!s.ok()) {
+        if (first_error_.ok()) first_error_ = s;
+        grads_ = nullptr;
+        communicate_ = false;
+        return;
+      }
+    }
+    narrow_ = grads;
+    grads_ = wide_.data();
+  } else {
+    grads_ = grads ? grads.f32() : nullptr;
+  }
   communicate_ = zero_ == 2 || last_micro_step;
   pending_lo_ = pending_hi_ = 0;
   inflight_.clear();
@@ -123,6 +139,10 @@ void DataParallel::AddReady(size_t begin, size_t end) {
 }
 
 void DataParallel::Launch(size_t lo, size_t hi) {
+  if (narrow_) {  // widen the bucket (exactly) on the compute stream, before the reduction's event
+    be_.Copy(st_, View(grads_ + lo, hi - lo), TensorView((narrow_ + lo).p, DType::kBF16,
+                                                          {static_cast<int64_t>(hi - lo)}, be_.device()));
+  }
   if (zero_ == 0) {
     inflight_.push_back(comm_->StartAllReduceSum(View(grads_ + lo, hi - lo), Ready()));
     return;
@@ -143,6 +163,11 @@ std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size
 }
 
 Status DataParallel::EndBackward() {
+  if (!first_error_.ok() && zero_ != 2) {
+    Status s = first_error_;
+    first_error_ = Status::Ok();
+    return s;
+  }
   if (zero_ == 2) {
     while (!inflight_ranges_.empty()) RetireOldest();
     Status s = first_error_;

@@ -16,6 +16,10 @@
 //           accumulator and the buffer freed. Every micro-step is reduced this way, so gradients
 //           exist only as 1/dp shards plus the embeddings' buffer and a few layers in flight.
 // The gradient sums are averages because the trainer scales the loss by 1/(B·T·accum·dp).
+// A bf16 model (train.dtype = bf16, zero 0): each bucket of its bf16 gradients is widened (exactly)
+// into an fp32 copy of the flat vector before it is allreduced, so gradients are summed in fp32 and
+// the optimizer (fp32 masters) reads fp32 sums. Zero 1 and 2 take fp32 models only for now (their
+// sharded masters and the zero-2 GradSink's fp32 ranges: issue 33).
 // Every reduction is deterministic (Gloo's ring allreduce gives every rank the same bits; the
 // reduce-scatter sums in rank order), so replicas never drift apart.
 //
@@ -51,9 +55,9 @@ class DataParallel : public GradSink {
   size_t shard_end() const { return zero_ == 0 ? total_ : begin_[comm_->rank()] + count_[comm_->rank()]; }
   // Each rank's shard is the parallel plan's (ParallelPlan::ZeroShardBegin / ZeroShardCount).
 
-  // Before a micro-step's backward: grads is the model's flat gradient buffer (null with zero 2,
-  // where this object is the model's GradSink).
-  void BeginBackward(float* grads, bool last_micro_step);
+  // Before a micro-step's backward: grads is the model's flat gradient buffer, f32 or bf16 (null with
+  // zero 2, where this object is the model's GradSink).
+  void BeginBackward(DevPtr grads, bool last_micro_step);
   // GradSink (zero 2).
   float* Acquire(size_t begin, size_t end) override;
   void Release(size_t begin, size_t end) override;
@@ -96,7 +100,9 @@ class DataParallel : public GradSink {
   int zero_;
   size_t bucket_floats_;
   std::vector<size_t> begin_, count_;  // shard of each rank
-  float* grads_ = nullptr;
+  float* grads_ = nullptr;  // what is reduced: the model's fp32 gradients, or wide_
+  DevPtr narrow_;           // a bf16 model's gradients (widened into wide_ bucket by bucket), else null
+  DeviceArray wide_;        // bf16 model: the fp32 copy of the flat vector
   bool communicate_ = false;
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)
   bool hold_first_ = false;

@@ -9,7 +9,7 @@ CheckpointTensors TensorsOf(const DecoderModel& model, const AdamW* opt) {
   t.backend = &model.backend();
   t.stream = model.stream();
   // Master weights are read as the whole vector: the trainer allows them only for a whole-vector
-  // optimizer (train.dtype = bf16 refuses ZeRO and parallelism).
+  // optimizer (train.dtype = bf16 runs at ZeRO 0 without tensor or pipeline parallelism).
   t.params = opt ? opt->MasterOr(model.params_ptr()) : model.params_ptr();
   if (opt) {
     t.m = opt->m().ptr();

@@ -42,7 +42,7 @@ Result<double> StepPlan::ForwardBackward() {
       continue;
     }
     const bool last = a.micro == p_.scale.accum - 1;
-    if (p_.dp) p_.dp->BeginBackward(p_.model->grads(), last);
+    if (p_.dp) p_.dp->BeginBackward(p_.model->grads_ptr(), last);
     ANNEAL_RETURN_IF_ERROR(pipe.Backward(a.micro));
     if (last && p_.tied) ANNEAL_RETURN_IF_ERROR(SyncTiedEmbedding());
     if (p_.dp) ANNEAL_RETURN_IF_ERROR(p_.dp->EndBackward());
