@@ -145,31 +145,34 @@ fi
 echo "corpus: $corpus_mb MB from ${#sources[@]} sources (fortunes: $([[ $fortunes_used == 1 ]] && echo yes || echo no)), $copies pass(es)"
 
 # ---- anneal --------------------------------------------------------------------------------
-# best_wall N: best wall time (s) of `anneal tokenize --threads N --count` over $runs runs;
-# sets count_N and time_N.
-anneal_best() { # N [FILE]
-  local n=$1 file=${2:-$corpus} best="" i t0 t1 dt out
+# anneal_best N FILE [TOKENIZE ARGS...]: the best wall time (s) of `anneal tokenize --threads N --count
+# ARGS FILE` over $runs runs, in best_time, and its token count, in best_count.
+anneal_best() {
+  local n=$1 file=$2 i t0 t1 dt
+  shift 2
+  best_time=""
   for ((i = 0; i < runs; i++)); do
     t0=$EPOCHREALTIME
-    out=$("$anneal" tokenize --threads "$n" --count "$file")
+    best_count=$("$anneal" tokenize --threads "$n" --count "$@" "$file")
     t1=$EPOCHREALTIME
     dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
-    if [[ -z "$best" ]] || awk -v x="$dt" -v y="$best" 'BEGIN { exit !(x < y) }'; then best=$dt; fi
+    if [[ -z "$best_time" ]] || awk -v x="$dt" -v y="$best_time" 'BEGIN { exit !(x < y) }'; then best_time=$dt; fi
   done
-  printf -v "count_$n" '%s' "$out"
-  printf -v "time_$n" '%s' "$best"
 }
 # Start-up (embedded vocabulary, process) on a one-line input, for the rate without it.
 printf 'Hello world.\n' >"$tmp/tiny.txt"
 anneal_best 1 "$tmp/tiny.txt"
-startup_s=$(awk -v s="$time_1" 'BEGIN { printf "%.3f", s }')
-anneal_best 1
-anneal_best 2
+startup_s=$(awk -v s="$best_time" 'BEGIN { printf "%.3f", s }')
+anneal_best 1 "$corpus"
+count_1=$best_count time_1=$best_time
+anneal_best 2 "$corpus"
+count_2=$best_count time_2=$best_time
 # Encode call only (what the JavaScript peers' timings cover): anneal's own --stats, best of $runs.
-encode_best() { # N -> best encode_mbps
+encode_best() { # N [TOKENIZE ARGS...] -> best encode_mbps
   local n=$1 best=0 i v
+  shift
   for ((i = 0; i < runs; i++)); do
-    v=$("$anneal" tokenize --threads "$n" --count --stats "$corpus" 2>&1 >/dev/null |
+    v=$("$anneal" tokenize --threads "$n" --count --stats "$@" "$corpus" 2>&1 >/dev/null |
         sed -nE 's/.*encode_mbps=([0-9.]+).*/\1/p')
     best=$(awk -v a="$v" -v b="$best" 'BEGIN { print (a > b) ? a : b }')
   done
@@ -318,20 +321,9 @@ printf '%-14s %12s %12s %12s %12s %12s %10s %10s\n' "encoding" "anneal cmd" "ann
   "tiktoken WASM" "npm JS" "vs native" "enc/native"
 enc_fail=0
 for e in cl100k_base o200k_base llama3; do
-  best=""
-  for ((i = 0; i < runs; i++)); do
-    t0=$EPOCHREALTIME
-    n_a=$("$anneal" tokenize --tokenizer "$e" --count "$corpus")
-    t1=$EPOCHREALTIME
-    dt=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
-    if [[ -z "$best" ]] || awk -v x="$dt" -v y="$best" 'BEGIN { exit !(x < y) }'; then best=$dt; fi
-  done
-  e_enc=0
-  for ((i = 0; i < runs; i++)); do
-    v=$("$anneal" tokenize --tokenizer "$e" --count --stats "$corpus" 2>&1 >/dev/null |
-        sed -nE 's/.*encode_mbps=([0-9.]+).*/\1/p')
-    e_enc=$(awk -v a="$v" -v b="$e_enc" 'BEGIN { print (a > b) ? a : b }')
-  done
+  anneal_best 1 "$corpus" --tokenizer "$e"
+  n_a=$best_count best=$best_time
+  e_enc=$(encode_best 1 --tokenizer "$e")
   nj=$("$native_py" tests/peers/tiktoken_native.py --encoding "$e" --bench "$corpus" "$runs")
   n_s=$(field "$nj" seconds)
   n_n=$(field "$nj" tokens)
