@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <type_traits>
 
 namespace anneal {
 
@@ -49,17 +50,19 @@ void ForEachPiece(std::string_view s, Fn&& fn) {
   }
 }
 
-// The same with the rule chosen at run time.
-template <typename Fn>
-void ForEachPieceOf(PreTokenizer r, std::string_view s, Fn&& fn) {
+// Calls f(std::integral_constant<PreTokenizer, R>{}) for the run-time rule r = R: code templated
+// on the rule gets one instance per pre-tokenizer, chosen once per call.
+template <typename F>
+decltype(auto) WithPreTokenizer(PreTokenizer r, F&& f) {
   switch (r) {
-    case PreTokenizer::kGpt2:
-      return ForEachPiece<PreTokenizer::kGpt2>(s, fn);
     case PreTokenizer::kCl100k:
-      return ForEachPiece<PreTokenizer::kCl100k>(s, fn);
+      return f(std::integral_constant<PreTokenizer, PreTokenizer::kCl100k>{});
     case PreTokenizer::kO200k:
-      return ForEachPiece<PreTokenizer::kO200k>(s, fn);
+      return f(std::integral_constant<PreTokenizer, PreTokenizer::kO200k>{});
+    case PreTokenizer::kGpt2:
+      break;
   }
+  return f(std::integral_constant<PreTokenizer, PreTokenizer::kGpt2>{});
 }
 
 }  // namespace anneal

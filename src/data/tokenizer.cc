@@ -281,14 +281,7 @@ void Encoder::Reset() {
 }
 
 void Encoder::Encode(std::string_view text, std::vector<uint32_t>* out) {
-  switch (tok_.rule()) {
-    case PreTokenizer::kGpt2:
-      return EncodeWith<PreTokenizer::kGpt2>(text, out);
-    case PreTokenizer::kCl100k:
-      return EncodeWith<PreTokenizer::kCl100k>(text, out);
-    case PreTokenizer::kO200k:
-      return EncodeWith<PreTokenizer::kO200k>(text, out);
-  }
+  WithPreTokenizer(tok_.rule(), [&](auto rule) { EncodeWith<decltype(rule)::value>(text, out); });
 }
 
 template <PreTokenizer R>
