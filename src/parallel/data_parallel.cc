@@ -24,18 +24,18 @@ DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, 
 void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
   narrow_ = {};
   if (grads && grads.t != DType::kF32) {
-    if (zero_ != 0 || grads.t != DType::kBF16) std::abort();  // refused by the config (train/config.cc)
-    if (wide_.size() != total_) {
-      Status s = wide_.Assign(be_, total_, "the fp32 copy of the bf16 gradients");
-      if (!s.ok()) {
-        if (first_error_.ok()) first_error_ = s;
-        grads_ = nullptr;
-        communicate_ = false;
-        return;
-      }
+    if (zero_ == 2 || grads.t != DType::kBF16) std::abort();  // refused by the config (train/config.cc)
+    if (wide_.size() != total_) {  // Attach could not allocate it: EndBackward says so
+      grads_ = nullptr;
+      communicate_ = false;
+      return;
     }
     narrow_ = grads;
     grads_ = wide_.data();
+    if (widen_fence_.handle) {
+      be_.WaitEvent(st_, widen_fence_);
+      widen_fence_ = Event{};
+    }
   } else {
     grads_ = grads ? grads.f32() : nullptr;
   }
@@ -101,6 +101,9 @@ void DataParallel::RetireOldest() {
 }
 
 void DataParallel::Attach(DecoderModel* model, bool hold_embedding) {
+  if (model->params_ptr().t != DType::kF32 && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
+    first_error_ = wide_.Assign(be_, total_, "the fp32 copy of the bf16 gradients");
+  }
   if (zero_ == 2) {
     model->set_grad_sink(this);  // no full gradient buffer: ranges come and go during backward
     return;
@@ -194,9 +197,26 @@ void DataParallel::ResetAccumulator() {
   if (!acc_.empty()) be_.Zero(st_, acc_.View());
 }
 
-Status DataParallel::AllGatherParams(float* params) {
+Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
   if (zero_ == 0 || comm_->size() == 1) return Status::Ok();
-  return comm_->StartAllGatherV(View(params, total_), count_, Ready())->Wait();
+  if (params.t == DType::kF32) return comm_->StartAllGatherV(View(params.f32(), total_), count_, Ready())->Wait();
+  ANNEAL_RETURN_IF_ERROR(GatherMasters(master));
+  be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
+  return Status::Ok();
+}
+
+Status DataParallel::GatherMasters(DevPtr master) {
+  if (wide_.size() != total_) return Internal("GatherMasters: no fp32 copy (an fp32 model)");
+  const size_t b = shard_begin(), n = shard_end() - b;
+  be_.Copy(st_, View(wide_.data() + b, n), View(master.f32(), n));
+  if (comm_->size() == 1 || zero_ == 0) return Status::Ok();
+  return comm_->StartAllGatherV(View(wide_.data(), total_), count_, Ready())->Wait();
+}
+
+void DataParallel::ScatterMasters(DevPtr master, DevPtr params) {
+  const size_t b = shard_begin(), n = shard_end() - b;
+  be_.Copy(st_, View(master.f32(), n), View(wide_.data() + b, n));
+  be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
 }
 
 }  // namespace anneal

@@ -16,10 +16,13 @@
 //           accumulator and the buffer freed. Every micro-step is reduced this way, so gradients
 //           exist only as 1/dp shards plus the embeddings' buffer and a few layers in flight.
 // The gradient sums are averages because the trainer scales the loss by 1/(B·T·accum·dp).
-// A bf16 model (train.dtype = bf16, zero 0): each bucket of its bf16 gradients is widened (exactly)
-// into an fp32 copy of the flat vector before it is allreduced, so gradients are summed in fp32 and
-// the optimizer (fp32 masters) reads fp32 sums. Zero 1 and 2 take fp32 models only for now (their
-// sharded masters and the zero-2 GradSink's fp32 ranges: issue 33).
+// A bf16 model (train.dtype = bf16, zero 0 and 1): each bucket of its bf16 gradients is widened
+// (exactly) into an fp32 copy of the flat vector before it is reduced, so gradients are summed in
+// fp32 and the optimizer (fp32 masters) reads fp32 sums. With zero 1 the optimizer keeps fp32 masters
+// of its shard only: AllGatherParams gathers every shard's masters into the fp32 copy and each rank
+// rounds the whole of it into its bf16 working copy (as the optimizer rounds its own shard), and a
+// checkpoint reads and writes the whole fp32 vector there (GatherMasters, ScatterMasters). Zero 2
+// (the GradSink's ranges are fp32) takes fp32 models only for now (issue 33).
 // Every reduction is deterministic (Gloo's ring allreduce gives every rank the same bits; the
 // reduce-scatter sums in rank order), so replicas never drift apart.
 //
@@ -80,8 +83,20 @@ class DataParallel : public GradSink {
   float* OptimizerGrads();
   // Zero 2: clears the accumulator (after the optimizer step).
   void ResetAccumulator();
-  // After the optimizer updated params[shard]: gives every rank every shard (zero 1, 2).
-  Status AllGatherParams(float* params);
+  // After the optimizer updated params[shard]: gives every rank every shard (zero 1, 2). params is
+  // the model's working copy; a bf16 one comes from the fp32 masters (`master`: this rank's shard).
+  Status AllGatherParams(DevPtr params, DevPtr master);
+  // bf16 with zero 1: every rank's fp32 master shard into the fp32 copy (a collective), which then
+  // holds the whole parameter vector (wide()) until the next backward widens gradients into it.
+  Status GatherMasters(DevPtr master);
+  // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master,
+  // the whole vector rounded into the working copy params.
+  void ScatterMasters(DevPtr master, DevPtr params);
+  // The fp32 copy of the flat vector (bf16 models; null otherwise).
+  DevPtr wide() const { return wide_.ptr(); }
+  // The next widening of gradients into wide() waits, on the compute stream, for `e` (a checkpoint
+  // snapshot still copying it).
+  void WaitBeforeNextWiden(const Event& e) { widen_fence_ = e; }
   // Floats this engine holds itself (the zero-2 accumulator). Its range buffers (at most
   // peak_buffer_floats at once) are kept for reuse between micro-steps.
   size_t floats_held() const { return acc_.size(); }
@@ -103,6 +118,7 @@ class DataParallel : public GradSink {
   float* grads_ = nullptr;  // what is reduced: the model's fp32 gradients, or wide_
   DevPtr narrow_;           // a bf16 model's gradients (widened into wide_ bucket by bucket), else null
   DeviceArray wide_;        // bf16 model: the fp32 copy of the flat vector
+  Event widen_fence_;
   bool communicate_ = false;
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)
   bool hold_first_ = false;

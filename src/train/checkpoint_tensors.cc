@@ -8,8 +8,8 @@ CheckpointTensors TensorsOf(const DecoderModel& model, const AdamW* opt) {
   t.layout = &model.layout();
   t.backend = &model.backend();
   t.stream = model.stream();
-  // Master weights are read as the whole vector: the trainer allows them only for a whole-vector
-  // optimizer (train.dtype = bf16 runs at ZeRO 0 without tensor or pipeline parallelism).
+  // Master weights are read as the whole vector here: a sharded optimizer's (bf16 with ZeRO 1) come
+  // through the mutable TensorsOf with its DataParallel.
   t.params = opt ? opt->MasterOr(model.params_ptr()) : model.params_ptr();
   if (opt) {
     t.m = opt->m().ptr();
@@ -22,13 +22,28 @@ CheckpointTensors TensorsOf(const DecoderModel& model, const AdamW* opt) {
   return t;
 }
 
-CheckpointTensors TensorsOf(DecoderModel& model, AdamW* opt) {
+namespace {
+bool ShardedMasters(const AdamW* opt, const DataParallel* par) {
+  return opt && opt->master() && par && par->zero() > 0 && par->wide();
+}
+}  // namespace
+
+CheckpointTensors TensorsOf(DecoderModel& model, AdamW* opt, DataParallel* par) {
   CheckpointTensors t = TensorsOf(static_cast<const DecoderModel&>(model), static_cast<const AdamW*>(opt));
-  if (opt) {
+  if (ShardedMasters(opt, par)) {
+    t.params = par->wide();
+    t.loaded = [&model, opt, par] { par->ScatterMasters(opt->master(), model.params_ptr()); };
+  } else if (opt) {
     t.loaded = [&model, opt] { opt->WriteWorking(model.params_ptr() + opt->begin()); };
-    t.set_updates = [opt](int updates) { opt->set_updates(updates); };
   }
+  if (opt) t.set_updates = [opt](int updates) { opt->set_updates(updates); };
   return t;
+}
+
+Result<DevPtr> GatherFullParams(const DecoderModel& model, const AdamW& opt, DataParallel* par) {
+  if (!ShardedMasters(&opt, par)) return opt.MasterOr(model.params_ptr());
+  ANNEAL_RETURN_IF_ERROR(par->GatherMasters(opt.master()));
+  return par->wide();
 }
 
 }  // namespace anneal

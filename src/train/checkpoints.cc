@@ -58,7 +58,7 @@ Result<std::string> TrainCheckpoints::Resume(Runtime& rt, TrainerState* st) {
   if (!store_ || k_.resume != "auto") return std::string();
   ANNEAL_ASSIGN_OR_RETURN(auto newest, FindNewestCheckpoint(*store_));
   if (!newest) return std::string();
-  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store_, *newest, TensorsOf(*rt.model, rt.opt.get()), st));
+  ANNEAL_RETURN_IF_ERROR(LoadCheckpoint(*store_, *newest, TensorsOf(*rt.model, rt.opt.get(), rt.par.get()), st));
   ANNEAL_RETURN_IF_ERROR(rt.data.train->Seek(st->loader));
   last_path_ = PathOf(*newest);
   return last_path_;
@@ -67,7 +67,7 @@ Result<std::string> TrainCheckpoints::Resume(Runtime& rt, TrainerState* st) {
 Result<std::string> TrainCheckpoints::InitFrom(Runtime& rt) {
   const std::string& from = k_.init_from;
   if (from.empty()) return std::string();
-  const CheckpointTensors t = TensorsOf(*rt.model, rt.opt.get());
+  const CheckpointTensors t = TensorsOf(*rt.model, rt.opt.get(), rt.par.get());
   if (Env::Default().Exists(from + "/config.json")) {  // a Hugging Face folder
     ANNEAL_ASSIGN_OR_RETURN(HfModel hf, ImportHfFolder(from));
     ANNEAL_RETURN_IF_ERROR(LoadWeights(hf.config, hf.params, t, "train.init_from " + from));
@@ -90,7 +90,7 @@ void TrainCheckpoints::Reserve(const Runtime& rt) {
   // A staged snapshot serializes on the writer's thread, where fresh buffers fault in without
   // blocking training: nothing to reserve (and sizing the images would copy the device state once).
   if (store_ && k_.async && !device_staging_) {
-    checkpointer_->Reserve(CheckpointImageSizes(TensorsOf(*rt.model, rt.opt.get()), Writers(rt)));
+    checkpointer_->Reserve(CheckpointImageSizes(TensorsOf(*rt.model, rt.opt.get(), rt.par.get()), Writers(rt)));
   }
 }
 
@@ -113,11 +113,13 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   st->updates = rt.opt->updates();
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Wait());  // the previous one first (its buffers are reused)
   const double t_wait = copts_.clock->Monotonic() - t0;
-  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, TensorsOf(*rt.model, rt.opt.get()), *st, lineage_,
+  if (rt.opt) ANNEAL_RETURN_IF_ERROR(GatherFullParams(*rt.model, *rt.opt, rt.par.get()).status());  // sharded masters
+  ANNEAL_ASSIGN_OR_RETURN(CheckpointSnapshot snap, SnapshotCheckpoint(*store_, TensorsOf(*rt.model, rt.opt.get(), rt.par.get()), *st, lineage_,
                                                                       Writers(rt), copts_, checkpointer_->spare(),
                                                                       device_staging_.get()));
   // Staged: the copies run on; the update that overwrites what they read waits for them.
   if (device_staging_ && !snap.skip && rt.opt) rt.opt->WaitBeforeNextUpdate(device_staging_->copied());
+  if (device_staging_ && !snap.skip && rt.par) rt.par->WaitBeforeNextWiden(device_staging_->copied());
   const double t_snap = copts_.clock->Monotonic() - t0 - t_wait;
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Start(std::move(snap)));
   if (!writing_.empty()) {

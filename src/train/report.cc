@@ -219,10 +219,10 @@ Status TrainReport::Finish(int steps_done, const std::string& state_hash, double
   return Status::Ok();
 }
 
-std::string StateHash(const DecoderModel& m, AdamW& opt) {
+std::string StateHash(const DecoderModel& m, AdamW& opt, DevPtr full_params) {
   Xxh64Stream h;
   // The canonical fp32 parameters: the optimizer's masters where it keeps them.
-  const HostRead params(m.backend(), opt.MasterOr(m.params_ptr()), m.num_floats());
+  const HostRead params(m.backend(), full_params, m.num_floats());
   const HostRead mm(m.backend(), opt.m().data(), opt.m().size()), vv(m.backend(), opt.v().data(), opt.v().size());
   h.Update(std::string_view(reinterpret_cast<const char*>(params.data()), m.num_floats() * sizeof(float)));
   h.Update(std::string_view(reinterpret_cast<const char*>(mm.data()), opt.m().size() * sizeof(float)));

@@ -66,7 +66,8 @@ class TrainReport {
 };
 
 // XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
-std::string StateHash(const DecoderModel& m, AdamW& opt);
+// params: the whole fp32 parameter vector (GatherFullParams).
+std::string StateHash(const DecoderModel& m, AdamW& opt, DevPtr params);
 
 // Unigram entropy (nats/token) of a dataset split: the loss of the best model that ignores context.
 Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split);

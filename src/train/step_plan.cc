@@ -90,7 +90,9 @@ Result<StepStats> StepPlan::Update(int step, double loss) {
   double ss = LocalSumSquares(g, b, e);
   if (p_.world) ANNEAL_RETURN_IF_ERROR(p_.world->AllReduceSum(&ss, 1));
   s = p_.optimizer->StepWithNorm(m.params_ptr() + b, g, step, std::sqrt(ss));
-  if (par && par->zero() > 0 && !s.skipped) ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(m.params()));
+  if (par && par->zero() > 0 && !s.skipped) {
+    ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(m.params_ptr(), p_.optimizer->master()));
+  }
   if (par) par->ResetAccumulator();
   return s;
 }

@@ -9,6 +9,7 @@
 
 #include "core/progress.h"
 #include "core/trace.h"
+#include "train/checkpoint_tensors.h"
 #include "train/checkpoints.h"
 #include "train/profiler.h"
 #include "train/report.h"
@@ -205,7 +206,8 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     if (ckpt->enabled()) res.last_checkpoint = ckpt->last_path();
   }
   res.steps_done = st.step;
-  res.state_hash = StateHash(*rt->model, *rt->opt);
+  ANNEAL_ASSIGN_OR_RETURN(DevPtr full, GatherFullParams(*rt->model, *rt->opt, rt->par.get()));
+  res.state_hash = StateHash(*rt->model, *rt->opt, full);
   ANNEAL_RETURN_IF_ERROR(report.Finish(st.step, res.state_hash, ckpt->blocked_seconds(), ckpt->enabled()));
   return res;
 }

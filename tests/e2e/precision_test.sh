@@ -7,7 +7,8 @@
 #   - checkpoints are fp32 both ways: a bf16 checkpoint samples with the fp32 cpu backend, an fp32
 #     checkpoint resumes in bf16;
 #   - at data-parallel 2 (half the batch a rank, the bf16 gradients summed in fp32) the losses follow
-#     the one-process bf16 run and the fp32 run;
+#     the one-process bf16 run and the fp32 run; ZeRO-1 (fp32 masters sharded) equals ZeRO 0 bit for
+#     bit, resumes bit for bit, and its checkpoint resumes at ZeRO 0;
 #   - bad combinations exit 2 naming the fix.
 source "$(dirname "$0")/lib.sh"
 CMP="/usr/bin/python3 $(dirname "$0")/dist_compare.py"
@@ -66,10 +67,29 @@ check "bf16 at dp 2: the checkpoint stores fp32 and resumes on one process" bash
   "mkdir -p '$TMP/dp2r' && cp -r '$TMP/dp2/step-00000004' '$TMP/dp2r/' && '$ANNEAL' train --config '$TMP/cfg.yaml' --set train.dtype=bf16 \
    --set train.checkpoint_dir='$TMP/dp2r' 2>&1 | grep -q 'resumed from .*step-00000004'"
 
-expect_exit "bf16 with tensor parallelism is refused" 2 "train.dtype = bf16 runs with plain data parallelism only for now" \
+# ZeRO-1 in bf16: each rank keeps the fp32 masters of its shard; the shards are gathered and rounded
+# into the bf16 working copy after each update, and into a whole fp32 vector for a checkpoint. With
+# two ranks every sum has the same two terms, so it is ZeRO 0 bit for bit; it resumes bit for bit, and
+# its checkpoint resumes at ZeRO 0.
+z1() { "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 \
+         --set data.batch_size=2 "$@"; }
+stephex() { grep -E 'step +[0-9]+/' "$1" | sed -E 's/.*step +([0-9]+)\/.*\((0x[^)]*)\).*/\1 \2/'; }
+z1 --set dist.zero=1 --set train.checkpoint_dir="$TMP/z1" >"$TMP/z1.log" 2>&1 || bad "bf16 ZeRO-1: exit $?: $(tail -2 "$TMP/z1.log")"
+check "bf16 ZeRO-1 at dp 2: ZeRO 0's losses bit for bit" diff <(stephex "$TMP/dp2.log") <(stephex "$TMP/z1.log")
+check "bf16 ZeRO-1 at dp 2: ZeRO 0's parameters" $CMP params "$TMP/dp2/step-00000008" "$TMP/z1/step-00000008"
+mkdir -p "$TMP/z1r" "$TMP/z1x" && cp -r "$TMP/z1/step-00000004" "$TMP/z1r/" && cp -r "$TMP/z1/step-00000004" "$TMP/z1x/"
+z1 --set dist.zero=1 --set train.checkpoint_dir="$TMP/z1r" >"$TMP/z1r.log" 2>&1 || bad "bf16 ZeRO-1 resume: exit $?"
+check "bf16 ZeRO-1 resumed from step 4: steps 5-8 and the state hash bit for bit ($(hash_of "$TMP/z1.log"))" bash -c \
+  "grep -q 'resumed from .*step-00000004' '$TMP/z1r.log' && diff <(grep -E 'step +[5-8]/' '$TMP/z1.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') \
+     <(grep -E 'step +[5-8]/' '$TMP/z1r.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') && test -n '$(hash_of "$TMP/z1.log")' && test '$(hash_of "$TMP/z1.log")' = \"\$(sed -nE 's/.*state hash.*: ([0-9a-f]+)\$/\\1/p' '$TMP/z1r.log')\""
+z1 --set train.checkpoint_dir="$TMP/z1x" >"$TMP/z1x.log" 2>&1 || bad "a bf16 ZeRO-1 checkpoint at ZeRO 0: exit $?"
+check "a bf16 ZeRO-1 checkpoint resumes at ZeRO 0: steps 5-8 bit for bit" \
+  diff <(stephex "$TMP/z1.log" | tail -4) <(stephex "$TMP/z1x.log")
+
+expect_exit "bf16 with tensor parallelism is refused" 2 "train.dtype = bf16 runs with data parallelism only for now" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.tp=2
-expect_exit "bf16 with ZeRO is refused" 2 "train.dtype = bf16 runs with plain data parallelism only for now.*dist.zero = 0" \
-  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.zero=1
+expect_exit "bf16 with ZeRO-2 is refused" 2 "train.dtype = bf16 runs with data parallelism only for now.*dist.zero to 0 or 1" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.zero=2
 expect_exit "an unknown dtype is refused" 2 "train.dtype = 'fp8' must be f32 or bf16" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=fp8
 finish
