@@ -91,8 +91,8 @@ DevPtr DecoderModel::GradPtr(const std::string& name) {
 
 DevPtr DecoderModel::G(size_t off) {
   if (!sink_) return store_.grads() + off;
-  for (const ActiveRange& r : active_) {  // the sink's ranges are fp32 (data parallelism)
-    if (off >= r.begin && off < r.end) return DevPtr{r.data + (off - r.begin), DType::kF32};
+  for (const ActiveRange& r : active_) {
+    if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
   }
   std::abort();  // a gradient written outside an acquired range: a bug in Backward's ranges
 }

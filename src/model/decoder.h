@@ -39,11 +39,12 @@ namespace anneal {
 // Gradient storage handed out range by range (ZeRO-2: no rank holds a full gradient buffer). During
 // Backward the model calls Acquire(begin, end) before it first writes a range's gradients and
 // Release(begin, end) once they are final for this batch (the same ranges, in the same order, as the
-// grad-ready hook); Acquire returns end-begin zeroed floats that stay valid until Release.
+// grad-ready hook); Acquire returns end-begin zeroed elements of the model's gradient dtype (its
+// parameters' dtype) that stay valid until Release.
 class GradSink {
  public:
   virtual ~GradSink() = default;
-  virtual float* Acquire(size_t begin, size_t end) = 0;
+  virtual DevPtr Acquire(size_t begin, size_t end) = 0;
   virtual void Release(size_t begin, size_t end) = 0;
 };
 
@@ -275,7 +276,7 @@ class DecoderModel {
   GradSink* sink_ = nullptr;
   struct ActiveRange {
     size_t begin, end;
-    float* data;
+    DevPtr data;
   };
   std::vector<ActiveRange> active_;  // sink mode: ranges acquired and not yet released
 };

@@ -45,30 +45,36 @@ void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
   peak_buffer_floats_ = buffer_floats_;
 }
 
-float* DataParallel::Acquire(size_t begin, size_t end) {
+DeviceArray DataParallel::TakeBuffer(std::vector<DeviceArray>* pool, size_t n, DType t) {
+  // Reuse a retired buffer of the same range (the same ranges come back every micro-step): no fresh
+  // pages to fault in each time.
+  for (auto it = pool->begin(); it != pool->end(); ++it) {
+    if (it->size() == n) {
+      DeviceArray a = std::move(*it);
+      pool->erase(it);
+      return a;
+    }
+  }
+  DeviceArray a;
+  Status s = a.Assign(be_, n, "a ZeRO-2 gradient range", t);
+  if (!s.ok()) {  // the GradSink contract has no error path: say what did not fit, and stop
+    std::fprintf(stderr, "error: %s\n", s.message().c_str());
+    std::abort();
+  }
+  return a;
+}
+
+DevPtr DataParallel::Acquire(size_t begin, size_t end) {
   auto b = std::make_unique<RangeBuffer>();
   b->begin = begin;
   b->end = end;
-  // Reuse a retired buffer of the same range (the same ranges come back every micro-step): no fresh
-  // pages to fault in each time.
-  for (auto it = pool_.begin(); it != pool_.end(); ++it) {
-    if (it->size() == end - begin) {
-      b->data = std::move(*it);
-      pool_.erase(it);
-      break;
-    }
-  }
-  if (b->data.size() != end - begin) {
-    Status s = b->data.Assign(be_, end - begin, "a ZeRO-2 gradient range");
-    if (!s.ok()) {  // the GradSink contract has no error path: say what did not fit, and stop
-      std::fprintf(stderr, "error: %s\n", s.message().c_str());
-      std::abort();
-    }
-  }
-  be_.Zero(st_, b->data.View());
-  buffer_floats_ += end - begin;
+  DeviceArray& written = narrow_model_ ? b->narrow : b->data;
+  written = narrow_model_ ? TakeBuffer(&narrow_pool_, end - begin, DType::kBF16)
+                          : TakeBuffer(&pool_, end - begin, DType::kF32);
+  be_.Zero(st_, TensorView(written.ptr().p, written.dtype(), {static_cast<int64_t>(end - begin)}, be_.device()));
+  buffer_floats_ += narrow_model_ ? (end - begin + 1) / 2 : end - begin;  // in fp32 equivalents
   peak_buffer_floats_ = std::max(peak_buffer_floats_, buffer_floats_);
-  float* p = b->data.data();
+  const DevPtr p = written.ptr();
   acquired_.push_back(std::move(b));
   return p;
 }
@@ -78,6 +84,14 @@ void DataParallel::Release(size_t begin, size_t end) {
   if (it == acquired_.end() || (*it)->end != end) std::abort();  // the GradSink contract
   std::unique_ptr<RangeBuffer> b = std::move(*it);
   acquired_.erase(it);
+  if (narrow_model_) {  // widen (exactly) into an fp32 range buffer, and retire the bf16 one
+    const size_t n = end - begin;
+    b->data = TakeBuffer(&pool_, n, DType::kF32);
+    be_.Copy(st_, View(b->data.data(), n), TensorView(b->narrow.ptr().p, DType::kBF16, {static_cast<int64_t>(n)}, be_.device()));
+    narrow_pool_.push_back(std::move(b->narrow));
+    buffer_floats_ += n - (n + 1) / 2;
+    peak_buffer_floats_ = std::max(peak_buffer_floats_, buffer_floats_);
+  }
   b->work = StartReduceScatter(b->data.data(), begin, end);
   inflight_ranges_.push_back(std::move(b));
   while (inflight_ranges_.size() > kMaxInflight) RetireOldest();
@@ -101,7 +115,8 @@ void DataParallel::RetireOldest() {
 }
 
 void DataParallel::Attach(DecoderModel* model, bool hold_embedding) {
-  if (model->params_ptr().t != DType::kF32 && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
+  narrow_model_ = model->params_ptr().t != DType::kF32;
+  if (narrow_model_ && zero_ < 2 && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
     first_error_ = wide_.Assign(be_, total_, "the fp32 copy of the bf16 gradients");
   }
   if (zero_ == 2) {
@@ -200,13 +215,40 @@ void DataParallel::ResetAccumulator() {
 Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
   if (zero_ == 0 || comm_->size() == 1) return Status::Ok();
   if (params.t == DType::kF32) return comm_->StartAllGatherV(View(params.f32(), total_), count_, Ready())->Wait();
+  if (zero_ == 2) return GatherMastersByBucket(params, master);
   ANNEAL_RETURN_IF_ERROR(GatherMasters(master));
   be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
   return Status::Ok();
 }
 
+DevPtr DataParallel::wide() {
+  if (narrow_model_ && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the parameters").ok()) {
+    return {};
+  }
+  return wide_.ptr();
+}
+
+Status DataParallel::GatherMastersByBucket(DevPtr params, DevPtr master) {
+  const size_t bucket = std::min(bucket_floats_, total_), b = shard_begin();
+  if (gather_.size() != bucket) ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, bucket, "the ZeRO-2 master gather buffer"));
+  std::vector<size_t> counts(comm_->size());
+  for (size_t lo = 0; lo < total_; lo += bucket) {
+    const size_t hi = std::min(total_, lo + bucket);
+    for (int r = 0; r < comm_->size(); ++r) {  // shards are contiguous in rank order: parts land in place
+      const size_t a = std::max(lo, begin_[r]), z = std::min(hi, begin_[r] + count_[r]);
+      counts[r] = z > a ? z - a : 0;
+    }
+    const size_t my_lo = std::clamp(b, lo, hi), mine = counts[comm_->rank()];
+    if (mine) be_.Copy(st_, View(gather_.data() + (my_lo - lo), mine), View(master.f32() + (my_lo - b), mine));
+    ANNEAL_RETURN_IF_ERROR(comm_->StartAllGatherV(View(gather_.data(), hi - lo), counts, Ready())->Wait());
+    be_.Copy(st_, TensorView((params + lo).p, params.t, {static_cast<int64_t>(hi - lo)}, be_.device()),
+             View(gather_.data(), hi - lo));
+  }
+  return Status::Ok();
+}
+
 Status DataParallel::GatherMasters(DevPtr master) {
-  if (wide_.size() != total_) return Internal("GatherMasters: no fp32 copy (an fp32 model)");
+  if (!wide()) return Failed("gathering the fp32 masters: no fp32 copy of the parameters (out of memory)");
   const size_t b = shard_begin(), n = shard_end() - b;
   be_.Copy(st_, View(wide_.data() + b, n), View(master.f32(), n));
   if (comm_->size() == 1 || zero_ == 0) return Status::Ok();

@@ -21,8 +21,11 @@
 // fp32 and the optimizer (fp32 masters) reads fp32 sums. With zero 1 the optimizer keeps fp32 masters
 // of its shard only: AllGatherParams gathers every shard's masters into the fp32 copy and each rank
 // rounds the whole of it into its bf16 working copy (as the optimizer rounds its own shard), and a
-// checkpoint reads and writes the whole fp32 vector there (GatherMasters, ScatterMasters). Zero 2
-// (the GradSink's ranges are fp32) takes fp32 models only for now (issue 33).
+// checkpoint reads and writes the whole fp32 vector there (GatherMasters, ScatterMasters). With zero 2
+// the GradSink hands out bf16 ranges, each widened into an fp32 range buffer when released and
+// reduce-scattered from there; there is no full fp32 copy during training: the masters are gathered
+// a bucket at a time into a bucket-sized buffer and rounded into the working copy (the copy is made
+// only when a checkpoint or the state hash needs the whole fp32 vector).
 // Every reduction is deterministic (Gloo's ring allreduce gives every rank the same bits; the
 // reduce-scatter sums in rank order), so replicas never drift apart.
 //
@@ -61,8 +64,8 @@ class DataParallel : public GradSink {
   // Before a micro-step's backward: grads is the model's flat gradient buffer, f32 or bf16 (null with
   // zero 2, where this object is the model's GradSink).
   void BeginBackward(DevPtr grads, bool last_micro_step);
-  // GradSink (zero 2).
-  float* Acquire(size_t begin, size_t end) override;
+  // GradSink (zero 2): ranges of the model's dtype (a bf16 model's are widened at Release).
+  DevPtr Acquire(size_t begin, size_t end) override;
   void Release(size_t begin, size_t end) override;
   // Most floats of gradient buffers held at once during the last backward (zero 2).
   size_t peak_buffer_floats() const { return peak_buffer_floats_; }
@@ -86,14 +89,19 @@ class DataParallel : public GradSink {
   // After the optimizer updated params[shard]: gives every rank every shard (zero 1, 2). params is
   // the model's working copy; a bf16 one comes from the fp32 masters (`master`: this rank's shard).
   Status AllGatherParams(DevPtr params, DevPtr master);
-  // bf16 with zero 1: every rank's fp32 master shard into the fp32 copy (a collective), which then
+  // bf16 with zero 1 and 2: every rank's fp32 master shard into the fp32 copy (a collective), which then
   // holds the whole parameter vector (wide()) until the next backward widens gradients into it.
   Status GatherMasters(DevPtr master);
+  // zero 2: the same a bucket at a time through gather_, each bucket rounded into params.
+  Status GatherMastersByBucket(DevPtr params, DevPtr master);
   // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master,
   // the whole vector rounded into the working copy params.
   void ScatterMasters(DevPtr master, DevPtr params);
-  // The fp32 copy of the flat vector (bf16 models; null otherwise).
-  DevPtr wide() const { return wide_.ptr(); }
+  // The fp32 copy of the flat vector (bf16 models; null otherwise), made on first use with zero 2
+  // (null when it cannot be allocated).
+  DevPtr wide();
+  // A bf16 model's data parallelism (the gradients are widened into fp32 before they are reduced).
+  bool narrow_model() const { return narrow_model_; }
   // The next widening of gradients into wide() waits, on the compute stream, for `e` (a checkpoint
   // snapshot still copying it).
   void WaitBeforeNextWiden(const Event& e) { widen_fence_ = e; }
@@ -118,6 +126,8 @@ class DataParallel : public GradSink {
   float* grads_ = nullptr;  // what is reduced: the model's fp32 gradients, or wide_
   DevPtr narrow_;           // a bf16 model's gradients (widened into wide_ bucket by bucket), else null
   DeviceArray wide_;        // bf16 model: the fp32 copy of the flat vector
+  DeviceArray gather_;      // bf16 model, zero 2: one bucket of fp32 masters being gathered
+  bool narrow_model_ = false;
   Event widen_fence_;
   bool communicate_ = false;
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)
@@ -134,12 +144,17 @@ class DataParallel : public GradSink {
   DeviceArray acc_;  // zero 2: accumulated gradient shard
   struct RangeBuffer {
     size_t begin, end;
-    DeviceArray data;
+    DeviceArray data;    // fp32: what is reduce-scattered
+    DeviceArray narrow;  // bf16 model: what backward writes, widened into data at Release
     std::unique_ptr<Work> work;  // set once released
   };
+  // A pooled (or new) buffer of n elements of type t; aborts when it cannot be had (the GradSink
+  // contract has no error path: it says what did not fit).
+  DeviceArray TakeBuffer(std::vector<DeviceArray>* pool, size_t n, DType t);
   std::vector<std::unique_ptr<RangeBuffer>> acquired_;         // zero 2: acquired, not yet released
   std::vector<std::unique_ptr<RangeBuffer>> inflight_ranges_;  // zero 2: released, oldest first
-  std::vector<DeviceArray> pool_;  // retired range buffers, reused by the next Acquire of that size
+  std::vector<DeviceArray> pool_;         // retired range buffers, reused by the next Acquire of that size
+  std::vector<DeviceArray> narrow_pool_;  // the same for a bf16 model's ranges
   size_t buffer_floats_ = 0, peak_buffer_floats_ = 0;
   Status first_error_;
 };

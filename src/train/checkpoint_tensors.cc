@@ -24,7 +24,7 @@ CheckpointTensors TensorsOf(const DecoderModel& model, const AdamW* opt) {
 
 namespace {
 bool ShardedMasters(const AdamW* opt, const DataParallel* par) {
-  return opt && opt->master() && par && par->zero() > 0 && par->wide();
+  return opt && opt->master() && par && par->zero() > 0 && par->narrow_model();
 }
 }  // namespace
 

@@ -12,12 +12,12 @@ namespace {
 class RecordingSink : public GradSink {
  public:
   explicit RecordingSink(size_t total) : flat(total, 0.0f) {}
-  float* Acquire(size_t begin, size_t end) override {
+  DevPtr Acquire(size_t begin, size_t end) override {
     EXPECT_LT(begin, end);
     EXPECT_FALSE(held.count(begin)) << "range acquired twice";
     held[begin] = std::vector<float>(end - begin, 0.0f);
     order.push_back(begin);
-    return held[begin].data();
+    return DevPtr{held[begin].data(), DType::kF32};
   }
   void Release(size_t begin, size_t end) override {
     ASSERT_TRUE(held.count(begin)) << "released without Acquire";
