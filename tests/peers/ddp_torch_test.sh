@@ -86,7 +86,9 @@ fsdp_spec() {  # NAME CHECKPOINT_DIR [EXTRA_HYPERPARAMETERS]: the example's spec
 }
 fsdp_spec plain "$TMP/fsdp_plain"
 "$ANNEAL" submit "$TMP/fsdp/plain.yaml" --server "$URL" --wait >"$TMP/fsdp_plain.out" 2>"$TMP/fsdp_plain.err"
-check "fsdp: the uninterrupted job completes on 2 instances" test $? -eq 0
+rc=$?
+check "fsdp: the uninterrupted job completes on 2 instances (submit --wait exit $rc)" test $rc -eq 0 ||
+  { tail -5 "$TMP/fsdp_plain.out" "$TMP/fsdp_plain.err" | sed 's/^/  /'; }  # an intermittent failure: say what it said
 check "... its sharded checkpoints hold both ranks' shards" test -s "$TMP/fsdp_plain/epoch-003/__1_0.distcp" -a -s "$TMP/fsdp_plain/epoch-003/.metadata"
 check "... and its final state is under the checkpoint URI" test -s "$TMP/fsdp_plain/final-state.pt"
 
