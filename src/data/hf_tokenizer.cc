@@ -1,7 +1,6 @@
 #include "data/hf_tokenizer.h"
 
 #include <algorithm>
-#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -19,31 +18,25 @@ namespace {
 // Llama 3) need not: its merges are every split of every token into two tokens, ordered by the
 // token's rank, then the left part's, then the right's — as transformers converts tiktoken files —
 // so that BPE with these merges gives tiktoken's ids.
-Result<std::vector<std::string>> MergesOf(const Tokenizer& tok) {
-  const uint32_t V = tok.vocab_size();
-  std::unordered_map<std::string, uint32_t> id_of;
-  id_of.reserve(V * 2);
-  for (uint32_t id = 0; id < V; ++id) {
-    if (!tok.IsSpecial(id) && !tok.TokenBytes(id).empty()) id_of.emplace(std::string(tok.TokenBytes(id)), id);
-  }
+std::vector<std::string> TiktokenMerges(const Tokenizer& tok) {
   std::vector<std::string> merges;
-  if (tok.rule() != PreTokenizer::kGpt2) {
-    for (uint32_t r = 0; r < V; ++r) {
-      if (tok.IsSpecial(r)) continue;
-      const std::string_view bytes = tok.TokenBytes(r);
-      std::vector<std::pair<std::pair<uint32_t, uint32_t>, size_t>> splits;  // ((left id, right id), k)
-      for (size_t k = 1; k < bytes.size(); ++k) {
-        auto l = id_of.find(std::string(bytes.substr(0, k))), rr = id_of.find(std::string(bytes.substr(k)));
-        if (l != id_of.end() && rr != id_of.end()) splits.push_back({{l->second, rr->second}, k});
-      }
-      std::sort(splits.begin(), splits.end());
-      for (const auto& [ids, k] : splits) {
-        merges.push_back(ByteLevelText(bytes.substr(0, k)) + " " + ByteLevelText(bytes.substr(k)));
-      }
+  for (uint32_t r = 0; r < tok.vocab_size(); ++r) {
+    if (tok.IsSpecial(r)) continue;
+    const std::string_view bytes = tok.TokenBytes(r);
+    std::vector<std::pair<std::pair<uint32_t, uint32_t>, size_t>> splits;  // ((left id, right id), k)
+    for (size_t k = 1; k < bytes.size(); ++k) {
+      const uint32_t l = tok.Lookup(bytes.substr(0, k)), rr = tok.Lookup(bytes.substr(k));
+      if (l != Tokenizer::kNoToken && rr != Tokenizer::kNoToken) splits.push_back({{l, rr}, k});
     }
-    return merges;
+    std::sort(splits.begin(), splits.end());
+    for (const auto& [ids, k] : splits) merges.push_back(ByteLevelText(bytes.substr(0, k)) + " " + ByteLevelText(bytes.substr(k)));
   }
-  for (uint32_t r = 0; r < V; ++r) {
+  return merges;
+}
+
+Result<std::vector<std::string>> Gpt2Merges(const Tokenizer& tok) {
+  std::vector<std::string> merges;
+  for (uint32_t r = 0; r < tok.vocab_size(); ++r) {
     if (tok.IsSpecial(r)) continue;
     const std::string bytes(tok.TokenBytes(r));
     if (bytes.size() < 2) continue;
@@ -53,8 +46,8 @@ Result<std::vector<std::string>> MergesOf(const Tokenizer& tok) {
       size_t best = parts.size();
       uint32_t best_rank = r;
       for (size_t i = 0; i + 1 < parts.size(); ++i) {
-        auto it = id_of.find(parts[i] + parts[i + 1]);
-        if (it != id_of.end() && it->second < best_rank) best_rank = it->second, best = i;
+        const uint32_t id = tok.Lookup(parts[i] + parts[i + 1]);
+        if (id < best_rank) best_rank = id, best = i;  // kNoToken is never below r
       }
       if (best == parts.size()) break;
       parts[best] += parts[best + 1];
@@ -68,6 +61,11 @@ Result<std::vector<std::string>> MergesOf(const Tokenizer& tok) {
     merges.push_back(ByteLevelText(parts[0]) + " " + ByteLevelText(parts[1]));
   }
   return merges;
+}
+
+Result<std::vector<std::string>> MergesOf(const Tokenizer& tok) {
+  if (tok.rule() == PreTokenizer::kGpt2) return Gpt2Merges(tok);
+  return TiktokenMerges(tok);
 }
 
 }  // namespace

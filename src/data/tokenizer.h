@@ -40,7 +40,6 @@ class Tokenizer {
   // The embedded encodings ("gpt2", "cl100k_base", "o200k_base", "llama3"); any other name is a
   // directory holding an encoder.json (GPT-2's rules).
   static Result<std::unique_ptr<Tokenizer>> Load(const std::string& name);
-  static const std::vector<std::string>& BuiltinNames();
   // Parses an encoder.json text (byte-level unicode token -> id; GPT-2's pre-tokenizer).
   static Result<std::unique_ptr<Tokenizer>> FromEncoderJson(std::string_view json, std::string name);
   // Parses npm tiktoken's encoders/NAME.json ({pat_str, special_tokens, bpe_ranks}); the pattern must
@@ -62,6 +61,8 @@ class Tokenizer {
   std::vector<std::pair<std::string, uint32_t>> SpecialTokens() const;
   // Bytes of one token ("" for an id no token has); a special token's text.
   std::string_view TokenBytes(uint32_t id) const;
+  // The id of the ordinary token whose bytes are exactly b (never a special token), or kNoToken.
+  uint32_t Lookup(std::string_view b) const;
   std::string Decode(const std::vector<uint32_t>& ids) const;
   std::unique_ptr<Encoder> NewEncoder() const;
 
@@ -86,8 +87,6 @@ class Tokenizer {
   // (0 = empty).
   std::vector<uint64_t> id_slots_;
   uint64_t id_mask_ = 0;
-  // The id whose bytes are exactly b, or kNoToken.
-  uint32_t Lookup(std::string_view b) const;
   void Insert(uint32_t id);
   uint32_t byte_id_[256] = {};                           // single byte -> id
   // (left id << 32 | right id) -> id of the concatenation, for every pair whose concatenation is a

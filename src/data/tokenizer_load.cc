@@ -10,11 +10,6 @@ extern "C" const char anneal_gpt2_encoder_json_end[];
 
 namespace anneal {
 
-const std::vector<std::string>& Tokenizer::BuiltinNames() {
-  static const std::vector<std::string> names = {"gpt2", "cl100k_base", "o200k_base", "llama3"};
-  return names;
-}
-
 Result<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& name) {
   if (name == "gpt2") {
     const std::string_view blob(anneal_gpt2_encoder_json,

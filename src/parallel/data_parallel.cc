@@ -116,8 +116,8 @@ void DataParallel::RetireOldest() {
 
 void DataParallel::Attach(DecoderModel* model, bool hold_embedding) {
   narrow_model_ = model->params_ptr().t != DType::kF32;
-  if (narrow_model_ && zero_ < 2 && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
-    first_error_ = wide_.Assign(be_, total_, "the fp32 copy of the bf16 gradients");
+  if (narrow_model_ && zero_ < 2 && !wide() && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
+    first_error_ = Failed("out of memory for the fp32 copy of the bf16 gradients (" + std::to_string(total_ * 4) + " bytes)");
   }
   if (zero_ == 2) {
     model->set_grad_sink(this);  // no full gradient buffer: ranges come and go during backward
@@ -222,7 +222,7 @@ Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
 }
 
 DevPtr DataParallel::wide() {
-  if (narrow_model_ && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the parameters").ok()) {
+  if (narrow_model_ && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the flat vector").ok()) {
     return {};
   }
   return wide_.ptr();

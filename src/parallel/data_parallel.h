@@ -97,7 +97,7 @@ class DataParallel : public GradSink {
   // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master,
   // the whole vector rounded into the working copy params.
   void ScatterMasters(DevPtr master, DevPtr params);
-  // The fp32 copy of the flat vector (bf16 models; null otherwise), made on first use with zero 2
+  // The fp32 copy of the flat vector (bf16 models; null otherwise), made on first use (at Attach below zero 2)
   // (null when it cannot be allocated).
   DevPtr wide();
   // A bf16 model's data parallelism (the gradients are widened into fp32 before they are reduced).
