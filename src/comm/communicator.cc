@@ -46,7 +46,9 @@ std::unique_ptr<Work> Communicator::StartAllGatherV(const TensorView& x, const s
                                                     const Event& ready) {
   if (Status s = CheckViews(*this, "all-gather", {&x}); !s.ok()) return FailedWork(s);
   WaitFor(ready);
-  return StartAllGatherV(x.f32(), counts);
+  std::vector<size_t> bytes(counts);
+  for (size_t& b : bytes) b *= SizeOf(x.dtype());
+  return StartAllGatherVBytes(x.data(), bytes);
 }
 
 std::unique_ptr<Work> Communicator::StartAllGather(const TensorView& in, const TensorView& out, const Event& ready) {

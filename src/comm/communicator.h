@@ -8,6 +8,7 @@
 //                                  (uneven and empty pieces allowed); the sum is taken in rank
 //                                  order 0, 1, ..., so it is deterministic
 //   AllGatherV(x, counts)          x's piece `r` (as in ReduceScatterSum) <- rank r's piece  in place
+//                                  (AllGatherVBytes: the same with pieces counted in bytes, any dtype)
 //   Broadcast(x, bytes, root), AllGatherBytes, Send/Recv (point to point), Barrier
 // Start* return a Work at once; the operation runs on the communicator's own thread (the CPU
 // backend, Gloo, has no asynchronous API), so it overlaps the caller's compute. Buffers must stay
@@ -69,7 +70,13 @@ class Communicator {
   virtual std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) = 0;
   virtual std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) = 0;
   virtual std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) = 0;
-  virtual std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) = 0;
+  // Pieces of byte_counts[r] bytes (a bf16 parameter range is gathered as it is, two bytes a value).
+  virtual std::unique_ptr<Work> StartAllGatherVBytes(void* x, const std::vector<size_t>& byte_counts) = 0;
+  std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) {
+    std::vector<size_t> bytes(counts);
+    for (size_t& b : bytes) b *= sizeof(float);
+    return StartAllGatherVBytes(x, bytes);
+  }
   virtual std::unique_ptr<Work> StartBroadcast(void* x, size_t bytes, int root) = 0;
   // out (size() * bytes) <- every rank's `in` (bytes), in rank order.
   virtual std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) = 0;
@@ -86,6 +93,7 @@ class Communicator {
   std::unique_ptr<Work> StartAllReduceSum(const TensorView& x, const Event& ready);
   std::unique_ptr<Work> StartReduceScatterSum(const TensorView& x, const std::vector<size_t>& counts,
                                               const TensorView& y, const Event& ready);
+  // counts in elements of x's dtype (any dtype: the bytes are moved as they are).
   std::unique_ptr<Work> StartAllGatherV(const TensorView& x, const std::vector<size_t>& counts, const Event& ready);
   // out (size() x in) <- every rank's in, in rank order (any dtype).
   std::unique_ptr<Work> StartAllGather(const TensorView& in, const TensorView& out, const Event& ready);

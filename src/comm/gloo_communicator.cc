@@ -167,26 +167,27 @@ class GlooCommunicator : public Communicator {
     });
   }
 
-  std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) override {
-    return Enqueue({"all-gather of", static_cast<long long>(Sum(counts)), " floats", Sum(counts) * sizeof(float)}, [=, this](uint32_t tag) {
+  std::unique_ptr<Work> StartAllGatherVBytes(void* x, const std::vector<size_t>& counts) override {
+    return Enqueue({"all-gather of", static_cast<long long>(Sum(counts)), " bytes", Sum(counts)}, [=, this](uint32_t tag) {
       if (shm_) {
-        Status st = shm_->AllGatherV(x, counts, o_.timeout);
+        Status st = shm_->AllGatherVBytes(x, counts, o_.timeout);
         if (!st.ok()) throw gloo::IoException(st.message());
         return;
       }
       const int n = size(), me = rank();
       const std::vector<size_t> offs = Offsets(counts);
+      char* bytes = static_cast<char*>(x);
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs;
       for (int p = 0; p < n; ++p) {
         if (p == me || counts[p] == 0) continue;
-        recvs.push_back(ctx_->createUnboundBuffer(x + offs[p], counts[p] * sizeof(float)));
+        recvs.push_back(ctx_->createUnboundBuffer(bytes + offs[p], counts[p]));
         recvs.back()->recv(p, kSlotPrefix | tag);
       }
       if (counts[me] > 0) {
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
           // One buffer per destination: an unbound buffer carries one pending operation at a time.
-          sends.push_back(ctx_->createUnboundBuffer(x + offs[me], counts[me] * sizeof(float)));
+          sends.push_back(ctx_->createUnboundBuffer(bytes + offs[me], counts[me]));
           sends.back()->send(p, kSlotPrefix | tag);
         }
       }

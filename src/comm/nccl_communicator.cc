@@ -134,12 +134,13 @@ class NcclCommunicator : public Communicator {
       return r != ncclSuccess ? r : e;
     });
   }
-  std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) override {
+  std::unique_ptr<Work> StartAllGatherVBytes(void* x, const std::vector<size_t>& counts) override {
     return Launch("all-gather", [&] {
+      char* bytes = static_cast<char*>(x);
       size_t off = 0;
       ncclResult_t r = ncclGroupStart();
       for (int p = 0; p < size() && r == ncclSuccess; ++p) {
-        if (counts[p] > 0) r = ncclBroadcast(x + off, x + off, counts[p], ncclFloat32, p, comm_, stream_);
+        if (counts[p] > 0) r = ncclBroadcast(bytes + off, bytes + off, counts[p], ncclUint8, p, comm_, stream_);
         off += counts[p];
       }
       ncclResult_t e = ncclGroupEnd();

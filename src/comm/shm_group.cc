@@ -204,23 +204,24 @@ Status ShmGroup::ReduceScatterSum(const float* x, const std::vector<size_t>& cou
   return Status::Ok();
 }
 
-Status ShmGroup::AllGatherV(float* x, const std::vector<size_t>& counts, std::chrono::milliseconds timeout) {
+Status ShmGroup::AllGatherVBytes(void* xv, const std::vector<size_t>& counts, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
+  char* x = static_cast<char*>(xv);
   std::vector<size_t> lo(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
-  const size_t total = lo[size_], chunk = slot_bytes_ / sizeof(float);
+  const size_t total = lo[size_], chunk = slot_bytes_;
   const size_t my_lo = lo[rank_], my_hi = lo[rank_ + 1];
-  float* out = reinterpret_cast<float*>(result());
+  char* out = reinterpret_cast<char*>(result());
   for (size_t a = 0; a < total; a += chunk) {
     const size_t b = std::min(total, a + chunk);
     const uint64_t seq = ++seq_;
     ANNEAL_RETURN_IF_ERROR(WaitAll(2, seq - 1, deadline, "finish the previous chunk"));
     const size_t s_lo = std::max(a, my_lo), s_hi = std::min(b, my_hi);
-    if (s_lo < s_hi) std::memcpy(out + (s_lo - a), x + s_lo, (s_hi - s_lo) * sizeof(float));
+    if (s_lo < s_hi) std::memcpy(out + (s_lo - a), x + s_lo, s_hi - s_lo);
     header(rank_)->posted.store(seq, std::memory_order_release);
     ANNEAL_RETURN_IF_ERROR(WaitAll(0, seq, deadline, "post its piece"));
-    if (a < s_lo || s_lo >= s_hi) std::memcpy(x + a, out, ((s_lo < s_hi ? s_lo : b) - a) * sizeof(float));
-    if (s_lo < s_hi && s_hi < b) std::memcpy(x + s_hi, out + (s_hi - a), (b - s_hi) * sizeof(float));
+    if (a < s_lo || s_lo >= s_hi) std::memcpy(x + a, out, (s_lo < s_hi ? s_lo : b) - a);
+    if (s_lo < s_hi && s_hi < b) std::memcpy(x + s_hi, out + (s_hi - a), b - s_hi);
     header(rank_)->done.store(seq, std::memory_order_release);
   }
   return Status::Ok();

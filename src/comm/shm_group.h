@@ -49,7 +49,8 @@ class ShmGroup {
   // sums its piece in rank order (its own values read from x); for an all-gather every owner copies
   // its piece into the result area and everyone copies the others' pieces out.
   Status ReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y, std::chrono::milliseconds timeout);
-  Status AllGatherV(float* x, const std::vector<size_t>& counts, std::chrono::milliseconds timeout);
+  // Pieces counted in bytes (any dtype).
+  Status AllGatherVBytes(void* x, const std::vector<size_t>& counts, std::chrono::milliseconds timeout);
 
  private:
   ShmGroup(void* base, size_t bytes, int rank, int size, std::vector<int> members);

@@ -20,7 +20,7 @@ class SoloCommunicator : public Communicator {
     if (x != y) std::memmove(y, x, c[0] * sizeof(float));
     return Ok();
   }
-  std::unique_ptr<Work> StartAllGatherV(float*, const std::vector<size_t>&) override { return Ok(); }
+  std::unique_ptr<Work> StartAllGatherVBytes(void*, const std::vector<size_t>&) override { return Ok(); }
   std::unique_ptr<Work> StartBroadcast(void*, size_t, int) override { return Ok(); }
   std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {
     std::memmove(out, in, bytes);

@@ -79,7 +79,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
 
 DevPtr DecoderModel::ParamPtr(const std::string& name) const {
   const ParamInfo* p = layout_.Find(name);
-  if (!p) std::abort();
+  if (!p || source_) std::abort();
   return store_.params() + p->offset;
 }
 
@@ -95,6 +95,46 @@ DevPtr DecoderModel::G(size_t off) {
     if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
   }
   std::abort();  // a gradient written outside an acquired range: a bug in Backward's ranges
+}
+
+DevPtr DecoderModel::P(size_t off) const {
+  if (!source_) return store_.params() + off;
+  for (const ActiveRange& r : gathered_) {
+    if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
+  }
+  std::abort();  // a parameter read outside a gathered range: a bug in the passes' ranges
+}
+
+void DecoderModel::set_param_source(ParamSource* source) {
+  source_ = source;
+  if (source_) store_.DropParams();
+}
+
+void DecoderModel::GatherRange(size_t begin, size_t end) {
+  if (!source_ || begin >= end) return;
+  for (const ActiveRange& r : gathered_) {
+    if (r.begin == begin) return;
+  }
+  gathered_.push_back({begin, end, source_->Gather(begin, end)});
+}
+
+void DecoderModel::PrefetchRange(size_t begin, size_t end) {
+  if (!source_ || begin >= end) return;
+  for (const ActiveRange& r : gathered_) {
+    if (r.begin == begin) return;
+  }
+  source_->Prefetch(begin, end);
+}
+
+void DecoderModel::FreeRange(size_t begin, size_t end) {
+  if (!source_ || begin >= end) return;
+  std::erase_if(gathered_, [&](const ActiveRange& r) { return r.begin == begin; });
+  source_->Free(begin, end);
+}
+
+void DecoderModel::FreeRootRanges() {
+  FreeRange(0, LayerStart(0));
+  FreeRange(LayerStart(nl_), layout_.total_floats());
 }
 
 void DecoderModel::set_grad_sink(GradSink* sink) {
@@ -326,6 +366,7 @@ void DecoderModel::MlpActivation(DevPtr out, DevPtr fch, DevPtr up, size_t n) {
 }
 
 DevPtr DecoderModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
+  if (source_) std::abort();  // decoding reads the whole parameter vector
   if (!shard_.first() || !shard_.last(config_) || shard_.tp > 1 || pos < 0 || pos >= cache.rows) std::abort();
   EnsureSlot(0, 1, 1);
   if (!status_.ok()) return DevPtr{};
@@ -366,6 +407,8 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
   const int C = config_.n_embd;
   const int N = B * T;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;  // rows of the residual stream this rank holds
+  GatherRange(0, LayerStart(0));  // source mode: the embeddings (and a tied head) for the whole pass
+  PrefetchRange(LayerStart(0), RangeEnd(0));
   if (shard_.first()) {
     device_trace::Span span(be_.timing_marks(), st_, "forward", "embedding");
     // input (R,C) = wte[tokens] + wpe[t] (the vocabulary-parallel form: this slice's rows, summed)
@@ -374,10 +417,17 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
                            scratch_.dln.ptr());
   }
   for (int i = 0; i < nl_; ++i) {
+    GatherRange(LayerStart(i), RangeEnd(i));
+    PrefetchRange(LayerStart(i + 1), RangeEnd(i + 1));  // the next layer, or the head
     device_trace::Span span(be_.timing_marks(), st_, "forward", "h.", shard_.layer_begin + i);
     LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
+    FreeRange(LayerStart(i), RangeEnd(i));
   }
-  if (!shard_.last(config_)) return 0;
+  GatherRange(LayerStart(nl_), RangeEnd(nl_));
+  if (!shard_.last(config_)) {
+    if (grad_scale == 0.0f) FreeRootRanges();
+    return 0;
+  }
   device_trace::Span span(be_.timing_marks(), st_, "forward", "lm head + loss");
   be_.CopyFromHost(s.targets.View(), targets, st_);
   const DevPtr last = OutputOf(slot);
@@ -388,6 +438,7 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
   // losses (B,T); with grad_scale the logits become their gradient in place
   const double total = par_->Loss(s.logits.ptr(), s.losses.ptr(), s.targets.i32(), N, grad_scale);
   s.have_grad_logits = grad_scale != 0.0f;
+  if (grad_scale == 0.0f) FreeRootRanges();  // else Backward frees them
   return total / N;
 }
 
@@ -451,6 +502,9 @@ void DecoderModel::BackwardStage(int slot, const float* dout) {
   // encoder's at the very end), then each layer's just before its backward.
   AcquireRange(0, LayerStart(0));
   AcquireRange(LayerStart(nl_), layout_.total_floats());
+  GatherRange(0, LayerStart(0));  // source mode: held since the forward
+  GatherRange(LayerStart(nl_), RangeEnd(nl_));
+  if (nl_ > 0) PrefetchRange(LayerStart(nl_ - 1), RangeEnd(nl_ - 1));
   if (last) {
     device_trace::Span span(be_.timing_marks(), st_, "backward", "lm head + ln_f");
     HeadBackward(s, slot);
@@ -460,8 +514,11 @@ void DecoderModel::BackwardStage(int slot, const float* dout) {
   RangeReady(LayerStart(nl_), layout_.total_floats());
   for (int i = nl_ - 1; i >= 0; --i) {
     AcquireRange(LayerStart(i), LayerStart(i + 1));
+    GatherRange(LayerStart(i), RangeEnd(i));
+    if (i > 0) PrefetchRange(LayerStart(i - 1), RangeEnd(i - 1));
     device_trace::Span span(be_.timing_marks(), st_, "backward", "h.", shard_.layer_begin + i);
     LayerBackward(s, i);
+    FreeRange(LayerStart(i), RangeEnd(i));
     RangeReady(LayerStart(i), LayerStart(i + 1));
   }
   if (shard_.first()) {
@@ -469,6 +526,7 @@ void DecoderModel::BackwardStage(int slot, const float* dout) {
     par_->EmbeddingBackward(G(wte_), wpe_ == kNone ? DevPtr{} : G(wpe_), scratch_.dresidual.ptr(), s.tokens.i32(), s.B,
                             s.T);
   }
+  FreeRootRanges();
   RangeReady(0, LayerStart(0));
 }
 

@@ -48,6 +48,20 @@ class GradSink {
   virtual void Release(size_t begin, size_t end) = 0;
 };
 
+// Parameters handed out range by range (ZeRO-3: no rank holds the whole parameter vector). In a pass
+// the model calls Gather(begin, end) before it first reads a range and Free(begin, end) once the pass
+// is done with it (the GradSink's ranges: the embeddings, each layer, ln_f and the head); Gather
+// returns end-begin elements of the model's dtype holding the whole range, valid until Free.
+// Prefetch(begin, end) names the range the pass will Gather next, so its communication starts while
+// the current range computes. Every data-parallel rank makes the same calls in the same order.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  virtual DevPtr Gather(size_t begin, size_t end) = 0;
+  virtual void Prefetch(size_t begin, size_t end) = 0;
+  virtual void Free(size_t begin, size_t end) = 0;
+};
+
 // The keys and values of earlier positions for decoding one sequence a position at a time (the
 // generator's): (L, rows, n_kv_head * head size) each in the model's backend memory, plus the decode
 // attention's scores; positions 0 .. rows-1 fit.
@@ -156,6 +170,13 @@ class DecoderModel {
   // Gradients go to `sink` range by range instead of grads(), whose buffer is freed (grads() is then
   // null and ZeroGrad does nothing). The sink must outlive the model's Backward calls.
   void set_grad_sink(GradSink* sink);
+  // Parameters come from `source` range by range instead of params(), whose buffer is freed (params()
+  // is then null; the source took its values first). Forward gathers the embeddings and the head
+  // (ln_f, an untied lm_head) for the whole pass — a Forward with grad_scale != 0 keeps them for its
+  // Backward, which frees them at its end — and each layer just before it runs, prefetching the next,
+  // freeing it after; Backward gathers each layer again (recomputation reads the same gathered range).
+  // Decoding and ParamPtr need the whole vector (they abort in source mode).
+  void set_param_source(ParamSource* source);
   void ZeroGrad();
   // Floats of activation memory currently allocated (ModelConfig::ActivationFloats is its formula).
   size_t ActivationFloatsAllocated() const;
@@ -207,6 +228,14 @@ class DecoderModel {
   size_t LayerStart(int i) const;
   void AcquireRange(size_t begin, size_t end);
   void RangeReady(size_t begin, size_t end);
+  // Source mode: a range's parameters gathered (a no-op when held already), the next range's gather
+  // started, a range freed; the embeddings' and the head's ranges (held through a training pass).
+  void GatherRange(size_t begin, size_t end);
+  void PrefetchRange(size_t begin, size_t end);
+  void FreeRange(size_t begin, size_t end);
+  void FreeRootRanges();
+  // Layer i's range (i == nl_: the head's).
+  size_t RangeEnd(int i) const { return i < nl_ ? LayerStart(i + 1) : layout_.total_floats(); }
   // The buffers holding slot's layer i activations (kept or recomputed) and their index.
   LayerActs& ActsOf(Slot& slot) { return recompute_ == Recompute::kFull ? shared_ : slot.layers; }
   // Slice of a per-layer activation array for layer l: (N * width) floats.
@@ -228,7 +257,7 @@ class DecoderModel {
   void Alloc(DeviceArray& a, size_t n, const char* what, DType t);
   void Alloc(DeviceArray& a, size_t n, const char* what) { Alloc(a, n, what, cd_); }
   // A tensor's parameters and gradients by flat offset (the gradient in the GradSink's range in sink mode).
-  DevPtr P(size_t off) const { return store_.params() + off; }
+  DevPtr P(size_t off) const;
   DevPtr G(size_t off);
   // A bias view, or none where the family has no biases.
   TensorView Bias(size_t off, int64_t n) const { return off == kNone ? TensorView() : M(P(off), n); }
@@ -279,6 +308,8 @@ class DecoderModel {
     DevPtr data;
   };
   std::vector<ActiveRange> active_;  // sink mode: ranges acquired and not yet released
+  ParamSource* source_ = nullptr;
+  std::vector<ActiveRange> gathered_;  // source mode: parameter ranges gathered and not yet freed
 };
 
 }  // namespace anneal

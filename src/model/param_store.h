@@ -28,6 +28,8 @@ class ParamStore {
   Status AllocateGrads() { return grads_.Assign(be_, layout_.total_floats(), "the gradients", dtype_); }
   // No gradient buffer (ZeRO-2 hands gradients out range by range instead).
   void DropGrads() { grads_.Reset(); }
+  // No parameter buffer (ZeRO-3 gathers parameters range by range instead).
+  void DropParams() { params_.Reset(); }
   void ZeroGrads(const Stream& s) {
     if (!grads_.empty()) be_.Zero(s, grads_.View());
   }

@@ -6,6 +6,10 @@
 
 namespace anneal {
 
+namespace {
+constexpr const char* kGradRange = "a ZeRO gradient range";
+}  // namespace
+
 DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, size_t total_floats, int zero,
                            size_t bucket_floats)
     : comm_(comm),
@@ -18,13 +22,13 @@ DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, 
     begin_.push_back(ParallelPlan::ZeroShardBegin(total_, comm->size(), r));
     count_.push_back(ParallelPlan::ZeroShardCount(total_, comm->size(), r));
   }
-  if (zero_ == 2) first_error_ = acc_.Assign(be_, count_[comm->rank()], "the ZeRO-2 gradient accumulator");
+  if (zero_ >= 2) first_error_ = acc_.Assign(be_, count_[comm->rank()], "the ZeRO gradient accumulator");
 }
 
 void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
   narrow_ = {};
   if (grads && grads.t != DType::kF32) {
-    if (zero_ == 2 || grads.t != DType::kBF16) std::abort();  // refused by the config (train/config.cc)
+    if (zero_ >= 2 || grads.t != DType::kBF16) std::abort();  // refused by the config (train/config.cc)
     if (wide_.size() != total_) {  // Attach could not allocate it: EndBackward says so
       grads_ = nullptr;
       communicate_ = false;
@@ -39,13 +43,13 @@ void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
   } else {
     grads_ = grads ? grads.f32() : nullptr;
   }
-  communicate_ = zero_ == 2 || last_micro_step;
+  communicate_ = zero_ >= 2 || last_micro_step;
   pending_lo_ = pending_hi_ = 0;
   inflight_.clear();
   peak_buffer_floats_ = buffer_floats_;
 }
 
-DeviceArray DataParallel::TakeBuffer(std::vector<DeviceArray>* pool, size_t n, DType t) {
+DeviceArray DataParallel::TakeBuffer(std::vector<DeviceArray>* pool, size_t n, DType t, const char* what) {
   // Reuse a retired buffer of the same range (the same ranges come back every micro-step): no fresh
   // pages to fault in each time.
   for (auto it = pool->begin(); it != pool->end(); ++it) {
@@ -56,7 +60,7 @@ DeviceArray DataParallel::TakeBuffer(std::vector<DeviceArray>* pool, size_t n, D
     }
   }
   DeviceArray a;
-  Status s = a.Assign(be_, n, "a ZeRO-2 gradient range", t);
+  Status s = a.Assign(be_, n, what, t);
   if (!s.ok()) {  // the GradSink contract has no error path: say what did not fit, and stop
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
     std::abort();
@@ -69,8 +73,8 @@ DevPtr DataParallel::Acquire(size_t begin, size_t end) {
   b->begin = begin;
   b->end = end;
   DeviceArray& written = narrow_model_ ? b->narrow : b->data;
-  written = narrow_model_ ? TakeBuffer(&narrow_pool_, end - begin, DType::kBF16)
-                          : TakeBuffer(&pool_, end - begin, DType::kF32);
+  written = narrow_model_ ? TakeBuffer(&narrow_pool_, end - begin, DType::kBF16, kGradRange)
+                          : TakeBuffer(&pool_, end - begin, DType::kF32, kGradRange);
   be_.Zero(st_, TensorView(written.ptr().p, written.dtype(), {static_cast<int64_t>(end - begin)}, be_.device()));
   buffer_floats_ += narrow_model_ ? (end - begin + 1) / 2 : end - begin;  // in fp32 equivalents
   peak_buffer_floats_ = std::max(peak_buffer_floats_, buffer_floats_);
@@ -86,7 +90,7 @@ void DataParallel::Release(size_t begin, size_t end) {
   acquired_.erase(it);
   if (narrow_model_) {  // widen (exactly) into an fp32 range buffer, and retire the bf16 one
     const size_t n = end - begin;
-    b->data = TakeBuffer(&pool_, n, DType::kF32);
+    b->data = TakeBuffer(&pool_, n, DType::kF32, kGradRange);
     be_.Copy(st_, View(b->data.data(), n), TensorView(b->narrow.ptr().p, DType::kBF16, {static_cast<int64_t>(n)}, be_.device()));
     narrow_pool_.push_back(std::move(b->narrow));
     buffer_floats_ += n - (n + 1) / 2;
@@ -119,7 +123,19 @@ void DataParallel::Attach(DecoderModel* model, bool hold_embedding) {
   if (narrow_model_ && zero_ < 2 && !wide() && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
     first_error_ = Failed("out of memory for the fp32 copy of the bf16 gradients (" + std::to_string(total_ * 4) + " bytes)");
   }
-  if (zero_ == 2) {
+  if (zero_ == 3) {  // keep this rank's shard of the initial parameters; the model drops its whole vector
+    const DevPtr params = model->params_ptr();
+    const size_t n = count_[comm_->rank()];
+    if (Status s = pshard_.Assign(be_, n, "this rank's ZeRO-3 parameter shard", params.t); !s.ok()) {
+      if (first_error_.ok()) first_error_ = s;
+    } else {
+      be_.Copy(st_, TensorView(pshard_.ptr().p, params.t, {static_cast<int64_t>(n)}, be_.device()),
+               TensorView((params + shard_begin()).p, params.t, {static_cast<int64_t>(n)}, be_.device()));
+      be_.Synchronize(st_);
+      model->set_param_source(this);
+    }
+  }
+  if (zero_ >= 2) {
     model->set_grad_sink(this);  // no full gradient buffer: ranges come and go during backward
     return;
   }
@@ -168,25 +184,30 @@ void DataParallel::Launch(size_t lo, size_t hi) {
   inflight_.push_back(StartReduceScatter(grads_ + lo, lo, hi));
 }
 
-std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size_t hi) {
-  // Along the shard boundaries: rank r receives [lo,hi) ∩ shard(r), in place at its own position.
+std::vector<size_t> DataParallel::CountsIn(size_t lo, size_t hi) const {
   std::vector<size_t> counts(comm_->size());
   for (int r = 0; r < comm_->size(); ++r) {
     const size_t a = std::max(lo, begin_[r]), b = std::min(hi, begin_[r] + count_[r]);
     counts[r] = b > a ? b - a : 0;
   }
+  return counts;
+}
+
+std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size_t hi) {
+  // Along the shard boundaries: rank r receives [lo,hi) ∩ shard(r), in place at its own position.
+  const std::vector<size_t> counts = CountsIn(lo, hi);
   const size_t my_lo = std::clamp(begin_[comm_->rank()], lo, hi);
   const size_t mine = counts[comm_->rank()];
   return comm_->StartReduceScatterSum(View(x, hi - lo), counts, View(x + (my_lo - lo), mine), Ready());
 }
 
 Status DataParallel::EndBackward() {
-  if (!first_error_.ok() && zero_ != 2) {
+  if (!first_error_.ok() && zero_ < 2) {
     Status s = first_error_;
     first_error_ = Status::Ok();
     return s;
   }
-  if (zero_ == 2) {
+  if (zero_ >= 2) {
     while (!inflight_ranges_.empty()) RetireOldest();
     Status s = first_error_;
     first_error_ = Status::Ok();
@@ -205,7 +226,7 @@ Status DataParallel::EndBackward() {
 }
 
 float* DataParallel::OptimizerGrads() {
-  return zero_ == 2 ? acc_.data() : grads_ + shard_begin();
+  return zero_ >= 2 ? acc_.data() : grads_ + shard_begin();
 }
 
 void DataParallel::ResetAccumulator() {
@@ -213,7 +234,7 @@ void DataParallel::ResetAccumulator() {
 }
 
 Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
-  if (zero_ == 0 || comm_->size() == 1) return Status::Ok();
+  if (zero_ == 0 || zero_ == 3 || comm_->size() == 1) return Status::Ok();  // zero 3: the next forward gathers
   if (params.t == DType::kF32) return comm_->StartAllGatherV(View(params.f32(), total_), count_, Ready())->Wait();
   if (zero_ == 2) return GatherMastersByBucket(params, master);
   ANNEAL_RETURN_IF_ERROR(GatherMasters(master));
@@ -222,7 +243,7 @@ Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
 }
 
 DevPtr DataParallel::wide() {
-  if (narrow_model_ && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the flat vector").ok()) {
+  if ((narrow_model_ || zero_ == 3) && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the flat vector").ok()) {
     return {};
   }
   return wide_.ptr();
@@ -231,13 +252,9 @@ DevPtr DataParallel::wide() {
 Status DataParallel::GatherMastersByBucket(DevPtr params, DevPtr master) {
   const size_t bucket = std::min(bucket_floats_, total_), b = shard_begin();
   if (gather_.size() != bucket) ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, bucket, "the ZeRO-2 master gather buffer"));
-  std::vector<size_t> counts(comm_->size());
   for (size_t lo = 0; lo < total_; lo += bucket) {
     const size_t hi = std::min(total_, lo + bucket);
-    for (int r = 0; r < comm_->size(); ++r) {  // shards are contiguous in rank order: parts land in place
-      const size_t a = std::max(lo, begin_[r]), z = std::min(hi, begin_[r] + count_[r]);
-      counts[r] = z > a ? z - a : 0;
-    }
+    const std::vector<size_t> counts = CountsIn(lo, hi);  // contiguous in rank order: parts land in place
     const size_t my_lo = std::clamp(b, lo, hi), mine = counts[comm_->rank()];
     if (mine) be_.Copy(st_, View(gather_.data() + (my_lo - lo), mine), View(master.f32() + (my_lo - b), mine));
     ANNEAL_RETURN_IF_ERROR(comm_->StartAllGatherV(View(gather_.data(), hi - lo), counts, Ready())->Wait());
@@ -257,8 +274,79 @@ Status DataParallel::GatherMasters(DevPtr master) {
 
 void DataParallel::ScatterMasters(DevPtr master, DevPtr params) {
   const size_t b = shard_begin(), n = shard_end() - b;
-  be_.Copy(st_, View(master.f32(), n), View(wide_.data() + b, n));
+  if (master) be_.Copy(st_, View(master.f32(), n), View(wide_.data() + b, n));
+  if (zero_ == 3) {
+    be_.Copy(st_, TensorView(pshard_.ptr().p, pshard_.dtype(), {static_cast<int64_t>(n)}, be_.device()),
+             View(wide_.data() + b, n));
+    return;
+  }
   be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
+}
+
+DevPtr DataParallel::OptimizerParams(DevPtr params) const {
+  return zero_ == 3 ? pshard_.ptr() : params + shard_begin();
+}
+
+Status DataParallel::TakeError() {
+  Status s = first_error_;
+  first_error_ = Status::Ok();
+  return s;
+}
+
+DataParallel::GatheredRange* DataParallel::Find(size_t begin) {
+  for (auto& g : gathered_) {
+    if (g->begin == begin) return g.get();
+  }
+  return nullptr;
+}
+
+DataParallel::GatheredRange* DataParallel::StartGather(size_t begin, size_t end) {
+  auto g = std::make_unique<GatheredRange>();
+  g->begin = begin;
+  g->end = end;
+  const size_t n = end - begin;
+  const DType t = pshard_.dtype();
+  g->data = TakeBuffer(&param_pool_, n, t, "a gathered ZeRO-3 parameter range");
+  gathered_bytes_ += n * SizeOf(t);
+  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
+  const std::vector<size_t> counts = CountsIn(begin, end);
+  const size_t my_lo = std::clamp(shard_begin(), begin, end), mine = counts[comm_->rank()];
+  if (mine) {
+    be_.Copy(st_, TensorView((g->data.ptr() + (my_lo - begin)).p, t, {static_cast<int64_t>(mine)}, be_.device()),
+             TensorView((pshard_.ptr() + (my_lo - shard_begin())).p, t, {static_cast<int64_t>(mine)}, be_.device()));
+  }
+  g->work = comm_->StartAllGatherV(TensorView(g->data.ptr().p, t, {static_cast<int64_t>(n)}, be_.device()), counts,
+                                   Ready());
+  gathered_.push_back(std::move(g));
+  return gathered_.back().get();
+}
+
+void DataParallel::Finish(GatheredRange* g) {
+  if (!g->work) return;
+  Status s = g->work->Wait();
+  g->work.reset();
+  if (!s.ok() && first_error_.ok()) first_error_ = s;
+}
+
+DevPtr DataParallel::Gather(size_t begin, size_t end) {
+  GatheredRange* g = Find(begin);
+  if (!g) g = StartGather(begin, end);
+  if (g->end != end) std::abort();  // the ParamSource contract: the same ranges every time
+  Finish(g);
+  return g->data.ptr();
+}
+
+void DataParallel::Prefetch(size_t begin, size_t end) {
+  if (!Find(begin)) StartGather(begin, end);
+}
+
+void DataParallel::Free(size_t begin, size_t end) {
+  auto it = std::find_if(gathered_.begin(), gathered_.end(), [&](const auto& g) { return g->begin == begin; });
+  if (it == gathered_.end() || (*it)->end != end) std::abort();  // the ParamSource contract
+  Finish(it->get());
+  gathered_bytes_ -= (end - begin) * SizeOf((*it)->data.dtype());
+  param_pool_.push_back(std::move((*it)->data));
+  gathered_.erase(it);
 }
 
 }  // namespace anneal

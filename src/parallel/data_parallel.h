@@ -26,6 +26,14 @@
 // reduce-scattered from there; there is no full fp32 copy during training: the masters are gathered
 // a bucket at a time into a bucket-sized buffer and rounded into the working copy (the copy is made
 // only when a checkpoint or the state hash needs the whole fp32 vector).
+//   zero 3: parameters are sharded too (FSDP's full sharding). Each rank keeps the working parameters
+//           of its shard only (this object holds them); DataParallel is the model's ParamSource:
+//           a range (the embeddings, a layer, the head) is all-gathered when the model asks for it,
+//           the next one prefetched on the communicator's thread while the current one computes, and
+//           freed after use — every layer is gathered twice per micro-step (forward, backward) and
+//           the embeddings and head once, held from the forward to the end of the backward.
+//           Gradients go as with zero 2; the optimizer updates the shard in place, and nothing is
+//           gathered after the update (the next forward's gathers read the new values).
 // Every reduction is deterministic (Gloo's ring allreduce gives every rank the same bits; the
 // reduce-scatter sums in rank order), so replicas never drift apart.
 //
@@ -45,7 +53,7 @@
 
 namespace anneal {
 
-class DataParallel : public GradSink {
+class DataParallel : public GradSink, public ParamSource {
  public:
   // Its buffers (the zero-2 accumulator and range buffers) come from `backend`, and its work is
   // ordered after the compute on `stream` (the model's).
@@ -69,6 +77,18 @@ class DataParallel : public GradSink {
   void Release(size_t begin, size_t end) override;
   // Most floats of gradient buffers held at once during the last backward (zero 2).
   size_t peak_buffer_floats() const { return peak_buffer_floats_; }
+  // ParamSource (zero 3): ranges of the model's dtype, gathered from every rank's shard.
+  DevPtr Gather(size_t begin, size_t end) override;
+  void Prefetch(size_t begin, size_t end) override;
+  void Free(size_t begin, size_t end) override;
+  // Most bytes of gathered parameter ranges held at once since the start (zero 3).
+  size_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
+  // The working parameters the optimizer updates, at element shard_begin(): this rank's shard
+  // (zero 3), else the model's flat vector `params` from shard_begin().
+  DevPtr OptimizerParams(DevPtr params) const;
+  // The first communication error since the last call (zero 3: a gather's, which a forward pass
+  // without a backward — evaluation — learns here), and clears it.
+  Status TakeError();
   // The model's grad-ready hook.
   void GradsReady(size_t begin, size_t end);
   // Feeds on the model's backward: as its GradSink with zero 2, through its grad-ready hook
@@ -94,11 +114,12 @@ class DataParallel : public GradSink {
   Status GatherMasters(DevPtr master);
   // zero 2: the same a bucket at a time through gather_, each bucket rounded into params.
   Status GatherMastersByBucket(DevPtr params, DevPtr master);
-  // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master,
-  // the whole vector rounded into the working copy params.
+  // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master
+  // (when there is one), the whole vector rounded into the working copy params (zero 3: this rank's
+  // part of it into the working shard).
   void ScatterMasters(DevPtr master, DevPtr params);
-  // The fp32 copy of the flat vector (bf16 models; null otherwise), made on first use (at Attach below zero 2)
-  // (null when it cannot be allocated).
+  // The fp32 copy of the flat vector (bf16 models, and zero 3 for checkpoints; null otherwise), made
+  // on first use (at Attach below zero 2) (null when it cannot be allocated).
   DevPtr wide();
   // A bf16 model's data parallelism (the gradients are widened into fp32 before they are reduced).
   bool narrow_model() const { return narrow_model_; }
@@ -107,7 +128,7 @@ class DataParallel : public GradSink {
   void WaitBeforeNextWiden(const Event& e) { widen_fence_ = e; }
   // Floats this engine holds itself (the zero-2 accumulator). Its range buffers (at most
   // peak_buffer_floats at once) are kept for reuse between micro-steps.
-  size_t floats_held() const { return acc_.size(); }
+  size_t floats_held() const { return acc_.size() + (pshard_.size() * SizeOf(pshard_.dtype()) + 3) / 4; }
 
  private:
   void Launch(size_t lo, size_t hi);
@@ -116,6 +137,17 @@ class DataParallel : public GradSink {
   std::unique_ptr<Work> StartReduceScatter(float* x, size_t lo, size_t hi);
   // Zero 2: waits for the oldest in-flight range, adds this rank's part into acc_, frees it.
   void RetireOldest();
+  // Each rank's part of the flat range [lo, hi) (the shards are contiguous in rank order).
+  std::vector<size_t> CountsIn(size_t lo, size_t hi) const;
+  // Zero 3: a range's gather started (this rank's part copied in from pshard_), and its wait.
+  struct GatheredRange {
+    size_t begin, end;
+    DeviceArray data;
+    std::unique_ptr<Work> work;  // null once waited for
+  };
+  GatheredRange* StartGather(size_t begin, size_t end);
+  GatheredRange* Find(size_t begin);
+  void Finish(GatheredRange* g);
   static constexpr size_t kMaxInflight = 2;
 
   Communicator* comm_;
@@ -150,12 +182,16 @@ class DataParallel : public GradSink {
   };
   // A pooled (or new) buffer of n elements of type t; aborts when it cannot be had (the GradSink
   // contract has no error path: it says what did not fit).
-  DeviceArray TakeBuffer(std::vector<DeviceArray>* pool, size_t n, DType t);
+  DeviceArray TakeBuffer(std::vector<DeviceArray>* pool, size_t n, DType t, const char* what);
   std::vector<std::unique_ptr<RangeBuffer>> acquired_;         // zero 2: acquired, not yet released
   std::vector<std::unique_ptr<RangeBuffer>> inflight_ranges_;  // zero 2: released, oldest first
   std::vector<DeviceArray> pool_;         // retired range buffers, reused by the next Acquire of that size
   std::vector<DeviceArray> narrow_pool_;  // the same for a bf16 model's ranges
   size_t buffer_floats_ = 0, peak_buffer_floats_ = 0;
+  DeviceArray pshard_;  // zero 3: this rank's working parameters (the model's dtype)
+  std::vector<std::unique_ptr<GatheredRange>> gathered_;  // zero 3: started or held, in start order
+  std::vector<DeviceArray> param_pool_;  // zero 3: freed range buffers, reused by the next gather of that size
+  size_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
   Status first_error_;
 };
 

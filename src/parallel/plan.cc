@@ -60,9 +60,10 @@ Result<ParallelPlan> ParallelPlan::Make(const ModelConfig& model, const Parallel
     return bad("dist.pp = " + std::to_string(d.pp) + " is more than model.n_layer = " + std::to_string(model.n_layer) +
                ": each pipeline stage needs at least one layer; use dist.pp <= " + std::to_string(model.n_layer));
   }
-  if (d.zero == 2 && d.pp > 1) {
-    return bad("dist.zero = 2 with dist.pp = " + std::to_string(d.pp) +
-               ": ZeRO-2 reduce-scatters each micro-batch's gradients while backward produces them, but a pipeline "
+  if (d.zero >= 2 && d.pp > 1) {
+    return bad("dist.zero = " + std::to_string(d.zero) + " with dist.pp = " + std::to_string(d.pp) +
+               ": ZeRO-2 and 3 reduce-scatter each micro-batch's gradients while backward produces them (ZeRO-3 "
+               "also gathers every layer per micro-batch), but a pipeline "
                "interleaves micro-batches and must first add the tied embedding's gradient across its first and last "
                "stages, so gradients would be communicated once per micro-batch for nothing; use dist.zero = 1 "
                "(optimizer state sharded) with pipeline parallelism");

@@ -23,8 +23,11 @@ CheckpointTensors TensorsOf(const DecoderModel& model, const AdamW* opt) {
 }
 
 namespace {
+// The whole fp32 vector exists nowhere during training: bf16 masters sharded (ZeRO 1, 2, 3), or
+// every parameter sharded (ZeRO 3).
 bool ShardedMasters(const AdamW* opt, const DataParallel* par) {
-  return opt && opt->master() && par && par->zero() > 0 && par->narrow_model();
+  if (!opt || !par) return false;
+  return par->zero() == 3 || (opt->master() && par->zero() > 0 && par->narrow_model());
 }
 }  // namespace
 
@@ -42,7 +45,7 @@ CheckpointTensors TensorsOf(DecoderModel& model, AdamW* opt, DataParallel* par) 
 
 Result<DevPtr> GatherFullParams(const DecoderModel& model, const AdamW& opt, DataParallel* par) {
   if (!ShardedMasters(&opt, par)) return opt.MasterOr(model.params_ptr());
-  ANNEAL_RETURN_IF_ERROR(par->GatherMasters(opt.master()));
+  ANNEAL_RETURN_IF_ERROR(par->GatherMasters(opt.MasterOr(par->OptimizerParams(model.params_ptr()))));
   return par->wide();
 }
 

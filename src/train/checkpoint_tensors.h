@@ -11,9 +11,9 @@
 
 namespace anneal {
 
-// par: the run's data parallelism, when it shards fp32 masters (bf16 with ZeRO 1): the parameters
-// are then its whole fp32 copy (gathered by GatherFullParams before a save) and a load scatters it
-// back into the masters and the working copy.
+// par: the run's data parallelism, when it shards fp32 masters (bf16 with ZeRO 1, 2, 3) or the
+// parameters themselves (ZeRO 3): the parameters are then its whole fp32 copy (gathered by
+// GatherFullParams before a save) and a load scatters it back into the masters and the working copy.
 CheckpointTensors TensorsOf(DecoderModel& model, AdamW* opt, DataParallel* par = nullptr);
 // The whole fp32 parameter vector (what checkpoints and the state hash read): the optimizer's masters
 // or the fp32 working copy — or, with sharded masters, every rank's shard gathered into par's copy

@@ -115,7 +115,9 @@ const KeySpec kSpecs[] = {
     {"dist.schedule", "1f1b",
      "pipeline schedule over the micro-batches (train.grad_accum): 1f1b (one forward, one backward; at most pp "
      "micro-batches in flight) | gpipe (all forwards, then all backwards)"},
-    {"dist.zero", "0", "ZeRO stage: 0 replicated optimizer; 1 sharded optimizer state; 2 sharded gradients too"},
+    {"dist.zero", "0",
+     "ZeRO stage: 0 replicated optimizer; 1 sharded optimizer state; 2 sharded gradients too; 3 sharded parameters "
+     "too (each layer all-gathered before its forward and its backward, the next one prefetched, freed after)"},
     {"dist.bucket_mb", "4", "gradient bucket size for the overlapped communication, MB"},
     {"dist.timeout_s", "300", "every collective's timeout: a lost rank fails the run after this long (exit 3)"},
 };
@@ -378,7 +380,7 @@ void ReadDist(Reader& r, DistSection* d) {
   d->dp = r.Int("dist.dp", 0, 1 << 20);
   d->tp = r.Int("dist.tp", 1, 1 << 20);
   d->pp = r.Int("dist.pp", 1, 1 << 20);
-  d->zero = r.Int("dist.zero", 0, 2);
+  d->zero = r.Int("dist.zero", 0, 3);
   d->schedule = r.OneOf("dist.schedule", {"1f1b", "gpipe"});
   d->sequence_parallel = r.Bool("dist.sequence_parallel");
   d->bucket_mb = r.Num("dist.bucket_mb", 0.001, 1e6);

@@ -67,7 +67,8 @@ Status BuildStep(const TrainConfig& c, Runtime* rt) {
                                     rt->par ? rt->par->shard_end() : SIZE_MAX);
   ANNEAL_RETURN_IF_ERROR(rt->opt->status());
   // bf16: fp32 masters of the initial weights of the optimizer's shard.
-  ANNEAL_RETURN_IF_ERROR(rt->opt->UseMasterWeights(model.params_ptr() + rt->opt->begin()));
+  ANNEAL_RETURN_IF_ERROR(
+      rt->opt->UseMasterWeights(rt->par ? rt->par->OptimizerParams(model.params_ptr()) : model.params_ptr()));
   StepParts sp;
   sp.scale = LossScale{c.data.batch_size, c.data.seq_len, c.train.grad_accum, rt->dp};
   PipelineEngine::Options po;

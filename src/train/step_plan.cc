@@ -89,7 +89,7 @@ Result<StepStats> StepPlan::Update(int step, double loss) {
   const DevPtr g = par ? DevPtr{par->OptimizerGrads(), DType::kF32} : m.grads_ptr();
   double ss = LocalSumSquares(g, b, e);
   if (p_.world) ANNEAL_RETURN_IF_ERROR(p_.world->AllReduceSum(&ss, 1));
-  s = p_.optimizer->StepWithNorm(m.params_ptr() + b, g, step, std::sqrt(ss));
+  s = p_.optimizer->StepWithNorm(par ? par->OptimizerParams(m.params_ptr()) : m.params_ptr(), g, step, std::sqrt(ss));
   if (par && par->zero() > 0 && !s.skipped) {
     ANNEAL_RETURN_IF_ERROR(par->AllGatherParams(m.params_ptr(), p_.optimizer->master()));
   }

@@ -59,13 +59,18 @@ double Evaluate(const TrainConfig& c, Runtime& rt) {
   std::vector<int32_t> in, tgt;
   double sum = 0;
   const int n = std::min<uint64_t>(c.train.eval_batches, std::max<uint64_t>(1, val->num_samples() / B));
-  for (int i = 0; i < n; ++i) {
-    val->Next(&batch);
+  // ZeRO-3 gathers parameters in every forward, a collective: every rank runs as many forwards (a rank
+  // out of batches repeats one uncounted, as FSDP's uneven inputs must).
+  const bool together = rt.par && rt.par->zero() == 3 && rt.dp > 1;
+  const int rounds = together ? (n + rt.dp - 1) / rt.dp * rt.dp : n;
+  for (int i = 0; i < rounds; ++i) {
+    if (i < n) val->Next(&batch);
     if (i % rt.dp != rt.pg->dp_rank()) continue;
-    SplitBatch(batch, B, T, &in, &tgt);
+    if (i < n || in.empty()) SplitBatch(batch, B, T, &in, &tgt);
     auto l = rt.engine->Evaluate(in.data(), tgt.data());
     if (!rt.model->status().ok() || !l.ok()) return std::nan("");
-    if (rt.loss_owner()) sum += *l;
+    if (rt.par && !rt.par->TakeError().ok()) return std::nan("");
+    if (rt.loss_owner() && i < n) sum += *l;
   }
   if (rt.world() && !rt.world()->AllReduceSum(&sum, 1).ok()) return std::nan("");
   return sum / n;

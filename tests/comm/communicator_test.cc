@@ -142,6 +142,15 @@ TEST(CommunicatorTest, CollectivesOnThreeRanks) {
     ASSERT_TRUE(c.AllGatherV(z.data(), big).ok());
     for (size_t i = 0; i < 300000; ++i) ASSERT_EQ(z[i], static_cast<float>(i % 7)) << "shm=" << shm << " " << i;
     for (size_t i = 0; i < 500001; ++i) ASSERT_EQ(z[300000 + i], static_cast<float>(2000 + i % 7)) << "shm=" << shm;
+    // bf16 pieces (two bytes a value, odd counts: pieces that start mid-float), through the view form.
+    const std::vector<size_t> halves = {3, 0, 1000003};
+    std::vector<uint16_t> w(1000006, 0xffff);
+    const size_t woff = r == 0 ? 0 : 3;
+    for (size_t i = 0; i < halves[r]; ++i) w[woff + i] = static_cast<uint16_t>(r * 10000 + i % 9);
+    const TensorView wv(w.data(), DType::kBF16, {static_cast<int64_t>(w.size())}, Device::Cpu());
+    ASSERT_TRUE(c.StartAllGatherV(wv, halves, Event{})->Wait().ok());
+    for (size_t i = 0; i < 3; ++i) ASSERT_EQ(w[i], i % 9) << "shm=" << shm << " " << i;
+    for (size_t i = 0; i < 1000003; ++i) ASSERT_EQ(w[3 + i], 20000 + i % 9) << "shm=" << shm << " " << i;
   });
  }
   g_shared_memory = true;

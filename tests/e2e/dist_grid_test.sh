@@ -1,5 +1,5 @@
 #!/bin/bash
-# Data parallelism computes the same training as one process: dp in {1,2,4} x ZeRO in {0,1,2} x
+# Data parallelism computes the same training as one process: dp in {1,2,4} x ZeRO in {0,1,2,3} x
 # gradient-accumulation micro-steps in {1,4}, launched with `anneal launch` on this machine. Each run's
 # first 5 losses equal those of one process on the same global batch (B x accum x dp) within 1e-5
 # relative, and its final parameters within 1e-5*|p| + 1e-7*sqrt(n) (tests/e2e/dist_compare.py).
@@ -27,7 +27,7 @@ for global in 1 2 4 8 16; do  # one-process references: B=2, accum = accum x dp
     --set train.checkpoint_dir="$TMP/ref$global" >"$TMP/ref$global.log" 2>&1 || bad "reference accum $global"
 done
 for dp in 1 2 4; do
-  for zero in 0 1 2; do
+  for zero in 0 1 2 3; do
     for accum in 1 4; do
       name="dp=$dp zero=$zero accum=$accum"
       run="$TMP/dp${dp}z${zero}a${accum}"
@@ -41,9 +41,12 @@ for dp in 1 2 4; do
     done
   done
 done
+vals() { grep -E 'val loss' "$1" | sed -E 's/.*val loss ([0-9.]+).*/\1/'; }
+check "dp=4 zero=3: the validation loss (2 batches on 4 ranks: the ranks without one still gather) equals ZeRO 0's" \
+  bash -c "test -n '$(vals "$TMP/dp4z0a1.log")' && test '$(vals "$TMP/dp4z0a1.log")' = '$(vals "$TMP/dp4z3a1.log")'"
 
 # Activation recomputation composes with data parallelism and ZeRO: same losses and parameters.
-for layout in "2 1 selective 1" "2 2 full 4" "1 0 full 1"; do
+for layout in "2 1 selective 1" "2 2 full 4" "1 0 full 1" "2 3 full 4" "4 3 selective 1"; do
   set -- $layout
   name="dp=$1 zero=$2 recompute=$3 accum=$4"
   run="$TMP/rc_$1_$2_$3_$4"
@@ -62,13 +65,13 @@ check "recompute full: the activation memory line matches its formula" \
   --set train.steps=4 --set train.resume=auto --set train.checkpoint_dir="$TMP/rs" >"$TMP/rs.log" 2>&1 || bad "reshard: first part"
 check "reshard: the dp=2 checkpoint holds each rank's optimizer slices as flat ranges" \
   grep -q '"range"' "$TMP/rs/step-00000004/manifest.json"
-for layout in "2 1 3" "3 2 2" "1 0 6" "1 2 6"; do
+for layout in "2 1 3" "3 2 2" "1 0 6" "1 2 6" "3 3 2"; do
   set -- $layout
   cp -r "$TMP/rs" "$TMP/rs_$1_$2"
   "$ANNEAL" launch --nproc-per-node $1 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=$2 --set data.batch_size=$3 \
     --set train.resume=auto --set train.checkpoint_dir="$TMP/rs_$1_$2" >"$TMP/rs_$1_$2.log" 2>&1 || bad "reshard: resume at dp=$1 zero=$2"
 done
-for layout in 3_2 1_0 1_2; do
+for layout in 3_2 1_0 1_2 3_3; do
   check "reshard: resumed at dp/zero ${layout/_//} — step 5's loss equals the dp=2 continuation's" \
     $CMP losses "$TMP/rs_2_1.log" "$TMP/rs_$layout.log" 1 1e-5
 done
@@ -100,8 +103,10 @@ expect_exit "dp x tp x pp must equal the world size" 2 "dp \(3\) x pp \(1\) x tp
   "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.dp=3
 expect_exit "a rank of several without a store is told how to start" 2 "ANNEAL_STORE" \
   env RANK=0 WORLD_SIZE=2 "$ANNEAL" train --config "$TMP/cfg.yaml"
-expect_exit "ZeRO stage out of range" 2 "dist.zero = '3' must be an integer in \[0, 2\]" \
-  "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=3
+expect_exit "ZeRO stage out of range" 2 "dist.zero = '4' must be an integer in \[0, 3\]" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=4
+expect_exit "ZeRO-3 with a pipeline is refused, naming why" 2 "dist.zero = 3 with dist.pp = 2: ZeRO-2 and 3" \
+  "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=3 --set dist.pp=2
 expect_exit "inconsistent rank environment" 2 "RANK=5 is not below WORLD_SIZE=2" \
   env RANK=5 WORLD_SIZE=2 "$ANNEAL" train --config "$TMP/cfg.yaml"
 finish

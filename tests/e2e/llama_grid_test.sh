@@ -38,7 +38,7 @@ compare() {  # name, run dir, reference accumulation
 }
 for dp in 1 2; do for tp in 1 2; do for pp in 1 2; do
   zero=0
-  [ $dp -eq 2 ] && zero=$([ $pp -eq 1 ] && echo 2 || echo 1)
+  [ $dp -eq 2 ] && zero=$([ $pp -eq 1 ] && echo $((tp + 1)) || echo 1)  # ZeRO-2 at tp 1, ZeRO-3 at tp 2
   rc=${recomputes[$((runs % 3))]}
   run="$TMP/g_${dp}${tp}${pp}"
   timeout 300 "$ANNEAL" launch --nproc-per-node $((dp * tp * pp)) -- "$ANNEAL" train --config "$TMP/cfg.yaml" \

@@ -8,8 +8,8 @@
 #     checkpoint resumes in bf16;
 #   - at data-parallel 2 (half the batch a rank, the bf16 gradients summed in fp32) the losses follow
 #     the one-process bf16 run and the fp32 run; ZeRO-1 (fp32 masters sharded) and ZeRO-2 (gradients
-#     sharded too) equal ZeRO 0 bit for bit and resume bit for bit; a ZeRO-1 checkpoint resumes at
-#     ZeRO 0;
+#     sharded too) and ZeRO-3 (parameters sharded too, gathered in bf16) equal ZeRO 0 bit for bit and
+#     resume bit for bit; a ZeRO-1 checkpoint resumes at ZeRO 0, a ZeRO-3 one at ZeRO 2;
 #   - bad combinations exit 2 naming the fix.
 source "$(dirname "$0")/lib.sh"
 CMP="/usr/bin/python3 $(dirname "$0")/dist_compare.py"
@@ -96,6 +96,22 @@ mkdir -p "$TMP/z2r" && cp -r "$TMP/z2/step-00000004" "$TMP/z2r/"
 z1 --set dist.zero=2 --set dist.bucket_mb=0.05 --set train.checkpoint_dir="$TMP/z2r" >"$TMP/z2r.log" 2>&1 || bad "bf16 ZeRO-2 resume: exit $?"
 check "bf16 ZeRO-2 resumed from step 4" grep -q 'resumed from .*step-00000004' "$TMP/z2r.log"
 check "bf16 ZeRO-2 resume: steps 5-8 bit for bit" diff <(stephex "$TMP/z2.log" | tail -4) <(stephex "$TMP/z2r.log")
+# ZeRO-3 in bf16: each rank keeps its shard of the bf16 working parameters (and their fp32 masters);
+# every layer's range is all-gathered in bf16 before its forward and its backward. ZeRO 0 bit for bit
+# (the gathered values are the working copy's), resumes bit for bit, and its checkpoint resumes at
+# ZeRO 2 (a checkpoint holds the whole fp32 vector, whatever the layout).
+z1 --set dist.zero=3 --set train.checkpoint_dir="$TMP/z3" >"$TMP/z3.log" 2>&1 || bad "bf16 ZeRO-3: exit $?: $(tail -2 "$TMP/z3.log")"
+check "bf16 ZeRO-3 at dp 2: ZeRO 0's losses bit for bit" diff <(stephex "$TMP/dp2.log") <(stephex "$TMP/z3.log")
+check "bf16 ZeRO-3 at dp 2: ZeRO 0's parameters" $CMP params "$TMP/dp2/step-00000008" "$TMP/z3/step-00000008"
+check "bf16 ZeRO-3 at dp 2: ZeRO-2's state hash" test "$(hash_of "$TMP/z2.log")" = "$(hash_of "$TMP/z3.log")"
+mkdir -p "$TMP/z3r" "$TMP/z3x" && cp -r "$TMP/z3/step-00000004" "$TMP/z3r/" && cp -r "$TMP/z3/step-00000004" "$TMP/z3x/"
+z1 --set dist.zero=3 --set train.checkpoint_dir="$TMP/z3r" >"$TMP/z3r.log" 2>&1 || bad "bf16 ZeRO-3 resume: exit $?"
+check "bf16 ZeRO-3 resumed from step 4: steps 5-8 and the state hash bit for bit" bash -c \
+  "grep -q 'resumed from .*step-00000004' '$TMP/z3r.log' && diff <(grep -E 'step +[5-8]/' '$TMP/z3.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') \
+     <(grep -E 'step +[5-8]/' '$TMP/z3r.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') && test '$(hash_of "$TMP/z3.log")' = \"\$(sed -nE 's/.*state hash.*: ([0-9a-f]+)\$/\\1/p' '$TMP/z3r.log')\""
+z1 --set dist.zero=2 --set train.checkpoint_dir="$TMP/z3x" >"$TMP/z3x.log" 2>&1 || bad "a bf16 ZeRO-3 checkpoint at ZeRO 2: exit $?"
+check "a bf16 ZeRO-3 checkpoint resumes at ZeRO 2: steps 5-8 bit for bit" \
+  diff <(stephex "$TMP/z3.log" | tail -4) <(stephex "$TMP/z3x.log")
 
 expect_exit "bf16 with tensor parallelism is refused" 2 "train.dtype = bf16 runs with data parallelism \(and ZeRO\) only for now" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.tp=2
