@@ -153,7 +153,7 @@ std::string OptimFile(int rank, int ranks) {
 // layout: rank r's ParamLayout; ranks: the job's.
 std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, const ParamLayout& layout, bool with_opt) {
   const RankView v = ViewOf(w, r);
-  const int dp = w.plan ? w.plan->dims().dp : ranks;
+  const int shards = w.plan ? w.plan->zero_shards() : ranks;  // with shard groups the first group writes
   std::vector<WrittenPart> out;
   if (v.dp_rank == 0) {
     const std::string file = ParamsFile(w, v);
@@ -166,10 +166,10 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
       }
     }
   }
-  if (with_opt && w.zero > 0) {
+  if (with_opt && w.zero > 0 && v.dp_rank < shards) {
     const std::string file = OptimFile(r, ranks);
-    const size_t b = ParallelPlan::ZeroShardBegin(layout.total_floats(), dp, v.dp_rank);
-    const size_t e = b + ParallelPlan::ZeroShardCount(layout.total_floats(), dp, v.dp_rank);
+    const size_t b = ParallelPlan::ZeroShardBegin(layout.total_floats(), shards, v.dp_rank);
+    const size_t e = b + ParallelPlan::ZeroShardCount(layout.total_floats(), shards, v.dp_rank);
     for (const char what : {'m', 'v'}) {
       for (const ParamInfo& p : layout.params()) {
         // The tensor's box elements inside [b, e) (never the vocabulary padding).
@@ -335,6 +335,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const Checkpoi
       const ParallelDims& d = writers.plan->dims();
       layout = {{"dp", d.dp}, {"tp", d.tp}, {"pp", d.pp}, {"zero", writers.zero}, {"ranks", writers.ranks},
                 {"stages", writers.plan->stages()}, {"schedule", d.schedule}};
+      if (writers.plan->zero_shards() < d.dp) layout["shard_group"] = writers.plan->zero_shards();
     }
     json config = json::parse(lineage.config_json, nullptr, false);
     json manifest = {

@@ -23,6 +23,31 @@ Result<ProcessGroups> ProcessGroups::Make(int world, int dp, int pp, int tp, int
   g.pp_ = pp;
   g.tp_ = tp;
   g.rank_ = rank;
+  g.shard_ = dp;
+  return g;
+}
+
+Result<ProcessGroups> ProcessGroups::Make(int world, int dp, int pp, int tp, int rank, int shard_group) {
+  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups g, Make(world, dp, pp, tp, rank));
+  if (shard_group == 0) return g;
+  if (shard_group < 1 || dp % shard_group != 0) {
+    return InvalidInput("dist.shard_group = " + std::to_string(shard_group) + " does not divide dp = " +
+                        std::to_string(dp) + ": choose a shard group size that divides the data-parallel ranks");
+  }
+  g.shard_ = shard_group;
+  return g;
+}
+
+std::vector<int> ProcessGroups::ShardGroup() const {
+  std::vector<int> g;
+  const int first = replica_rank() * shard_;
+  for (int d = first; d < first + shard_; ++d) g.push_back(RankAt(d, pp_rank(), tp_rank()));
+  return g;
+}
+
+std::vector<int> ProcessGroups::ReplicaGroup() const {
+  std::vector<int> g;
+  for (int d = shard_rank(); d < dp_; d += shard_) g.push_back(RankAt(d, pp_rank(), tp_rank()));
   return g;
 }
 
@@ -47,7 +72,10 @@ std::vector<int> ProcessGroups::DpGroup() const {
 std::string ProcessGroups::Describe() const {
   return "rank " + std::to_string(rank_) + " of " + std::to_string(world_) + ": dp " + std::to_string(dp_rank()) + "/" +
          std::to_string(dp_) + ", pp " + std::to_string(pp_rank()) + "/" + std::to_string(pp_) + ", tp " +
-         std::to_string(tp_rank()) + "/" + std::to_string(tp_);
+         std::to_string(tp_rank()) + "/" + std::to_string(tp_) +
+         (shard_ < dp_ ? ", shard group " + std::to_string(replica_rank()) + "/" + std::to_string(dp_ / shard_) +
+                             " (" + std::to_string(shard_rank()) + "/" + std::to_string(shard_) + " in it)"
+                       : "");
 }
 
 }  // namespace anneal

@@ -14,6 +14,15 @@
 //     pp groups {0,2} {1,3} {4,6} {5,7}     (same dp and tp: the stages of one pipeline)
 //     dp groups {0,4} {1,5} {2,6} {3,7}     (same pp and tp: replicas that average gradients)
 //
+// Shard groups (MiCS / hybrid sharding, dist.shard_group = K, K divides dp): ZeRO shards within K
+// consecutive data-parallel ranks and replicates across the dp/K groups. With world 8 = dp 4 x tp 2
+// and K = 2 (dp groups {0,2,4,6} {1,3,5,7}):
+//     dp_rank       0 0 1 1 2 2 3 3      (rank 0..7)
+//     shard groups  {0,2} {4,6} {1,3} {5,7}   (same tp, dp_rank / K equal: gathers, reduce-scatters)
+//     replica groups {0,4} {2,6} {1,5} {3,7}  (same tp, dp_rank % K equal: the shards' allreduce)
+// Consecutive dp ranks are adjacent hosts' ranks under the usual placement, so a shard group's
+// collectives stay inside a node when K divides the ranks per node (times tp x pp).
+//
 // Immutable after Make(); safe to share between threads.
 #pragma once
 
@@ -28,6 +37,9 @@ class ProcessGroups {
  public:
   // Validates dp * pp * tp == world and 0 <= rank < world; the error names each factor (exit 2).
   static Result<ProcessGroups> Make(int world, int dp, int pp, int tp, int rank);
+  // The same with ZeRO sharded within groups of shard_group data-parallel ranks (0 = all dp: no
+  // replication); it must divide dp.
+  static Result<ProcessGroups> Make(int world, int dp, int pp, int tp, int rank, int shard_group);
 
   int world() const { return world_; }
   int rank() const { return rank_; }
@@ -37,6 +49,11 @@ class ProcessGroups {
   int dp_rank() const { return rank_ / (pp_ * tp_); }
   int pp_rank() const { return (rank_ / tp_) % pp_; }
   int tp_rank() const { return rank_ % tp_; }
+  // Data-parallel ranks per ZeRO shard group (dp without shard groups), this rank's place in its
+  // shard group and in its replica group.
+  int shard() const { return shard_; }
+  int shard_rank() const { return dp_rank() % shard_; }
+  int replica_rank() const { return dp_rank() / shard_; }
 
   // The global rank at coordinates (dp_rank, pp_rank, tp_rank).
   int RankAt(int dp_rank, int pp_rank, int tp_rank) const { return (dp_rank * pp_ + pp_rank) * tp_ + tp_rank; }
@@ -44,11 +61,14 @@ class ProcessGroups {
   std::vector<int> TpGroup() const;
   std::vector<int> PpGroup() const;
   std::vector<int> DpGroup() const;
+  // Its shard group (K consecutive dp ranks) and replica group (dp/K ranks, one per shard group).
+  std::vector<int> ShardGroup() const;
+  std::vector<int> ReplicaGroup() const;
   // "rank 5 of 8: dp 1/2, pp 0/2, tp 1/2"
   std::string Describe() const;
 
  private:
-  int world_ = 1, dp_ = 1, pp_ = 1, tp_ = 1, rank_ = 0;
+  int world_ = 1, dp_ = 1, pp_ = 1, tp_ = 1, rank_ = 0, shard_ = 1;
 };
 
 }  // namespace anneal

@@ -42,6 +42,14 @@ Result<RankGroups> ConnectRankGroups(const RankEnv& re, const ProcessGroups& pg,
     return Connect(re, g.store.get(), device, timeout, group, std::move(members));
   };
   ANNEAL_ASSIGN_OR_RETURN(g.dp, connect("dp", pg.DpGroup()));
+  if (pg.shard() < pg.dp()) {
+    if (pg.shard() > 1) {
+      ANNEAL_ASSIGN_OR_RETURN(g.shard, connect("shard", pg.ShardGroup()));
+    } else {
+      g.shard = MakeSoloCommunicator("shard");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(g.replica, connect("replica", pg.ReplicaGroup()));
+  }
   if (pg.tp() > 1) {
     ANNEAL_ASSIGN_OR_RETURN(g.tp, connect("tp", pg.TpGroup()));
   }

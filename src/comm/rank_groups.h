@@ -1,6 +1,8 @@
 // The communicators of one rank of a (dp, tp, pp) job, connected through the job's rendezvous store
 // (comm/store.h): one per group the rank belongs to, each with its own thread.
 //   dp         its data-parallel replicas (a one-rank communicator when there are none)
+//   shard      with shard groups (1 < K < dp): its K-rank ZeRO shard group
+//   replica    then also: the dp/K ranks holding the same shard in the other groups
 //   tp         its tensor-parallel slices (tp > 1)
 //   pp_fwd/bwd its pipeline, once per direction, so a send waiting in one never blocks the other (pp > 1)
 //   embedding  the first and last stage of its pipeline, which both hold the tied wte (pp > 1, on those)
@@ -24,7 +26,7 @@ namespace anneal {
 struct RankGroups {
   std::unique_ptr<Store> store_base;
   std::unique_ptr<PrefixStore> store;  // keys under RankEnv::StorePrefix()
-  std::unique_ptr<Communicator> dp, tp, pp_fwd, pp_bwd, embedding, world_owned;
+  std::unique_ptr<Communicator> dp, shard, replica, tp, pp_fwd, pp_bwd, embedding, world_owned;
   Communicator* world() const { return world_owned ? world_owned.get() : dp.get(); }
 };
 

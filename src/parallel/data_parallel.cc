@@ -10,9 +10,10 @@ namespace {
 constexpr const char* kGradRange = "a ZeRO gradient range";
 }  // namespace
 
-DataParallel::DataParallel(Communicator* comm, Backend& backend, Stream stream, size_t total_floats, int zero,
-                           size_t bucket_floats)
+DataParallel::DataParallel(Communicator* comm, Communicator* replica, Backend& backend, Stream stream,
+                           size_t total_floats, int zero, size_t bucket_floats)
     : comm_(comm),
+      replica_(replica && replica->size() > 1 ? replica : nullptr),
       total_(total_floats),
       zero_(zero),
       bucket_floats_(std::max<size_t>(1, bucket_floats)),
@@ -44,6 +45,7 @@ void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
     grads_ = grads ? grads.f32() : nullptr;
   }
   communicate_ = zero_ >= 2 || last_micro_step;
+  last_micro_step_ = last_micro_step;
   pending_lo_ = pending_hi_ = 0;
   inflight_.clear();
   peak_buffer_floats_ = buffer_floats_;
@@ -211,6 +213,7 @@ Status DataParallel::EndBackward() {
     while (!inflight_ranges_.empty()) RetireOldest();
     Status s = first_error_;
     first_error_ = Status::Ok();
+    if (s.ok() && last_micro_step_) s = ReduceAcrossGroups();
     return s;
   }
   if (!communicate_) return Status::Ok();
@@ -222,7 +225,14 @@ Status DataParallel::EndBackward() {
     if (first.ok() && !s.ok()) first = s;
   }
   inflight_.clear();
+  if (first.ok()) first = ReduceAcrossGroups();
   return first;
+}
+
+Status DataParallel::ReduceAcrossGroups() {
+  if (!replica_ || zero_ == 0) return Status::Ok();
+  const size_t n = shard_end() - shard_begin();
+  return replica_->StartAllReduceSum(View(OptimizerGrads(), n), Ready())->Wait();
 }
 
 float* DataParallel::OptimizerGrads() {

@@ -34,6 +34,10 @@
 //           the embeddings and head once, held from the forward to the end of the backward.
 //           Gradients go as with zero 2; the optimizer updates the shard in place, and nothing is
 //           gathered after the update (the next forward's gathers read the new values).
+// Shard groups (MiCS, dist.shard_group = K): comm is this rank's group of K consecutive data-parallel
+// ranks, over which everything above is sharded; on the last micro-step, once the group's
+// reduce-scatter is done, the reduced shard (zero 1: this rank's part of the gradients, zero 2 and 3:
+// the accumulator) is allreduced with the dp/K ranks holding the same shard in the other groups.
 // Every reduction is deterministic (Gloo's ring allreduce gives every rank the same bits; the
 // reduce-scatter sums in rank order), so replicas never drift apart.
 //
@@ -57,11 +61,16 @@ class DataParallel : public GradSink, public ParamSource {
  public:
   // Its buffers (the zero-2 accumulator and range buffers) come from `backend`, and its work is
   // ordered after the compute on `stream` (the model's).
-  DataParallel(Communicator* comm, Backend& backend, Stream stream, size_t total_floats, int zero,
-               size_t bucket_floats);
+  // comm: the ranks ZeRO shards over (all data-parallel ranks, or this rank's shard group);
+  // replica: with shard groups, the ranks holding the same shard in the other groups (else null).
+  DataParallel(Communicator* comm, Communicator* replica, Backend& backend, Stream stream, size_t total_floats,
+               int zero, size_t bucket_floats);
 
   int zero() const { return zero_; }
-  int dp() const { return comm_->size(); }
+  int dp() const { return comm_->size() * (replica_ ? replica_->size() : 1); }
+  // This rank's place among the replicas of its shard (0 without shard groups): replica 0 alone
+  // accounts for the shard in sums over the world (the gradient norm).
+  int replica_rank() const { return replica_ ? replica_->rank() : 0; }
   Communicator& comm() { return *comm_; }
   // The part of the flat vector whose optimizer state this rank holds: [shard_begin, shard_end).
   // With zero 0 it is everything.
@@ -150,7 +159,12 @@ class DataParallel : public GradSink, public ParamSource {
   void Finish(GatheredRange* g);
   static constexpr size_t kMaxInflight = 2;
 
+  // Shard groups: the reduced shard allreduced across the groups (last micro-step).
+  Status ReduceAcrossGroups();
+
   Communicator* comm_;
+  Communicator* replica_;
+  bool last_micro_step_ = false;
   size_t total_;
   int zero_;
   size_t bucket_floats_;

@@ -68,6 +68,14 @@ Result<ParallelPlan> ParallelPlan::Make(const ModelConfig& model, const Parallel
                "stages, so gradients would be communicated once per micro-batch for nothing; use dist.zero = 1 "
                "(optimizer state sharded) with pipeline parallelism");
   }
+  if (d.shard_group != 0 && (d.shard_group < 0 || d.dp % d.shard_group != 0)) {
+    return bad("dist.shard_group = " + std::to_string(d.shard_group) + " does not divide dp = " + std::to_string(d.dp) +
+               ": choose a shard group size that divides the data-parallel ranks (or 0: shard over all of them)");
+  }
+  if (d.shard_group != 0 && d.shard_group < d.dp && d.zero == 0) {
+    return bad("dist.shard_group = " + std::to_string(d.shard_group) +
+               " shards ZeRO state within groups, but dist.zero = 0 shards nothing: set dist.zero to 1, 2 or 3");
+  }
   if (d.schedule != "1f1b" && d.schedule != "gpipe") {
     return bad("dist.schedule = '" + d.schedule + "' must be 1f1b or gpipe");
   }

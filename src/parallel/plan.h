@@ -23,6 +23,7 @@ namespace anneal {
 struct ParallelDims {
   int dp = 1, tp = 1, pp = 1;
   int zero = 0;
+  int shard_group = 0;          // ZeRO shards within groups of this many dp ranks (0 = dp: no replication)
   int micro_batches = 1;        // per step and data-parallel rank (train.grad_accum)
   std::string schedule = "1f1b";  // 1f1b | gpipe
   int seq_len = 1024;           // T, for the cost estimate
@@ -41,6 +42,9 @@ class ParallelPlan {
   // Layers [first, second) of each stage.
   const std::vector<std::pair<int, int>>& stages() const { return stages_; }
   ModelShard ShardOf(int pp_rank, int tp_rank) const;
+  // The data-parallel ranks ZeRO shards over (dist.shard_group, or dp); the first group's ranks hold
+  // every shard once (shard r = dp_rank r), the other groups replicas of them.
+  int zero_shards() const { return dims_.shard_group > 0 ? dims_.shard_group : dims_.dp; }
   // ZeRO's shard of data-parallel rank r over a flat vector of `total` values: [begin, begin + count),
   // ceil(total / dp) each, the last ones shorter or empty. Data parallelism shards by it, and
   // checkpoints ask it which ranges each rank wrote.

@@ -118,6 +118,10 @@ const KeySpec kSpecs[] = {
     {"dist.zero", "0",
      "ZeRO stage: 0 replicated optimizer; 1 sharded optimizer state; 2 sharded gradients too; 3 sharded parameters "
      "too (each layer all-gathered before its forward and its backward, the next one prefetched, freed after)"},
+    {"dist.shard_group", "0",
+     "ZeRO (1-3) shards within groups of this many consecutive data-parallel ranks and replicates across the groups "
+     "(MiCS / hybrid sharding: gathers and reduce-scatters stay inside a group, the groups' gradient shards are "
+     "allreduced); must divide dp; 0 = shard over all data-parallel ranks"},
     {"dist.bucket_mb", "4", "gradient bucket size for the overlapped communication, MB"},
     {"dist.timeout_s", "300", "every collective's timeout: a lost rank fails the run after this long (exit 3)"},
 };
@@ -381,6 +385,7 @@ void ReadDist(Reader& r, DistSection* d) {
   d->tp = r.Int("dist.tp", 1, 1 << 20);
   d->pp = r.Int("dist.pp", 1, 1 << 20);
   d->zero = r.Int("dist.zero", 0, 3);
+  d->shard_group = r.Int("dist.shard_group", 0, 1 << 20);
   d->schedule = r.OneOf("dist.schedule", {"1f1b", "gpipe"});
   d->sequence_parallel = r.Bool("dist.sequence_parallel");
   d->bucket_mb = r.Num("dist.bucket_mb", 0.001, 1e6);

@@ -67,7 +67,8 @@ struct CheckpointSection {
 struct DistSection {
   int dp = 0;  // 0 = world / (tp * pp)
   int tp = 1, pp = 1;
-  int zero = 0;                    // 0, 1, 2 (parallel/data_parallel.h)
+  int zero = 0;                    // 0, 1, 2, 3 (parallel/data_parallel.h)
+  int shard_group = 0;             // ZeRO within groups of this many dp ranks (0 = all of them)
   std::string schedule = "1f1b";   // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
   bool sequence_parallel = false;  // model/config.h ModelShard
   double bucket_mb = 4;            // gradient bucket

@@ -89,11 +89,17 @@ void TrainReport::Start() {
                 rt_.par->floats_held() * 4 / 1e6);
   }
   const DistSection& d = c.dist;
-  log_(Fmt("parallel: %d ranks (%s), dp %d x tp %d%s x pp %d, ZeRO %d, buckets of %.1f MB, collective timeout %.0f s; "
+  const std::string groups =
+      rt_.pg->shard() < rt_.dp
+          ? Fmt(" within shard groups of %d data-parallel ranks (%d groups holding replicas; rank 0 is in group %d/%d, %d/%d in it)",
+                rt_.pg->shard(), rt_.dp / rt_.pg->shard(), rt_.pg->replica_rank(), rt_.dp / rt_.pg->shard(),
+                rt_.pg->shard_rank(), rt_.pg->shard())
+          : std::string();
+  log_(Fmt("parallel: %d ranks (%s), dp %d x tp %d%s x pp %d, ZeRO %d%s, buckets of %.1f MB, collective timeout %.0f s; "
            "rank 0 holds %.0f of the model's %zu parameters; per-rank optimizer memory: params %.1f MB + grads %.1f MB "
            "+ Adam moments %.1f MB%s",
            rt_.re.world, rt_.re.launcher.c_str(), rt_.dp, d.tp, rt_.shard.seq_parallel() ? " (sequence parallel)" : "", d.pp,
-           d.zero, d.bucket_mb, d.timeout_s, n, c.model.NumParams(), n * 4 / 1e6, model.grads_ptr() ? n * 4 / 1e6 : 0.0,
+           d.zero, groups.c_str(), d.bucket_mb, d.timeout_s, n, c.model.NumParams(), n * 4 / 1e6, model.grads_ptr() ? n * 4 / 1e6 : 0.0,
            (rt_.opt->m().size() + rt_.opt->v().size()) * 4 / 1e6, zero2.c_str()));
   if (d.pp > 1) {
     log_("pipeline: " + std::to_string(d.pp) + " stages, schedule " + d.schedule + ", " +

@@ -13,13 +13,15 @@ Status PlanRank(const TrainConfig& c, Runtime* rt) {
   ANNEAL_ASSIGN_OR_RETURN(rt->re, RankEnv::FromEnvironment());
   const DistSection& d = c.dist;
   rt->dp = d.dp > 0 ? d.dp : std::max(1, rt->re.world / (d.tp * d.pp));
-  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg, ProcessGroups::Make(rt->re.world, rt->dp, d.pp, d.tp, rt->re.rank));
+  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg,
+                          ProcessGroups::Make(rt->re.world, rt->dp, d.pp, d.tp, rt->re.rank, d.zero > 0 ? d.shard_group : 0));
   rt->pg = std::make_unique<ProcessGroups>(std::move(pg));
   ParallelDims dims;
   dims.dp = rt->dp;
   dims.tp = d.tp;
   dims.pp = d.pp;
   dims.zero = d.zero;
+  dims.shard_group = d.shard_group;
   dims.micro_batches = c.train.grad_accum;
   dims.schedule = d.schedule;
   dims.seq_len = c.data.seq_len;
@@ -59,7 +61,9 @@ const ParamInfo* TiedEmbedding(const Runtime& rt) {
 Status BuildStep(const TrainConfig& c, Runtime* rt) {
   DecoderModel& model = *rt->model;
   if (rt->dp > 1 || c.dist.zero > 0) {
-    rt->par = std::make_unique<DataParallel>(rt->groups.dp.get(), *rt->be, model.stream(), model.num_floats(), c.dist.zero,
+    Communicator* shards = rt->groups.shard ? rt->groups.shard.get() : rt->groups.dp.get();
+    rt->par = std::make_unique<DataParallel>(shards, rt->groups.replica.get(), *rt->be, model.stream(),
+                                             model.num_floats(), c.dist.zero,
                                              static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float)));
     rt->par->Attach(&model, TiedEmbedding(*rt) != nullptr);
   }

@@ -105,6 +105,7 @@ double StepPlan::LocalSumSquares(DevPtr g, size_t begin, size_t end) const {
   Backend& be = m.backend();
   double ss = 0;
   if (p_.dp && p_.dp->zero() == 0 && p_.dp_rank != 0) return ss;
+  if (p_.dp && p_.dp->replica_rank() != 0) return ss;  // shard groups: another group's replica of this shard
   for (const ParamInfo& p : m.layout().params()) {
     if (!p.owner(m.shard())) continue;
     const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.stored_size);

@@ -52,6 +52,30 @@ TEST(ProcessGroupsTest, GroupsPartitionTheWorld) {
   }
 }
 
+// The worked example of process_groups.h: world 8 = dp 4 x tp 2, shard groups of K = 2.
+TEST(ProcessGroupsTest, ShardGroupsAndReplicaGroups) {
+  using V = std::vector<int>;
+  const V shard[8] = {{0, 2}, {1, 3}, {0, 2}, {1, 3}, {4, 6}, {5, 7}, {4, 6}, {5, 7}};
+  const V replica[8] = {{0, 4}, {1, 5}, {2, 6}, {3, 7}, {0, 4}, {1, 5}, {2, 6}, {3, 7}};
+  for (int r = 0; r < 8; ++r) {
+    auto g = ProcessGroups::Make(8, 4, 1, 2, r, 2);
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_EQ(g->ShardGroup(), shard[r]) << r;
+    EXPECT_EQ(g->ReplicaGroup(), replica[r]) << r;
+    EXPECT_EQ(g->shard(), 2);
+    EXPECT_EQ(g->shard_rank(), g->dp_rank() % 2);
+    EXPECT_EQ(g->replica_rank(), g->dp_rank() / 2);
+  }
+  // Without shard groups: one group of all dp ranks, each its own replica group.
+  auto whole = *ProcessGroups::Make(8, 4, 1, 2, 3, 0);
+  EXPECT_EQ(whole.ShardGroup(), whole.DpGroup());
+  EXPECT_EQ(whole.ReplicaGroup(), V{3});
+  auto bad = ProcessGroups::Make(8, 4, 1, 2, 0, 3);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().ExitCode(), 2);
+  EXPECT_NE(bad.status().message().find("dist.shard_group = 3 does not divide dp = 4"), std::string::npos);
+}
+
 TEST(ProcessGroupsTest, ValidationNamesEachFactor) {
   auto g = ProcessGroups::Make(8, 2, 3, 2, 0);
   ASSERT_FALSE(g.ok());
