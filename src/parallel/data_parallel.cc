@@ -288,9 +288,18 @@ void DataParallel::ScatterMasters(DevPtr master, DevPtr params) {
   if (zero_ == 3) {
     be_.Copy(st_, TensorView(pshard_.ptr().p, pshard_.dtype(), {static_cast<int64_t>(n)}, be_.device()),
              View(wide_.data() + b, n));
+    ReleaseWide();
     return;
   }
   be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
+  ReleaseWide();
+}
+
+void DataParallel::ReleaseWide(const Event& copied) {
+  if (zero_ < 2 || wide_.empty()) return;
+  if (copied.handle) be_.WaitEvent(st_, copied);
+  be_.Synchronize(st_);
+  wide_.Reset();
 }
 
 DevPtr DataParallel::OptimizerParams(DevPtr params) const {

@@ -130,6 +130,9 @@ class DataParallel : public GradSink, public ParamSource {
   // The fp32 copy of the flat vector (bf16 models, and zero 3 for checkpoints; null otherwise), made
   // on first use (at Attach below zero 2) (null when it cannot be allocated).
   DevPtr wide();
+  // Frees the fp32 copy where training does not use it (ZeRO 2 and 3: made only for a checkpoint, a
+  // load or the state hash), once `copied` (a device-staged snapshot still reading it) has passed.
+  void ReleaseWide(const Event& copied = Event{});
   // A bf16 model's data parallelism (the gradients are widened into fp32 before they are reduced).
   bool narrow_model() const { return narrow_model_; }
   // The next widening of gradients into wide() waits, on the compute stream, for `e` (a checkpoint

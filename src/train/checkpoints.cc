@@ -91,6 +91,7 @@ void TrainCheckpoints::Reserve(const Runtime& rt) {
   // blocking training: nothing to reserve (and sizing the images would copy the device state once).
   if (store_ && k_.async && !device_staging_) {
     checkpointer_->Reserve(CheckpointImageSizes(TensorsOf(*rt.model, rt.opt.get(), rt.par.get()), Writers(rt)));
+    if (rt.par) rt.par->ReleaseWide();  // made for the sizes only (ZeRO 2, 3)
   }
 }
 
@@ -120,6 +121,7 @@ Status TrainCheckpoints::Save(Runtime& rt, TrainerState* st, bool last) {
   // Staged: the copies run on; the update that overwrites what they read waits for them.
   if (device_staging_ && !snap.skip && rt.opt) rt.opt->WaitBeforeNextUpdate(device_staging_->copied());
   if (device_staging_ && !snap.skip && rt.par) rt.par->WaitBeforeNextWiden(device_staging_->copied());
+  if (rt.par) rt.par->ReleaseWide(device_staging_ && !snap.skip ? device_staging_->copied() : Event{});
   const double t_snap = copts_.clock->Monotonic() - t0 - t_wait;
   ANNEAL_RETURN_IF_ERROR(checkpointer_->Start(std::move(snap)));
   if (!writing_.empty()) {

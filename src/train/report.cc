@@ -83,11 +83,6 @@ void TrainReport::Start() {
            c.model.ToString().c_str(), c.data.dir.c_str(), static_cast<unsigned long long>(rt_.data.train->num_samples()),
            T + 1, B, T, c.train.grad_accum, rt_.be->Threads(), rt_.be->name().c_str()));
   const double n = static_cast<double>(model.num_floats());
-  std::string zero2;
-  if (rt_.par && rt_.par->floats_held()) {
-    zero2 = Fmt(" + ZeRO-2 accumulated-gradient shard %.1f MB (+ per-range gradient buffers during backward)",
-                rt_.par->floats_held() * 4 / 1e6);
-  }
   const DistSection& d = c.dist;
   const std::string groups =
       rt_.pg->shard() < rt_.dp
@@ -96,11 +91,10 @@ void TrainReport::Start() {
                 rt_.pg->shard_rank(), rt_.pg->shard())
           : std::string();
   log_(Fmt("parallel: %d ranks (%s), dp %d x tp %d%s x pp %d, ZeRO %d%s, buckets of %.1f MB, collective timeout %.0f s; "
-           "rank 0 holds %.0f of the model's %zu parameters; per-rank optimizer memory: params %.1f MB + grads %.1f MB "
-           "+ Adam moments %.1f MB%s",
+           "rank 0 holds %.0f of the model's %zu parameters",
            rt_.re.world, rt_.re.launcher.c_str(), rt_.dp, d.tp, rt_.shard.seq_parallel() ? " (sequence parallel)" : "", d.pp,
-           d.zero, groups.c_str(), d.bucket_mb, d.timeout_s, n, c.model.NumParams(), n * 4 / 1e6, model.grads_ptr() ? n * 4 / 1e6 : 0.0,
-           (rt_.opt->m().size() + rt_.opt->v().size()) * 4 / 1e6, zero2.c_str()));
+           d.zero, groups.c_str(), d.bucket_mb, d.timeout_s, n, c.model.NumParams()));
+  log_("memory formula of rank 0: " + Formula(0, 0).Describe() + " (parallel/memory_plan.h)");
   if (d.pp > 1) {
     log_("pipeline: " + std::to_string(d.pp) + " stages, schedule " + d.schedule + ", " +
          std::to_string(c.train.grad_accum) + " micro-batches; " + rt_.plan->DescribeStages() +
@@ -157,33 +151,44 @@ void TrainReport::Validation(int step, double v) const {
 }
 
 // Every rank's parameters and activations, allocated and by formula.
+MemoryTerms TrainReport::Formula(int pp_rank, int tp_rank) const {
+  MemoryInputs in;
+  in.dtype = c_.train.dtype;
+  in.recompute = *ParseRecompute(c_.train.recompute);  // validated by the config
+  in.bucket_floats = static_cast<size_t>(c_.dist.bucket_mb * (1 << 20) / sizeof(float));
+  return RankMemory(*rt_.plan, in, pp_rank, tp_rank);
+}
+
 Status TrainReport::Memory() {
   const TrainConfig& c = c_;
   const DecoderModel& model = *rt_.model;
   const int B = c.data.batch_size, T = c.data.seq_len, world = rt_.re.world;
   const Recompute rc = *ParseRecompute(c.train.recompute);
   const int local_layers = rt_.shard.end(rt_.plan->model()) - rt_.shard.layer_begin;
-  double mine[5] = {static_cast<double>(model.num_floats()), static_cast<double>(model.ActivationFloatsAllocated()),
-                    static_cast<double>(rt_.plan->model().ActivationFloats(B, T, rc, rt_.shard, model.slots())),
-                    ParallelPlan::KorthikantiBytes(c.model, B, T, c.dist.tp, local_layers, model.slots(), rc,
-                                                   rt_.shard.seq_parallel()),
-                    static_cast<double>(model.slots())};
-  std::vector<double> all(5 * world);
+  constexpr int kFields = 7;
+  double mine[kFields] = {static_cast<double>(model.num_floats()), static_cast<double>(model.ActivationFloatsAllocated()),
+                          static_cast<double>(rt_.plan->model().ActivationFloats(B, T, rc, rt_.shard, model.slots())),
+                          ParallelPlan::KorthikantiBytes(c.model, B, T, c.dist.tp, local_layers, model.slots(), rc,
+                                                         rt_.shard.seq_parallel()),
+                          static_cast<double>(model.slots()), static_cast<double>(rt_.be->allocator().peak_bytes()),
+                          Formula(rt_.pg->pp_rank(), rt_.pg->tp_rank()).Training()};
+  std::vector<double> all(kFields * world);
   if (world > 1) {
     ANNEAL_RETURN_IF_ERROR(rt_.world()->AllGatherBytes(mine, sizeof(mine), all.data()));
   } else {
-    std::copy(mine, mine + 5, all.begin());
+    std::copy(mine, mine + kFields, all.begin());
   }
   log_(Fmt("activation memory of rank 0: %.1f MB allocated, formula %.1f MB (ModelConfig::ActivationFloats, "
            "recompute %s, %d micro-batch slot%s)",
            all[1] * 4 / 1e6, all[2] * 4 / 1e6, c.train.recompute.c_str(), model.slots(), model.slots() == 1 ? "" : "s"));
   const int tp = c.dist.tp, pp = c.dist.pp;
   for (int r = 0; r < world; ++r) {
-    const double* m = all.data() + 5 * r;
-    log_(Fmt("memory of rank %d (dp %d, pp %d, tp %d): parameters %.2f MB; activations %.2f MB allocated, formula "
-             "%.2f MB (fp32, %d slot%s); Korthikanti et al. for its layers %.2f MB (fp16)",
-             r, r / (tp * pp), (r / tp) % pp, r % tp, m[0] * 4 / 1e6, m[1] * 4 / 1e6, m[2] * 4 / 1e6,
-             static_cast<int>(m[4]), m[4] == 1 ? "" : "s", m[3] / 1e6));
+    const double* m = all.data() + kFields * r;
+    log_(Fmt("memory of rank %d (dp %d, pp %d, tp %d): peak %.2f MB allocated in step 1 (the allocator's high-water "
+             "mark), formula %.2f MB (%+.1f%%); parameters %.0f; activations %.2f MB allocated, formula "
+             "%.2f MB (in floats, %d slot%s); Korthikanti et al. for its layers %.2f MB (fp16)",
+             r, r / (tp * pp), (r / tp) % pp, r % tp, m[5] / 1e6, m[6] / 1e6, m[6] > 0 ? 100.0 * (m[5] - m[6]) / m[6] : 0.0,
+             m[0], m[1] * 4 / 1e6, m[2] * 4 / 1e6, static_cast<int>(m[4]), m[4] == 1 ? "" : "s", m[3] / 1e6));
   }
   return Status::Ok();
 }

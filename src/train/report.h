@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "optim/adamw.h"
+#include "parallel/memory_plan.h"
 #include "train/config.h"
 #include "train/setup.h"
 
@@ -54,6 +55,8 @@ class TrainReport {
 
  private:
   Status Memory();
+  // The memory formula of this layout's rank (pp_rank, tp_rank) (parallel/memory_plan.h).
+  MemoryTerms Formula(int pp_rank, int tp_rank) const;
   Status PipelineIdle(int steps_done);
 
   const TrainConfig& c_;

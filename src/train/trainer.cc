@@ -201,6 +201,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   if (!nothing_to_do) {
     report.Start();
     ckpt->Reserve(*rt);
+    rt->be->allocator().ResetPeak();  // the step's peak from here (the model was built whole, then sharded)
     StepProfiler profiler(c, *rt, log);
     ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res, profiler));
     if (rt->data.val && (c.train.eval_every == 0 || st.step % c.train.eval_every != 0)) {
@@ -213,6 +214,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   res.steps_done = st.step;
   ANNEAL_ASSIGN_OR_RETURN(DevPtr full, GatherFullParams(*rt->model, *rt->opt, rt->par.get()));
   res.state_hash = StateHash(*rt->model, *rt->opt, full);
+  if (rt->par) rt->par->ReleaseWide();
   ANNEAL_RETURN_IF_ERROR(report.Finish(st.step, res.state_hash, ckpt->blocked_seconds(), ckpt->enabled()));
   return res;
 }

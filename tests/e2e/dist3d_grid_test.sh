@@ -56,6 +56,8 @@ check "ZeRO-3 composes with tp (shards of each rank's slice) and full recomputat
   timeout 300 '$ANNEAL' launch --nproc-per-node 4 -- '$ANNEAL' train --config '$TMP/cfg.yaml' --set dist.tp=2 --set dist.zero=3 \
     --set train.grad_accum=4 --set train.recompute=full --set train.checkpoint_dir='$TMP/z3tp' >'$TMP/z3tp.log' 2>&1 &&
   $CMP losses '$TMP/ref8.log' '$TMP/z3tp.log' 5 1e-5 && $CMP params '$TMP/ref8/step-00000005' '$TMP/z3tp/step-00000005'"
+check "every rank of every grid run allocated exactly its memory formula ($(memory_formula_holds "$TMP"/g_*.log "$TMP/z3tp.log"))" \
+  memory_formula_holds "$TMP"/g_*.log "$TMP/z3tp.log"
 check "gpipe gives the same training as 1f1b" bash -c "
   timeout 300 '$ANNEAL' launch --nproc-per-node 2 -- '$ANNEAL' train --config '$TMP/cfg.yaml' --set dist.pp=2 \
     --set dist.schedule=gpipe --set train.grad_accum=4 --set train.checkpoint_dir='$TMP/gpipe' >'$TMP/gpipe.log' 2>&1 &&

@@ -41,6 +41,8 @@ for dp in 1 2 4; do
     done
   done
 done
+check "every rank of the dp x ZeRO grid allocated exactly its memory formula ($(memory_formula_holds "$TMP"/dp*z*a*.log))" \
+  memory_formula_holds "$TMP"/dp*z*a*.log
 vals() { grep -E 'val loss' "$1" | sed -E 's/.*val loss ([0-9.]+).*/\1/'; }
 check "dp=4 zero=3: the validation loss (2 batches on 4 ranks: the ranks without one still gather) equals ZeRO 0's" \
   bash -c "test -n '$(vals "$TMP/dp4z0a1.log")' && test '$(vals "$TMP/dp4z0a1.log")' = '$(vals "$TMP/dp4z3a1.log")'"

@@ -50,6 +50,13 @@ wait_status() {
   done
   return 1
 }
+# Every rank's measured memory peak (the allocator's high-water mark in step 1) within 0.5 % of its
+# formula (parallel/memory_plan.h), in the logs given; says how many ranks it compared.
+memory_formula_holds() {
+  grep -hoE 'memory of rank [0-9]+ .*formula [0-9.]+ MB \([+-][0-9.]+%\)' "$@" |
+    sed -E 's/.*\(([+-][0-9.]+)%\)$/\1/' |
+    awk '{ n++; d = $1 < 0 ? -$1 : $1; if (d > 0.5) bad++ } END { print n " ranks"; exit !(n > 0 && !bad) }'
+}
 finish() { echo "$PASS passed, $FAIL failed, $SKIPS skipped"; [ "$FAIL" -eq 0 ]; }
 # skip REASON: the test cannot run here. Exit 77, which tests/CMakeLists.txt declares as the test's
 # SKIP_RETURN_CODE, so ctest and scripts/run_tests.sh count it as skipped, never as passed.

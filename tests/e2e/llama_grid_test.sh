@@ -47,6 +47,8 @@ for dp in 1 2; do for tp in 1 2; do for pp in 1 2; do
   runs=$((runs + 1))
   compare "llama dp=$dp tp=$tp pp=$pp zero=$zero micro=2 recompute=$rc" "$run" $((2 * dp))
 done; done; done
+check "llama: every rank of the grid allocated exactly its memory formula ($(memory_formula_holds "$TMP"/g_*.log))" \
+  memory_formula_holds "$TMP"/g_*.log
 run="$TMP/mqa"
 sed 's/n_kv_head: 2/n_kv_head: 1/' "$TMP/cfg.yaml" >"$TMP/mqa.yaml"
 "$ANNEAL" train --config "$TMP/mqa.yaml" --set train.grad_accum=2 --set train.checkpoint_dir="$TMP/mqa_ref" \

@@ -112,6 +112,8 @@ check "bf16 ZeRO-3 resumed from step 4: steps 5-8 and the state hash bit for bit
 z1 --set dist.zero=2 --set train.checkpoint_dir="$TMP/z3x" >"$TMP/z3x.log" 2>&1 || bad "a bf16 ZeRO-3 checkpoint at ZeRO 2: exit $?"
 check "a bf16 ZeRO-3 checkpoint resumes at ZeRO 2: steps 5-8 bit for bit" \
   diff <(stephex "$TMP/z3.log" | tail -4) <(stephex "$TMP/z3x.log")
+check "bf16 at ZeRO 0-3: every rank allocated exactly its memory formula ($(memory_formula_holds "$TMP"/dp2.log "$TMP"/z[123].log))" \
+  memory_formula_holds "$TMP"/dp2.log "$TMP"/z[123].log
 
 expect_exit "bf16 with tensor parallelism is refused" 2 "train.dtype = bf16 runs with data parallelism \(and ZeRO\) only for now" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.tp=2
