@@ -1,5 +1,7 @@
 #include "ckpt/hf_folder.h"
 
+#include "core/memory.h"
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -109,22 +111,7 @@ Result<std::string> ReadText(const std::string& path) { return Env::Default().Re
 
 }  // namespace
 
-Result<uint64_t> ParseShardSize(const std::string& text) {
-  size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &pos);
-  } catch (...) {
-    pos = 0;
-  }
-  const std::string unit = text.substr(pos);
-  const std::map<std::string, double> units = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}};
-  auto it = units.find(unit);
-  if (pos == 0 || it == units.end() || !(v > 0) || !std::isfinite(v) || v * it->second >= 1.8e19) {
-    return InvalidInput("--max-shard-size '" + text + "' must be a size such as 5GB, 500MB or 100000");
-  }
-  return static_cast<uint64_t>(v * it->second);
-}
+Result<uint64_t> ParseShardSize(const std::string& text) { return ParseByteSize(text, "--max-shard-size"); }
 
 Status ExportHfFolder(const ModelConfig& c, const std::vector<float>& params, const std::string& out_dir,
                       const HfExportOptions& o) {

@@ -30,5 +30,6 @@ void AddUserCommands(CLI::App& app, RunFn* run);
 void AddKubernetesCommand(CLI::App& app, RunFn* run);
 void AddExecCommand(CLI::App& app, RunFn* run);
 void AddProfileCommand(CLI::App& app, RunFn* run);
+void AddPlanCommand(CLI::App& app, RunFn* run);
 
 }  // namespace anneal::cli

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   anneal::cli::AddKubernetesCommand(app, &run);
   anneal::cli::AddExecCommand(app, &run);
   anneal::cli::AddProfileCommand(app, &run);
+  anneal::cli::AddPlanCommand(app, &run);
 #endif
   if (int rc = RefuseUnknownCommand(app, argc, argv); rc >= 0) return rc;
   try {

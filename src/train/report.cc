@@ -152,11 +152,7 @@ void TrainReport::Validation(int step, double v) const {
 
 // Every rank's parameters and activations, allocated and by formula.
 MemoryTerms TrainReport::Formula(int pp_rank, int tp_rank) const {
-  MemoryInputs in;
-  in.dtype = c_.train.dtype;
-  in.recompute = *ParseRecompute(c_.train.recompute);  // validated by the config
-  in.bucket_floats = static_cast<size_t>(c_.dist.bucket_mb * (1 << 20) / sizeof(float));
-  return RankMemory(*rt_.plan, in, pp_rank, tp_rank);
+  return RankMemory(*rt_.plan, MemoryInputsOf(c_), pp_rank, tp_rank);
 }
 
 Status TrainReport::Memory() {

@@ -16,18 +16,7 @@ Status PlanRank(const TrainConfig& c, Runtime* rt) {
   ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg,
                           ProcessGroups::Make(rt->re.world, rt->dp, d.pp, d.tp, rt->re.rank, d.zero > 0 ? d.shard_group : 0));
   rt->pg = std::make_unique<ProcessGroups>(std::move(pg));
-  ParallelDims dims;
-  dims.dp = rt->dp;
-  dims.tp = d.tp;
-  dims.pp = d.pp;
-  dims.zero = d.zero;
-  dims.shard_group = d.shard_group;
-  dims.micro_batches = c.train.grad_accum;
-  dims.schedule = d.schedule;
-  dims.seq_len = c.data.seq_len;
-  dims.batch = c.data.batch_size;
-  dims.sequence_parallel = d.sequence_parallel;
-  ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, ParallelPlan::Make(c.model, dims));
+  ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, PlanLayout(c, rt->re.world));
   rt->plan = std::make_unique<ParallelPlan>(std::move(plan));
   rt->shard = rt->plan->ShardOf(rt->pg->pp_rank(), rt->pg->tp_rank());
   if (c.train.dtype != DType::kF32 && (d.tp > 1 || d.pp > 1)) {  // the config refuses these too
@@ -137,6 +126,30 @@ Result<TrainData> OpenTrainData(const DataSection& d, const RankEnv& re, int dp_
     if (v.ok()) td.val = std::move(v).value();  // a val split too short for one window: no validation
   }
   return td;
+}
+
+Result<ParallelPlan> PlanLayout(const TrainConfig& c, int world) {
+  const DistSection& d = c.dist;
+  ParallelDims dims;
+  dims.dp = d.dp > 0 ? d.dp : std::max(1, world / (d.tp * d.pp));
+  dims.tp = d.tp;
+  dims.pp = d.pp;
+  dims.zero = d.zero;
+  dims.shard_group = d.shard_group;
+  dims.micro_batches = c.train.grad_accum;
+  dims.schedule = d.schedule;
+  dims.seq_len = c.data.seq_len;
+  dims.batch = c.data.batch_size;
+  dims.sequence_parallel = d.sequence_parallel;
+  return ParallelPlan::Make(c.model, dims);
+}
+
+MemoryInputs MemoryInputsOf(const TrainConfig& c) {
+  MemoryInputs in;
+  in.dtype = c.train.dtype;
+  in.recompute = *ParseRecompute(c.train.recompute);  // validated by the config
+  in.bucket_floats = static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float));
+  return in;
 }
 
 Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c) {

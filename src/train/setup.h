@@ -18,6 +18,7 @@
 #include "model/decoder.h"
 #include "optim/adamw.h"
 #include "parallel/data_parallel.h"
+#include "parallel/memory_plan.h"
 #include "parallel/pipeline.h"
 #include "parallel/plan.h"
 #include "parallel/tensor_parallel.h"
@@ -63,6 +64,11 @@ struct Runtime {
 // Builds everything but checkpoints. Errors name the key to change (exit 2) or the peer that failed
 // (exit 3).
 Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c);
+// The parallel layout of c on `world` ranks (dist.dp, or world / (tp x pp)), validated against the
+// model (exit 2 naming the factor): what every rank plans with, and `anneal plan` before any runs.
+Result<ParallelPlan> PlanLayout(const TrainConfig& c, int world);
+// What the memory formula (parallel/memory_plan.h) needs of c besides the layout.
+MemoryInputs MemoryInputsOf(const TrainConfig& c);
 
 // Opens the training split and, when there is one, the validation split.
 Result<TrainData> OpenTrainData(const DataSection& d, const RankEnv& re, int dp_rank, int dp, uint32_t vocab);

@@ -43,6 +43,23 @@ for dp in 1 2 4; do
 done
 check "every rank of the dp x ZeRO grid allocated exactly its memory formula ($(memory_formula_holds "$TMP"/dp*z*a*.log))" \
   memory_formula_holds "$TMP"/dp*z*a*.log
+# anneal plan, before anything runs, prints the formula every rank of those runs measured (stage 0's
+# total, GB, beside the trainer's own line in MB).
+for run in dp4z3a1:"--world 4 --set dist.zero=3" dp2z2a4:"--world 2 --set dist.zero=2 --set train.grad_accum=4" \
+           dp1z0a1:"--world 1"; do
+  log=${run%%:*}
+  total=$("$ANNEAL" plan --config "$TMP/cfg.yaml" --unit MB ${run#*:} | awk '$1 == "0" { print $(NF-1) }')
+  trained=$(sed -nE 's/.*memory formula of rank 0: .* = ([0-9.]+) MB.*/\1/p' "$TMP/$log.log")
+  peak=$(sed -nE 's/.*memory of rank 0 .*: peak ([0-9.]+) MB.*/\1/p' "$TMP/$log.log")
+  check "anneal plan ${run#*:}: $total MB per rank, the trainer's formula $trained MB, measured $peak MB" \
+    awk -v a="$total" -v b="$trained" -v c="$peak" 'BEGIN { d = a - b; e = a - c; exit !(a > 0 && d * d < 0.01 && e * e < 0.01) }'
+done
+expect_exit "anneal plan: a device memory that is not a size is refused" 2 "--device-memory '80 gigs' must be a size such as 5GB" \
+  "$ANNEAL" plan --config "$TMP/cfg.yaml" --device-memory "80 gigs"
+expect_exit "anneal plan: dp x tp x pp must be the world" 2 "dp \(3\) x pp \(1\) x tp \(1\) = 3 but --world is 4" \
+  "$ANNEAL" plan --config "$TMP/cfg.yaml" --world 4 --set dist.dp=3
+check "anneal plan --device-memory names the largest preset that fits" bash -c \
+  "'$ANNEAL' plan --config '$TMP/cfg.yaml' --world 8 --set dist.zero=3 --device-memory 4GB | grep -qE 'the largest gpt2 preset that fits 4.000 GB at this layout: gpt2(-medium|-large|-xl)?$'"
 vals() { grep -E 'val loss' "$1" | sed -E 's/.*val loss ([0-9.]+).*/\1/'; }
 check "dp=4 zero=3: the validation loss (2 batches on 4 ranks: the ranks without one still gather) equals ZeRO 0's" \
   bash -c "test -n '$(vals "$TMP/dp4z0a1.log")' && test '$(vals "$TMP/dp4z0a1.log")' = '$(vals "$TMP/dp4z3a1.log")'"

@@ -64,6 +64,7 @@ TEST(ModelConfigTest, LlamaPresetParameterCounts) {
   EXPECT_EQ(ModelConfig::Preset("llama-3.2-1b")->NumParams(), 1235814400u);
   EXPECT_EQ(ModelConfig::Preset("llama-3.2-3b")->NumParams(), 3212749824u);
   EXPECT_EQ(ModelConfig::Preset("llama-3-8b")->NumParams(), 8030261248u);
+  EXPECT_EQ(ModelConfig::Preset("llama-3.1-70b")->NumParams(), 70553706496u);  // Meta's model card: 70.6B
   auto tiny = *ModelConfig::Preset("llama-tiny");
   EXPECT_EQ(tiny.family, "llama");
   EXPECT_LT(tiny.NumParams(), 10000000u);

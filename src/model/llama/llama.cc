@@ -27,12 +27,13 @@ struct Shape {
   bool tied;
   RopeScaling scaling;
 };
-// Llama 3's published shapes (their config.json): 1.24B, 3.21B and 8.03B parameters.
+// Llama 3's published shapes (their config.json): 1.24B, 3.21B, 8.03B and 70.6B parameters.
 const Shape kPresets[] = {
     {"llama-tiny", 50257, 256, 4, 4, 2, 128, 384, 10000.0f, true, {}},
     {"llama-3.2-1b", 128256, 131072, 16, 32, 8, 2048, 8192, 500000.0f, true, {32.0f, 1.0f, 4.0f, 8192}},
     {"llama-3.2-3b", 128256, 131072, 28, 24, 8, 3072, 8192, 500000.0f, true, {32.0f, 1.0f, 4.0f, 8192}},
     {"llama-3-8b", 128256, 8192, 32, 32, 8, 4096, 14336, 500000.0f, false, {}},
+    {"llama-3.1-70b", 128256, 131072, 80, 64, 8, 8192, 28672, 500000.0f, false, {8.0f, 1.0f, 4.0f, 8192}},
 };
 
 class Llama : public ModelFamily {
