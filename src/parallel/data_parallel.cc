@@ -180,6 +180,7 @@ void DataParallel::Launch(size_t lo, size_t hi) {
                                                           {static_cast<int64_t>(hi - lo)}, be_.device()));
   }
   if (zero_ == 0) {
+    comm_bytes_ += (hi - lo) * sizeof(float);
     inflight_.push_back(comm_->StartAllReduceSum(View(grads_ + lo, hi - lo), Ready()));
     return;
   }
@@ -200,6 +201,7 @@ std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size
   const std::vector<size_t> counts = CountsIn(lo, hi);
   const size_t my_lo = std::clamp(begin_[comm_->rank()], lo, hi);
   const size_t mine = counts[comm_->rank()];
+  comm_bytes_ += (hi - lo) * sizeof(float);
   return comm_->StartReduceScatterSum(View(x, hi - lo), counts, View(x + (my_lo - lo), mine), Ready());
 }
 
@@ -232,6 +234,7 @@ Status DataParallel::EndBackward() {
 Status DataParallel::ReduceAcrossGroups() {
   if (!replica_ || zero_ == 0) return Status::Ok();
   const size_t n = shard_end() - shard_begin();
+  comm_bytes_ += n * sizeof(float);
   return replica_->StartAllReduceSum(View(OptimizerGrads(), n), Ready())->Wait();
 }
 
@@ -245,7 +248,10 @@ void DataParallel::ResetAccumulator() {
 
 Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
   if (zero_ == 0 || zero_ == 3 || comm_->size() == 1) return Status::Ok();  // zero 3: the next forward gathers
-  if (params.t == DType::kF32) return comm_->StartAllGatherV(View(params.f32(), total_), count_, Ready())->Wait();
+  if (params.t == DType::kF32) {
+    comm_bytes_ += total_ * sizeof(float);
+    return comm_->StartAllGatherV(View(params.f32(), total_), count_, Ready())->Wait();
+  }
   if (zero_ == 2) return GatherMastersByBucket(params, master);
   ANNEAL_RETURN_IF_ERROR(GatherMasters(master));
   be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
@@ -267,6 +273,7 @@ Status DataParallel::GatherMastersByBucket(DevPtr params, DevPtr master) {
     const std::vector<size_t> counts = CountsIn(lo, hi);  // contiguous in rank order: parts land in place
     const size_t my_lo = std::clamp(b, lo, hi), mine = counts[comm_->rank()];
     if (mine) be_.Copy(st_, View(gather_.data() + (my_lo - lo), mine), View(master.f32() + (my_lo - b), mine));
+    comm_bytes_ += (hi - lo) * sizeof(float);
     ANNEAL_RETURN_IF_ERROR(comm_->StartAllGatherV(View(gather_.data(), hi - lo), counts, Ready())->Wait());
     be_.Copy(st_, TensorView((params + lo).p, params.t, {static_cast<int64_t>(hi - lo)}, be_.device()),
              View(gather_.data(), hi - lo));
@@ -279,6 +286,7 @@ Status DataParallel::GatherMasters(DevPtr master) {
   const size_t b = shard_begin(), n = shard_end() - b;
   be_.Copy(st_, View(wide_.data() + b, n), View(master.f32(), n));
   if (comm_->size() == 1 || zero_ == 0) return Status::Ok();
+  comm_bytes_ += total_ * sizeof(float);
   return comm_->StartAllGatherV(View(wide_.data(), total_), count_, Ready())->Wait();
 }
 
@@ -334,6 +342,7 @@ DataParallel::GatheredRange* DataParallel::StartGather(size_t begin, size_t end)
     be_.Copy(st_, TensorView((g->data.ptr() + (my_lo - begin)).p, t, {static_cast<int64_t>(mine)}, be_.device()),
              TensorView((pshard_.ptr() + (my_lo - shard_begin())).p, t, {static_cast<int64_t>(mine)}, be_.device()));
   }
+  comm_bytes_ += n * SizeOf(t);
   g->work = comm_->StartAllGatherV(TensorView(g->data.ptr().p, t, {static_cast<int64_t>(n)}, be_.device()), counts,
                                    Ready());
   gathered_.push_back(std::move(g));

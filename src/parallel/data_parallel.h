@@ -92,6 +92,9 @@ class DataParallel : public GradSink, public ParamSource {
   void Free(size_t begin, size_t end) override;
   // Most bytes of gathered parameter ranges held at once since the start (zero 3).
   size_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
+  // Bytes this rank handed to its collectives since the start (each collective's whole buffer: its
+  // allreduces, reduce-scatters and all-gathers, checkpoints' gathers included).
+  size_t comm_bytes() const { return comm_bytes_; }
   // The working parameters the optimizer updates, at element shard_begin(): this rank's shard
   // (zero 3), else the model's flat vector `params` from shard_begin().
   DevPtr OptimizerParams(DevPtr params) const;
@@ -209,6 +212,7 @@ class DataParallel : public GradSink, public ParamSource {
   std::vector<std::unique_ptr<GatheredRange>> gathered_;  // zero 3: started or held, in start order
   std::vector<DeviceArray> param_pool_;  // zero 3: freed range buffers, reused by the next gather of that size
   size_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
+  size_t comm_bytes_ = 0;
   Status first_error_;
 };
 

@@ -125,6 +125,11 @@ Status TrainReport::Step(int step, double loss, const StepStats& s, double secon
   }
   const double tps = static_cast<double>(c_.data.batch_size) * c_.data.seq_len * c_.train.grad_accum * rt_.dp / seconds;
   if (step == 1) ANNEAL_RETURN_IF_ERROR(Memory());  // the activations are allocated now
+  if (rt_.par && step == 1) comm_after_1_ = rt_.par->comm_bytes();
+  if (rt_.par && step > 1) {
+    comm_after_last_ = rt_.par->comm_bytes();
+    ++comm_steps_;
+  }
   if (step % c_.train.log_every == 0 || step == c_.train.steps) {
     const double mfu = 100.0 * tps / rt_.re.world * flops_per_token_ / peak_;
     const std::string of989 = c_.train.device == "cuda"
@@ -218,6 +223,11 @@ Status TrainReport::Finish(int steps_done, const std::string& state_hash, double
   metrics_.Record(steps_done, {{"peak_rss_mb", rss}});
   if (const std::string ops = rt_.model->backend().OpTimeTable(); !ops.empty()) log_(ops);
   if (rt_.tp_group) log_(Fmt("tensor parallelism: rank 0 sent %.1f MB in its group's collectives", rt_.tp_group->bytes() / 1e6));
+  if (rt_.par && comm_steps_ > 0) {
+    log_(Fmt("data parallelism: rank 0 handed its collectives %.2f MB a step (steps 2-%d; each collective's whole "
+             "buffer)",
+             static_cast<double>(comm_after_last_ - comm_after_1_) / comm_steps_ / 1e6, comm_steps_ + 1));
+  }
   if (rt_.par && c_.dist.zero == 2) {
     log_(Fmt("ZeRO-2: at most %.1f MB of gradient buffers at once during backward (a full buffer: %.1f MB)",
              rt_.par->peak_buffer_floats() * 4 / 1e6, rt_.model->num_floats() * 4 / 1e6));

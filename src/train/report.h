@@ -66,6 +66,8 @@ class TrainReport {
   double flops_per_token_ = 0, peak_ = 0;
   double unigram_ = -1;  // the training split's unigram entropy (-1: not computed)
   double idle_sum_ = 0, busy_sum_ = 0;  // pipeline: blocked time and step time, from step 2 on
+  size_t comm_after_1_ = 0, comm_after_last_ = 0;  // DataParallel::comm_bytes() after step 1 and the last step
+  int comm_steps_ = 0;                              // steps between them
 };
 
 // XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
