@@ -382,9 +382,9 @@ DevPtr DecoderModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
   return s.logits.ptr();
 }
 
-float* DecoderModel::StageInput(int slot, int B, int T) {
+DevPtr DecoderModel::StageInput(int slot, int B, int T) {
   EnsureSlot(slot, B, T);
-  return slots_[slot].input.ptr().f32();
+  return slots_[slot].input.ptr();
 }
 
 DevPtr DecoderModel::OutputOf(int slot) const {
@@ -392,7 +392,6 @@ DevPtr DecoderModel::OutputOf(int slot) const {
   return nl_ > 0 ? s.resid3.ptr() + static_cast<size_t>(nl_ - 1) * StageFloats(s.B, s.T) : s.input.ptr();
 }
 
-const float* DecoderModel::StageOutput(int slot) const { return OutputOf(slot).f32(); }
 
 double DecoderModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
   if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses ForwardStage
@@ -469,7 +468,7 @@ void DecoderModel::ZeroGrad() {
 
 void DecoderModel::Backward() {
   if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses BackwardStage
-  BackwardStage(0, nullptr);
+  BackwardStage(0, DevPtr{});
 }
 
 // Where local layer i's parameters start (i == nl_: ln_f, or the end): the ranges backward hands to
@@ -489,7 +488,7 @@ void DecoderModel::RangeReady(size_t begin, size_t end) {
   }
 }
 
-void DecoderModel::BackwardStage(int slot, const float* dout) {
+void DecoderModel::BackwardStage(int slot, DevPtr dout) {
   if (!status_.ok()) return;
   Slot& s = slots_.at(slot);
   const bool last = shard_.last(config_);
@@ -509,7 +508,7 @@ void DecoderModel::BackwardStage(int slot, const float* dout) {
     device_trace::Span span(be_.timing_marks(), st_, "backward", "lm head + ln_f");
     HeadBackward(s, slot);
   } else {
-    be_.Copy(st_, M(scratch_.dresidual.ptr(), NC), M(DevPtr{const_cast<float*>(dout), DType::kF32}, NC));
+    be_.Copy(st_, M(scratch_.dresidual.ptr(), NC), M(dout, NC));
   }
   RangeReady(LayerStart(nl_), layout_.total_floats());
   for (int i = nl_ - 1; i >= 0; --i) {

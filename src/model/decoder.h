@@ -147,15 +147,16 @@ class DecoderModel {
   // Pipeline stages. A stage's forward of micro-batch slot `slot`: the first stage reads tokens; any
   // other reads StageInput(slot, B, T), which the caller fills (B, T, C) first. The last stage reads
   // targets and returns the mean loss (else 0). StageOutput(slot) (B, T, C) is a non-last stage's
-  // result, valid until the slot's next forward.
-  float* StageInput(int slot, int B, int T);  // fp32 models (pipelines)
+  // result, valid until the slot's next forward. Stage buffers are in the compute dtype (a bf16
+  // pipeline passes bf16 activations and gradients).
+  DevPtr StageInput(int slot, int B, int T);
   double ForwardStage(int slot, const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale);
-  const float* StageOutput(int slot) const;
-  // The slot's backward: the last stage starts from its loss, any other from dout (B, T, C), the
-  // gradient of its output. Then InputGrad() (B, T, C) is the gradient of a non-first stage's input,
-  // valid until the next BackwardStage.
-  void BackwardStage(int slot, const float* dout);
-  const float* InputGrad() const { return scratch_.dresidual.ptr().f32(); }
+  DevPtr StageOutput(int slot) const { return OutputOf(slot); }
+  // The slot's backward: the last stage starts from its loss, any other from dout (B, T, C) in the
+  // compute dtype, the gradient of its output. Then InputGrad() (B, T, C) is the gradient of a
+  // non-first stage's input, valid until the next BackwardStage.
+  void BackwardStage(int slot, DevPtr dout);
+  DevPtr InputGrad() const { return scratch_.dresidual.ptr(); }
   // Floats of StageInput / StageOutput / InputGrad for a (B, T) micro-batch: (B*T/tp) * C rows with
   // sequence parallelism (each rank passes its own rows), B*T*C otherwise.
   size_t StageFloats(int B, int T) const {

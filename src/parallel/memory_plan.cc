@@ -140,8 +140,8 @@ double ActivationBytes(const ModelConfig& c, const ModelShard& s, int B, int T, 
   double bytes = (all - wide) * static_cast<double>(e) + wide * 4;
   bytes += 8.0 * N * slots;  // token ids and targets (i32)
   const double NC = static_cast<double>(R) * c.n_embd;
-  if (stage > 0) bytes += 2 * NC * 4;          // the input-gradient send buffers
-  if (stage < stages - 1) bytes += NC * 4;     // the output-gradient receive buffer
+  if (stage > 0) bytes += 2 * NC * e;          // the input-gradient send buffers (compute dtype)
+  if (stage < stages - 1) bytes += NC * e;     // the output-gradient receive buffer
   if (c.blocks.rotary) bytes += 4.0 * c.max_seq_len * c.head_size();  // cos and sin (maxT, hs/2) each
   return bytes;
 }
@@ -199,6 +199,9 @@ MemoryTerms RankMemory(const ParallelPlan& plan, const MemoryInputs& in, int pp_
   }
   if (bf16 && par && d.zero < 2) m.fp32_copy = n * 4;
   if (bf16 && d.zero == 2 && S > 1) m.fp32_copy = static_cast<double>(std::min(in.bucket_floats, N)) * 4;
+  if (bf16 && d.pp > 1 && c.tie_embeddings && (shard.first() || shard.last(c))) {  // the tied wte's gradient, summed in fp32
+    m.fp32_copy += static_cast<double>(c.padded_vocab / d.tp) * c.n_embd * 4;
+  }
   m.moments = shard_n * 8;
   const int slots = PipelineSlots(d.schedule, pp_rank, d.pp, d.micro_batches);
   m.activations = ActivationBytes(c, shard, d.batch, d.seq_len, in.recompute, slots, e, pp_rank, d.pp);

@@ -14,7 +14,8 @@
 //                GradSink hands them out and retires them, kMaxInflight released ranges in flight;
 //                a bf16 range is widened into an fp32 one when released), pooled per size
 //   fp32_copy    bf16 at ZeRO 0, 1: DataParallel's fp32 copy of the flat vector, 4 N; bf16 at ZeRO 2:
-//                one bucket of masters being gathered, 4 min(bucket, N)
+//                one bucket of masters being gathered, 4 min(bucket, N); a bf16 pipeline's first and
+//                last stage: the tied embedding's gradient summed in fp32
 //   moments      Adam m and v: 8 N, or 8 N/S with ZeRO
 //   activations  ModelConfig::ActivationFloats in the compute dtype, its statistics and losses in
 //                fp32, token ids, the pipeline's stage buffers, rotary tables

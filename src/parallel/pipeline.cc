@@ -48,11 +48,11 @@ PipelineEngine::PipelineEngine(DecoderModel* model, Communicator* fwd, Communica
   Backend& be = model->backend();
   if (o.stage > 0) {
     for (auto& b : grad_send_) {
-      if (status_.ok()) status_ = b.Assign(be, NC, "the pipeline's input-gradient send buffers");
+      if (status_.ok()) status_ = b.Assign(be, NC, "the pipeline's input-gradient send buffers", model->compute_dtype());
     }
   }
   if (o.stage < o.stages - 1 && status_.ok()) {
-    status_ = grad_recv_[0].Assign(be, NC, "the pipeline's output-gradient receive buffer");
+    status_ = grad_recv_[0].Assign(be, NC, "the pipeline's output-gradient receive buffer", model->compute_dtype());
   }
 }
 
@@ -118,7 +118,7 @@ Status PipelineEngine::Backward(int micro) {
   const int s = o_.stage, slot = micro % slots_;
   const bool last = s == o_.stages - 1;
   if (!last) ANNEAL_RETURN_IF_ERROR(WaitTimed(recv_grad_));
-  model_->BackwardStage(slot, last ? nullptr : grad_recv_[0].data());
+  model_->BackwardStage(slot, last ? DevPtr{} : grad_recv_[0].ptr());
   if (s > 0) {  // the input gradient leaves for the previous stage (double-buffered)
     const int b = micro % 2;
     ANNEAL_RETURN_IF_ERROR(WaitTimed(grad_send_work_[b]));

@@ -73,9 +73,9 @@ class PipelineEngine {
  private:
   Status WaitTimed(std::unique_ptr<Work>& w);
   void PostReceives();
-  // A view of `n` floats of a stage buffer on the model's device; the compute stream's latest event.
-  TensorView StageView(const float* p, size_t n) const {
-    return TensorView::F32(p, {static_cast<int64_t>(n)}, model_->backend().device());
+  // A view of `n` elements of a stage buffer on the model's device; the compute stream's latest event.
+  TensorView StageView(DevPtr p, size_t n) const {
+    return TensorView(p.p, p.t, {static_cast<int64_t>(n)}, model_->backend().device());
   }
   Event Ready() const { return model_->backend().RecordEvent(model_->stream()); }
   DecoderModel* model_;

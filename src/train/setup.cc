@@ -19,9 +19,9 @@ Status PlanRank(const TrainConfig& c, Runtime* rt) {
   ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, PlanLayout(c, rt->re.world));
   rt->plan = std::make_unique<ParallelPlan>(std::move(plan));
   rt->shard = rt->plan->ShardOf(rt->pg->pp_rank(), rt->pg->tp_rank());
-  if (c.train.dtype != DType::kF32 && (d.tp > 1 || d.pp > 1)) {  // the config refuses these too
+  if (c.train.dtype != DType::kF32 && d.tp > 1) {  // the config refuses it too
     return InvalidInput("train.dtype = " + std::string(DTypeName(c.train.dtype)) +
-                        " runs with data parallelism only for now (dist.tp = dist.pp = 1)");
+                        " runs with data and pipeline parallelism only for now (dist.tp = 1)");
   }
   return Status::Ok();
 }

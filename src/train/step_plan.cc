@@ -53,8 +53,20 @@ Result<double> StepPlan::ForwardBackward() {
 Status StepPlan::SyncTiedEmbedding() {
   if (p_.embedding) {
     Backend& be = p_.model->backend();
-    const TV g = TV::F32(p_.model->grads() + p_.tied->offset, {static_cast<int64_t>(p_.tied->stored_size)}, be.device());
-    ANNEAL_RETURN_IF_ERROR(p_.embedding->StartAllReduceSum(g, be.RecordEvent(p_.model->stream()))->Wait());
+    const Stream& st = p_.model->stream();
+    const DevPtr g = p_.model->grads_ptr() + p_.tied->offset;
+    const int64_t n = static_cast<int64_t>(p_.tied->stored_size);
+    const TV gv(g.p, g.t, {n}, be.device());
+    if (g.t == DType::kF32) {
+      ANNEAL_RETURN_IF_ERROR(p_.embedding->StartAllReduceSum(gv, be.RecordEvent(st))->Wait());
+    } else {  // bf16: widened (exactly) into fp32, summed there, rounded back
+      if (tied_wide_.size() != static_cast<size_t>(n)) {
+        ANNEAL_RETURN_IF_ERROR(tied_wide_.Assign(be, n, "the tied embedding's fp32 gradient (a bf16 pipeline)"));
+      }
+      be.Copy(st, tied_wide_.View(), gv);
+      ANNEAL_RETURN_IF_ERROR(p_.embedding->StartAllReduceSum(tied_wide_.View(), be.RecordEvent(st))->Wait());
+      be.Copy(st, gv, tied_wide_.View());
+    }
   }
   if (p_.dp) p_.dp->ReleaseHeld();  // now data parallelism reduces the summed range too
   return Status::Ok();

@@ -14,6 +14,8 @@
 //                shard (skipped when non-finite), ZeRO's all-gather of the parameters
 #pragma once
 
+#include "tensor/device_array.h"
+
 #include <atomic>
 #include <vector>
 
@@ -88,6 +90,7 @@ class StepPlan {
   StepParts p_;
   std::vector<uint32_t> batch_;
   std::vector<std::vector<int32_t>> in_, tgt_;
+  DeviceArray tied_wide_;  // a bf16 pipeline: the tied embedding's gradient summed in fp32
 };
 
 }  // namespace anneal

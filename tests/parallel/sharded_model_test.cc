@@ -200,9 +200,9 @@ TEST_P(ShardedModelTest, PipelineStagesChainToTheWholeModel) {
   }
   EXPECT_EQ(a.ForwardStage(0, b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16), 0.0);
   const size_t NC = 16 * 32;
-  std::copy(a.StageOutput(0), a.StageOutput(0) + NC, z.StageInput(0, b.B, b.T));
+  std::copy(a.StageOutput(0).f32(), a.StageOutput(0).f32() + NC, z.StageInput(0, b.B, b.T).f32());
   EXPECT_NEAR(z.ForwardStage(0, b.in.data(), b.tgt.data(), b.B, b.T, 1.0f / 16), loss, 1e-6 * loss);
-  z.BackwardStage(0, nullptr);
+  z.BackwardStage(0, DevPtr{});
   a.BackwardStage(0, z.InputGrad());
   // The tied embedding: the first stage's lookup gradient plus the last stage's LM-head gradient
   // (an untied head is the last stage's own tensor, and wte the first stage's alone).

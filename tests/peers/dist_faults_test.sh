@@ -4,6 +4,9 @@
 #  2. A rank frozen (SIGSTOP) mid-run: the same, after the collective timeout.
 #  3. SIGKILL with --max-restarts 1: the group restarts, resumes from the newest complete checkpoint
 #     and ends with the same final loss (bit for bit) as an uninterrupted run.
+#  1-3 at ZeRO-3 too: a rank killed while its peer gathers parameters (most of a ZeRO-3 step's
+#     collectives are the layers' all-gathers) fails the peer the same way, and a restart ends with the
+#     uninterrupted ZeRO-3 run's final loss and state hash.
 #  4. Two "hosts" in their own network namespaces (veth pair, 10.77.0.1 / 10.77.0.2), one launcher in
 #     each: the same losses as one process; then the link is cut mid-run and both sides fail within
 #     timeout + 10 s naming the lost peer.
@@ -28,10 +31,11 @@ rank_pid() {
 # wait until file $1 contains pattern $2 (at most $3 s)
 wait_for() { for _ in $(seq 1 $(($3 * 10))); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done; return 1; }
 
-fault_run() {  # fault_run NAME SIGNAL
+fault_run() {  # fault_run NAME SIGNAL [--set ...]
   local name=$1 sig=$2 log="$TMP/$1.log"
+  shift 2
   "$ANNEAL" launch --nproc-per-node 2 --grace-s 30 -- "$ANNEAL" train --config "$TMP/cfg.yaml" \
-    --set train.checkpoint_dir="$TMP/$name" --set train.steps=100000 >"$log" 2>&1 &
+    --set train.checkpoint_dir="$TMP/$name" --set train.steps=100000 "$@" >"$log" 2>&1 &
   local launcher=$!
   wait_for "$log" "step    30/" 60 || { bad "$name: the run did not reach step 30"; kill $launcher; return; }
   local victim=$(rank_pid 1) t0=$(date +%s.%N)
@@ -53,6 +57,8 @@ fault_run() {  # fault_run NAME SIGNAL
 }
 fault_run killed KILL
 fault_run frozen STOP
+fault_run killed_zero3 KILL --set dist.zero=3
+echo "killed_zero3: the survivor was waiting in: $(grep -oE '(all-gather|reduce-scatter|allreduce)[^;:]*' "$TMP/killed_zero3.log" | head -1)"
 
 # 3. restart after SIGKILL, same final loss as the uninterrupted run
 "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.steps=120 \
@@ -68,6 +74,22 @@ check "restart: the launcher exits 0 after one restart" test $rc -eq 0
 check "restart: the second attempt resumed from a checkpoint" grep -q "resumed from .*step-000000[0-9][0-9]" "$TMP/restart.log"
 check "restart: same final loss as the uninterrupted run ($(final "$TMP/clean.log") vs $(final "$TMP/restart.log"))" \
   test -n "$(final "$TMP/clean.log")" -a "$(final "$TMP/clean.log")" = "$(final "$TMP/restart.log")"
+
+# 3 at ZeRO-3: the parameters sharded too; the restart resumes them from the checkpoint's whole vector.
+hash_of() { sed -nE 's/.*state hash.*: ([0-9a-f]+)$/\1/p' "$1"; }
+"$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.steps=120 --set dist.zero=3 \
+  --set train.checkpoint_dir="$TMP/clean3" >"$TMP/clean3.log" 2>&1 || bad "uninterrupted ZeRO-3 run"
+"$ANNEAL" launch --nproc-per-node 2 --max-restarts 1 --grace-s 30 -- "$ANNEAL" train --config "$TMP/cfg.yaml" \
+  --set train.steps=120 --set dist.zero=3 --set train.checkpoint_dir="$TMP/restart3" >"$TMP/restart3.log" 2>&1 &
+launcher=$!
+wait_for "$TMP/restart3.log" "step    60/" 60 && kill -KILL "$(rank_pid 1)"
+wait $launcher
+rc=$?
+check "ZeRO-3 restart: the launcher exits 0 after one restart, resumed from a checkpoint" \
+  bash -c "test $rc -eq 0 && grep -q 'resumed from .*step-000000[0-9][0-9]' '$TMP/restart3.log'"
+check "ZeRO-3 restart: the uninterrupted run's final loss ($(final "$TMP/clean3.log")) and state hash ($(hash_of "$TMP/clean3.log"))" \
+  test -n "$(final "$TMP/clean3.log")" -a "$(final "$TMP/clean3.log")" = "$(final "$TMP/restart3.log")" -a \
+  -n "$(hash_of "$TMP/clean3.log")" -a "$(hash_of "$TMP/clean3.log")" = "$(hash_of "$TMP/restart3.log")"
 
 # 4. two hosts in network namespaces
 NS0=anneal_h0_$$ NS1=anneal_h1_$$
