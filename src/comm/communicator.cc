@@ -12,6 +12,20 @@ class DoneWork final : public Work {
   Status s_;
 };
 
+// Two operations queued one after the other, done when both are (the first error wins).
+class BothWork final : public Work {
+ public:
+  BothWork(std::unique_ptr<Work> a, std::unique_ptr<Work> b) : a_(std::move(a)), b_(std::move(b)) {}
+  Status Wait() override {
+    Status s = a_->Wait();
+    Status t = b_->Wait();
+    return s.ok() ? t : s;
+  }
+
+ private:
+  std::unique_ptr<Work> a_, b_;
+};
+
 // Ok when every view lives on the communicator's device and is contiguous.
 Status CheckViews(const Communicator& c, const char* op, std::initializer_list<const TensorView*> views) {
   for (const TensorView* v : views) {
@@ -32,6 +46,17 @@ std::unique_ptr<Work> Communicator::StartAllReduceSum(const TensorView& x, const
   const size_t n = static_cast<size_t>(x.numel());
   if (x.dtype() == DType::kF32) return StartAllReduceSum(x.f32(), n);
   if (x.dtype() == DType::kF64) return StartAllReduceSum(x.f64(), n);
+  if (x.dtype() == DType::kBF16) {  // reduce-scatter into place, then all-gather the pieces (queued in order)
+    std::vector<size_t> counts(size());
+    for (int r = 0; r < size(); ++r) counts[r] = n / size() + (static_cast<size_t>(r) < n % size() ? 1 : 0);
+    size_t own = 0;
+    for (int r = 0; r < rank(); ++r) own += counts[r];
+    uint16_t* v = static_cast<uint16_t*>(x.data());
+    auto rs = StartReduceScatterSumBf16(v, counts, v + own);
+    std::vector<size_t> bytes(counts);
+    for (size_t& b : bytes) b *= sizeof(uint16_t);
+    return std::make_unique<BothWork>(std::move(rs), StartAllGatherVBytes(v, bytes));
+  }
   return FailedWork(Internal("allreduce on group " + group() + ": unsupported dtype " + DTypeName(x.dtype())));
 }
 
@@ -39,7 +64,12 @@ std::unique_ptr<Work> Communicator::StartReduceScatterSum(const TensorView& x, c
                                                           const TensorView& y, const Event& ready) {
   if (Status s = CheckViews(*this, "reduce-scatter", {&x, &y}); !s.ok()) return FailedWork(s);
   WaitFor(ready);
-  return StartReduceScatterSum(x.f32(), counts, y.f32());
+  if (x.dtype() == DType::kF32 && y.dtype() == DType::kF32) return StartReduceScatterSum(x.f32(), counts, y.f32());
+  if (x.dtype() == DType::kBF16 && y.dtype() == DType::kBF16) {
+    return StartReduceScatterSumBf16(static_cast<const uint16_t*>(x.data()), counts, static_cast<uint16_t*>(y.data()));
+  }
+  return FailedWork(Internal("reduce-scatter on group " + group() + ": unsupported dtypes " + DTypeName(x.dtype()) +
+                             " -> " + DTypeName(y.dtype())));
 }
 
 std::unique_ptr<Work> Communicator::StartAllGatherV(const TensorView& x, const std::vector<size_t>& counts,

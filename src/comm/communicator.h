@@ -7,6 +7,8 @@
 //                                  x is split into consecutive pieces of counts[0], counts[1], ...
 //                                  (uneven and empty pieces allowed); the sum is taken in rank
 //                                  order 0, 1, ..., so it is deterministic
+//                                  (bf16: each value summed in fp32 in rank order, rounded once;
+//                                  NCCL's bf16 reduction rounds as it goes)
 //   AllGatherV(x, counts)          x's piece `r` (as in ReduceScatterSum) <- rank r's piece  in place
 //                                  (AllGatherVBytes: the same with pieces counted in bytes, any dtype)
 //   Broadcast(x, bytes, root), AllGatherBytes, Send/Recv (point to point), Barrier
@@ -70,6 +72,9 @@ class Communicator {
   virtual std::unique_ptr<Work> StartAllReduceSum(float* x, size_t n) = 0;
   virtual std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) = 0;
   virtual std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) = 0;
+  // The same of bf16 values (their bits).
+  virtual std::unique_ptr<Work> StartReduceScatterSumBf16(const uint16_t* x, const std::vector<size_t>& counts,
+                                                         uint16_t* y) = 0;
   // Pieces of byte_counts[r] bytes (a bf16 parameter range is gathered as it is, two bytes a value).
   virtual std::unique_ptr<Work> StartAllGatherVBytes(void* x, const std::vector<size_t>& byte_counts) = 0;
   std::unique_ptr<Work> StartAllGatherV(float* x, const std::vector<size_t>& counts) {
@@ -89,8 +94,12 @@ class Communicator {
   virtual Device device() const { return Device::Cpu(); }
   // Work started after this call waits for `ready` (see the header comment).
   virtual void WaitFor(const Event& ready) { (void)ready; }
-  // x: f32 or f64. A view on another device than device(), or of another dtype, fails the work.
+  // x: f32, f64 or bf16 (a bf16 allreduce is a bf16 reduce-scatter into place and an all-gather: half
+  // the bytes of fp32 on the wire, each value rounded once). A view on another device than device(),
+  // or of another dtype, fails the work.
   std::unique_ptr<Work> StartAllReduceSum(const TensorView& x, const Event& ready);
+  // x, y: f32 or bf16 (both the same).
+
   std::unique_ptr<Work> StartReduceScatterSum(const TensorView& x, const std::vector<size_t>& counts,
                                               const TensorView& y, const Event& ready);
   // counts in elements of x's dtype (any dtype: the bytes are moved as they are).

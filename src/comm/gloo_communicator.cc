@@ -24,10 +24,12 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "core/progress.h"
 #include "core/trace.h"
 #include "comm/communicator.h"
+#include "comm/sum_elem.h"
 #include "comm/peer_monitor.h"
 #include "comm/shm_group.h"
 
@@ -129,9 +131,23 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<Work> StartAllReduceSum(double* x, size_t n) override { return AllReduce(x, n, "allreduce(f64) of"); }
 
   std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) override {
-    return Enqueue({"reduce-scatter of", static_cast<long long>(Sum(counts)), " floats", Sum(counts) * sizeof(float)}, [=, this](uint32_t tag) {
+    return ReduceScatter<F32Sum>(x, counts, y, " floats");
+  }
+  std::unique_ptr<Work> StartReduceScatterSumBf16(const uint16_t* x, const std::vector<size_t>& counts,
+                                                   uint16_t* y) override {
+    return ReduceScatter<Bf16Sum>(x, counts, y, " bf16 values");
+  }
+  // Every rank sends each other rank its piece and sums its own pieces in fp32, in rank order.
+  template <typename E>
+  std::unique_ptr<Work> ReduceScatter(const typename E::T* x, const std::vector<size_t>& counts, typename E::T* y,
+                                      const char* unit) {
+    using T = typename E::T;
+    return Enqueue({"reduce-scatter of", static_cast<long long>(Sum(counts)), unit, Sum(counts) * sizeof(T)}, [=, this](uint32_t tag) {
       if (shm_) {
-        Status st = shm_->ReduceScatterSum(x, counts, y, o_.timeout);
+        Status st = std::is_same_v<E, F32Sum>
+                        ? shm_->ReduceScatterSum(reinterpret_cast<const float*>(x), counts, reinterpret_cast<float*>(y), o_.timeout)
+                        : shm_->ReduceScatterSumBf16(reinterpret_cast<const uint16_t*>(x), counts,
+                                                     reinterpret_cast<uint16_t*>(y), o_.timeout);
         if (!st.ok()) throw gloo::IoException(st.message());
         return;
       }
@@ -140,25 +156,25 @@ class GlooCommunicator : public Communicator {
       std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> sends, recvs(n);
       for (int p = 0; p < n; ++p) {
         if (p == me || counts[p] == 0) continue;
-        sends.push_back(ctx_->createUnboundBuffer(const_cast<float*>(x + offs[p]), counts[p] * sizeof(float)));
+        sends.push_back(ctx_->createUnboundBuffer(const_cast<T*>(x + offs[p]), counts[p] * sizeof(T)));
         sends.back()->send(p, kSlotPrefix | tag);
       }
       const size_t mine = counts[me];
-      std::vector<float> tmp(mine * n);
+      std::vector<T> tmp(mine * n);
       if (mine > 0) {
         for (int p = 0; p < n; ++p) {
           if (p == me) continue;
-          recvs[p] = ctx_->createUnboundBuffer(tmp.data() + mine * p, mine * sizeof(float));
+          recvs[p] = ctx_->createUnboundBuffer(tmp.data() + mine * p, mine * sizeof(T));
           recvs[p]->recv(p, kSlotPrefix | tag);
         }
         for (int p = 0; p < n; ++p) {
           if (p != me && !recvs[p]->waitRecv(nullptr, o_.timeout)) throw gloo::IoException("receive aborted");
         }
-        const float* own = x + offs[me];
-        for (size_t i = 0; i < mine; ++i) {  // rank order 0..n-1: deterministic
+        const T* own = x + offs[me];
+        for (size_t i = 0; i < mine; ++i) {  // in fp32, rank order 0..n-1: deterministic
           float acc = 0.0f;
-          for (int p = 0; p < n; ++p) acc += p == me ? own[i] : tmp[mine * p + i];
-          y[i] = acc;
+          for (int p = 0; p < n; ++p) acc += E::Load(p == me ? own[i] : tmp[mine * p + i]);
+          y[i] = E::Store(acc);
         }
       }
       for (auto& s : sends) {

@@ -121,12 +121,23 @@ class NcclCommunicator : public Communicator {
                   [&] { return ncclAllReduce(x, x, n, ncclFloat64, ncclSum, comm_, stream_); });
   }
   std::unique_ptr<Work> StartReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y) override {
+    return ReduceScatter(x, counts, y, ncclFloat32, sizeof(float));
+  }
+  // NCCL reduces bf16 in bf16 as the data moves (no fp32 accumulation across ranks).
+  std::unique_ptr<Work> StartReduceScatterSumBf16(const uint16_t* x, const std::vector<size_t>& counts,
+                                                   uint16_t* y) override {
+    return ReduceScatter(x, counts, y, ncclBfloat16, sizeof(uint16_t));
+  }
+  // One ncclReduce per owner's piece (uneven pieces), each to its owner.
+  std::unique_ptr<Work> ReduceScatter(const void* x, const std::vector<size_t>& counts, void* y, ncclDataType_t t,
+                                      size_t elem) {
     return Launch("reduce-scatter", [&] {
+      const char* in = static_cast<const char*>(x);
       size_t off = 0;
       ncclResult_t r = ncclGroupStart();
       for (int p = 0; p < size() && r == ncclSuccess; ++p) {
         if (counts[p] > 0) {
-          r = ncclReduce(x + off, p == rank() ? y : nullptr, counts[p], ncclFloat32, ncclSum, p, comm_, stream_);
+          r = ncclReduce(in + off * elem, p == rank() ? y : nullptr, counts[p], t, ncclSum, p, comm_, stream_);
         }
         off += counts[p];
       }

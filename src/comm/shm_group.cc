@@ -1,5 +1,7 @@
 #include "comm/shm_group.h"
 
+#include "comm/sum_elem.h"
+
 #include <fcntl.h>
 #include <immintrin.h>
 #include <sched.h>
@@ -172,36 +174,48 @@ Status ShmGroup::Reduce(T* x, size_t n, std::chrono::milliseconds timeout) {
   return Status::Ok();
 }
 
-Status ShmGroup::ReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y,
-                                  std::chrono::milliseconds timeout) {
+template <typename E>
+Status ShmGroup::ReduceScatter(const typename E::T* x, const std::vector<size_t>& counts, typename E::T* y,
+                               std::chrono::milliseconds timeout) {
+  using T = typename E::T;
   const auto deadline = Clock::now() + timeout;
   std::vector<size_t> lo(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
-  const size_t total = lo[size_], chunk = slot_bytes_ / sizeof(float);
+  const size_t total = lo[size_], chunk = slot_bytes_ / sizeof(T);
   const size_t my_lo = lo[rank_], my_hi = lo[rank_ + 1];
   // y may alias x's own piece: own values are read at index i before y[i - my_lo] is written.
   for (size_t a = 0; a < total; a += chunk) {
     const size_t b = std::min(total, a + chunk);
     const uint64_t seq = ++seq_;
     ANNEAL_RETURN_IF_ERROR(WaitAll(2, seq - 1, deadline, "finish the previous chunk"));
-    float* mine = reinterpret_cast<float*>(slot(rank_));
+    T* mine = reinterpret_cast<T*>(slot(rank_));
     // The others' pieces of [a, b) go to our slot (ours stays in x).
-    if (a < my_lo) std::memcpy(mine, x + a, (std::min(b, my_lo) - a) * sizeof(float));
+    if (a < my_lo) std::memcpy(mine, x + a, (std::min(b, my_lo) - a) * sizeof(T));
     if (b > my_hi) {
       const size_t from = std::max(a, my_hi);
-      std::memcpy(mine + (from - a), x + from, (b - from) * sizeof(float));
+      std::memcpy(mine + (from - a), x + from, (b - from) * sizeof(T));
     }
     header(rank_)->posted.store(seq, std::memory_order_release);
     ANNEAL_RETURN_IF_ERROR(WaitAll(0, seq, deadline, "post its data"));
     const size_t s_lo = std::max(a, my_lo), s_hi = std::min(b, my_hi);
-    for (size_t i = s_lo; i < s_hi; ++i) {
-      float acc = rank_ == 0 ? x[i] : reinterpret_cast<const float*>(slot(0))[i - a];
-      for (int p = 1; p < size_; ++p) acc += p == rank_ ? x[i] : reinterpret_cast<const float*>(slot(p))[i - a];
-      y[i - my_lo] = acc;
+    for (size_t i = s_lo; i < s_hi; ++i) {  // in fp32, rank order 0..n-1: deterministic
+      float acc = E::Load(rank_ == 0 ? x[i] : reinterpret_cast<const T*>(slot(0))[i - a]);
+      for (int p = 1; p < size_; ++p) acc += E::Load(p == rank_ ? x[i] : reinterpret_cast<const T*>(slot(p))[i - a]);
+      y[i - my_lo] = E::Store(acc);
     }
     header(rank_)->done.store(seq, std::memory_order_release);
   }
   return Status::Ok();
+}
+
+Status ShmGroup::ReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y,
+                                  std::chrono::milliseconds timeout) {
+  return ReduceScatter<F32Sum>(x, counts, y, timeout);
+}
+
+Status ShmGroup::ReduceScatterSumBf16(const uint16_t* x, const std::vector<size_t>& counts, uint16_t* y,
+                                      std::chrono::milliseconds timeout) {
+  return ReduceScatter<Bf16Sum>(x, counts, y, timeout);
 }
 
 Status ShmGroup::AllGatherVBytes(void* xv, const std::vector<size_t>& counts, std::chrono::milliseconds timeout) {

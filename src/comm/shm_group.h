@@ -17,6 +17,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -49,6 +50,9 @@ class ShmGroup {
   // sums its piece in rank order (its own values read from x); for an all-gather every owner copies
   // its piece into the result area and everyone copies the others' pieces out.
   Status ReduceScatterSum(const float* x, const std::vector<size_t>& counts, float* y, std::chrono::milliseconds timeout);
+  // The same of bf16 values (comm/sum_elem.h: summed in fp32, rounded once).
+  Status ReduceScatterSumBf16(const uint16_t* x, const std::vector<size_t>& counts, uint16_t* y,
+                              std::chrono::milliseconds timeout);
   // Pieces counted in bytes (any dtype).
   Status AllGatherVBytes(void* x, const std::vector<size_t>& counts, std::chrono::milliseconds timeout);
 
@@ -56,6 +60,9 @@ class ShmGroup {
   ShmGroup(void* base, size_t bytes, int rank, int size, std::vector<int> members);
   template <typename T>
   Status Reduce(T* x, size_t n, std::chrono::milliseconds timeout);
+  template <typename E>
+  Status ReduceScatter(const typename E::T* x, const std::vector<size_t>& counts, typename E::T* y,
+                       std::chrono::milliseconds timeout);
   struct Header;
   Header* header(int r) const;
   char* slot(int r) const;

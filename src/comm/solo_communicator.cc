@@ -20,6 +20,10 @@ class SoloCommunicator : public Communicator {
     if (x != y) std::memmove(y, x, c[0] * sizeof(float));
     return Ok();
   }
+  std::unique_ptr<Work> StartReduceScatterSumBf16(const uint16_t* x, const std::vector<size_t>& c, uint16_t* y) override {
+    if (x != y) std::memmove(y, x, c[0] * sizeof(uint16_t));
+    return Ok();
+  }
   std::unique_ptr<Work> StartAllGatherVBytes(void*, const std::vector<size_t>&) override { return Ok(); }
   std::unique_ptr<Work> StartBroadcast(void*, size_t, int) override { return Ok(); }
   std::unique_ptr<Work> StartAllGatherBytes(const void* in, size_t bytes, void* out) override {

@@ -90,6 +90,12 @@ void DataParallel::Release(size_t begin, size_t end) {
   if (it == acquired_.end() || (*it)->end != end) std::abort();  // the GradSink contract
   std::unique_ptr<RangeBuffer> b = std::move(*it);
   acquired_.erase(it);
+  if (ReduceNarrow()) {  // reduced as bf16, in place; widened part by part when retired
+    b->work = StartReduceScatter(b->narrow.ptr(), begin, end);
+    inflight_ranges_.push_back(std::move(b));
+    while (inflight_ranges_.size() > kMaxInflight) RetireOldest();
+    return;
+  }
   if (narrow_model_) {  // widen (exactly) into an fp32 range buffer, and retire the bf16 one
     const size_t n = end - begin;
     b->data = TakeBuffer(&pool_, n, DType::kF32, kGradRange);
@@ -98,7 +104,7 @@ void DataParallel::Release(size_t begin, size_t end) {
     buffer_floats_ += n - (n + 1) / 2;
     peak_buffer_floats_ = std::max(peak_buffer_floats_, buffer_floats_);
   }
-  b->work = StartReduceScatter(b->data.data(), begin, end);
+  b->work = StartReduceScatter(b->data.ptr(), begin, end);
   inflight_ranges_.push_back(std::move(b));
   while (inflight_ranges_.size() > kMaxInflight) RetireOldest();
 }
@@ -111,10 +117,21 @@ void DataParallel::RetireOldest() {
     if (first_error_.ok()) first_error_ = s;
   } else {
     const size_t lo = std::max(b->begin, shard_begin()), hi = std::min(b->end, shard_end());
-    if (lo < hi && !acc_.empty()) {
+    if (lo < hi && !acc_.empty() && ReduceNarrow()) {  // this rank's bf16 part, widened, then added
+      DeviceArray part = TakeBuffer(&pool_, hi - lo, DType::kF32, kGradRange);
+      be_.Copy(st_, View(part.data(), hi - lo),
+               TensorView((b->narrow.ptr() + (lo - b->begin)).p, DType::kBF16, {static_cast<int64_t>(hi - lo)}, be_.device()));
+      be_.Accumulate(st_, View(acc_.data() + (lo - shard_begin()), hi - lo), View(part.data(), hi - lo));
+      pool_.push_back(std::move(part));
+    } else if (lo < hi && !acc_.empty()) {
       be_.Accumulate(st_, View(acc_.data() + (lo - shard_begin()), hi - lo),
                      View(b->data.data() + (lo - b->begin), hi - lo));
     }
+  }
+  if (ReduceNarrow()) {
+    buffer_floats_ -= (b->end - b->begin + 1) / 2;
+    narrow_pool_.push_back(std::move(b->narrow));
+    return;
   }
   buffer_floats_ -= b->end - b->begin;
   pool_.push_back(std::move(b->data));
@@ -175,6 +192,16 @@ void DataParallel::AddReady(size_t begin, size_t end) {
 }
 
 void DataParallel::Launch(size_t lo, size_t hi) {
+  if (narrow_ && reduce_bf16_) {  // the bf16 gradients reduced as they are, in place
+    const TensorView v((narrow_ + lo).p, DType::kBF16, {static_cast<int64_t>(hi - lo)}, be_.device());
+    if (zero_ == 0) {
+      comm_bytes_ += (hi - lo) * 2;
+      inflight_.push_back(comm_->StartAllReduceSum(v, Ready()));
+    } else {
+      inflight_.push_back(StartReduceScatter(narrow_ + lo, lo, hi));
+    }
+    return;
+  }
   if (narrow_) {  // widen the bucket (exactly) on the compute stream, before the reduction's event
     be_.Copy(st_, View(grads_ + lo, hi - lo), TensorView((narrow_ + lo).p, DType::kBF16,
                                                           {static_cast<int64_t>(hi - lo)}, be_.device()));
@@ -184,7 +211,7 @@ void DataParallel::Launch(size_t lo, size_t hi) {
     inflight_.push_back(comm_->StartAllReduceSum(View(grads_ + lo, hi - lo), Ready()));
     return;
   }
-  inflight_.push_back(StartReduceScatter(grads_ + lo, lo, hi));
+  inflight_.push_back(StartReduceScatter(DevPtr{grads_ + lo, DType::kF32}, lo, hi));
 }
 
 std::vector<size_t> DataParallel::CountsIn(size_t lo, size_t hi) const {
@@ -196,13 +223,20 @@ std::vector<size_t> DataParallel::CountsIn(size_t lo, size_t hi) const {
   return counts;
 }
 
-std::unique_ptr<Work> DataParallel::StartReduceScatter(float* x, size_t lo, size_t hi) {
+std::unique_ptr<Work> DataParallel::StartReduceScatter(DevPtr x, size_t lo, size_t hi) {
   // Along the shard boundaries: rank r receives [lo,hi) ∩ shard(r), in place at its own position.
   const std::vector<size_t> counts = CountsIn(lo, hi);
   const size_t my_lo = std::clamp(begin_[comm_->rank()], lo, hi);
   const size_t mine = counts[comm_->rank()];
-  comm_bytes_ += (hi - lo) * sizeof(float);
-  return comm_->StartReduceScatterSum(View(x, hi - lo), counts, View(x + (my_lo - lo), mine), Ready());
+  comm_bytes_ += (hi - lo) * SizeOf(x.t);
+  return comm_->StartReduceScatterSum(TensorView(x.p, x.t, {static_cast<int64_t>(hi - lo)}, be_.device()), counts,
+                                      TensorView((x + (my_lo - lo)).p, x.t, {static_cast<int64_t>(mine)}, be_.device()),
+                                      Ready());
+}
+
+void DataParallel::WidenReduced() {
+  const size_t b = zero_ == 0 ? 0 : shard_begin(), n = (zero_ == 0 ? total_ : shard_end()) - b;
+  be_.Copy(st_, View(wide_.data() + b, n), TensorView((narrow_ + b).p, DType::kBF16, {static_cast<int64_t>(n)}, be_.device()));
 }
 
 Status DataParallel::EndBackward() {
@@ -227,6 +261,7 @@ Status DataParallel::EndBackward() {
     if (first.ok() && !s.ok()) first = s;
   }
   inflight_.clear();
+  if (first.ok() && narrow_ && reduce_bf16_) WidenReduced();
   if (first.ok()) first = ReduceAcrossGroups();
   return first;
 }

@@ -65,6 +65,11 @@ class DataParallel : public GradSink, public ParamSource {
   // replica: with shard groups, the ranks holding the same shard in the other groups (else null).
   DataParallel(Communicator* comm, Communicator* replica, Backend& backend, Stream stream, size_t total_floats,
                int zero, size_t bucket_floats);
+  // dist.reduce_dtype = bf16 (a bf16 model only): gradients are reduced as bf16 (half the bytes; each
+  // sum taken in fp32 and rounded once) instead of being widened to fp32 first; the reduced values are
+  // widened for the optimizer (zero 0, 1: into the fp32 copy; zero 2, 3: each part as it is added to
+  // the fp32 accumulator). Across shard groups the sums stay fp32. Call before Attach.
+  void set_reduce_bf16(bool on) { reduce_bf16_ = on; }
 
   int zero() const { return zero_; }
   int dp() const { return comm_->size() * (replica_ ? replica_->size() : 1); }
@@ -148,8 +153,10 @@ class DataParallel : public GradSink, public ParamSource {
  private:
   void Launch(size_t lo, size_t hi);
   void AddReady(size_t begin, size_t end);
-  // Reduce-scatter of [lo, hi) from x (whose element 0 is flat position lo), in place.
-  std::unique_ptr<Work> StartReduceScatter(float* x, size_t lo, size_t hi);
+  // Reduce-scatter of [lo, hi) from x (whose element 0 is flat position lo, f32 or bf16), in place.
+  std::unique_ptr<Work> StartReduceScatter(DevPtr x, size_t lo, size_t hi);
+  // Zero 0, 1 reducing bf16: the reduced values (all, or this rank's shard) into wide_.
+  void WidenReduced();
   // Zero 2: waits for the oldest in-flight range, adds this rank's part into acc_, frees it.
   void RetireOldest();
   // Each rank's part of the flat range [lo, hi) (the shards are contiguous in rank order).
@@ -180,6 +187,8 @@ class DataParallel : public GradSink, public ParamSource {
   DeviceArray wide_;        // bf16 model: the fp32 copy of the flat vector
   DeviceArray gather_;      // bf16 model, zero 2: one bucket of fp32 masters being gathered
   bool narrow_model_ = false;
+  bool reduce_bf16_ = false;  // reduce the bf16 gradients as they are (a narrow model only)
+  bool ReduceNarrow() const { return narrow_model_ && reduce_bf16_; }
   Event widen_fence_;
   bool communicate_ = false;
   size_t pending_lo_ = 0, pending_hi_ = 0;  // ready, not yet launched: [lo, hi)

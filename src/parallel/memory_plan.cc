@@ -87,11 +87,25 @@ double GatheredBytes(const Ranges& r, int nl, size_t e) {
 
 // ZeRO 2, 3: the GradSink's range buffers in one backward (DataParallel::Acquire / Release /
 // RetireOldest with kMaxInflight = 2 released ranges in flight).
-double GradRangeBytes(const Ranges& r, int nl, bool narrow) {
+double GradRangeBytes(const Ranges& r, int nl, bool narrow, bool reduce_narrow, size_t shard_lo, size_t shard_hi) {
   constexpr size_t kMaxInflight = 2;
   PoolModel f32, bf16;
   std::map<size_t, size_t> acquired;  // begin -> floats
-  std::vector<size_t> inflight;       // floats, oldest first
+  std::vector<std::pair<size_t, size_t>> inflight;  // (begin, floats), oldest first
+  auto retire = [&]() {
+    const auto [lo0, n] = inflight.front();
+    inflight.erase(inflight.begin());
+    if (reduce_narrow) {  // this rank's part widened into a pooled fp32 buffer, added, given back
+      const size_t lo = std::max(lo0, shard_lo), hi = std::min(lo0 + n, shard_hi);
+      if (lo < hi) {
+        f32.Take((hi - lo) * 4);
+        f32.Give((hi - lo) * 4);
+      }
+      bf16.Give(n * 2);
+      return;
+    }
+    f32.Give(n * 4);
+  };
   auto acquire = [&](size_t lo, size_t hi) {
     if (lo >= hi) return;
     acquired[lo] = hi - lo;
@@ -102,15 +116,12 @@ double GradRangeBytes(const Ranges& r, int nl, bool narrow) {
     if (it == acquired.end()) return;
     const size_t n = it->second;
     acquired.erase(it);
-    if (narrow) {
+    if (narrow && !reduce_narrow) {
       f32.Take(n * 4);
       bf16.Give(n * 2);
     }
-    inflight.push_back(n);
-    while (inflight.size() > kMaxInflight) {
-      f32.Give(inflight.front() * 4);
-      inflight.erase(inflight.begin());
-    }
+    inflight.push_back({lo, n});
+    while (inflight.size() > kMaxInflight) retire();
   };
   acquire(r.emb_lo, r.emb_hi);
   acquire(r.head_lo, r.head_hi);
@@ -120,6 +131,7 @@ double GradRangeBytes(const Ranges& r, int nl, bool narrow) {
     release(r.layer[i]);
   }
   release(r.emb_lo);
+  while (!inflight.empty()) retire();  // EndBackward
   return f32.allocated() + bf16.allocated();
 }
 
@@ -195,7 +207,7 @@ MemoryTerms RankMemory(const ParallelPlan& plan, const MemoryInputs& in, int pp_
   if (d.zero < 2) m.grads = n * e;
   if (d.zero >= 2) {
     m.accumulator = shard_n * 4;
-    m.grad_ranges = GradRangeBytes(r, nl, bf16);
+    m.grad_ranges = GradRangeBytes(r, nl, bf16, bf16 && in.reduce_bf16, 0, static_cast<size_t>(shard_n));
   }
   if (bf16 && par && d.zero < 2) m.fp32_copy = n * 4;
   if (bf16 && d.zero == 2 && S > 1) m.fp32_copy = static_cast<double>(std::min(in.bucket_floats, N)) * 4;

@@ -12,7 +12,8 @@
 //   accumulator  ZeRO 2, 3: the fp32 gradient shard, 4 N/S
 //   grad_ranges  ZeRO 2, 3: the gradient range buffers alive at once during backward (as the
 //                GradSink hands them out and retires them, kMaxInflight released ranges in flight;
-//                a bf16 range is widened into an fp32 one when released), pooled per size
+//                a bf16 range is widened into an fp32 one when released — or, reduced as bf16, kept
+//                until retired, its shard part widened then), pooled per size
 //   fp32_copy    bf16 at ZeRO 0, 1: DataParallel's fp32 copy of the flat vector, 4 N; bf16 at ZeRO 2:
 //                one bucket of masters being gathered, 4 min(bucket, N); a bf16 pipeline's first and
 //                last stage: the tied embedding's gradient summed in fp32
@@ -48,6 +49,7 @@ struct MemoryInputs {
   DType dtype = DType::kF32;
   Recompute recompute = Recompute::kNone;
   size_t bucket_floats = 1 << 20;  // dist.bucket_mb in floats
+  bool reduce_bf16 = false;        // dist.reduce_dtype = bf16
 };
 
 // Rank (pp_rank, tp_rank) of data-parallel rank 0 in `plan`.

@@ -122,6 +122,10 @@ const KeySpec kSpecs[] = {
      "ZeRO (1-3) shards within groups of this many consecutive data-parallel ranks and replicates across the groups "
      "(MiCS / hybrid sharding: gathers and reduce-scatters stay inside a group, the groups' gradient shards are "
      "allreduced); must divide dp; 0 = shard over all data-parallel ranks"},
+    {"dist.reduce_dtype", "f32",
+     "f32 | bf16: what data-parallel gradients are reduced in. f32 widens a bf16 model's gradients first; bf16 "
+     "reduces them as they are (half the bytes on the wire, each sum taken in fp32 and rounded once; NCCL rounds as "
+     "it goes) and needs train.dtype = bf16"},
     {"dist.bucket_mb", "4", "gradient bucket size for the overlapped communication, MB"},
     {"dist.timeout_s", "300", "every collective's timeout: a lost rank fails the run after this long (exit 3)"},
 };
@@ -386,6 +390,11 @@ void ReadDist(Reader& r, DistSection* d) {
   d->pp = r.Int("dist.pp", 1, 1 << 20);
   d->zero = r.Int("dist.zero", 0, 3);
   d->shard_group = r.Int("dist.shard_group", 0, 1 << 20);
+  if (auto t = ParseDType(r.Str("dist.reduce_dtype")); !t.ok() || (*t != DType::kF32 && *t != DType::kBF16)) {
+    r.Error("dist.reduce_dtype = '" + r.Str("dist.reduce_dtype") + "' must be f32 or bf16");
+  } else {
+    d->reduce_dtype = *t;
+  }
   d->schedule = r.OneOf("dist.schedule", {"1f1b", "gpipe"});
   d->sequence_parallel = r.Bool("dist.sequence_parallel");
   d->bucket_mb = r.Num("dist.bucket_mb", 0.001, 1e6);
@@ -404,6 +413,10 @@ void CheckTogether(Reader& r, TrainConfig* c) {
                 c->train.kernels + " does not have yet: use train.kernels=cpu (or ref)");
       }
     }
+  }
+  if (c->dist.reduce_dtype == DType::kBF16 && c->train.dtype != DType::kBF16) {
+    r.Error("dist.reduce_dtype = bf16 reduces a bf16 model's gradients as they are, but train.dtype = " +
+            std::string(DTypeName(c->train.dtype)) + ": set train.dtype = bf16, or leave dist.reduce_dtype = f32");
   }
   if (c->train.dtype == DType::kBF16) {
     if (c->dist.tp > 1) {

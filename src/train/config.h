@@ -69,6 +69,7 @@ struct DistSection {
   int tp = 1, pp = 1;
   int zero = 0;                    // 0, 1, 2, 3 (parallel/data_parallel.h)
   int shard_group = 0;             // ZeRO within groups of this many dp ranks (0 = all of them)
+  DType reduce_dtype = DType::kF32;  // what data-parallel gradients are reduced in (bf16: a bf16 model's, as they are)
   std::string schedule = "1f1b";   // pipeline schedule: 1f1b | gpipe (parallel/pipeline.h)
   bool sequence_parallel = false;  // model/config.h ModelShard
   double bucket_mb = 4;            // gradient bucket

@@ -54,6 +54,7 @@ Status BuildStep(const TrainConfig& c, Runtime* rt) {
     rt->par = std::make_unique<DataParallel>(shards, rt->groups.replica.get(), *rt->be, model.stream(),
                                              model.num_floats(), c.dist.zero,
                                              static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float)));
+    rt->par->set_reduce_bf16(c.dist.reduce_dtype == DType::kBF16);
     rt->par->Attach(&model, TiedEmbedding(*rt) != nullptr);
   }
   rt->opt = std::make_unique<AdamW>(model.layout(), *rt->be, c.optim, rt->par ? rt->par->shard_begin() : 0,
@@ -149,6 +150,7 @@ MemoryInputs MemoryInputsOf(const TrainConfig& c) {
   in.dtype = c.train.dtype;
   in.recompute = *ParseRecompute(c.train.recompute);  // validated by the config
   in.bucket_floats = static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float));
+  in.reduce_bf16 = c.dist.reduce_dtype == DType::kBF16;
   return in;
 }
 

@@ -151,6 +151,22 @@ TEST(CommunicatorTest, CollectivesOnThreeRanks) {
     ASSERT_TRUE(c.StartAllGatherV(wv, halves, Event{})->Wait().ok());
     for (size_t i = 0; i < 3; ++i) ASSERT_EQ(w[i], i % 9) << "shm=" << shm << " " << i;
     for (size_t i = 0; i < 1000003; ++i) ASSERT_EQ(w[3 + i], 20000 + i % 9) << "shm=" << shm << " " << i;
+    // bf16 sums: the three ranks' values added in fp32 in rank order and rounded once, as a
+    // reduce-scatter (uneven, a piece spanning shared-memory chunks) and as an allreduce.
+    const std::vector<size_t> pieces = {7, 700001, 2};
+    std::vector<uint16_t> q(700010);
+    const float term = 1.0f / 3.0f + static_cast<float>(r) * 0.001953125f;  // differs per rank
+    for (auto& v : q) v = FloatToBf16(term);
+    const float expect = RoundToBf16(RoundToBf16(1.0f / 3.0f) + RoundToBf16(1.0f / 3.0f + 0.001953125f) +
+                                     RoundToBf16(1.0f / 3.0f + 2 * 0.001953125f));
+    const size_t qoff = r == 0 ? 0 : r == 1 ? 7 : 700008;
+    const TensorView qv(q.data(), DType::kBF16, {static_cast<int64_t>(q.size())}, Device::Cpu());
+    const TensorView qy(q.data() + qoff, DType::kBF16, {static_cast<int64_t>(pieces[r])}, Device::Cpu());
+    ASSERT_TRUE(c.StartReduceScatterSum(qv, pieces, qy, Event{})->Wait().ok());
+    for (size_t i = 0; i < pieces[r]; ++i) ASSERT_EQ(Bf16ToFloat(q[qoff + i]), expect) << "shm=" << shm << " " << i;
+    for (auto& v : q) v = FloatToBf16(term);
+    ASSERT_TRUE(c.StartAllReduceSum(qv, Event{})->Wait().ok());
+    for (size_t i = 0; i < q.size(); ++i) ASSERT_EQ(Bf16ToFloat(q[i]), expect) << "shm=" << shm << " " << i;
   });
  }
   g_shared_memory = true;

@@ -10,6 +10,7 @@
 #     the one-process bf16 run and the fp32 run; ZeRO-1 (fp32 masters sharded) and ZeRO-2 (gradients
 #     sharded too) and ZeRO-3 (parameters sharded too, gathered in bf16) equal ZeRO 0 bit for bit and
 #     resume bit for bit; a ZeRO-1 checkpoint resumes at ZeRO 0, a ZeRO-3 one at ZeRO 2;
+#   - dist.reduce_dtype = bf16 reduces the bf16 gradients as they are, at every ZeRO stage;
 #   - at pp 2 (bf16 stage activations and gradients on the wire), alone and with dp 2 and ZeRO-1, the
 #     one-process bf16 run's losses within 1e-4; a pipeline resumes bit for bit;
 #   - bad combinations exit 2 naming the fix.
@@ -114,6 +115,23 @@ check "bf16 ZeRO-3 resumed from step 4: steps 5-8 and the state hash bit for bit
 z1 --set dist.zero=2 --set train.checkpoint_dir="$TMP/z3x" >"$TMP/z3x.log" 2>&1 || bad "a bf16 ZeRO-3 checkpoint at ZeRO 2: exit $?"
 check "a bf16 ZeRO-3 checkpoint resumes at ZeRO 2: steps 5-8 bit for bit" \
   diff <(stephex "$TMP/z3.log" | tail -4) <(stephex "$TMP/z3x.log")
+# dist.reduce_dtype = bf16: the bf16 gradients reduced as they are (each sum in fp32, rounded once),
+# at ZeRO 0-3: half the bytes of an fp32 reduction at ZeRO 0; the one-process bf16 run's losses within
+# 1e-4 (measured 7.9e-6); with two ranks every layout sums the same two terms, so all four agree bit
+# for bit.
+for zero in 0 1 2 3; do
+  z1 --set dist.zero=$zero --set dist.reduce_dtype=bf16 --set train.checkpoint_dir= >"$TMP/rb$zero.log" 2>&1 ||
+    bad "bf16 reduce at ZeRO $zero: exit $?: $(tail -2 "$TMP/rb$zero.log")"
+done
+check "dist.reduce_dtype = bf16 at ZeRO 0: losses within 1e-4 relative of one process in bf16" $CMP losses "$TMP/bf16.log" "$TMP/rb0.log" 8 1e-4
+check "dist.reduce_dtype = bf16: ZeRO 1, 2, 3 give ZeRO 0's losses bit for bit" bash -c \
+  "for z in 1 2 3; do diff <(grep -E 'step +[0-9]+/' '$TMP/rb0.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') <(grep -E 'step +[0-9]+/' \"$TMP/rb\$z.log\" | sed -E 's/.*\((0x[^)]*)\).*/\1/') || exit 1; done"
+comm_mb() { sed -nE 's/.*handed its collectives ([0-9.]+) MB a step.*/\1/p' "$1"; }
+check "dist.reduce_dtype = bf16 at ZeRO 0 hands its collectives half the bytes of f32 ($(comm_mb "$TMP/rb0.log") MB vs $(comm_mb "$TMP/dp2.log") MB a step)" \
+  awk -v a="$(comm_mb "$TMP/rb0.log")" -v b="$(comm_mb "$TMP/dp2.log")" 'BEGIN { d = 2 * a - b; exit !(a > 0 && d * d < 0.0004) }'
+expect_exit "dist.reduce_dtype = bf16 with an fp32 model is refused" 2 "dist.reduce_dtype = bf16 reduces a bf16 model's gradients as they are, but train.dtype = f32" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.reduce_dtype=bf16
+
 # Pipeline parallelism in bf16: stage activations and their gradients pass in bf16; the tied
 # embedding's gradient is summed across the first and last stage in fp32 and rounded once (one
 # process rounds as it accumulates): the one-process bf16 run's losses within 1e-4 (measured 1.5e-5),
@@ -130,8 +148,8 @@ mkdir -p "$TMP/pp2r" && cp -r "$TMP/pp2/step-00000004" "$TMP/pp2r/"
 pp 2 --set data.batch_size=2 --set train.checkpoint_dir="$TMP/pp2r" >"$TMP/pp2r.log" 2>&1 || bad "bf16 pp 2 resume: exit $?"
 check "bf16 at pp 2 resumed from step 4: steps 5-8 bit for bit" \
   bash -c "grep -q 'resumed from .*step-00000004' '$TMP/pp2r.log' && diff <(grep -E 'step +[5-8]/' '$TMP/pp2.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/') <(grep -E 'step +[5-8]/' '$TMP/pp2r.log' | sed -E 's/.*\((0x[^)]*)\).*/\1/')"
-check "bf16 at ZeRO 0-3 and pp 2: every rank allocated exactly its memory formula ($(memory_formula_holds "$TMP"/dp2.log "$TMP"/z[123].log "$TMP"/pp2.log "$TMP"/pp2dp2.log))" \
-  memory_formula_holds "$TMP"/dp2.log "$TMP"/z[123].log "$TMP"/pp2.log "$TMP"/pp2dp2.log
+check "bf16 at ZeRO 0-3, pp 2 and bf16 reduction: every rank allocated exactly its memory formula ($(memory_formula_holds "$TMP"/dp2.log "$TMP"/z[123].log "$TMP"/pp2.log "$TMP"/pp2dp2.log "$TMP"/rb[0-3].log))" \
+  memory_formula_holds "$TMP"/dp2.log "$TMP"/z[123].log "$TMP"/pp2.log "$TMP"/pp2dp2.log "$TMP"/rb[0-3].log
 
 expect_exit "bf16 with tensor parallelism is refused, naming why" 2 "train.dtype = bf16 runs with data and pipeline parallelism \(and ZeRO\) only for now \(tensor parallelism's collectives take fp32\)" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.dtype=bf16 --set dist.tp=2
