@@ -37,8 +37,9 @@ void CommTensorParallelGroup::AllGatherInPlace(const TensorView& x, const Event&
 namespace anneal {
 
 TensorParallelLayers::TensorParallelLayers(const ModelConfig& config, const ModelShard& shard, TensorParallelGroup* group,
-                                           Backend& backend)
-    : c_(config),
+                                           Backend& backend, DType compute)
+    : cd_(compute),
+      c_(config),
       shard_(shard),
       group_(group),
       be_(backend),
@@ -53,9 +54,9 @@ Status TensorParallelLayers::Prepare(size_t N) {
   N_ = N;
   const size_t C = c_.n_embd, R = shard_.seq_parallel() ? N / shard_.tp : N;
   if (shard_.seq_parallel()) {
-    ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, N * C, "sequence-parallel gather (B,T,C)"));
-    ANNEAL_RETURN_IF_ERROR(rows_.Assign(be_, R * C, "sequence-parallel rows"));
-    ANNEAL_RETURN_IF_ERROR(ln_grads_.Assign(be_, 2 * C, "sequence-parallel LayerNorm gradients"));
+    ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, N * C, "sequence-parallel gather (B,T,C)", cd_));
+    ANNEAL_RETURN_IF_ERROR(rows_.Assign(be_, R * C, "sequence-parallel rows", cd_));
+    ANNEAL_RETURN_IF_ERROR(ln_grads_.Assign(be_, 2 * C, "sequence-parallel LayerNorm gradients", cd_));
   }
   if (shard_.last(c_)) {
     ANNEAL_RETURN_IF_ERROR(stats_.Assign(be_, 2 * N, "vocabulary-parallel loss statistics", DType::kF64));

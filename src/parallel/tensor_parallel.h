@@ -63,7 +63,10 @@ class CommTensorParallelGroup : public TensorParallelGroup {
 // are kept by the group (CommTensorParallelGroup::status) and reported after the step.
 class TensorParallelLayers : public LayerParallel {
  public:
-  TensorParallelLayers(const ModelConfig& config, const ModelShard& shard, TensorParallelGroup* group, Backend& backend);
+  // compute: the model's dtype (its sequence-parallel buffers are of it; bf16 collectives sum in fp32
+  // and round once, comm/communicator.h).
+  TensorParallelLayers(const ModelConfig& config, const ModelShard& shard, TensorParallelGroup* group, Backend& backend,
+                       DType compute = DType::kF32);
   Status Prepare(size_t N) override;
   size_t ScratchFloats() const override;
   DevPtr ColumnInput(DevPtr x, size_t N) override;
@@ -85,6 +88,7 @@ class TensorParallelLayers : public LayerParallel {
   // part (N, C) summed over the group into out: this rank's rows (sequence parallel), or in place.
   void ReduceRows(DevPtr part, DevPtr out, size_t N);
 
+  DType cd_;
   ModelConfig c_;
   ModelShard shard_;
   TensorParallelGroup* group_;

@@ -93,8 +93,8 @@ const KeySpec kSpecs[] = {
     {"train.kernels", "cpu", "cpu | ref | cuda (a GPU: the CUDA backend, in progress — not yet checked on a device)"},
     {"train.dtype", "f32",
      "f32 | bf16: parameters, gradients and activations (bf16: fp32 master weights in the optimizer, checkpoints in "
-     "fp32, data-parallel gradients summed in fp32, pipeline activations and gradients sent in bf16; needs a backend "
-     "with bf16 ops — ref emulates them — and, for now, no tensor parallelism)"},
+     "fp32, data-parallel gradients summed in fp32 (dist.reduce_dtype), pipeline activations and gradients and "
+     "tensor-parallel collectives in bf16; needs a backend with bf16 ops — ref emulates them)"},
     {"train.recompute", "none",
      "activation recomputation: none | selective (GELU recomputed in backward) | full (each layer's forward "
      "recomputed in backward; only layer outputs kept)"},
@@ -417,12 +417,6 @@ void CheckTogether(Reader& r, TrainConfig* c) {
   if (c->dist.reduce_dtype == DType::kBF16 && c->train.dtype != DType::kBF16) {
     r.Error("dist.reduce_dtype = bf16 reduces a bf16 model's gradients as they are, but train.dtype = " +
             std::string(DTypeName(c->train.dtype)) + ": set train.dtype = bf16, or leave dist.reduce_dtype = f32");
-  }
-  if (c->train.dtype == DType::kBF16) {
-    if (c->dist.tp > 1) {
-      r.Error("train.dtype = bf16 runs with data and pipeline parallelism (and ZeRO) only for now (tensor "
-              "parallelism's collectives take fp32): set dist.tp = 1");
-    }
   }
   if (c->optim.decay_steps == 0) c->optim.decay_steps = c->train.steps;
   if (c->data.dir.empty()) r.Error("data.dir is required: the folder anneal prep wrote");

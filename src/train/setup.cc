@@ -19,10 +19,6 @@ Status PlanRank(const TrainConfig& c, Runtime* rt) {
   ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, PlanLayout(c, rt->re.world));
   rt->plan = std::make_unique<ParallelPlan>(std::move(plan));
   rt->shard = rt->plan->ShardOf(rt->pg->pp_rank(), rt->pg->tp_rank());
-  if (c.train.dtype != DType::kF32 && d.tp > 1) {  // the config refuses it too
-    return InvalidInput("train.dtype = " + std::string(DTypeName(c.train.dtype)) +
-                        " runs with data and pipeline parallelism only for now (dist.tp = 1)");
-  }
   return Status::Ok();
 }
 
@@ -32,7 +28,8 @@ Status PlanRank(const TrainConfig& c, Runtime* rt) {
 void BuildModel(const TrainConfig& c, Runtime* rt) {
   if (rt->groups.tp) rt->tp_group = std::make_unique<CommTensorParallelGroup>(rt->groups.tp.get());
   if (rt->tp_group) {
-    rt->tp_layers = std::make_unique<TensorParallelLayers>(rt->plan->model(), rt->shard, rt->tp_group.get(), *rt->be);
+    rt->tp_layers = std::make_unique<TensorParallelLayers>(rt->plan->model(), rt->shard, rt->tp_group.get(), *rt->be,
+                                                           c.train.dtype);
   }
   rt->model = std::make_unique<DecoderModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype);
   rt->model->set_recompute(*ParseRecompute(c.train.recompute));  // validated by the config
