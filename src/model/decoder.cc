@@ -20,7 +20,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, DType co
     : DecoderModel(config, backend, ModelShard::Whole(), nullptr, compute) {}
 
 DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
-                           DType compute)
+                           DType compute, FlatBuffers flat)
     : config_(config),
       cd_(compute),
       shard_(shard),
@@ -62,7 +62,10 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
       default: std::abort();  // a family's tensor with a layer role outside a layer
     }
   }
-  if (Status st = store_.Allocate(); !st.ok()) status_ = st;
+  Status st = flat == FlatBuffers::kBoth ? store_.Allocate()
+              : flat == FlatBuffers::kParamsOnly ? store_.AllocateParams()
+                                                 : Status::Ok();
+  if (!st.ok()) status_ = st;
   if (config.blocks.rotary && status_.ok()) {
     std::vector<float> c, sn;
     RopeTables(config, &c, &sn);
@@ -146,12 +149,15 @@ void DecoderModel::set_grad_sink(GradSink* sink) {
   }
 }
 
-void DecoderModel::InitWeights(uint64_t seed) {
+void DecoderModel::InitWeights(uint64_t seed) { InitWeights(seed, store_.params(), 0, store_.size()); }
+
+void DecoderModel::InitWeights(uint64_t seed, DevPtr dst, size_t begin, size_t end) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(config_.n_layer));
-  HostWrite host(be_, store_.params(), store_.size());
-  std::fill(host.data(), host.data() + store_.size(), 0.0f);
+  HostWrite host(be_, dst, end - begin);
+  std::fill(host.data(), host.data() + (end - begin), 0.0f);
+  std::vector<float> local;  // one tensor's box, when only part of it is in [begin, end)
   // The whole model's values in canonical order (every rank draws the same stream), each rank
   // keeping its box of each tensor it holds.
   const ParamLayout whole(config_);
@@ -171,10 +177,18 @@ void DecoderModel::InitWeights(uint64_t seed) {
       const float sd = resid_proj ? proj_std : 0.02f;
       for (size_t i = 0; i < cp.size; ++i) buf[i] = sd * normal(rng);  // canonical rows only: padding stays 0
     }
-    if (mine) {
-      CopyOverlap(MakeBoxPart(std::vector<int64_t>(cp.shape.size(), 0), cp.shape), buf.data(),
-                  MakeBoxPart(mine->box_offset, mine->box_length), host.data() + mine->offset);
+    if (!mine) continue;
+    const size_t lo = std::max(begin, mine->offset), hi = std::min(end, mine->offset + mine->stored_size);
+    if (lo >= hi) continue;
+    const BoxPart whole_box = MakeBoxPart(std::vector<int64_t>(cp.shape.size(), 0), cp.shape);
+    const BoxPart my_box = MakeBoxPart(mine->box_offset, mine->box_length);
+    if (lo == mine->offset && hi == mine->offset + mine->stored_size) {  // the whole tensor is in range
+      CopyOverlap(whole_box, buf.data(), my_box, host.data() + (mine->offset - begin));
+      continue;
     }
+    local.assign(mine->stored_size, 0.0f);  // padding rows stay 0
+    CopyOverlap(whole_box, buf.data(), my_box, local.data());
+    std::copy(local.begin() + (lo - mine->offset), local.begin() + (hi - mine->offset), host.data() + (lo - begin));
   }
   host.Commit();
 }

@@ -82,8 +82,12 @@ class DecoderModel {
   // One shard of the model, built with the layers of its tensor-parallel split: `layers` must be given
   // when shard.tp > 1 (parallel/tensor_parallel.h TensorParallelLayers) and outlive the model; null
   // means the whole width on this rank. config.padded_vocab must divide by shard.tp.
+  // flat: which flat buffers it allocates — both, the parameters only (ZeRO-2 hands gradients out
+  // range by range), or neither (ZeRO-3: a ParamSource holds the parameters; initialize its shard with
+  // InitWeights(seed, dst, begin, end)); a model never holds a whole vector it will not use.
+  enum class FlatBuffers { kBoth, kParamsOnly, kNone };
   DecoderModel(const ModelConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
-           DType compute = DType::kF32);
+               DType compute = DType::kF32, FlatBuffers flat = FlatBuffers::kBoth);
   DecoderModel(const DecoderModel&) = delete;  // its ParamStore refers to its own layout
   DecoderModel& operator=(const DecoderModel&) = delete;
   const ModelShard& shard() const { return shard_; }
@@ -128,6 +132,9 @@ class DecoderModel {
   // the two residual projections, zero biases, norm weights 1; padded vocabulary rows zero. A shard gets exactly
   // its box of the whole model's values (the random stream runs over the canonical tensors in order).
   void InitWeights(uint64_t seed);
+  // The same values' flat positions [begin, end) of this shard's layout, written to dst (end - begin
+  // elements of the compute dtype): a ZeRO-3 rank's shard, without the whole vector anywhere.
+  void InitWeights(uint64_t seed, DevPtr dst, size_t begin, size_t end);
 
   // tokens, targets: (B, T), 1 <= T <= max_seq_len, ids < vocab_size (checked by the caller).
   // Returns the mean cross-entropy over B*T positions. With grad_scale != 0 the logits buffer is

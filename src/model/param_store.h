@@ -22,9 +22,10 @@ class ParamStore {
       : layout_(layout), be_(backend), dtype_(compute) {}
   // Zeroed parameters and gradients; errors name the allocation.
   Status Allocate() {
-    ANNEAL_RETURN_IF_ERROR(params_.Assign(be_, layout_.total_floats(), "the parameters", dtype_));
+    ANNEAL_RETURN_IF_ERROR(AllocateParams());
     return AllocateGrads();
   }
+  Status AllocateParams() { return params_.Assign(be_, layout_.total_floats(), "the parameters", dtype_); }
   Status AllocateGrads() { return grads_.Assign(be_, layout_.total_floats(), "the gradients", dtype_); }
   // No gradient buffer (ZeRO-2 hands gradients out range by range instead).
   void DropGrads() { grads_.Reset(); }

@@ -138,19 +138,22 @@ void DataParallel::RetireOldest() {
 }
 
 void DataParallel::Attach(DecoderModel* model, bool hold_embedding) {
-  narrow_model_ = model->params_ptr().t != DType::kF32;
+  narrow_model_ = model->compute_dtype() != DType::kF32;
   if (narrow_model_ && zero_ < 2 && !wide() && first_error_.ok()) {  // bf16: the fp32 copy (gradients, masters)
     first_error_ = Failed("out of memory for the fp32 copy of the bf16 gradients (" + std::to_string(total_ * 4) + " bytes)");
   }
-  if (zero_ == 3) {  // keep this rank's shard of the initial parameters; the model drops its whole vector
+  if (zero_ == 3) {  // this rank's shard of the parameters; the model holds no whole vector
     const DevPtr params = model->params_ptr();
+    const DType t = model->compute_dtype();
     const size_t n = count_[comm_->rank()];
-    if (Status s = pshard_.Assign(be_, n, "this rank's ZeRO-3 parameter shard", params.t); !s.ok()) {
+    if (Status s = pshard_.Assign(be_, n, "this rank's ZeRO-3 parameter shard", t); !s.ok()) {
       if (first_error_.ok()) first_error_ = s;
     } else {
-      be_.Copy(st_, TensorView(pshard_.ptr().p, params.t, {static_cast<int64_t>(n)}, be_.device()),
-               TensorView((params + shard_begin()).p, params.t, {static_cast<int64_t>(n)}, be_.device()));
-      be_.Synchronize(st_);
+      if (params) {  // a model built whole: its shard (else the caller initializes the shard itself)
+        be_.Copy(st_, TensorView(pshard_.ptr().p, t, {static_cast<int64_t>(n)}, be_.device()),
+                 TensorView((params + shard_begin()).p, t, {static_cast<int64_t>(n)}, be_.device()));
+        be_.Synchronize(st_);
+      }
       model->set_param_source(this);
     }
   }

@@ -112,6 +112,9 @@ class DataParallel : public GradSink, public ParamSource {
   // otherwise. hold_embedding (a pipeline whose first and last stage both hold the tied wte): the
   // range backward reports at flat position 0 (the embeddings, last in backward order) is held out of
   // the buckets until ReleaseHeld(), called once the two stages summed its gradient.
+  // Zero 3: this rank's parameter shard is made here, from the model's parameters when it was built
+  // whole, else zero (then initialize it: model->InitWeights(seed, OptimizerParams({}), shard_begin(),
+  // shard_end()), or load a checkpoint).
   void Attach(DecoderModel* model, bool hold_embedding);
   void ReleaseHeld();
   // After the backward: starts the last bucket and waits for all of them (a peer failure is a

@@ -31,9 +31,15 @@ void BuildModel(const TrainConfig& c, Runtime* rt) {
     rt->tp_layers = std::make_unique<TensorParallelLayers>(rt->plan->model(), rt->shard, rt->tp_group.get(), *rt->be,
                                                            c.train.dtype);
   }
-  rt->model = std::make_unique<DecoderModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype);
+  // ZeRO 2 allocates no whole gradient vector, ZeRO 3 no whole parameter vector either: BuildStep
+  // initializes this rank's shard.
+  const DecoderModel::FlatBuffers flat = c.dist.zero >= 3   ? DecoderModel::FlatBuffers::kNone
+                                         : c.dist.zero == 2 ? DecoderModel::FlatBuffers::kParamsOnly
+                                                            : DecoderModel::FlatBuffers::kBoth;
+  rt->model = std::make_unique<DecoderModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype,
+                                             flat);
   rt->model->set_recompute(*ParseRecompute(c.train.recompute));  // validated by the config
-  rt->model->InitWeights(c.train.seed);
+  if (flat != DecoderModel::FlatBuffers::kNone) rt->model->InitWeights(c.train.seed);
 }
 
 // The tied wte when a pipeline's first and last stage both hold it (null otherwise).
@@ -53,6 +59,9 @@ Status BuildStep(const TrainConfig& c, Runtime* rt) {
                                              static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float)));
     rt->par->set_reduce_bf16(c.dist.reduce_dtype == DType::kBF16);
     rt->par->Attach(&model, TiedEmbedding(*rt) != nullptr);
+    if (c.dist.zero >= 3) {  // the same values as one process's, this rank's shard only
+      model.InitWeights(c.train.seed, rt->par->OptimizerParams({}), rt->par->shard_begin(), rt->par->shard_end());
+    }
   }
   rt->opt = std::make_unique<AdamW>(model.layout(), *rt->be, c.optim, rt->par ? rt->par->shard_begin() : 0,
                                     rt->par ? rt->par->shard_end() : SIZE_MAX);

@@ -201,7 +201,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
   if (!nothing_to_do) {
     report.Start();
     ckpt->Reserve(*rt);
-    rt->be->allocator().ResetPeak();  // the step's peak from here (the model was built whole, then sharded)
+    rt->be->allocator().ResetPeak();  // the training's peak from here (set-up, a checkpoint's load apart)
     StepProfiler profiler(c, *rt, log);
     ANNEAL_RETURN_IF_ERROR(Loop(c, *rt, stop, clock, *ckpt, report, &st, &res, profiler));
     if (rt->data.val && (c.train.eval_every == 0 || st.step % c.train.eval_every != 0)) {
