@@ -149,15 +149,23 @@ std::string OptimFile(int rank, int ranks) {
   return name;
 }
 
+std::string ParamRangeFile(int rank, int ranks) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "model-%05d-of-%05d.safetensors", rank, ranks);
+  return name;
+}
+
 // Everything rank r writes, from the layout rule alone (so rank 0 can describe the others' files).
 // layout: rank r's ParamLayout; ranks: the job's.
 std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, const ParamLayout& layout, bool with_opt) {
   const RankView v = ViewOf(w, r);
   const int shards = w.plan ? w.plan->zero_shards() : ranks;  // with shard groups the first group writes
   std::vector<WrittenPart> out;
+  const bool ranged_params = w.params_sharded && with_opt && w.zero > 0;
   if (v.dp_rank == 0) {
     const std::string file = ParamsFile(w, v);
     for (const char what : {'p', 'm', 'v'}) {
+      if (what == 'p' && ranged_params) continue;
       if (what != 'p' && (!with_opt || w.zero > 0)) continue;
       for (const ParamInfo& p : layout.params()) {
         if (!p.owner(v.shard)) continue;
@@ -170,13 +178,15 @@ std::vector<WrittenPart> PartsOf(const CheckpointWriters& w, int r, int ranks, c
     const std::string file = OptimFile(r, ranks);
     const size_t b = ParallelPlan::ZeroShardBegin(layout.total_floats(), shards, v.dp_rank);
     const size_t e = b + ParallelPlan::ZeroShardCount(layout.total_floats(), shards, v.dp_rank);
-    for (const char what : {'m', 'v'}) {
+    for (const char what : {'p', 'm', 'v'}) {
+      if (what == 'p' && !ranged_params) continue;
       for (const ParamInfo& p : layout.params()) {
         // The tensor's box elements inside [b, e) (never the vocabulary padding).
         const size_t lo = std::max(b, p.offset), hi = std::min(e, p.offset + p.size);
         if (lo >= hi || !p.owner(v.shard)) continue;
-        out.push_back({std::string("opt.") + what + "." + p.name, file, &p, what, static_cast<int64_t>(lo - p.offset),
-                       static_cast<int64_t>(hi - lo)});
+        const std::string key = what == 'p' ? "param." + p.name : std::string("opt.") + what + "." + p.name;
+        out.push_back({key, what == 'p' ? ParamRangeFile(r, ranks) : file, &p, what,
+                       static_cast<int64_t>(lo - p.offset), static_cast<int64_t>(hi - lo)});
       }
     }
   }
@@ -198,7 +208,7 @@ struct HostState {
 // synchronous copy otherwise.
 struct HostCopies {
   explicit HostCopies(const CheckpointTensors& t)
-      : params(*t.backend, t.params, t.num_floats()),
+      : params(*t.backend, t.params, t.param_floats()),
         m(*t.backend, static_cast<const float*>(t.m.p), t.moment_floats()),
         v(*t.backend, static_cast<const float*>(t.v.p), t.moment_floats()) {}
   HostState state() const { return {params.data(), m.data(), v.data()}; }
@@ -219,9 +229,9 @@ std::vector<std::pair<std::string, SafeTensorsWriter>> FileWriters(const Checkpo
       if (part.count < 0) {
         const float* src = (part.what == 'p' ? host.params : part.what == 'm' ? host.m : host.v) + p.offset;
         w.AddF32View(part.key, p.box_length, src);
-      } else {
-        const float* mom = part.what == 'm' ? host.m : host.v;
-        w.AddF32View(part.key, {part.count}, mom + (p.offset + part.start - t.begin));
+      } else {  // a range of [begin, end): the moments, or ZeRO-3's parameters
+        const float* src = part.what == 'p' ? host.params : part.what == 'm' ? host.m : host.v;
+        w.AddF32View(part.key, {part.count}, src + (p.offset + part.start - t.begin));
       }
     }
     w.SetMetadata("format", kCheckpointFormat);
@@ -303,7 +313,7 @@ Result<CheckpointSnapshot> SnapshotCheckpoint(ObjectStore& store, const Checkpoi
   const std::string dir = "attempt-" + std::to_string(snap.attempt) + "/";
   if (staging) {  // copies queued now, the files serialized on the writer's thread once they are done
     ANNEAL_RETURN_IF_ERROR(
-        staging->Begin(t.stream, {t.params, t.m, t.v}, {t.num_floats(), t.moment_floats(), t.moment_floats()}));
+        staging->Begin(t.stream, {t.params, t.m, t.v}, {t.param_floats(), t.moment_floats(), t.moment_floats()}));
     std::vector<std::string> images;
     if (spare) images = std::move(*spare), spare->clear();
     snap.finish = [staging, t, writers, dir, images = std::move(images)](CheckpointSnapshot* s) mutable {
@@ -584,14 +594,18 @@ Status LoadWeights(const ModelConfig& source, const std::vector<float>& whole, c
                         ModelJson(*t.model).dump() + ": give the model keys of " + what);
   }
   const ParamLayout src(source);
-  HostWrite params(*t.backend, t.params, t.num_floats());
+  HostWrite params(*t.backend, t.params, t.param_floats());
+  const size_t b = t.param_begin(), e = b + t.param_floats();
+  std::vector<float> local;  // one tensor, when only part of it is this rank's (ZeRO-3)
   for (const ParamInfo& p : t.layout->params()) {
     const ParamInfo* s = src.Find(p.name);
     if (!s) return Internal("tensor " + p.name + " missing from the source layout");
-    float* base = params.data() + p.offset;
-    std::fill(base, base + p.stored_size, 0.0f);  // vocabulary padding stays zero
+    const size_t lo = std::max(b, p.offset), hi = std::min(e, p.offset + p.stored_size);
+    if (lo >= hi) continue;
+    local.assign(p.stored_size, 0.0f);  // vocabulary padding stays zero
     CopyOverlap(MakeBoxPart(std::vector<int64_t>(s->shape.size(), 0), s->shape), whole.data() + s->offset,
-                MakeBoxPart(p.box_offset, p.box_length), base);
+                MakeBoxPart(p.box_offset, p.box_length), local.data());
+    std::copy(local.begin() + (lo - p.offset), local.begin() + (hi - p.offset), params.data() + (lo - b));
   }
   params.Commit();
   if (t.loaded) t.loaded();
@@ -797,11 +811,20 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const Checkpo
   };
   // Into the canonical parameters (fp32 masters where the optimizer keeps them; else the model's,
   // rounded to its compute dtype), then the working copy from the masters.
-  HostWrite params(*ts.backend, ts.params, ts.num_floats());
+  // [lo, hi) of the flat buffer of tensor `key` into dst: the box's elements there, padding rows zero.
+  auto fill_range = [&](const std::string& key, const ParamInfo& p, size_t lo, size_t hi, float* dst) -> Status {
+    std::fill(dst, dst + (hi - lo), 0.0f);
+    const size_t a = lo - p.offset, b = std::min(hi - p.offset, p.size);
+    if (a >= b) return Status::Ok();
+    if (a == 0 && b == p.size) return fill(key, p, MakeBoxPart(p.box_offset, p.box_length), dst);  // the whole box
+    const BoxPart want = MakeBoxPart(p.box_offset, p.box_length, static_cast<int64_t>(a), static_cast<int64_t>(b - a));
+    return fill(key, p, want, dst);
+  };
+  HostWrite params(*ts.backend, ts.params, ts.param_floats());
+  const size_t pb = ts.param_begin(), pe = pb + ts.param_floats();
   for (const ParamInfo& p : ts.layout->params()) {
-    float* base = params.data() + p.offset;
-    ANNEAL_RETURN_IF_ERROR(fill("param." + p.name, p, MakeBoxPart(p.box_offset, p.box_length), base));
-    std::fill(base + p.size, base + p.stored_size, 0.0f);  // vocabulary padding
+    const size_t lo = std::max(pb, p.offset), hi = std::min(pe, p.offset + p.stored_size);
+    if (lo < hi) ANNEAL_RETURN_IF_ERROR(fill_range("param." + p.name, p, lo, hi, params.data() + (lo - pb)));
   }
   params.Commit();
   if (ts.loaded) ts.loaded();
@@ -813,13 +836,8 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const Checkpo
       HostWrite mom(*ts.backend, which[0] == 'm' ? ts.m : ts.v, ts.moment_floats());
       for (const ParamInfo& p : ts.layout->params()) {
         const size_t lo = std::max(ts.begin, p.offset), hi = std::min(ts.end, p.offset + p.stored_size);
-        if (lo >= hi) continue;
-        float* dst = mom.data() + (lo - ts.begin);
-        std::fill(dst, dst + (hi - lo), 0.0f);  // padding rows stay zero
-        const size_t a = lo - p.offset, b = std::min(hi - p.offset, p.size);
-        if (a < b) {
-          const BoxPart want = MakeBoxPart(p.box_offset, p.box_length, static_cast<int64_t>(a), static_cast<int64_t>(b - a));
-          ANNEAL_RETURN_IF_ERROR(fill(std::string("opt.") + which + "." + p.name, p, want, dst));
+        if (lo < hi) {
+          ANNEAL_RETURN_IF_ERROR(fill_range(std::string("opt.") + which + "." + p.name, p, lo, hi, mom.data() + (lo - ts.begin)));
         }
       }
       mom.Commit();

@@ -53,12 +53,16 @@ struct CheckpointLineage {
 //   parameters (and, without ZeRO, the moments): data-parallel rank 0 of each (stage, tensor slice)
 //     writes the boxes it owns (ParamInfo::owner: replicated tensors from tensor rank 0, the tied
 //     wte from the first stage) to model.safetensors (one rank) or model-ppPP-tpTT.safetensors;
-//   with ZeRO every rank writes its optimizer shard, as ranges of boxes, to optim-RRRRR-of-NNNNN.
+//   with ZeRO every rank writes its optimizer shard, as ranges of boxes, to optim-RRRRR-of-NNNNN;
+//   with ZeRO-3 also its range of the parameters, to model-RRRRR-of-NNNNN (and rank 0 no whole boxes).
 // Without a plan the ranks are a plain data-parallel group, each holding the whole model.
 struct CheckpointWriters {
   int rank = 0, ranks = 1;
-  int zero = 0;  // 0: optimizer state replicated (rank 0 writes it); 1, 2: each rank its shard
+  int zero = 0;  // 0: optimizer state replicated (rank 0 writes it); 1, 2, 3: each rank its shard
   const ParallelPlan* plan = nullptr;
+  // ZeRO-3: the parameters too, each rank its range of them (model-RRRRR-of-NNNNN.safetensors),
+  // instead of data-parallel rank 0 writing whole boxes.
+  bool params_sharded = false;
 };
 
 struct CheckpointOptions {

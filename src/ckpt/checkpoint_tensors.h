@@ -25,6 +25,9 @@ struct CheckpointTensors {
   // Optimizer state, absent when m is null: the moments of [begin, end) of the flat buffer.
   DevPtr m, v;
   size_t begin = 0, end = 0;
+  // ZeRO-3: params holds [begin, end) of the flat buffer only (this rank's shard, like the moments);
+  // each rank saves and loads its range of the parameters and no rank holds the whole vector.
+  bool params_sharded = false;
   // The learning-rate schedule, recorded in the manifest beside the optimizer state.
   struct Schedule {
     float lr = 0, min_lr = 0;
@@ -38,6 +41,9 @@ struct CheckpointTensors {
 
   bool has_optimizer() const { return m.p != nullptr; }
   size_t num_floats() const { return layout->total_floats(); }
+  // The elements params holds: the whole flat buffer, or [begin, end).
+  size_t param_floats() const { return params_sharded ? end - begin : num_floats(); }
+  size_t param_begin() const { return params_sharded ? begin : 0; }
   size_t moment_floats() const { return has_optimizer() ? end - begin : 0; }
 };
 

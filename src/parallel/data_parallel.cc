@@ -1,5 +1,7 @@
 #include "parallel/data_parallel.h"
 
+#include "tensor/host_copy.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -290,22 +292,27 @@ Status DataParallel::AllGatherParams(DevPtr params, DevPtr master) {
     comm_bytes_ += total_ * sizeof(float);
     return comm_->StartAllGatherV(View(params.f32(), total_), count_, Ready())->Wait();
   }
-  if (zero_ == 2) return GatherMastersByBucket(params, master);
+  if (zero_ == 2) {  // each gathered bucket of masters rounded into the working copy
+    return GatherByBucket(master, [&](size_t lo, size_t n, const float* bucket) {
+      be_.Copy(st_, TensorView((params + lo).p, params.t, {static_cast<int64_t>(n)}, be_.device()), View(bucket, n));
+    });
+  }
   ANNEAL_RETURN_IF_ERROR(GatherMasters(master));
   be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
   return Status::Ok();
 }
 
 DevPtr DataParallel::wide() {
-  if ((narrow_model_ || zero_ == 3) && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the flat vector").ok()) {
+  if (narrow_model_ && wide_.size() != total_ && !wide_.Assign(be_, total_, "the fp32 copy of the flat vector").ok()) {
     return {};
   }
   return wide_.ptr();
 }
 
-Status DataParallel::GatherMastersByBucket(DevPtr params, DevPtr master) {
+Status DataParallel::GatherByBucket(DevPtr master,
+                                    const std::function<void(size_t lo, size_t n, const float* bucket)>& each) {
   const size_t bucket = std::min(bucket_floats_, total_), b = shard_begin();
-  if (gather_.size() != bucket) ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, bucket, "the ZeRO-2 master gather buffer"));
+  if (gather_.size() != bucket) ANNEAL_RETURN_IF_ERROR(gather_.Assign(be_, bucket, "the ZeRO master gather buffer"));
   for (size_t lo = 0; lo < total_; lo += bucket) {
     const size_t hi = std::min(total_, lo + bucket);
     const std::vector<size_t> counts = CountsIn(lo, hi);  // contiguous in rank order: parts land in place
@@ -313,10 +320,18 @@ Status DataParallel::GatherMastersByBucket(DevPtr params, DevPtr master) {
     if (mine) be_.Copy(st_, View(gather_.data() + (my_lo - lo), mine), View(master.f32() + (my_lo - b), mine));
     comm_bytes_ += (hi - lo) * sizeof(float);
     ANNEAL_RETURN_IF_ERROR(comm_->StartAllGatherV(View(gather_.data(), hi - lo), counts, Ready())->Wait());
-    be_.Copy(st_, TensorView((params + lo).p, params.t, {static_cast<int64_t>(hi - lo)}, be_.device()),
-             View(gather_.data(), hi - lo));
+    each(lo, hi - lo, gather_.data());
   }
   return Status::Ok();
+}
+
+Status DataParallel::StreamParams(DevPtr master, const std::function<void(const float* host, size_t n)>& take) {
+  Status s = GatherByBucket(master, [&](size_t, size_t n, const float* bucket) {
+    const HostRead host(be_, bucket, n);
+    take(host.data(), n);
+  });
+  gather_.Reset();  // the state hash's: not kept for training
+  return s;
 }
 
 Status DataParallel::GatherMasters(DevPtr master) {
@@ -331,12 +346,6 @@ Status DataParallel::GatherMasters(DevPtr master) {
 void DataParallel::ScatterMasters(DevPtr master, DevPtr params) {
   const size_t b = shard_begin(), n = shard_end() - b;
   if (master) be_.Copy(st_, View(master.f32(), n), View(wide_.data() + b, n));
-  if (zero_ == 3) {
-    be_.Copy(st_, TensorView(pshard_.ptr().p, pshard_.dtype(), {static_cast<int64_t>(n)}, be_.device()),
-             View(wide_.data() + b, n));
-    ReleaseWide();
-    return;
-  }
   be_.Copy(st_, TensorView(params.p, params.t, {static_cast<int64_t>(total_)}, be_.device()), View(wide_.data(), total_));
   ReleaseWide();
 }

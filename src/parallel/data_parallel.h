@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -132,17 +133,21 @@ class DataParallel : public GradSink, public ParamSource {
   // bf16 with zero 1 and 2: every rank's fp32 master shard into the fp32 copy (a collective), which then
   // holds the whole parameter vector (wide()) until the next backward widens gradients into it.
   Status GatherMasters(DevPtr master);
-  // zero 2: the same a bucket at a time through gather_, each bucket rounded into params.
-  Status GatherMastersByBucket(DevPtr params, DevPtr master);
-  // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master
-  // (when there is one), the whole vector rounded into the working copy params (zero 3: this rank's
-  // part of it into the working shard).
+  // The whole fp32 vector a bucket at a time: every rank's part of each bucket of [0, total) gathered
+  // from `master` (this rank's fp32 shard) into a bucket-sized buffer, then each(lo, n, bucket) while
+  // it holds [lo, lo + n) (a collective). zero 2 rounds each bucket into the working copy; zero 3
+  // streams the vector into the state hash (StreamParams) — no whole fp32 vector either way.
+  Status GatherByBucket(DevPtr master, const std::function<void(size_t lo, size_t n, const float* bucket)>& each);
+  // zero 3: the whole fp32 parameter vector, in order, to `take` on the host, a bucket at a time.
+  Status StreamParams(DevPtr master, const std::function<void(const float* host, size_t n)>& take);
+  // The reverse, after the whole fp32 vector was loaded into wide(): this rank's shard into master,
+  // the whole vector rounded into the working copy params.
   void ScatterMasters(DevPtr master, DevPtr params);
-  // The fp32 copy of the flat vector (bf16 models, and zero 3 for checkpoints; null otherwise), made
-  // on first use (at Attach below zero 2) (null when it cannot be allocated).
+  // The fp32 copy of the flat vector (bf16 models; null otherwise), made on first use (at Attach below
+  // zero 2) (null when it cannot be allocated).
   DevPtr wide();
-  // Frees the fp32 copy where training does not use it (ZeRO 2 and 3: made only for a checkpoint, a
-  // load or the state hash), once `copied` (a device-staged snapshot still reading it) has passed.
+  // Frees the fp32 copy where training does not use it (ZeRO 2: made only for a checkpoint, a load or
+  // the state hash), once `copied` (a device-staged snapshot still reading it) has passed.
   void ReleaseWide(const Event& copied = Event{});
   // A bf16 model's data parallelism (the gradients are widened into fp32 before they are reduced).
   bool narrow_model() const { return narrow_model_; }

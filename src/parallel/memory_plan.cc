@@ -217,7 +217,10 @@ MemoryTerms RankMemory(const ParallelPlan& plan, const MemoryInputs& in, int pp_
   m.moments = shard_n * 8;
   const int slots = PipelineSlots(d.schedule, pp_rank, d.pp, d.micro_batches);
   m.activations = ActivationBytes(c, shard, d.batch, d.seq_len, in.recompute, slots, e, pp_rank, d.pp);
-  if (d.zero == 3 || (bf16 && d.zero == 2 && S > 1)) m.checkpoint = n * 4;
+  // A checkpoint of sharded bf16 masters (ZeRO 2) gathers the whole fp32 vector; at ZeRO 3 each rank
+  // saves its range and the state hash streams the vector through one bucket.
+  if (bf16 && d.zero == 2) m.checkpoint = n * 4;
+  if (d.zero == 3) m.checkpoint = static_cast<double>(std::min(in.bucket_floats, N)) * 4;
   return m;
 }
 

@@ -20,8 +20,9 @@
 //   moments      Adam m and v: 8 N, or 8 N/S with ZeRO
 //   activations  ModelConfig::ActivationFloats in the compute dtype, its statistics and losses in
 //                fp32, token ids, the pipeline's stage buffers, rotary tables
-//   checkpoint   extra while a checkpoint or the state hash is taken where no rank holds the whole
-//                fp32 vector (ZeRO-3; bf16 at ZeRO 2): 4 N, freed after
+//   checkpoint   extra while a checkpoint or the state hash is taken: bf16 at ZeRO 2 gathers the whole
+//                fp32 vector, 4 N; ZeRO-3 saves each rank's range and streams the state hash through
+//                one bucket, 4 min(bucket, N); freed after
 // Counts the rank with the largest shard (data-parallel rank 0).
 #pragma once
 

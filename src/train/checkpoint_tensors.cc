@@ -23,17 +23,23 @@ CheckpointTensors TensorsOf(const DecoderModel& model, const AdamW* opt) {
 }
 
 namespace {
-// The whole fp32 vector exists nowhere during training: bf16 masters sharded (ZeRO 1, 2, 3), or
-// every parameter sharded (ZeRO 3).
+// bf16 masters sharded at ZeRO 1 and 2: a checkpoint gathers them into the whole fp32 vector.
+// (ZeRO 3 saves and loads each rank's range of the parameters instead: ShardedParams.)
 bool ShardedMasters(const AdamW* opt, const DataParallel* par) {
-  if (!opt || !par) return false;
-  return par->zero() == 3 || (opt->master() && par->zero() > 0 && par->narrow_model());
+  return opt && par && opt->master() && (par->zero() == 1 || par->zero() == 2) && par->narrow_model();
 }
+bool ShardedParams(const AdamW* opt, const DataParallel* par) { return opt && par && par->zero() == 3; }
 }  // namespace
 
 CheckpointTensors TensorsOf(DecoderModel& model, AdamW* opt, DataParallel* par) {
   CheckpointTensors t = TensorsOf(static_cast<const DecoderModel&>(model), static_cast<const AdamW*>(opt));
-  if (ShardedMasters(opt, par)) {
+  if (ShardedParams(opt, par)) {  // the fp32 values of this rank's range: the masters, or the fp32 working shard
+    t.params_sharded = true;
+    t.params = opt->MasterOr(par->OptimizerParams({}));
+    t.loaded = [opt, par] {
+      if (opt->master()) opt->WriteWorking(par->OptimizerParams({}));
+    };
+  } else if (ShardedMasters(opt, par)) {
     t.params = par->wide();
     t.loaded = [&model, opt, par] { par->ScatterMasters(opt->master(), model.params_ptr()); };
   } else if (opt) {
@@ -45,7 +51,7 @@ CheckpointTensors TensorsOf(DecoderModel& model, AdamW* opt, DataParallel* par) 
 
 Result<DevPtr> GatherFullParams(const DecoderModel& model, const AdamW& opt, DataParallel* par) {
   if (!ShardedMasters(&opt, par)) return opt.MasterOr(model.params_ptr());
-  ANNEAL_RETURN_IF_ERROR(par->GatherMasters(opt.MasterOr(par->OptimizerParams(model.params_ptr()))));
+  ANNEAL_RETURN_IF_ERROR(par->GatherMasters(opt.master()));
   return par->wide();
 }
 

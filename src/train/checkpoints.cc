@@ -50,6 +50,7 @@ CheckpointWriters TrainCheckpoints::Writers(const Runtime& rt) const {
   w.rank = rt.re.rank;
   w.ranks = rt.re.world;
   w.zero = rt.par ? rt.par->zero() : 0;
+  w.params_sharded = w.zero == 3;
   w.plan = rt.plan.get();
   return w;
 }

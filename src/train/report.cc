@@ -236,12 +236,22 @@ Status TrainReport::Finish(int steps_done, const std::string& state_hash, double
   return Status::Ok();
 }
 
-std::string StateHash(const DecoderModel& m, AdamW& opt, DevPtr full_params) {
+Result<std::string> StateHash(const DecoderModel& m, AdamW& opt, DataParallel* par) {
   Xxh64Stream h;
-  // The canonical fp32 parameters: the optimizer's masters where it keeps them.
-  const HostRead params(m.backend(), full_params, m.num_floats());
+  auto take = [&h](const float* p, size_t n) {
+    h.Update(std::string_view(reinterpret_cast<const char*>(p), n * sizeof(float)));
+  };
+  // The canonical fp32 parameters (the optimizer's masters where it keeps them), in order: streamed a
+  // bucket at a time at ZeRO 3, where no rank holds them all.
+  if (par && par->zero() == 3) {
+    ANNEAL_RETURN_IF_ERROR(par->StreamParams(opt.MasterOr(par->OptimizerParams({})), take));
+  } else {
+    ANNEAL_ASSIGN_OR_RETURN(DevPtr full, GatherFullParams(m, opt, par));
+    const HostRead params(m.backend(), full, m.num_floats());
+    take(params.data(), m.num_floats());
+    if (par) par->ReleaseWide();
+  }
   const HostRead mm(m.backend(), opt.m().data(), opt.m().size()), vv(m.backend(), opt.v().data(), opt.v().size());
-  h.Update(std::string_view(reinterpret_cast<const char*>(params.data()), m.num_floats() * sizeof(float)));
   h.Update(std::string_view(reinterpret_cast<const char*>(mm.data()), opt.m().size() * sizeof(float)));
   h.Update(std::string_view(reinterpret_cast<const char*>(vv.data()), opt.v().size() * sizeof(float)));
   return HexU64(h.Digest());

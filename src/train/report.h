@@ -14,6 +14,7 @@
 #include "core/status.h"
 #include "optim/adamw.h"
 #include "parallel/memory_plan.h"
+#include "train/checkpoint_tensors.h"
 #include "train/config.h"
 #include "train/setup.h"
 
@@ -70,9 +71,11 @@ class TrainReport {
   int comm_steps_ = 0;                              // steps between them
 };
 
-// XXH64 of the parameters and this rank's Adam moments (all of them unless ZeRO shards them).
-// params: the whole fp32 parameter vector (GatherFullParams).
-std::string StateHash(const DecoderModel& m, AdamW& opt, DevPtr params);
+// XXH64 of the whole fp32 parameter vector and this rank's Adam moments (all of them unless ZeRO
+// shards them) — the same value whatever the layout of the same training. With data parallelism a
+// collective (every data-parallel rank calls it): sharded masters are gathered, and at ZeRO 3 the
+// vector is streamed a bucket at a time.
+Result<std::string> StateHash(const DecoderModel& m, AdamW& opt, DataParallel* par);
 
 // Unigram entropy (nats/token) of a dataset split: the loss of the best model that ignores context.
 Result<double> UnigramEntropy(const std::string& dataset_dir, const std::string& split);

@@ -212,9 +212,7 @@ Result<TrainResult> RunTraining(const TrainConfig& c, const std::atomic<bool>& s
     if (ckpt->enabled()) res.last_checkpoint = ckpt->last_path();
   }
   res.steps_done = st.step;
-  ANNEAL_ASSIGN_OR_RETURN(DevPtr full, GatherFullParams(*rt->model, *rt->opt, rt->par.get()));
-  res.state_hash = StateHash(*rt->model, *rt->opt, full);
-  if (rt->par) rt->par->ReleaseWide();
+  ANNEAL_ASSIGN_OR_RETURN(res.state_hash, StateHash(*rt->model, *rt->opt, rt->par.get()));
   ANNEAL_RETURN_IF_ERROR(report.Finish(st.step, res.state_hash, ckpt->blocked_seconds(), ckpt->enabled()));
   return res;
 }

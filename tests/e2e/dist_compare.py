@@ -43,10 +43,20 @@ def read_params(ckpt):
             e = header[name]
             a, b = e["data_offsets"]
             vals = np.frombuffer(data[a:b], dtype=np.float32)
-            # A box of the tensor (a slice per dimension), whole: parameters are never ZeRO ranges.
+            # A box of the tensor (a slice per dimension), whole — or, ZeRO-3, a range of the box's
+            # elements in row-major order.
             box = part.get("box", {"offset": [0] * len(shape), "length": shape})
             idx = tuple(slice(o, o + n) for o, n in zip(box["offset"], box["length"]))
-            assert "range" not in part and vals.size == int(np.prod(box["length"])), (name, part)
+            if "range" in part:
+                start, count = part["range"]
+                assert vals.size == count, (name, part)
+                region, seen = full[idx].reshape(-1), covered[idx].reshape(-1)
+                region[start:start + count] = vals
+                seen[start:start + count] += 1
+                full[idx] = region.reshape(box["length"])
+                covered[idx] = seen.reshape(box["length"])
+                continue
+            assert vals.size == int(np.prod(box["length"])), (name, part)
             full[idx] = vals.reshape(box["length"])
             covered[idx] += 1
         assert (covered == 1).all(), f"{ckpt}: the parts of {name} do not cover it exactly once"

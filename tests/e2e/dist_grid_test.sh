@@ -60,6 +60,9 @@ expect_exit "anneal plan: dp x tp x pp must be the world" 2 "dp \(3\) x pp \(1\)
   "$ANNEAL" plan --config "$TMP/cfg.yaml" --world 4 --set dist.dp=3
 check "anneal plan --device-memory names the largest preset that fits" bash -c \
   "'$ANNEAL' plan --config '$TMP/cfg.yaml' --world 8 --set dist.zero=3 --device-memory 4GB | grep -qE 'the largest gpt2 preset that fits 4.000 GB at this layout: gpt2(-medium|-large|-xl)?$'"
+check "a ZeRO-3 checkpoint holds each rank's range of the parameters, no whole copy (dp 4: model-0000R-of-00004)" bash -c \
+  "grep -q 'model-00003-of-00004.safetensors' '$TMP/dp4z3a1/step-00000005/manifest.json' &&
+   ! grep -q '\"model.safetensors\"' '$TMP/dp4z3a1/step-00000005/manifest.json' && '$ANNEAL' ckpt verify '$TMP/dp4z3a1' >/dev/null"
 vals() { grep -E 'val loss' "$1" | sed -E 's/.*val loss ([0-9.]+).*/\1/'; }
 check "dp=4 zero=3: the validation loss (2 batches on 4 ranks: the ranks without one still gather) equals ZeRO 0's" \
   bash -c "test -n '$(vals "$TMP/dp4z0a1.log")' && test '$(vals "$TMP/dp4z0a1.log")' = '$(vals "$TMP/dp4z3a1.log")'"
