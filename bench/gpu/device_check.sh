@@ -36,13 +36,18 @@
 #             from_pretrained(torch_dtype=bfloat16, device_map="cuda"), and its cross-entropy of the
 #             corpus's first validation row (256 tokens) equals anneal eval's of the same folder on cuda
 #             in bf16 within 2e-2 relative; without transformers the stage fails saying so (not run)
+#   zero      (issue 33) one GPU, so world size 1: GPT-2 124M, B=8, T=512, bf16, 6 steps at ZeRO 0 and at
+#             ZeRO 3 (every layer gathered through the one-rank communicator on the device, the shard's
+#             checkpoint and resume path): each run's allocator peak beside the memory formula
+#             (parallel/memory_plan.h, within 5 %), its NVML process peak, its median step time, and
+#             anneal plan's total for the same config
 # Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, kernels.txt,
 # gpu_fixture_step2.tgz) and prints the summary table last.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/device_check_out}
 mkdir -p "$OUT"
-STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench,llama,hf}
+STAGES=${STAGES:-probe,load,ceilings,parity,memcheck,step,bench,llama,hf,zero}
 [ "${1:-}" = --stages ] && STAGES=$2
 BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.gz}
 B=/tmp/anneal-bundle
@@ -366,6 +371,34 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+stage_zero() {
+  local w=/tmp/anneal-zero pid z line peak formula dev nv ms plan bad=0
+  rm -rf "$w" && mkdir -p "$w"
+  cat >"$w/gpt2.json" <<JSON
+{"model": {"vocab_size": 50257, "max_seq_len": 512, "n_layer": 12, "n_head": 12, "n_embd": 768},
+ "data": {"dir": "$B/data/kjv", "seq_len": 512, "batch_size": 8, "seed": 1, "verify_checksums": false},
+ "optim": {"lr": 3.0e-4, "warmup_steps": 0},
+ "train": {"steps": 6, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
+           "resume": "none"}}
+JSON
+  for z in 0 3; do
+    timeout 120 "$B/run.sh" anneal train --config "$w/gpt2.json" --set dist.zero=$z >"$w/z$z.log" 2>&1 &
+    pid=$!
+    nv=$(nvml_peak $pid)
+    wait $pid || { tail -5 "$w/z$z.log"; return 1; }
+    line=$(grep "memory of rank 0 " "$w/z$z.log")
+    peak=$(sed -nE 's/.*: peak ([0-9.]+) MB allocated.*/\1/p' <<<"$line")
+    formula=$(sed -nE 's/.*mark\), formula ([0-9.]+) MB.*/\1/p' <<<"$line")
+    dev=$(sed -nE 's/.*formula [0-9.]+ MB \(([+-][0-9.]+)%\).*/\1/p' <<<"$line")
+    ms=$(grep -E '^step +[0-9]+/' "$w/z$z.log" | tail -n +3 | sed -E 's/.* ([0-9.]+) ms .*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+    plan=$(timeout 30 "$B/run.sh" anneal plan --config "$w/gpt2.json" --world 1 --unit MB --set dist.zero=$z | awk '$1 == "0" { print $(NF-1) }')
+    echo "ZeRO $z: allocator peak $peak MB, formula $formula MB ($dev %), anneal plan $plan MB, NVML process peak $nv MiB, step $ms ms"
+    awk -v d="$dev" 'BEGIN { exit !(d + 0 <= 5 && d + 0 >= -5) }' || bad=1
+  done
+  echo "zero: GPT-2 124M bf16 B=8 T=512 on one GPU, ZeRO 0 and 3: allocator peaks within 5 % of the formula: $([ $bad = 0 ] && echo ok || echo FAIL)"
+  return $bad
+}
+
 run_stage probe
 run_stage load
 # The fallback build when the bundle did not load (or when --stages names it).
@@ -378,6 +411,7 @@ run_stage step
 run_stage bench
 run_stage llama
 run_stage hf
+run_stage zero
 printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
 echo "=== summary"
 cat "$OUT/summary.txt"
