@@ -36,9 +36,9 @@
 #             from_pretrained(torch_dtype=bfloat16, device_map="cuda"), and its cross-entropy of the
 #             corpus's first validation row (256 tokens) equals anneal eval's of the same folder on cuda
 #             in bf16 within 2e-2 relative; without transformers the stage fails saying so (not run)
-#   zero      (issue 33) one GPU, so world size 1: GPT-2 124M, B=8, T=512, bf16, 6 steps at ZeRO 0 and at
-#             ZeRO 3 (every layer gathered through the one-rank communicator on the device, the shard's
-#             checkpoint and resume path): each run's allocator peak beside the memory formula
+#   zero      (issue 33) one GPU, so world size 1: GPT-2 124M, B=8, T=512, bf16, 6 steps at ZeRO 0, at
+#             ZeRO 3 (every layer gathered through the one-rank communicator on the device) and at ZeRO 3
+#             with full recomputation and train.offload_activations: each run's allocator peak beside the memory formula
 #             (parallel/memory_plan.h, within 5 %), its NVML process peak, its median step time, and
 #             anneal plan's total for the same config
 # Writes at most 5 files to $OUT (flat: stages.log, summary.txt, bench_anneal.log, kernels.txt,
@@ -381,8 +381,11 @@ stage_zero() {
  "train": {"steps": 6, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
            "resume": "none"}}
 JSON
-  for z in 0 3; do
-    timeout 120 "$B/run.sh" anneal train --config "$w/gpt2.json" --set dist.zero=$z >"$w/z$z.log" 2>&1 &
+  local -A sets=([0]="--set dist.zero=0" [3]="--set dist.zero=3"
+                 [3o]="--set dist.zero=3 --set train.recompute=full --set train.offload_activations=true")
+  for z in 0 3 3o; do
+    # shellcheck disable=SC2086
+    timeout 120 "$B/run.sh" anneal train --config "$w/gpt2.json" ${sets[$z]} >"$w/z$z.log" 2>&1 &
     pid=$!
     nv=$(nvml_peak $pid)
     wait $pid || { tail -5 "$w/z$z.log"; return 1; }
@@ -391,11 +394,12 @@ JSON
     formula=$(sed -nE 's/.*mark\), formula ([0-9.]+) MB.*/\1/p' <<<"$line")
     dev=$(sed -nE 's/.*formula [0-9.]+ MB \(([+-][0-9.]+)%\).*/\1/p' <<<"$line")
     ms=$(grep -E '^step +[0-9]+/' "$w/z$z.log" | tail -n +3 | sed -E 's/.* ([0-9.]+) ms .*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    plan=$(timeout 30 "$B/run.sh" anneal plan --config "$w/gpt2.json" --world 1 --unit MB --set dist.zero=$z | awk '$1 == "0" { print $(NF-1) }')
-    echo "ZeRO $z: allocator peak $peak MB, formula $formula MB ($dev %), anneal plan $plan MB, NVML process peak $nv MiB, step $ms ms"
+    # shellcheck disable=SC2086
+    plan=$(timeout 30 "$B/run.sh" anneal plan --config "$w/gpt2.json" --world 1 --unit MB ${sets[$z]} | awk '$1 == "0" { print $(NF-1) }')
+    echo "ZeRO $z (o: full recomputation, activations offloaded): allocator peak $peak MB, formula $formula MB ($dev %), anneal plan $plan MB, NVML process peak $nv MiB, step $ms ms"
     awk -v d="$dev" 'BEGIN { exit !(d + 0 <= 5 && d + 0 >= -5) }' || bad=1
   done
-  echo "zero: GPT-2 124M bf16 B=8 T=512 on one GPU, ZeRO 0 and 3: allocator peaks within 5 % of the formula: $([ $bad = 0 ] && echo ok || echo FAIL)"
+  echo "zero: GPT-2 124M bf16 B=8 T=512 on one GPU, ZeRO 0, 3, 3 with offload: allocator peaks within 5 % of the formula: $([ $bad = 0 ] && echo ok || echo FAIL)"
   return $bad
 }
 

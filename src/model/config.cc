@@ -83,7 +83,8 @@ ModelConfig ModelConfig::PaddedFor(int tp) const {
   return c;
 }
 
-size_t ModelConfig::ActivationFloats(int B, int T, Recompute recompute, const ModelShard& s, int slots) const {
+size_t ModelConfig::ActivationFloats(int B, int T, Recompute recompute, const ModelShard& s, int slots,
+                                     bool offload) const {
   // Mirrors DecoderModel::EnsureSlot / AllocLayers. Per slot: the stage input (N C), every local
   // layer's output (N C each), and on the last stage the final norm's output (N C), its statistics
   // (2N LayerNorm, N RMSNorm), the logits slice (N Vp/tp) and the losses (N).
@@ -102,7 +103,8 @@ size_t ModelConfig::ActivationFloats(int B, int T, Recompute recompute, const Mo
   const size_t act = N * Fl;
   const size_t per_layer_no_act = 5 * R * C + 2 * N * Cl + 2 * N * Ckvl + N * Fl + (swiglu ? N * Fl : 0) +
                                   2 * stats * R + N * H;
-  size_t per_slot = R * C + L * R * C;
+  const size_t kept = offload ? std::min<size_t>(L, kOffloadRing) : L;  // layer outputs on the device
+  size_t per_slot = R * C + kept * R * C;
   if (s.last(*this)) per_slot += R * C + stats * R + N * Vl + N;
   size_t layers = 0;  // per-layer buffers, all slots together
   switch (recompute) {

@@ -82,7 +82,11 @@ struct ModelConfig {
   size_t ActivationFloats(int B, int T, Recompute recompute = Recompute::kNone) const;
   // The same for one shard of the model (tensor slice and pipeline stage) holding `slots` micro-batches'
   // activations at once (a pipeline schedule keeps several in flight).
-  size_t ActivationFloats(int B, int T, Recompute recompute, const ModelShard& shard, int slots) const;
+  // offload (train.offload_activations, full recomputation, one slot): the layers' inputs live in host
+  // memory, the device keeps a ring of kOffloadRing of them.
+  size_t ActivationFloats(int B, int T, Recompute recompute, const ModelShard& shard, int slots,
+                          bool offload = false) const;
+  static constexpr int kOffloadRing = 3;
   // padded_vocab rounded up so that it divides evenly into tp slices (a multiple of lcm(128, tp)).
   ModelConfig PaddedFor(int tp) const;
   // Bytes to train with AdamW in fp32: parameters, gradients, m and v (padded vocabulary) plus

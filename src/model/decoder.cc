@@ -108,6 +108,30 @@ DevPtr DecoderModel::P(size_t off) const {
   std::abort();  // a parameter read outside a gathered range: a bug in the passes' ranges
 }
 
+DecoderModel::~DecoderModel() {
+  if (offload_host_) be_.FreeHostStaging(offload_host_);
+}
+
+void DecoderModel::set_offload(bool on) {
+  offload_ = on;
+  for (Slot& s : slots_) s.B = s.T = 0;  // reallocate on the next Forward
+}
+
+DevPtr DecoderModel::LayerOut(const Slot& s, int i) const {
+  const size_t RC = StageFloats(s.B, s.T);
+  return s.resid3.ptr() + static_cast<size_t>(offload_ ? i % ModelConfig::kOffloadRing : i) * RC;
+}
+
+void DecoderModel::OffloadOut(const Slot& s, int i) {
+  const size_t RC = StageFloats(s.B, s.T), bytes = RC * SizeOf(cd_);
+  be_.CopyToHost(static_cast<char*>(offload_host_) + static_cast<size_t>(i) * bytes, M(LayerOut(s, i), RC), st_);
+}
+
+void DecoderModel::RestoreOut(const Slot& s, int i) {
+  const size_t RC = StageFloats(s.B, s.T), bytes = RC * SizeOf(cd_);
+  be_.CopyFromHost(M(LayerOut(s, i), RC), static_cast<const char*>(offload_host_) + static_cast<size_t>(i) * bytes, st_);
+}
+
 void DecoderModel::set_param_source(ParamSource* source) {
   source_ = source;
   if (source_) store_.DropParams();
@@ -227,7 +251,19 @@ void DecoderModel::EnsureSlot(int slot, int B, int T) {
     s.B = B;
     s.T = T;
     Alloc(s.input, RC, "the stage input (B,T,C)");
-    Alloc(s.resid3, nl_ * RC, "the layers' outputs (L,B,T,C)");
+    const size_t kept = offload_ ? std::min(nl_, ModelConfig::kOffloadRing) : nl_;
+    Alloc(s.resid3, kept * RC, offload_ ? "the device ring of layer outputs (3,B,T,C)" : "the layers' outputs (L,B,T,C)");
+    if (offload_) {
+      const size_t bytes = static_cast<size_t>(nl_) * RC * SizeOf(cd_);
+      if (offload_bytes_ != bytes) {
+        if (offload_host_) be_.FreeHostStaging(offload_host_);
+        offload_host_ = be_.AllocateHostStaging(bytes);
+        offload_bytes_ = offload_host_ ? bytes : 0;
+        if (!offload_host_ && status_.ok()) {
+          status_ = Failed("out of host memory for the offloaded activations (" + std::to_string(bytes) + " bytes)");
+        }
+      }
+    }
     Alloc(s.tokens, N, "tokens", DType::kI32);
     Alloc(s.targets, N, "targets", DType::kI32);
     if (recompute_ == Recompute::kFull) s.layers = LayerActs();
@@ -278,7 +314,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_, NFl = static_cast<size_t>(N) * Fl_;
   const size_t NCkvl = static_cast<size_t>(N) * Ckvl_;
   const LayerParams& w = lp_[i];
-  DevPtr residual = i == 0 ? sl.input.ptr() : L(sl.resid3, i - 1, NC);  // (R,C)
+  DevPtr residual = i == 0 ? sl.input.ptr() : LayerOut(sl, i - 1);  // (R,C)
   DevPtr ln1 = L(a.ln1, li, NC);
   DevPtr q = L(a.q, li, NCl);
   const size_t cache_layer = kv ? static_cast<size_t>(kv->rows) * Ckv : 0;  // one layer of the decode cache
@@ -293,7 +329,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   DevPtr fch = L(a.fch, li, NFl);
   DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
   DevPtr fcproj = L(a.fcproj, li, NC);
-  DevPtr resid3 = L(sl.resid3, i, NC);
+  DevPtr resid3 = LayerOut(sl, i);
   // ln1 (B,T,C) = norm(residual)
   NormForward(ln1, L(a.ln1_mean, li, R), L(a.ln1_rstd, li, R), residual, w[Role::kNorm1W], w[Role::kNorm1B], R);
   // q (B,T,Cl), k, v (B,T,Ckv/tp) = ln1 @ W^T (+ b): this rank's heads (column-parallel; every row, gathered)
@@ -403,7 +439,7 @@ DevPtr DecoderModel::StageInput(int slot, int B, int T) {
 
 DevPtr DecoderModel::OutputOf(int slot) const {
   const Slot& s = slots_.at(slot);
-  return nl_ > 0 ? s.resid3.ptr() + static_cast<size_t>(nl_ - 1) * StageFloats(s.B, s.T) : s.input.ptr();
+  return nl_ > 0 ? LayerOut(s, nl_ - 1) : s.input.ptr();
 }
 
 
@@ -434,6 +470,7 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
     PrefetchRange(LayerStart(i + 1), RangeEnd(i + 1));  // the next layer, or the head
     device_trace::Span span(be_.timing_marks(), st_, "forward", "h.", shard_.layer_begin + i);
     LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
+    if (offload_ && grad_scale != 0.0f) OffloadOut(s, i);  // for the backward's recomputation
     FreeRange(LayerStart(i), RangeEnd(i));
   }
   GatherRange(LayerStart(nl_), RangeEnd(nl_));
@@ -571,7 +608,8 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;
   const size_t NC = static_cast<size_t>(R) * C, NFl = static_cast<size_t>(N) * Fl_;
   const LayerParams& w = lp_[i];
-  DevPtr residual = i == 0 ? s.input.ptr() : L(s.resid3, i - 1, NC);
+  if (offload_ && i > 0) RestoreOut(s, i - 1);  // its input, back from host memory
+  DevPtr residual = i == 0 ? s.input.ptr() : LayerOut(s, i - 1);
   // The layer's activations: kept (index i), or recomputed now into the shared one-layer buffers.
   const int li = recompute_ == Recompute::kFull ? 0 : i;
   LayerActs& a = ActsOf(s);

@@ -88,6 +88,7 @@ class DecoderModel {
   enum class FlatBuffers { kBoth, kParamsOnly, kNone };
   DecoderModel(const ModelConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
                DType compute = DType::kF32, FlatBuffers flat = FlatBuffers::kBoth);
+  ~DecoderModel();
   DecoderModel(const DecoderModel&) = delete;  // its ParamStore refers to its own layout
   DecoderModel& operator=(const DecoderModel&) = delete;
   const ModelShard& shard() const { return shard_; }
@@ -125,6 +126,13 @@ class DecoderModel {
   }
   // Micro-batches whose activations are held at once (default 1); slots are 0..n-1.
   void set_slots(int n) { slots_.resize(n); }
+  // Activation offload (train.offload_activations; full recomputation and one slot only — the caller
+  // checks): each layer's output (the next layer's input, all that full recomputation keeps) is copied
+  // to host staging memory after the layer runs and brought back before the backward that recomputes
+  // from it, so the device holds ModelConfig::kOffloadRing of them instead of every layer's. The copies
+  // are issued on the compute stream (ordered; they do not yet overlap compute on a GPU).
+  void set_offload(bool on);
+  bool offload() const { return offload_; }
   int slots() const { return static_cast<int>(slots_.size()); }
   Recompute recompute() const { return recompute_; }
 
@@ -252,6 +260,11 @@ class DecoderModel {
   }
   // The stage output of slot (B,T,C) in the compute dtype.
   DevPtr OutputOf(int slot) const;
+  // Local layer i's output (R,C) in slot s (with offload: its place in the device ring).
+  DevPtr LayerOut(const Slot& s, int i) const;
+  // Offload: layer i's output to host memory, and back into its ring place.
+  void OffloadOut(const Slot& s, int i);
+  void RestoreOut(const Slot& s, int i);
   // Views of the model's buffers on its backend's device: a matrix (r, c), a vector (n), a (B, T, C)
   // tensor, token ids.
   TensorView M(DevPtr p, int64_t r, int64_t c) const { return TensorView(p.p, p.t, {r, c}, be_.device()); }
@@ -309,6 +322,9 @@ class DecoderModel {
   Scratch scratch_;
   Status status_;
   Recompute recompute_ = Recompute::kNone;
+  bool offload_ = false;
+  void* offload_host_ = nullptr;  // backend host staging: every local layer's output, (nl, R, C)
+  size_t offload_bytes_ = 0;
   std::function<void(size_t, size_t)> grad_ready_;
   GradSink* sink_ = nullptr;
   struct ActiveRange {

@@ -139,8 +139,8 @@ double GradRangeBytes(const Ranges& r, int nl, bool narrow, bool reduce_narrow, 
 // wider whatever it is (norm statistics, attention log-sum-exp, losses, the vocabulary-parallel
 // loss's f64 statistics), plus token ids, the pipeline's stage buffers and rotary tables.
 double ActivationBytes(const ModelConfig& c, const ModelShard& s, int B, int T, Recompute rc, int slots, size_t e,
-                       int stage, int stages) {
-  const double all = static_cast<double>(c.ActivationFloats(B, T, rc, s, slots));
+                       int stage, int stages, bool offload) {
+  const double all = static_cast<double>(c.ActivationFloats(B, T, rc, s, slots, offload));
   const size_t N = static_cast<size_t>(B) * T, R = s.seq_parallel() ? N / s.tp : N;
   const size_t L = static_cast<size_t>(s.end(c) - s.layer_begin), H = c.n_head / s.tp;
   const size_t stats = c.blocks.norm == NormKind::kRmsNorm ? 1 : 2;
@@ -216,7 +216,7 @@ MemoryTerms RankMemory(const ParallelPlan& plan, const MemoryInputs& in, int pp_
   }
   m.moments = shard_n * 8;
   const int slots = PipelineSlots(d.schedule, pp_rank, d.pp, d.micro_batches);
-  m.activations = ActivationBytes(c, shard, d.batch, d.seq_len, in.recompute, slots, e, pp_rank, d.pp);
+  m.activations = ActivationBytes(c, shard, d.batch, d.seq_len, in.recompute, slots, e, pp_rank, d.pp, in.offload);
   // A checkpoint of sharded bf16 masters (ZeRO 2) gathers the whole fp32 vector; at ZeRO 3 each rank
   // saves its range and the state hash streams the vector through one bucket.
   if (bf16 && d.zero == 2) m.checkpoint = n * 4;

@@ -51,6 +51,7 @@ struct MemoryInputs {
   Recompute recompute = Recompute::kNone;
   size_t bucket_floats = 1 << 20;  // dist.bucket_mb in floats
   bool reduce_bf16 = false;        // dist.reduce_dtype = bf16
+  bool offload = false;            // train.offload_activations
 };
 
 // Rank (pp_rank, tp_rank) of data-parallel rank 0 in `plan`.

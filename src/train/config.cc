@@ -95,6 +95,10 @@ const KeySpec kSpecs[] = {
      "f32 | bf16: parameters, gradients and activations (bf16: fp32 master weights in the optimizer, checkpoints in "
      "fp32, data-parallel gradients summed in fp32 (dist.reduce_dtype), pipeline activations and gradients and "
      "tensor-parallel collectives in bf16; needs a backend with bf16 ops — ref emulates them)"},
+    {"train.offload_activations", "false",
+     "keep each layer's input (all full recomputation keeps) in pinned host memory, copied out after the layer "
+     "runs and back before its backward: the device holds 3 layers' inputs instead of every layer's; needs "
+     "train.recompute = full, dist.pp = 1 and a device whose memory is not the host's (train.kernels = cuda)"},
     {"train.recompute", "none",
      "activation recomputation: none | selective (GELU recomputed in backward) | full (each layer's forward "
      "recomputed in backward; only layer outputs kept)"},
@@ -373,6 +377,7 @@ void ReadLoop(Reader& r, LoopSection* t) {
   t->threads = r.Int("train.threads", 0, 1024);
   t->recompute = r.Str("train.recompute");
   if (!ParseRecompute(t->recompute)) r.Error("train.recompute = '" + t->recompute + "' must be none, selective or full");
+  t->offload_activations = r.Bool("train.offload_activations");
   t->max_seconds = r.Num("train.max_seconds", 0, 1e9);
   t->peak_gflops = r.Num("train.peak_gflops", 0, 1e12);
   ReadProfileSteps(r, t);
@@ -412,6 +417,19 @@ void CheckTogether(Reader& r, TrainConfig* c) {
         r.Error("model.family = " + c->model.family + " needs the op " + OpName(*op) + ", which train.kernels = " +
                 c->train.kernels + " does not have yet: use train.kernels=cpu (or ref)");
       }
+    }
+  }
+  if (c->train.offload_activations) {
+    if (c->train.recompute != "full") {
+      r.Error("train.offload_activations keeps each layer's input in host memory, which is all that full "
+              "recomputation keeps; offloading every activation of a layer is not built: set train.recompute = full");
+    } else if (c->dist.pp > 1) {
+      r.Error("train.offload_activations with dist.pp = " + std::to_string(c->dist.pp) +
+              ": a pipeline stage keeps several micro-batches' layer inputs, which offload does not handle yet: "
+              "set dist.pp = 1");
+    } else if (c->train.kernels != "cuda") {
+      r.Error("train.offload_activations moves activations from device memory to host memory, but train.kernels = " +
+              c->train.kernels + " keeps them in host memory already: offload is for train.kernels = cuda");
     }
   }
   if (c->dist.reduce_dtype == DType::kBF16 && c->train.dtype != DType::kBF16) {

@@ -43,6 +43,7 @@ struct LoopSection {
   // master weights in the optimizer.
   DType dtype = DType::kF32;
   std::string recompute = "none";  // none | selective | full (model/config.h Recompute)
+  bool offload_activations = false;  // layer inputs in host memory (DecoderModel::set_offload)
   int threads = 0;  // 0 = OpenMP's default
   double max_seconds = 0;  // stop (with a checkpoint) after this long; 0 = no limit
   double peak_gflops = 0;  // for MFU; 0 = measure the backend's GEMM at start

@@ -168,7 +168,8 @@ Status TrainReport::Memory() {
   const int local_layers = rt_.shard.end(rt_.plan->model()) - rt_.shard.layer_begin;
   constexpr int kFields = 7;
   double mine[kFields] = {static_cast<double>(model.num_floats()), static_cast<double>(model.ActivationFloatsAllocated()),
-                          static_cast<double>(rt_.plan->model().ActivationFloats(B, T, rc, rt_.shard, model.slots())),
+                          static_cast<double>(rt_.plan->model().ActivationFloats(B, T, rc, rt_.shard, model.slots(),
+                                                                                 model.offload())),
                           ParallelPlan::KorthikantiBytes(c.model, B, T, c.dist.tp, local_layers, model.slots(), rc,
                                                          rt_.shard.seq_parallel()),
                           static_cast<double>(model.slots()), static_cast<double>(rt_.be->allocator().peak_bytes()),

@@ -39,6 +39,7 @@ void BuildModel(const TrainConfig& c, Runtime* rt) {
   rt->model = std::make_unique<DecoderModel>(rt->plan->model(), *rt->be, rt->shard, rt->tp_layers.get(), c.train.dtype,
                                              flat);
   rt->model->set_recompute(*ParseRecompute(c.train.recompute));  // validated by the config
+  rt->model->set_offload(c.train.offload_activations);            // validated too (full recomputation, no pp)
   if (flat != DecoderModel::FlatBuffers::kNone) rt->model->InitWeights(c.train.seed);
 }
 
@@ -157,6 +158,7 @@ MemoryInputs MemoryInputsOf(const TrainConfig& c) {
   in.recompute = *ParseRecompute(c.train.recompute);  // validated by the config
   in.bucket_floats = static_cast<size_t>(c.dist.bucket_mb * (1 << 20) / sizeof(float));
   in.reduce_bf16 = c.dist.reduce_dtype == DType::kBF16;
+  in.offload = c.train.offload_activations;
   return in;
 }
 

@@ -155,6 +155,10 @@ expect_exit "dp x tp x pp must equal the world size" 2 "dp \(3\) x pp \(1\) x tp
   "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.dp=3
 expect_exit "a rank of several without a store is told how to start" 2 "ANNEAL_STORE" \
   env RANK=0 WORLD_SIZE=2 "$ANNEAL" train --config "$TMP/cfg.yaml"
+expect_exit "activation offload without full recomputation is refused, naming why" 2 "set train.recompute = full" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.offload_activations=true
+expect_exit "activation offload on the CPU is refused as pointless" 2 "keeps them in host memory already: offload is for train.kernels = cuda" \
+  "$ANNEAL" train --config "$TMP/cfg.yaml" --set train.offload_activations=true --set train.recompute=full
 expect_exit "ZeRO stage out of range" 2 "dist.zero = '4' must be an integer in \[0, 3\]" \
   "$ANNEAL" train --config "$TMP/cfg.yaml" --set dist.zero=4
 expect_exit "ZeRO-3 with a pipeline is refused, naming why" 2 "dist.zero = 3 with dist.pp = 2: ZeRO-2 and 3" \
