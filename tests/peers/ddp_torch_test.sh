@@ -100,7 +100,9 @@ pid=$(pgrep -f -- "$VENV_PY train.py --epochs 4 --lr 0.003 --pause-after-epoch 1
   grep -qz '^RANK=1$' "/proc/$p/environ" 2>/dev/null && echo "$p"; done)
 check "... rank 1's process found (pid ${pid//$'\n'/ })" test "$(wc -w <<<"$pid")" -eq 1
 kill -9 $pid && echo "  killed rank 1 (pid $pid) of $id"
-check "the killed FSDP job completes" wait_status "$id" Completed 180
+check "the killed FSDP job completes" wait_status "$id" Completed 180 ||
+  { "$ANNEAL" describe "$id" --server "$URL" 2>&1 | tail -25 | sed 's/^/  /'  # an intermittent failure: what the job went through
+    "$ANNEAL" logs "$id" --server "$URL" --tail 15 2>&1 | sed 's/^/  /'; }
 "$ANNEAL" describe "$id" --server "$URL" --json >"$TMP/fsdp_killed.json"
 check "... through a retry after an infrastructure failure (rank 1 SIGKILLed)" \
   grep -qE 'attempt 0 failed \(infrastructure[^"]*SIGKILL' "$TMP/fsdp_killed.json"
