@@ -21,8 +21,11 @@ struct PlanArgs {
 };
 
 // The table's unit (--unit): GB, or MB for small models.
-double g_unit = 1e9;
-double Gb(double bytes) { return bytes / g_unit; }
+struct Unit {
+  double bytes = 1e9;
+  const char* name = "GB";
+  double operator()(double b) const { return b / bytes; }
+};
 
 // The most any rank of `plan` holds (the largest stage's tp rank 0; data-parallel rank 0 has the
 // largest shard).
@@ -32,21 +35,20 @@ double PeakOfPlan(const ParallelPlan& plan, const MemoryInputs& in) {
   return most;
 }
 
-void PrintStages(const ParallelPlan& plan, const MemoryInputs& in) {
+void PrintStages(const ParallelPlan& plan, const MemoryInputs& in, const Unit& u) {
   std::printf("%-6s %9s %9s %9s %9s %10s %11s %9s %9s %11s %10s %12s\n", "stage", "params", "gathered", "masters", "grads",
               "grad shard", "grad ranges", "fp32 copy", "moments", "activations", "total", "+checkpoint");
   for (int p = 0; p < plan.dims().pp; ++p) {
     const MemoryTerms m = RankMemory(plan, in, p, 0);
-    std::printf("%-6d %9.3f %9.3f %9.3f %9.3f %10.3f %11.3f %9.3f %9.3f %11.3f %10.3f %12.3f\n", p, Gb(m.params),
-                Gb(m.gathered), Gb(m.masters), Gb(m.grads), Gb(m.accumulator), Gb(m.grad_ranges), Gb(m.fp32_copy),
-                Gb(m.moments), Gb(m.activations), Gb(m.Training()), Gb(m.checkpoint));
+    std::printf("%-6d %9.3f %9.3f %9.3f %9.3f %10.3f %11.3f %9.3f %9.3f %11.3f %10.3f %12.3f\n", p, u(m.params),
+                u(m.gathered), u(m.masters), u(m.grads), u(m.accumulator), u(m.grad_ranges), u(m.fp32_copy),
+                u(m.moments), u(m.activations), u(m.Training()), u(m.checkpoint));
   }
 }
 
 // The same layout at ZeRO 0..3 (those the layout allows).
-void PrintZeroStages(const TrainConfig& c, int world, const MemoryInputs& in) {
-  std::string line = std::string("the same layout at each ZeRO stage (") + (g_unit == 1e9 ? "GB" : "MB") +
-                     ", the largest rank):";
+void PrintZeroStages(const TrainConfig& c, int world, const MemoryInputs& in, const Unit& u) {
+  std::string line = std::string("the same layout at each ZeRO stage (") + u.name + ", the largest rank):";
   for (int z = 0; z <= 3; ++z) {
     TrainConfig v = c;
     v.dist.zero = z;
@@ -54,7 +56,7 @@ void PrintZeroStages(const TrainConfig& c, int world, const MemoryInputs& in) {
     auto plan = PlanLayout(v, world);
     char b[64];
     if (plan.ok()) {
-      std::snprintf(b, sizeof b, " ZeRO %d %.3f%s", z, Gb(PeakOfPlan(*plan, in)), z == c.dist.zero ? " (this run)" : "");
+      std::snprintf(b, sizeof b, " ZeRO %d %.3f%s", z, u(PeakOfPlan(*plan, in)), z == c.dist.zero ? " (this run)" : "");
     } else {
       std::snprintf(b, sizeof b, " ZeRO %d refused", z);
     }
@@ -64,7 +66,7 @@ void PrintZeroStages(const TrainConfig& c, int world, const MemoryInputs& in) {
 }
 
 // The family's presets at this layout, smallest first: the largest whose every rank fits.
-void PrintLargestFitting(const TrainConfig& c, int world, const MemoryInputs& in, double device) {
+void PrintLargestFitting(const TrainConfig& c, int world, const MemoryInputs& in, double device, const Unit& u) {
   const ModelFamily& family = FamilyOf(c.model);
   std::string fits, first_over;
   for (const std::string& name : family.PresetNames()) {
@@ -80,8 +82,8 @@ void PrintLargestFitting(const TrainConfig& c, int world, const MemoryInputs& in
     }
     const double peak = PeakOfPlan(*plan, in);
     const bool ok = peak <= device;
-    std::printf("  %-16s %8.2fB parameters: %10.3f %s per rank %s\n", name.c_str(), preset->NumParams() / 1e9, Gb(peak),
-                g_unit == 1e9 ? "GB" : "MB", ok ? "fits" : "does not fit");
+    std::printf("  %-16s %8.2fB parameters: %10.3f %s per rank %s\n", name.c_str(), preset->NumParams() / 1e9, u(peak),
+                u.name, ok ? "fits" : "does not fit");
     if (ok) fits = name;
   }
   std::printf("the largest %s preset that fits %.3f GB at this layout: %s\n", family.name(), device / 1e9,
@@ -108,7 +110,7 @@ Status RunPlan(const PlanArgs& a) {
     ANNEAL_ASSIGN_OR_RETURN(device, ParseByteSize(a.device_memory, "--device-memory"));
   }
   if (a.unit != "GB" && a.unit != "MB") return InvalidInput("--unit '" + a.unit + "' must be GB or MB");
-  g_unit = a.unit == "GB" ? 1e9 : 1e6;
+  const Unit unit = a.unit == "GB" ? Unit{1e9, "GB"} : Unit{1e6, "MB"};
   const MemoryInputs in = MemoryInputsOf(c);
   std::printf("plan: %s\n", c.model.ToString().c_str());
   std::printf("on %d ranks: dp %d x tp %d x pp %d, ZeRO %d%s, %s, B=%d T=%d, %d micro-batches (%s), recompute %s\n",
@@ -117,13 +119,13 @@ Status RunPlan(const PlanArgs& a) {
               DTypeName(c.train.dtype), d.batch, d.seq_len, d.micro_batches, d.schedule.c_str(), c.train.recompute.c_str());
   std::printf("device memory of one rank, %s (parallel/memory_plan.h; the trainer prints its measured peak beside it):\n",
               a.unit.c_str());
-  PrintStages(plan, in);
-  PrintZeroStages(c, a.world, in);
+  PrintStages(plan, in, unit);
+  PrintZeroStages(c, a.world, in, unit);
   if (device > 0) {
     const double peak = PeakOfPlan(plan, in);
     std::printf("device memory %.3f GB: %s (the largest rank %.3f GB, %.0f%%)\n", device / 1e9,
                 peak <= device ? "fits" : "does not fit", peak / 1e9, 100.0 * peak / device);
-    PrintLargestFitting(c, a.world, in, static_cast<double>(device));
+    PrintLargestFitting(c, a.world, in, static_cast<double>(device), unit);
   }
   return Status::Ok();
 }

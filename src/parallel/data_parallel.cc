@@ -381,8 +381,6 @@ DataParallel::GatheredRange* DataParallel::StartGather(size_t begin, size_t end)
   const size_t n = end - begin;
   const DType t = pshard_.dtype();
   g->data = TakeBuffer(&param_pool_, n, t, "a gathered ZeRO-3 parameter range");
-  gathered_bytes_ += n * SizeOf(t);
-  peak_gathered_bytes_ = std::max(peak_gathered_bytes_, gathered_bytes_);
   const std::vector<size_t> counts = CountsIn(begin, end);
   const size_t my_lo = std::clamp(shard_begin(), begin, end), mine = counts[comm_->rank()];
   if (mine) {
@@ -419,7 +417,6 @@ void DataParallel::Free(size_t begin, size_t end) {
   auto it = std::find_if(gathered_.begin(), gathered_.end(), [&](const auto& g) { return g->begin == begin; });
   if (it == gathered_.end() || (*it)->end != end) std::abort();  // the ParamSource contract
   Finish(it->get());
-  gathered_bytes_ -= (end - begin) * SizeOf((*it)->data.dtype());
   param_pool_.push_back(std::move((*it)->data));
   gathered_.erase(it);
 }

@@ -96,8 +96,6 @@ class DataParallel : public GradSink, public ParamSource {
   DevPtr Gather(size_t begin, size_t end) override;
   void Prefetch(size_t begin, size_t end) override;
   void Free(size_t begin, size_t end) override;
-  // Most bytes of gathered parameter ranges held at once since the start (zero 3).
-  size_t peak_gathered_bytes() const { return peak_gathered_bytes_; }
   // Bytes this rank handed to its collectives since the start (each collective's whole buffer: its
   // allreduces, reduce-scatters and all-gathers, checkpoints' gathers included).
   size_t comm_bytes() const { return comm_bytes_; }
@@ -154,9 +152,6 @@ class DataParallel : public GradSink, public ParamSource {
   // The next widening of gradients into wide() waits, on the compute stream, for `e` (a checkpoint
   // snapshot still copying it).
   void WaitBeforeNextWiden(const Event& e) { widen_fence_ = e; }
-  // Floats this engine holds itself (the zero-2 accumulator). Its range buffers (at most
-  // peak_buffer_floats at once) are kept for reuse between micro-steps.
-  size_t floats_held() const { return acc_.size() + (pshard_.size() * SizeOf(pshard_.dtype()) + 3) / 4; }
 
  private:
   void Launch(size_t lo, size_t hi);
@@ -228,7 +223,6 @@ class DataParallel : public GradSink, public ParamSource {
   DeviceArray pshard_;  // zero 3: this rank's working parameters (the model's dtype)
   std::vector<std::unique_ptr<GatheredRange>> gathered_;  // zero 3: started or held, in start order
   std::vector<DeviceArray> param_pool_;  // zero 3: freed range buffers, reused by the next gather of that size
-  size_t gathered_bytes_ = 0, peak_gathered_bytes_ = 0;
   size_t comm_bytes_ = 0;
   Status first_error_;
 };
