@@ -109,11 +109,10 @@ DevPtr DecoderModel::P(size_t off) const {
 }
 
 DecoderModel::~DecoderModel() {
-  if (offload_host_) be_.FreeHostStaging(offload_host_);
 }
 
 void DecoderModel::set_offload(bool on) {
-  offload_ = on;
+  offload_.reset(on ? new ActivationOffload(be_, st_) : nullptr);
   for (Slot& s : slots_) s.B = s.T = 0;  // reallocate on the next Forward
 }
 
@@ -122,15 +121,7 @@ DevPtr DecoderModel::LayerOut(const Slot& s, int i) const {
   return s.resid3.ptr() + static_cast<size_t>(offload_ ? i % ModelConfig::kOffloadRing : i) * RC;
 }
 
-void DecoderModel::OffloadOut(const Slot& s, int i) {
-  const size_t RC = StageFloats(s.B, s.T), bytes = RC * SizeOf(cd_);
-  be_.CopyToHost(static_cast<char*>(offload_host_) + static_cast<size_t>(i) * bytes, M(LayerOut(s, i), RC), st_);
-}
-
-void DecoderModel::RestoreOut(const Slot& s, int i) {
-  const size_t RC = StageFloats(s.B, s.T), bytes = RC * SizeOf(cd_);
-  be_.CopyFromHost(M(LayerOut(s, i), RC), static_cast<const char*>(offload_host_) + static_cast<size_t>(i) * bytes, st_);
-}
+TensorView DecoderModel::LayerOutView(const Slot& s, int i) const { return M(LayerOut(s, i), StageFloats(s.B, s.T)); }
 
 void DecoderModel::set_param_source(ParamSource* source) {
   source_ = source;
@@ -254,15 +245,8 @@ void DecoderModel::EnsureSlot(int slot, int B, int T) {
     const size_t kept = offload_ ? std::min(nl_, ModelConfig::kOffloadRing) : nl_;
     Alloc(s.resid3, kept * RC, offload_ ? "the device ring of layer outputs (3,B,T,C)" : "the layers' outputs (L,B,T,C)");
     if (offload_) {
-      const size_t bytes = static_cast<size_t>(nl_) * RC * SizeOf(cd_);
-      if (offload_bytes_ != bytes) {
-        if (offload_host_) be_.FreeHostStaging(offload_host_);
-        offload_host_ = be_.AllocateHostStaging(bytes);
-        offload_bytes_ = offload_host_ ? bytes : 0;
-        if (!offload_host_ && status_.ok()) {
-          status_ = Failed("out of host memory for the offloaded activations (" + std::to_string(bytes) + " bytes)");
-        }
-      }
+      Status st = offload_->Reserve(nl_, RC * SizeOf(cd_));
+      if (!st.ok() && status_.ok()) status_ = st;
     }
     Alloc(s.tokens, N, "tokens", DType::kI32);
     Alloc(s.targets, N, "targets", DType::kI32);
@@ -469,8 +453,9 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
     GatherRange(LayerStart(i), RangeEnd(i));
     PrefetchRange(LayerStart(i + 1), RangeEnd(i + 1));  // the next layer, or the head
     device_trace::Span span(be_.timing_marks(), st_, "forward", "h.", shard_.layer_begin + i);
+    if (offload_) offload_->BeforeWrite(i);
     LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i);
-    if (offload_ && grad_scale != 0.0f) OffloadOut(s, i);  // for the backward's recomputation
+    if (offload_ && grad_scale != 0.0f) offload_->CopyOut(i, LayerOutView(s, i));  // for the backward
     FreeRange(LayerStart(i), RangeEnd(i));
   }
   GatherRange(LayerStart(nl_), RangeEnd(nl_));
@@ -608,7 +593,11 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;
   const size_t NC = static_cast<size_t>(R) * C, NFl = static_cast<size_t>(N) * Fl_;
   const LayerParams& w = lp_[i];
-  if (offload_ && i > 0) RestoreOut(s, i - 1);  // its input, back from host memory
+  if (offload_) {  // its input back from host memory; the next one's on its way; its output rewritten
+    if (i > 0) offload_->EnsureResident(i - 1, LayerOutView(s, i - 1));
+    if (i > 1) offload_->Prefetch(i - 2, LayerOutView(s, i - 2));
+    offload_->BeforeWrite(i);
+  }
   DevPtr residual = i == 0 ? s.input.ptr() : LayerOut(s, i - 1);
   // The layer's activations: kept (index i), or recomputed now into the shared one-layer buffers.
   const int li = recompute_ == Recompute::kFull ? 0 : i;

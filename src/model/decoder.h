@@ -28,6 +28,7 @@
 #include <memory>
 #include <vector>
 
+#include "model/activation_offload.h"
 #include "model/config.h"
 #include "model/layer_parallel.h"
 #include "model/param_store.h"
@@ -130,9 +131,10 @@ class DecoderModel {
   // checks): each layer's output (the next layer's input, all that full recomputation keeps) is copied
   // to host staging memory after the layer runs and brought back before the backward that recomputes
   // from it, so the device holds ModelConfig::kOffloadRing of them instead of every layer's. The copies
-  // are issued on the compute stream (ordered; they do not yet overlap compute on a GPU).
+  // run on the backend's copy stream, overlapping the layers' compute (model/activation_offload.h).
   void set_offload(bool on);
-  bool offload() const { return offload_; }
+  bool offload() const { return offload_ != nullptr; }
+  const ActivationOffload* offloader() const { return offload_.get(); }
   int slots() const { return static_cast<int>(slots_.size()); }
   Recompute recompute() const { return recompute_; }
 
@@ -262,9 +264,7 @@ class DecoderModel {
   DevPtr OutputOf(int slot) const;
   // Local layer i's output (R,C) in slot s (with offload: its place in the device ring).
   DevPtr LayerOut(const Slot& s, int i) const;
-  // Offload: layer i's output to host memory, and back into its ring place.
-  void OffloadOut(const Slot& s, int i);
-  void RestoreOut(const Slot& s, int i);
+  TensorView LayerOutView(const Slot& s, int i) const;
   // Views of the model's buffers on its backend's device: a matrix (r, c), a vector (n), a (B, T, C)
   // tensor, token ids.
   TensorView M(DevPtr p, int64_t r, int64_t c) const { return TensorView(p.p, p.t, {r, c}, be_.device()); }
@@ -322,9 +322,7 @@ class DecoderModel {
   Scratch scratch_;
   Status status_;
   Recompute recompute_ = Recompute::kNone;
-  bool offload_ = false;
-  void* offload_host_ = nullptr;  // backend host staging: every local layer's output, (nl, R, C)
-  size_t offload_bytes_ = 0;
+  std::unique_ptr<ActivationOffload> offload_;  // train.offload_activations: the ring and its copies
   std::function<void(size_t, size_t)> grad_ready_;
   GradSink* sink_ = nullptr;
   struct ActiveRange {

@@ -103,6 +103,8 @@ class Backend {
   }
   // dst (this backend's memory) <- dst.bytes() bytes from host memory src; and back. Asynchronous on
   // `s` where the device is not the host: the host memory must stay valid until s is synchronized.
+  // Host staging memory (AllocateHostStaging) is read and written when the stream reaches the copy,
+  // in the stream's order (a copy into it, then a copy out of it on the same stream, is safe).
   virtual void CopyFromHost(const TV& dst, const void* src, const Stream& s) = 0;
   virtual void CopyToHost(void* dst, const TV& src, const Stream& s) = 0;
   virtual Stream DefaultStream() { return Stream{nullptr, device()}; }
@@ -110,10 +112,11 @@ class Backend {
   // Work issued to `s` after this waits for `e`.
   virtual void WaitEvent(const Stream& /*s*/, const Event& /*e*/) {}
   virtual void Synchronize(const Stream& /*s*/) {}
-  // A second stream for copies that overlap compute (checkpoint snapshots); the default one where
-  // a backend has one stream (the host, whose copies are done when they return). Synchronize on it
-  // may be called from another thread than the one issuing work. An event recorded on it stays
-  // valid until the next one recorded on it (other events live for a ring of recordings).
+  // A second stream for copies that overlap compute (checkpoint snapshots, offloaded activations);
+  // the default one where a backend has one stream (the host, whose copies are done when they
+  // return). Synchronize on it may be called from another thread than the one issuing work. Events
+  // live for a ring of recordings on their stream; waiting on one recorded again since waits for a
+  // later point of the same stream, never an earlier one.
   virtual Stream CopyStream() { return DefaultStream(); }
   // Zeroed host memory this backend copies to and from fastest (CUDA: page-locked), for buffers
   // reused by many copies; null when it cannot be had. Freed with FreeHostStaging.

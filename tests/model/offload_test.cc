@@ -17,8 +17,15 @@
 namespace anneal {
 namespace {
 
-TEST(OffloadTest, LayerInputsFromHostMemoryGiveTheSameGradientsWithThreeOnTheDevice) {
-  testing::SealedBackend sealed("sealed-offload", CpuBackend());
+// Both ways the copies can run: when issued (one stream, as on the host), and as late as a GPU's copy
+// stream may run them (tests/testing/sealed_backend.h: queued until their event is waited for), where
+// a missing wait between the copy and the compute streams gives stale layer inputs.
+class OffloadTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(OffloadTest, LayerInputsFromHostMemoryGiveTheSameGradientsWithThreeOnTheDevice) {
+  const bool deferred = GetParam();
+  testing::SealedBackend sealed(deferred ? "sealed-offload-deferred" : "sealed-offload", CpuBackend());
+  sealed.set_deferred_copy_stream(deferred);
   const ModelConfig cfg = *ModelConfig::Make(300, 16, 6, 2, 16);
   const int B = 2, T = 16, N = B * T;
   DecoderModel kept(cfg, sealed), offloaded(cfg, sealed);
@@ -40,6 +47,10 @@ TEST(OffloadTest, LayerInputsFromHostMemoryGiveTheSameGradientsWithThreeOnTheDev
     ASSERT_TRUE(kept.status().ok() && offloaded.status().ok()) << offloaded.status().message();
     EXPECT_EQ(a, b) << "pass " << pass;
   }
+  // Layers 0..2 went out and came back each pass; the last three stayed in the ring. Nothing was left
+  // in flight that the backward needed (only copies nobody waits for may still be queued).
+  EXPECT_EQ(offloaded.offloader()->copies_out(), 3 * 3);
+  EXPECT_EQ(offloaded.offloader()->copies_in(), 3 * 3);
   // The gradients accumulated over the three passes: the same bits.
   const size_t n = kept.num_floats();
   const HostRead ga(sealed, kept.grads_ptr(), n), gb(sealed, offloaded.grads_ptr(), n);
@@ -48,6 +59,9 @@ TEST(OffloadTest, LayerInputsFromHostMemoryGiveTheSameGradientsWithThreeOnTheDev
   EXPECT_EQ(offloaded.ActivationFloatsAllocated(), cfg.ActivationFloats(B, T, Recompute::kFull, ModelShard::Whole(), 1, true));
   EXPECT_EQ(kept.ActivationFloatsAllocated() - offloaded.ActivationFloatsAllocated(), static_cast<size_t>(3 * N * 16));
 }
+
+INSTANTIATE_TEST_SUITE_P(CopyStream, OffloadTest, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Deferred" : "Immediate"; });
 
 }  // namespace
 }  // namespace anneal

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -57,18 +58,45 @@ SealedBackend::Open::~Open() {
 }
 
 void SealedBackend::CopyFromHost(const TV& dst, const void* src, const Stream& s) {
+  if (OnCopyStream(s)) {
+    queue_.push_back([this, dst, src] { CopyFromHost(dst, src, Stream{}); });
+    return;
+  }
   Open o(this);
   inner_.CopyFromHost(dst, src, s);
 }
 void SealedBackend::CopyToHost(void* dst, const TV& src, const Stream& s) {
+  if (OnCopyStream(s)) {
+    queue_.push_back([this, dst, src] { CopyToHost(dst, src, Stream{}); });
+    return;
+  }
   Open o(this);
   inner_.CopyToHost(dst, src, s);
 }
 
+Stream SealedBackend::CopyStream() { return deferred_ ? Stream{&queue_, device()} : DefaultStream(); }
+
+// An event on the copy stream is the number of copies queued before it (+1, so that it is never the
+// empty handle): waiting for it runs them.
+Event SealedBackend::RecordEvent(const Stream& s) {
+  if (!OnCopyStream(s)) return Event{nullptr, device()};
+  return Event{reinterpret_cast<void*>(static_cast<uintptr_t>(queue_.size() + 1)), device()};
+}
+void SealedBackend::WaitEvent(const Stream& /*s*/, const Event& e) {
+  if (e.handle) RunQueued(reinterpret_cast<uintptr_t>(e.handle) - 1);
+}
+void SealedBackend::Synchronize(const Stream& s) {
+  if (OnCopyStream(s)) RunQueued(queue_.size());
+}
+void SealedBackend::RunQueued(size_t upto) {
+  while (ran_ < upto) queue_[ran_++]();
+}
+
 // Every op: unseal, count, run the inner backend's op, seal.
-#define ANNEAL_SEALED(call) \
-  Open o(this);             \
-  ++ops_;                   \
+#define ANNEAL_SEALED(call)          \
+  if (OnCopyStream(s)) std::abort(); \
+  Open o(this);                      \
+  ++ops_;                            \
   return inner_.call
 
 void SealedBackend::EmbeddingForward(const Stream& s, const TV& out, const TV& tokens, const TV& wte, const TV& wpe) {

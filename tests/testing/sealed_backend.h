@@ -6,8 +6,10 @@
 // Single-threaded use only, like any backend.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "tensor/backend.h"
 
@@ -29,6 +31,18 @@ class SealedBackend : public Backend {
   double MeasurePeakGflops(DType t) override { return inner_.MeasurePeakGflops(t); }
   void SetThreads(int n) override { inner_.SetThreads(n); }
   int Threads() const override { return inner_.Threads(); }
+  // A copy stream of its own whose copies run as late as a GPU's may: queued when issued, run only
+  // when an event recorded after them is waited for (on any stream) or the stream is synchronized.
+  // Code that reads a copy's result, or reuses its source, without waiting for its event sees stale
+  // memory. Off: CopyStream() is the default stream and copies run when called.
+  void set_deferred_copy_stream(bool on) { deferred_ = on; }
+  Stream CopyStream() override;
+  Event RecordEvent(const Stream& s) override;
+  void WaitEvent(const Stream& s, const Event& e) override;
+  void Synchronize(const Stream& s) override;
+  // Copies issued to the deferred copy stream and not yet run.
+  size_t deferred_copies() const { return queue_.size() - ran_; }
+
   // Ops run since construction (the test checks the model actually ran here).
   long ops() const { return ops_; }
   // Live allocations.
@@ -94,12 +108,17 @@ class SealedBackend : public Backend {
     SealedBackend* b_;
   };
   void Protect(int prot);
+  bool OnCopyStream(const Stream& s) const { return deferred_ && s.handle == &queue_; }
+  void RunQueued(size_t upto);  // the first `upto` queued copies, in order
 
   std::string name_;
   Backend& inner_;
   Alloc* alloc_;
   int depth_ = 0;
   long ops_ = 0;
+  bool deferred_ = false;
+  std::vector<std::function<void()>> queue_;  // the copy stream's copies, in issue order
+  size_t ran_ = 0;                             // how many of them have run
 };
 
 }  // namespace anneal::testing

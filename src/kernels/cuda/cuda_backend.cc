@@ -102,7 +102,8 @@ class CudaBackend : public Backend {
   CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
     MUST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MUST_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
-    MUST_CUDA(cudaEventCreateWithFlags(&copy_done_, cudaEventDisableTiming));
+    copy_events_.resize(64);
+    for (auto& e : copy_events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     alloc_.set_stream(stream_);
     events_.resize(4096);
     for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -119,7 +120,7 @@ class CudaBackend : public Backend {
     cudaStreamSynchronize(stream_);
     cudaStreamSynchronize(copy_stream_);
     cudaStreamDestroy(copy_stream_);
-    cudaEventDestroy(copy_done_);
+    for (auto& e : copy_events_) cudaEventDestroy(e);
     for (Staging& slot : staging_) {
       cudaFreeHost(slot.p);
       cudaEventDestroy(slot.done);
@@ -135,11 +136,13 @@ class CudaBackend : public Backend {
   // Small copies (a micro-batch's tokens and targets) go through a ring of pinned staging buffers:
   // from pageable memory the driver would first wait for all the stream's work, so the host could
   // not run ahead of the GPU. A slot is reused once the copy from it has completed (its event).
+  // From page-locked memory (AllocateHostStaging: offloaded activations) the copy is direct and
+  // reads the source when the stream reaches it, after the copies into it issued before.
   void CopyFromHost(const TV& dst, const void* src, const Stream& s) override {
     if (!dst.contiguous()) Must(Internal("CopyFromHost into a strided view: " + dst.ToString()));
     const size_t n = dst.bytes();
     if (n == 0) return;
-    if (n <= kStagingBytes) {
+    if (n <= kStagingBytes && !PageLocked(src)) {
       Staging& slot = staging_[next_staging_++ % staging_.size()];
       if (slot.used) MUST_CUDA(cudaEventSynchronize(slot.done));
       std::memcpy(slot.p, src, n);
@@ -156,9 +159,11 @@ class CudaBackend : public Backend {
   }
   Stream DefaultStream() override { return Stream{stream_, device()}; }
   Event RecordEvent(const Stream& s) override {
-    // The copy stream's events mark checkpoint copies that an optimizer update waits for a whole
-    // step later, longer than a slot of the ring lives: its own event (one snapshot at a time).
-    cudaEvent_t e = S(s) == copy_stream_ ? copy_done_ : events_[next_event_++ % events_.size()];
+    // Each stream its own ring (the copy stream's: checkpoint snapshots, offloaded activations). An
+    // event recorded again marks a later point of the same stream, so a wait on an event that was
+    // re-recorded since still waits for the work it first marked (and a little more).
+    cudaEvent_t e = S(s) == copy_stream_ ? copy_events_[next_copy_event_++ % copy_events_.size()]
+                                         : events_[next_event_++ % events_.size()];
     MUST_CUDA(cudaEventRecord(e, S(s)));
     return Event{e, device()};
   }
@@ -408,10 +413,19 @@ class CudaBackend : public Backend {
   int index_;
   CudaAllocator alloc_;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots' device-to-host copies
-  cudaEvent_t copy_done_ = nullptr;      // the one event recorded on it (RecordEvent)
+  cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots, offloaded activations
+  std::vector<cudaEvent_t> copy_events_;  // the events recorded on it (RecordEvent)
+  size_t next_copy_event_ = 0;
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;
+  static bool PageLocked(const void* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  }
   static constexpr size_t kStagingBytes = 4u << 20;
   struct Staging {
     void* p = nullptr;
