@@ -8,7 +8,8 @@
 #   ZeRO-1: reduce-scatter 4N + all-gather 4N;  ZeRO-3: reduce-scatter 4N + every layer gathered
 #   twice (forward, backward) + the embeddings and head once: 4N + 8 N_layers + 4 N_root
 # (1.5x when the layers are all of N). Model: GPT-2 small's shape (L=12, H=12, C=768; N = 124.5 M
-# floats with the padded vocabulary), T=64, B=1, fp32, one thread per rank.
+# floats with the padded vocabulary), T=64, B=1, fp32, one thread per rank; then bf16 peaks (a smaller
+# model on ref's emulated bf16) at ZeRO 0-3, fp32 and bf16 reduction.
 # BENCH_SMOKE=1: the same runs of a model of L=2, H=2, C=32, T=16 (figures mean nothing).
 set -euo pipefail
 # shellcheck source=bench/train_lib.sh
@@ -34,6 +35,25 @@ for layout in "1 0 0" "1 1 0" "1 2 0" "1 3 0" "2 0 0" "2 1 0" "2 2 0" "2 3 0" "4
   rss=$(num '.*peak RSS of rank 0: ([0-9.]+) MB.*' <<<"$out")
   printf "%3s %5s %5s %12s %12s %9s %12s\n" "$1" "$2" "$3" "$peak" "$formula" "$dev" "$rss"
   echo "RESULT zero_memory dp=$1 zero=$2 shard_group=$3 peak_MB=$peak formula_MB=$formula deviation_pct=$dev rss_MB=$rss" >&2
+done
+
+# bf16 (ref's emulated bf16: the cpu kernels are fp32 only, so a smaller model, L=4, H=4, C=256): bf16
+# parameters, activations and gradients, fp32 masters and moments as ZeRO shards them, gradients reduced
+# in fp32 (and at ZeRO 3 in bf16, dist.reduce_dtype) — peaks beside the formula at dp 2.
+bf_sets="--set model.n_layer=4 --set model.n_head=4 --set model.n_embd=256 --set train.kernels=ref --set train.dtype=bf16"
+[ "$SMOKE" = 0 ] || bf_sets="--set train.kernels=ref --set train.dtype=bf16"
+printf "bf16, L=4 C=256 on ref:\n%3s %5s %7s %12s %12s %9s\n" dp zero reduce "peak MB" "formula MB" "dev %"
+for layout in "2 0 f32" "2 1 f32" "2 2 f32" "2 3 f32" "2 3 bf16"; do
+  set -- $layout
+  # shellcheck disable=SC2086
+  out=$("$ANNEAL" launch --nproc-per-node "$1" -- "$ANNEAL" train --config "$cfg" $bf_sets --set dist.zero="$2" \
+    --set dist.reduce_dtype="$3" 2>&1)
+  line=$(grep "memory of rank 0 " <<<"$out")
+  peak=$(num '.*: peak ([0-9.]+) MB allocated.*' <<<"$line")
+  formula=$(num '.*mark\), formula ([0-9.]+) MB.*' <<<"$line")
+  dev=$(num '.*formula [0-9.]+ MB \(([+-][0-9.]+)%\).*' <<<"$line")
+  printf "%3s %5s %7s %12s %12s %9s\n" "$1" "$2" "$3" "$peak" "$formula" "$dev"
+  echo "RESULT zero_memory_bf16 dp=$1 zero=$2 reduce=$3 peak_MB=$peak formula_MB=$formula deviation_pct=$dev" >&2
 done
 
 # ZeRO-3 against ZeRO-1 at dp 2: step time and bytes handed to the collectives.

@@ -187,10 +187,10 @@ Status TrainReport::Memory() {
   for (int r = 0; r < world; ++r) {
     const double* m = all.data() + kFields * r;
     log_(Fmt("memory of rank %d (dp %d, pp %d, tp %d): peak %.2f MB allocated in step 1 (the allocator's high-water "
-             "mark), formula %.2f MB (%+.1f%%); parameters %.2f MB (its %.0f whole); activations %.2f MB allocated, "
+             "mark), formula %.2f MB (%+.1f%%); its part of the model %.2f MB (%.0f parameters%s); activations %.2f MB allocated, "
              "formula %.2f MB (in floats, %d slot%s); Korthikanti et al. for its layers %.2f MB (fp16)",
              r, r / (tp * pp), (r / tp) % pp, r % tp, m[5] / 1e6, m[6] / 1e6, m[6] > 0 ? 100.0 * (m[5] - m[6]) / m[6] : 0.0,
-             m[0] * SizeOf(c.train.dtype) / 1e6, m[0], m[1] * 4 / 1e6, m[2] * 4 / 1e6, static_cast<int>(m[4]), m[4] == 1 ? "" : "s", m[3] / 1e6));
+             m[0] * SizeOf(c.train.dtype) / 1e6, m[0], c.dist.zero == 3 ? ", a 1/dp shard held between gathers" : "", m[1] * 4 / 1e6, m[2] * 4 / 1e6, static_cast<int>(m[4]), m[4] == 1 ? "" : "s", m[3] / 1e6));
   }
   return Status::Ok();
 }
