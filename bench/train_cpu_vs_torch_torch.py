@@ -36,6 +36,13 @@ theta 10000, RMSNorm eps 1e-5, no biases) with attn_implementation="sdpa" (torch
 dot-product attention: transformers' fastest CPU path), its default initialization; the loss is
 cross-entropy of its logits against the targets, as for GPT-2.
 
+--fsdp (torch 2, started by torchrun: bench/zero3_vs_fsdp.sh): data parallelism over gloo with
+PyTorch's own sharding, FSDP2's fully_shard on every block and then on the root (wte, wpe, ln_f: the
+tied head in the root), reshard_after_forward=True — ZeRO-3's peer: parameters gathered per block
+before its forward and again before its backward, gradients reduce-scattered, AdamW on the shard.
+Every rank builds the same initial model (one seed) and draws its own batch (seed + rank); rank 0
+prints the RESULT lines.
+
 Prints:
   RESULT side=torch params=<count>
   RESULT side=torch threads=N tokens_per_s=... step_ms=... peak_rss_mb=... malloc=default|keep
@@ -168,6 +175,7 @@ def main():
     ap.add_argument("--KV", type=int, default=0, help="llama: key/value heads (0 = H)")
     ap.add_argument("--F", type=int, default=0, help="llama: the SwiGLU width (0 = 4C)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch 2)")
+    ap.add_argument("--fsdp", action="store_true", help="torch 2 under torchrun: fully_shard over gloo")
     ap.add_argument("--keep-memory", action="store_true",
                     help="re-exec with glibc malloc never returning memory to the kernel")
     a = ap.parse_args()
@@ -192,9 +200,25 @@ def main():
         model, version = llama(a)
     else:
         model = GPT(a.V, a.maxT, a.C, a.H, a.L)
-    run = torch.compile(model) if a.compile else model
     nparams = sum(p.numel() for p in model.parameters())
-    print("RESULT side=torch params=%d" % nparams, flush=True)
+    rank = 0
+    if a.fsdp:
+        if not torch2:
+            print("--fsdp needs torch 2 (this is %s)" % torch.__version__, file=sys.stderr)
+            return 2
+        import torch.distributed as dist
+        from torch.distributed.fsdp import fully_shard
+        dist.init_process_group("gloo")
+        rank = dist.get_rank()
+        blocks = model.model.model.layers if a.family == "llama" else model.h
+        for blk in blocks:
+            fully_shard(blk, reshard_after_forward=True)
+        fully_shard(model, reshard_after_forward=True)
+        version += " fsdp=fully_shard world=%d" % dist.get_world_size()
+        torch.manual_seed(a.seed + rank)  # each rank its own batch
+    run = torch.compile(model) if a.compile else model
+    if rank == 0:
+        print("RESULT side=torch params=%d" % nparams, flush=True)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt_kwargs = dict(lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
@@ -225,6 +249,8 @@ def main():
         times.append(time.perf_counter() - t0)
     mean_s = sum(times) / len(times)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    if rank != 0:
+        return 0
     st = sorted(times)
     print("torch %s: %d timed steps of %d tokens, step ms min %.1f median %.1f max %.1f, "
           "last loss %.4f" % (torch.__version__, a.steps, a.B * a.T, st[0] * 1000.0,
