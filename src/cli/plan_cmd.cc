@@ -9,13 +9,14 @@
 #include "core/memory.h"
 #include "model/family.h"
 #include "train/setup.h"
+#include "train/step_cost.h"
 
 namespace anneal::cli {
 
 namespace {
 
 struct PlanArgs {
-  std::string config, device_memory, unit = "GB";
+  std::string config, device_memory, unit = "GB", device, attention = "gemm";
   int world = 1;
   std::vector<std::string> sets;
 };
@@ -90,6 +91,20 @@ void PrintLargestFitting(const TrainConfig& c, int world, const MemoryInputs& in
               fits.empty() ? "none (add ranks, shard more, recompute, or a smaller batch)" : fits.c_str());
 }
 
+// --device: one training step of one device, op by op, priced by the roofline (train/step_cost.h).
+Status PrintStepCost(const TrainConfig& c, int world, const DeviceSpec& spec, bool flash) {
+  if (world != 1) {
+    std::printf("step cost: not modelled at --world %d (the model prices one device's step: --world 1)\n", world);
+    return Status::Ok();
+  }
+  ANNEAL_ASSIGN_OR_RETURN(StepCost sc, PredictStep(c, spec, flash));
+  std::printf("one training step on one %s, attention path %s (CUDA kernels' launches, FLOPs and bytes, op by op; "
+              "kernels/cost/cost_backend.h), the longest op first:\n%s",
+              spec.name.c_str(), flash ? "2 (flash)" : "1 (gemm)", sc.table.c_str());
+  std::printf("device memory at the step's peak (the cost backend's allocator): %.3f GB\n", sc.peak_bytes / 1e9);
+  return Status::Ok();
+}
+
 Status RunPlan(const PlanArgs& a) {
   if (a.config.empty()) return InvalidInput("anneal plan needs --config FILE.yaml (the training config)");
   if (a.world < 1) return InvalidInput("--world " + std::to_string(a.world) + " must be at least 1");
@@ -105,7 +120,16 @@ Status RunPlan(const PlanArgs& a) {
                         std::to_string(d.tp) + ") = " + std::to_string(d.dp * d.pp * d.tp) + " but --world is " +
                         std::to_string(a.world) + ": choose dp, pp and tp whose product is the number of ranks");
   }
-  uint64_t device = 0;
+  const DeviceSpec* spec = nullptr;
+  if (!a.device.empty() && !(spec = FindDeviceSpec(a.device))) {
+    std::string names;
+    for (const DeviceSpec& s : DeviceSpecs()) names += (names.empty() ? "" : ", ") + s.name;
+    return InvalidInput("--device '" + a.device + "' is not in the table (kernels/cost/device_specs.cc): " + names);
+  }
+  if (a.attention != "gemm" && a.attention != "flash") {
+    return InvalidInput("--attention '" + a.attention + "' must be gemm (path 1) or flash (path 2)");
+  }
+  uint64_t device = spec ? static_cast<uint64_t>(spec->memory_gb * 1e9) : 0;
   if (!a.device_memory.empty()) {
     ANNEAL_ASSIGN_OR_RETURN(device, ParseByteSize(a.device_memory, "--device-memory"));
   }
@@ -127,6 +151,7 @@ Status RunPlan(const PlanArgs& a) {
                 peak <= device ? "fits" : "does not fit", peak / 1e9, 100.0 * peak / device);
     PrintLargestFitting(c, a.world, in, static_cast<double>(device), unit);
   }
+  if (spec) return PrintStepCost(c, a.world, *spec, a.attention == "flash");
   return Status::Ok();
 }
 
@@ -140,7 +165,8 @@ void AddPlanCommand(CLI::App& app, RunFn* run) {
       "runs (the trainer's own formula), the same at each ZeRO stage, and with --device-memory whether it fits and "
       "the largest preset of the family that fits.\n"
       "Example: anneal plan --config llama.yaml --world 64 --set dist.zero=3 --set train.dtype=bf16 "
-      "--device-memory 80GB");
+      "--device-memory 80GB\n"
+      "         anneal plan --config gpt2.yaml --device h200 --set train.dtype=bf16");
   cmd->add_option("--config", a->config, "the training config (YAML or JSON; data.dir is not read)")->required();
   cmd->add_option("--world", a->world, "ranks in all (dp x tp x pp); dist.dp defaults to world / (tp x pp)")
       ->capture_default_str();
@@ -148,6 +174,12 @@ void AddPlanCommand(CLI::App& app, RunFn* run) {
                   "one device's memory, e.g. 80GB, 141GB, 24GiB: say whether the layout fits, and the largest preset "
                   "of the model's family that does");
   cmd->add_option("--unit", a->unit, "the table's unit: GB or MB")->capture_default_str();
+  cmd->add_option("--device", a->device,
+                  "a GPU of kernels/cost/device_specs.cc (h200, h100, a100): its memory for --device-memory, and with "
+                  "--world 1 one training step priced op by op (FLOPs, bytes, launches, host synchronisations, "
+                  "roofline time), the predicted step time, tokens/s and MFU");
+  cmd->add_option("--attention", a->attention, "with --device: gemm (attention path 1, the default) or flash (path 2)")
+      ->capture_default_str();
   cmd->add_option("--set", a->sets, "override a config key, KEY=VALUE (repeatable)");
   cmd->callback([a, run] { *run = [a] { return RunPlan(*a); }; });
 }

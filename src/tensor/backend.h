@@ -238,6 +238,13 @@ class Backend {
 
   // Sum of squares of g accumulated in double in a fixed order.
   virtual double SumSquares(const Stream& s, const TV& g) = 0;
+  // out[i] = SumSquares(s, gs[i]) bit for bit (0 for an empty view), for many views with one host
+  // synchronisation in all
+  // (the gradient norm over every parameter tensor: one read back a step, not one a tensor). The
+  // host backends' ops are done when they return: one call each.
+  virtual void SumSquaresEach(const Stream& s, const std::vector<TV>& gs, double* out) {
+    for (size_t i = 0; i < gs.size(); ++i) out[i] = gs[i].numel() == 0 ? 0.0 : SumSquares(s, gs[i]);
+  }
   // g *= f
   virtual void Scale(const Stream& s, const TV& g, float f) = 0;
   // AdamW step t (1-based) over a flat range: p, g, m, v of equal size; decoupled weight decay wd.

@@ -162,6 +162,23 @@ MemoryInputs MemoryInputsOf(const TrainConfig& c) {
   return in;
 }
 
+Result<std::unique_ptr<Runtime>> SetUpDeviceModel(const TrainConfig& c, Backend* be) {
+  if (c.dist.dp > 1 || c.dist.tp > 1 || c.dist.pp > 1) {
+    return InvalidInput("one device's step only: dist.dp, dist.tp and dist.pp must be 1 (the collectives of a "
+                        "parallel layout are not modelled)");
+  }
+  auto rt = std::make_unique<Runtime>();
+  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg, ProcessGroups::Make(1, 1, 1, 1, 0, 0));
+  rt->pg = std::make_unique<ProcessGroups>(std::move(pg));
+  ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, PlanLayout(c, 1));
+  rt->plan = std::make_unique<ParallelPlan>(std::move(plan));
+  rt->shard = rt->plan->ShardOf(0, 0);
+  rt->be = be;
+  BuildModel(c, rt.get());
+  ANNEAL_RETURN_IF_ERROR(BuildStep(c, rt.get()));
+  return rt;
+}
+
 Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c) {
   auto rt = std::make_unique<Runtime>();
   ANNEAL_RETURN_IF_ERROR(PlanRank(c, rt.get()));

@@ -64,6 +64,9 @@ struct Runtime {
 // Builds everything but checkpoints. Errors name the key to change (exit 2) or the peer that failed
 // (exit 3).
 Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c);
+// One rank of world 1 on `be` without data (its step reads batches of token 0) and without a
+// rendezvous: the step cost model's runtime (train/step_cost.h). dist.* must describe one device.
+Result<std::unique_ptr<Runtime>> SetUpDeviceModel(const TrainConfig& c, Backend* be);
 // The parallel layout of c on `world` ranks (dist.dp, or world / (tp x pp)), validated against the
 // model (exit 2 naming the factor): what every rank plans with, and `anneal plan` before any runs.
 Result<ParallelPlan> PlanLayout(const TrainConfig& c, int world);

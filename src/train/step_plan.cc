@@ -12,7 +12,7 @@ Result<StepOutcome> StepPlan::Run(int step, const StopSignals& stop) {
   p_.model->ZeroGrad();
   ANNEAL_ASSIGN_OR_RETURN(const double sum, ForwardBackward());  // 2-5
   ANNEAL_RETURN_IF_ERROR(p_.model->status());   // an activation that did not fit (named, with what to do)
-  ANNEAL_RETURN_IF_ERROR(p_.loader->status());  // a remote shard read that failed (fastfile)
+  if (p_.loader) ANNEAL_RETURN_IF_ERROR(p_.loader->status());  // a remote shard read that failed (fastfile)
   if (p_.tp) ANNEAL_RETURN_IF_ERROR(p_.tp->status());
   StepOutcome o;
   o.loss = p_.scale.Local(sum);                              // 6
@@ -27,6 +27,11 @@ void StepPlan::Fetch() {
   in_.resize(p_.scale.accum);
   tgt_.resize(p_.scale.accum);
   for (int m = 0; m < p_.scale.accum; ++m) {
+    if (!p_.loader) {  // no data: batches of token 0 (the step cost model, whose ops compute nothing)
+      in_[m].assign(static_cast<size_t>(B) * T, 0);
+      tgt_[m].assign(static_cast<size_t>(B) * T, 0);
+      continue;
+    }
     p_.loader->Next(&batch_);
     SplitBatch(batch_, B, T, &in_[m], &tgt_[m]);
   }
@@ -118,14 +123,19 @@ double StepPlan::LocalSumSquares(DevPtr g, size_t begin, size_t end) const {
   double ss = 0;
   if (p_.dp && p_.dp->zero() == 0 && p_.dp_rank != 0) return ss;
   if (p_.dp && p_.dp->replica_rank() != 0) return ss;  // shard groups: another group's replica of this shard
+  std::vector<TV> parts;
   for (const ParamInfo& p : m.layout().params()) {
     if (!p.owner(m.shard())) continue;
     const size_t lo = std::max(begin, p.offset), hi = std::min(end, p.offset + p.stored_size);
     if (lo < hi) {
       const DevPtr at = g + (lo - begin);
-      ss += be.SumSquares(m.stream(), TV(at.p, at.t, {static_cast<int64_t>(hi - lo)}, be.device()));
+      parts.emplace_back(at.p, at.t, std::initializer_list<int64_t>{static_cast<int64_t>(hi - lo)}, be.device());
     }
   }
+  // One read back for every tensor; summed in the tensors' order, as one call per tensor would.
+  std::vector<double> each(parts.size());
+  be.SumSquaresEach(m.stream(), parts, each.data());
+  for (double x : each) ss += x;
   return ss;
 }
 

@@ -45,7 +45,7 @@ struct LossScale {
 struct StepParts {
   DecoderModel* model = nullptr;
   PipelineEngine* pipeline = nullptr;
-  DataLoader* loader = nullptr;
+  DataLoader* loader = nullptr;            // null: batches of token 0 (kernels/cost: nothing is computed)
   AdamW* optimizer = nullptr;
   DataParallel* dp = nullptr;              // null: one replica without ZeRO
   Communicator* embedding = nullptr;       // the tied wte's first and last stage (null unless in one)

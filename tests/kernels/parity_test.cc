@@ -534,6 +534,29 @@ std::vector<std::pair<std::string, DType>> Pairs() {
 INSTANTIATE_TEST_SUITE_P(Registered, BackendParity, ::testing::ValuesIn(Pairs()),
                          [](const auto& info) { return info.param.first + "_" + DTypeName(info.param.second); });
 
+// SumSquaresEach (the gradient norm's one read back) gives each view's SumSquares bit for bit, on every
+// backend in both dtypes it has: views of several sizes (one chunk, several, empty) in one call.
+TEST(ParityTest, SumSquaresEachEqualsOneCallPerView) {
+  for (const auto& [name, t] : Pairs()) {
+    Backend& b = *BackendByName(name);
+    if (!b.Supports(Op::kSumSquares, t)) continue;
+    std::vector<Arg> args;
+    int seed = 90;
+    for (int64_t n : {int64_t{1}, int64_t{1000}, int64_t{200003}, int64_t{65536}, int64_t{7}}) {
+      args.emplace_back(b, t, Rand(static_cast<size_t>(n), seed++), std::initializer_list<int64_t>{n});
+    }
+    std::vector<TV> views;
+    for (const Arg& a : args) views.push_back(a.v());
+    views.push_back(TV(args[0].v().data(), t, {0}, b.device()));  // an empty view: 0
+    std::vector<double> each(views.size(), -1);
+    b.SumSquaresEach(b.DefaultStream(), views, each.data());
+    for (size_t i = 0; i < views.size(); ++i) {
+      const double one = i + 1 < views.size() ? b.SumSquares(b.DefaultStream(), views[i]) : 0.0;
+      EXPECT_EQ(each[i], one) << name << " " << DTypeName(t) << " view " << i;
+    }
+  }
+}
+
 // The bf16 emulation rounds once: a value bf16 holds exactly goes through an op unchanged.
 TEST(ParityTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);

@@ -378,6 +378,18 @@ class CudaBackend : public Backend {
     Must(cuda::SumSquares(D(s), E(g.dtype()), g.data(), static_cast<size_t>(g.numel()), scratch_, &out));
     return out;
   }
+  void SumSquaresEach(const Stream& s, const std::vector<TV>& gs, double* out) override {
+    ANNEAL_TIMED(s);
+    std::vector<cuda::Elem> t;
+    std::vector<const void*> p;
+    std::vector<size_t> n;
+    for (const TV& g : gs) {
+      t.push_back(E(g.dtype()));
+      p.push_back(g.data());
+      n.push_back(static_cast<size_t>(g.numel()));
+    }
+    Must(cuda::SumSquaresEach(D(s), t.data(), p.data(), n.data(), gs.size(), scratch_, out));
+  }
   void Scale(const Stream& s, const TV& g, float f) override {
     ANNEAL_TIMED(s);
     Must(cuda::Scale(D(s), E(g.dtype()), g.data(), f, static_cast<size_t>(g.numel())));

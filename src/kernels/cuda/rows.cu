@@ -636,6 +636,30 @@ Status SumSquares(const Device1D& d, Elem t, const void* g, size_t n, Scratch& s
   return Status::Ok();
 }
 
+Status SumSquaresEach(const Device1D& d, const Elem* t, const void* const* g, const size_t* n, size_t count,
+                      Scratch& scratch, double* out) {
+  std::vector<size_t> first(count + 1, 0);  // view i's partials are [first[i], first[i+1])
+  for (size_t i = 0; i < count; ++i) {
+    out[i] = 0;
+    first[i + 1] = first[i] + (n[i] ? cudalaunch::PlanChunkedSum(n[i]).blocks() : 0);
+  }
+  if (first[count] == 0) return Status::Ok();
+  ANNEAL_ASSIGN_OR_RETURN(void* p, scratch.Get(first[count] * sizeof(double)));
+  double* partials = static_cast<double*>(p);
+  for (size_t i = 0; i < count; ++i) {
+    if (n[i] == 0) continue;
+    const cudalaunch::ChunkedSum plan = cudalaunch::PlanChunkedSum(n[i]);
+    ANNEAL_LAUNCH_T(t[i], SumSquaresChunks, plan.blocks(), plan.threads, d.stream, plan, g[i], partials + first[i]);
+  }
+  std::vector<double> host(first[count]);
+  ANNEAL_CUDA_CHECK(cudaMemcpyAsync(host.data(), partials, host.size() * sizeof(double), cudaMemcpyDeviceToHost, d.stream));
+  ANNEAL_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+  for (size_t i = 0; i < count; ++i) {
+    for (size_t b = first[i]; b < first[i + 1]; ++b) out[i] += host[b];  // block order, as SumSquares
+  }
+  return Status::Ok();
+}
+
 Status EmbeddingForward(const Device1D& d, Elem t, void* out, const int32_t* tokens, const void* wte, const void* wpe,
                         int64_t B, int64_t T, int64_t C) {
   if (B * T * C == 0) return Status::Ok();
