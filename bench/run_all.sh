@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 ANNEAL=${1:-build/release/src/anneal}
 shift $(( $# > 0 ? 1 : 0 ))
 BUILD=$(dirname "$(dirname "$ANNEAL")")
-ALL=(tokenize_vs_tiktoken prep train_cpu_vs_torch train_llama_cpu_vs_torch zero_memory zero3_vs_fsdp recompute dp_scaling parallel_memory
+ALL=(tokenize_vs_tiktoken prep train_cpu_vs_torch train_llama_cpu_vs_torch zero_memory zero3_vs_fsdp step_cost recompute dp_scaling parallel_memory
   pipeline_bubble tp_overhead ckpt ckpt_hierarchical job_latency api_load recovery warm_pool slurm_latency observe_overhead allreduce s3_throughput)
 NAMES=("$@")
 [ ${#NAMES[@]} -gt 0 ] || NAMES=("${ALL[@]}")

@@ -279,6 +279,15 @@ JSON
     { echo "== ANNEAL_CUDA_ATTENTION=$path"; ANNEAL_CUDA_OP_TIMES=1 ANNEAL_CUDA_ATTENTION=$path timeout 90 "$B/run.sh" anneal train \
         --config "$w/gpt2.json" --set train.steps=4 2>&1 | sed -n '/CUDA op times/,/all ops/p'; } >>"$OUT/kernels.txt"
   done
+  # The step cost model's prediction of the same step on this GPU, beside the measured op times.
+  local spec
+  case "$(timeout 20 nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+    *H200*) spec=h200 ;; *A100*) spec=a100 ;; *) spec=h100 ;;
+  esac
+  for path in gemm flash; do
+    { echo "== the cost model (anneal plan --device $spec --attention $path)"
+      timeout 60 "$B/run.sh" anneal plan --config "$w/gpt2.json" --device $spec --attention $path | sed -n '/one training step/,$p'; } >>"$OUT/kernels.txt"
+  done
   timeout 200 python3 bench/gpu/torch_gpt2.py --batch 16 --seq 1024 --steps 12 --warmup 3 >"$w/torch.log" 2>&1 &
   pid=$!
   local tpeak

@@ -81,11 +81,11 @@ long CostBackend::syncs() const {
 }
 
 OpRecord& CostBackend::Add(const std::string& op, const std::string& shape, double flops, double bytes, long launches,
-                      long syncs, bool tensor_core) {
+                      long syncs, OpRecord::Engine engine) {
   auto [it, fresh] = index_.try_emplace({op, shape}, records_.size());
   if (fresh) {
     records_.push_back(OpRecord{op, shape});
-    records_.back().tensor_core = tensor_core;
+    records_.back().engine = engine;
   }
   OpRecord& r = records_[it->second];
   ++r.calls;
@@ -171,7 +171,7 @@ OpRecord& CostBackend::Gemm(const char* op, int64_t n, int64_t k, int64_t m, siz
   shape.append("x").append(std::to_string(k)).append(" -> ").append(std::to_string(m));
   if (batch > 1) shape = std::to_string(batch).append(" x (").append(shape).append(")");
   if (elem == 2) shape.append(" bf16");
-  return Add(op, shape, 2.0 * batch * n * k * m, bytes, 1, 0, true);
+  return Add(op, shape, 2.0 * batch * n * k * m, bytes, 1, 0, OpRecord::Engine::kGemm);
 }
 void CostBackend::LinearForward(const Stream&, const TV& out, const TV& inp, const TV& w, const TV& bias,
                                 const TV& gelu_out) {
@@ -211,13 +211,13 @@ void CostBackend::AttentionForward(const Stream&, const TV& out, const TV& lse, 
   const std::string shape = Dims(q) + " H=" + std::to_string(H);
   if (flash_) {
     Add("attention_forward (flash)", shape, 2 * Bt * T * T * C * (1 + 64 / T), B(q) + B(k) + B(v) + B(out) + B(lse), 1,
-        0, true);
+        0, OpRecord::Engine::kFlash);
     return;
   }
   const double split = 2 * (B(q) + B(k) + B(v));
   // S = Q K^T written; the softmax reads and rewrites it; P V reads it and V and writes O; merge.
   const double bytes = split + (B(q) + B(k) + scores) + (2 * scores + B(lse)) + (scores + B(v) + B(out)) + 2 * B(out);
-  Add("attention_forward (path 1)", shape, 4 * Bt * T * T * C, bytes, 7, 0, true);
+  Add("attention_forward (path 1)", shape, 4 * Bt * T * T * C, bytes, 7, 0, OpRecord::Engine::kGemm);
 }
 void CostBackend::AttentionBackward(const Stream&, const TV& dq, const TV& dk, const TV& dv, const TV& dout,
                                     const TV& q, const TV& k, const TV& v, const TV& out, const TV& lse, int H) {
@@ -226,7 +226,8 @@ void CostBackend::AttentionBackward(const Stream&, const TV& dq, const TV& dk, c
   const std::string shape = Dims(q) + " H=" + std::to_string(H);
   if (flash_) {  // RowDots, KeyGrads, QueryGrads: seven tile products over the causal half
     Add("attention_backward (flash)", shape, 7 * Bt * T * T * C * (1 + 64 / T),
-        B(q) + B(k) + B(v) + B(out) + 2 * B(dout) + B(lse) + B(dq) + B(dk) + B(dv) + 2 * Bt * H * T * 4, 3, 0, true);
+        B(q) + B(k) + B(v) + B(out) + 2 * B(dout) + B(lse) + B(dq) + B(dk) + B(dv) + 2 * Bt * H * T * 4, 3, 0,
+        OpRecord::Engine::kFlash);
     return;
   }
   const double split = 2 * (B(q) + B(k) + B(v) + B(out) + B(dout));
@@ -234,7 +235,8 @@ void CostBackend::AttentionBackward(const Stream&, const TV& dq, const TV& dk, c
                        + (sc + B(dout) + B(dv)) + (sc + B(k) + B(dq)) + (sc + B(q) + B(dk));  // dV, dQ, dK
   const double softmax = 2 * sc + 2 * sc + B(dout) + B(out) + B(lse);  // reads dP, S; writes dS, P
   const double merge = 2 * (B(dq) + B(dk) + B(dv));
-  Add("attention_backward (path 1)", shape, 10 * Bt * T * T * C, split + gemms + softmax + merge, 14, 0, true);
+  Add("attention_backward (path 1)", shape, 10 * Bt * T * T * C, split + gemms + softmax + merge, 14, 0,
+      OpRecord::Engine::kGemm);
 }
 void CostBackend::AttentionDecode(const Stream&, const TV& out, const TV& q, const TV& kcache, const TV& vcache,
                                   const TV& scores, int H) {

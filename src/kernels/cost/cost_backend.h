@@ -31,7 +31,9 @@ struct OpRecord {
   double bytes = 0;    // read + written in global memory, all calls
   long launches = 0;   // kernels (GEMMs, memsets) in all calls
   long syncs = 0;      // host synchronisations in all calls
-  bool tensor_core = false;  // GEMM FLOPs (bf16 on tensor cores) rather than CUDA-core arithmetic
+  // What does the arithmetic: CUDA cores (elementwise, rows), cuBLASLt's GEMMs, or anneal's own
+  // flash-attention kernels (tensor cores, priced at their own attained fraction).
+  enum class Engine { kCores, kGemm, kFlash } engine = Engine::kCores;
 };
 
 class CostBackend final : public Backend {
@@ -112,7 +114,7 @@ class CostBackend final : public Backend {
   class Reserve;
   // Adds one call of `op` at `shape`; its record.
   OpRecord& Add(const std::string& op, const std::string& shape, double flops, double bytes, long launches, long syncs = 0,
-           bool tensor_core = false);
+                OpRecord::Engine engine = OpRecord::Engine::kCores);
   // A GEMM of (n x k) by (k x m) with `accumulate` (beta = 1: C read too), batched `batch` times.
   OpRecord& Gemm(const char* op, int64_t n, int64_t k, int64_t m, size_t elem, bool accumulate, int64_t batch = 1);
 

@@ -20,6 +20,7 @@ struct DeviceSpec {
   double hbm_gbps = 0;      // memory bandwidth, GB/s (1e9 bytes)
   double memory_gb = 0;     // device memory, GB (1e9 bytes)
   double gemm_efficiency = 0;    // the fraction of the tensor-core peak a large GEMM attains
+  double flash_efficiency = 0;   // the same for anneal's flash-attention kernels (path 2)
   double memory_efficiency = 0;  // the fraction of the bandwidth a streaming kernel attains
   double launch_us = 0;     // device time between two dependent kernels (launch and tail)
   double sync_us = 0;       // device idle per host synchronisation (read back, issue again)

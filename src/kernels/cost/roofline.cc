@@ -15,12 +15,16 @@ StepPrice PriceStep(const std::vector<OpRecord>& records, const DeviceSpec& d, b
   StepPrice p;
   const double gemm_rate = (bf16 ? d.bf16_tflops : d.f32_tflops) * 1e12 * d.gemm_efficiency;  // FLOP/s
   const double core_rate = d.f32_tflops * 1e12;
+  const double flash_rate = d.bf16_tflops * 1e12 * d.flash_efficiency;
   const double bw = d.hbm_gbps * 1e9 * d.memory_efficiency;  // bytes/s
   for (const OpRecord& r : records) {
     PricedOp o;
     o.rec = r;
     o.overlapped = r.op.find("(copy stream)") != std::string::npos;
-    o.compute_us = r.flops / (r.tensor_core ? gemm_rate : core_rate) * 1e6;
+    const double rate = r.engine == OpRecord::Engine::kGemm    ? gemm_rate
+                        : r.engine == OpRecord::Engine::kFlash ? flash_rate
+                                                               : core_rate;
+    o.compute_us = r.flops / rate * 1e6;
     o.memory_us = r.bytes / bw * 1e6;
     o.launch_us = static_cast<double>(r.launches) * d.launch_us;
     o.sync_us = static_cast<double>(r.syncs) * d.sync_us;
@@ -60,9 +64,9 @@ std::string FormatStepPrice(const StepPrice& p, const DeviceSpec& d, double toke
                 model_flops / 1e9);
   out += line;
   std::snprintf(line, sizeof line,
-                "(assumed: GEMMs at %.0f%% of the peak, memory at %.0f%% of %.0f GB/s, %.1f us a launch, %.0f us of "
-                "device idle a host synchronisation: kernels/cost/device_specs.cc)\n",
-                100 * d.gemm_efficiency, 100 * d.memory_efficiency, d.hbm_gbps, d.launch_us, d.sync_us);
+                "(assumed: GEMMs at %.0f%% of the peak, the flash kernels at %.0f%%, memory at %.0f%% of %.0f GB/s, "
+                "%.1f us a launch, %.0f us of device idle a host synchronisation: kernels/cost/device_specs.cc)\n",
+                100 * d.gemm_efficiency, 100 * d.flash_efficiency, 100 * d.memory_efficiency, d.hbm_gbps, d.launch_us, d.sync_us);
   out += line;
   return out;
 }
