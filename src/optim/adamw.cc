@@ -63,15 +63,15 @@ StepStats AdamW::StepWithNorm(DevPtr params, DevPtr grads, int step, double grad
   }
   ++updates_;
   const DevPtr target = master_.empty() ? params : master_.ptr();  // what the update changes
-  for (const ParamInfo& p : layout_.params()) {  // each tensor's part inside the shard
-    const size_t lo = std::max(begin_, p.offset), hi = std::min(end_, p.offset + p.stored_size);
-    if (lo >= hi) continue;
-    const size_t i = lo - begin_;
-    be_.AdamW(st, view(target + i, hi - lo), view(grads + i, hi - lo), view(m_.ptr() + i, hi - lo),
-              view(v_.ptr() + i, hi - lo), s.lr, o_.beta1, o_.beta2, o_.eps, p.decay ? o_.weight_decay : 0.0f,
-              updates_);
+  if (ranges_.empty()) {
+    for (const ParamInfo& p : layout_.params()) {  // each tensor's part inside the shard
+      const size_t lo = std::max(begin_, p.offset), hi = std::min(end_, p.offset + p.stored_size);
+      if (lo < hi) ranges_.push_back({lo - begin_, hi - lo, p.decay ? o_.weight_decay : 0.0f});
+    }
   }
-  WriteWorking(params);
+  // Every tensor in one call; with bf16 working weights, those written from the masters too.
+  be_.AdamWEach(st, view(target, n), view(grads, n), view(m_.ptr(), n), view(v_.ptr(), n),
+                master_.empty() ? TensorView() : view(params, n), ranges_, s.lr, o_.beta1, o_.beta2, o_.eps, updates_);
   return s;
 }
 

@@ -97,6 +97,7 @@ class AdamW {
   size_t begin_, end_;
   DeviceArray m_, v_;
   DeviceArray master_;  // fp32 master weights of the shard when the working copy is not fp32
+  std::vector<Backend::AdamWRange> ranges_;  // each tensor's part of the shard, with its weight decay
   Status status_;
   int updates_ = 0;
   Event fence_;  // WaitBeforeNextUpdate's

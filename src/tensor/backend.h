@@ -250,6 +250,27 @@ class Backend {
   // AdamW step t (1-based) over a flat range: p, g, m, v of equal size; decoupled weight decay wd.
   virtual void AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, float lr, float beta1,
                      float beta2, float eps, float wd, int t) = 0;
+  // AdamW step t over several ranges of flat views at once (p fp32, g, m, v of equal size): range i
+  // is elements [offset, offset + n) with weight decay wd, exactly AdamW on that slice; with `working`
+  // given (the bf16 working weights, p's size) it then holds p rounded to nearest even — the
+  // precision policy's master -> working copy, in the same pass on a GPU (one launch for every
+  // tensor instead of one a tensor and a conversion). The host backends: one AdamW a range, one Copy.
+  struct AdamWRange {
+    size_t offset = 0, n = 0;
+    float wd = 0;
+    bool operator==(const AdamWRange&) const = default;
+  };
+  virtual void AdamWEach(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, const TV& working,
+                         const std::vector<AdamWRange>& ranges, float lr, float beta1, float beta2, float eps, int t) {
+    for (const AdamWRange& r : ranges) {
+      const auto at = [&](const TV& x) {
+        return TV(static_cast<char*>(x.data()) + r.offset * SizeOf(x.dtype()), x.dtype(),
+                  {static_cast<int64_t>(r.n)}, x.device());
+      };
+      AdamW(s, at(p), at(g), at(m), at(v), lr, beta1, beta2, eps, r.wd, t);
+    }
+    if (!working.empty()) Copy(s, working, p);
+  }
   // x = 0 (gradient zeroing, scratch clearing).
   virtual void Zero(const Stream& s, const TV& x) = 0;
   // dst = src, equal shapes; strided views accepted (pipeline stage buffers, data parallelism's

@@ -136,6 +136,53 @@ TEST(CudaElementwiseTest, AdamWMatchesTheReferenceAndWritesTheWorkingCopy) {
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], RoundToBf16(master[i])) << i;
 }
 
+// The multi-tensor AdamW (one launch over chunks of many ranges, each with its weight decay) updates
+// every element exactly as one AdamW call a range does, bit for bit, and writes the bf16 working copy.
+TEST(CudaElementwiseTest, AdamWChunksEqualsOneAdamWARange) {
+  NEED_GPU();
+  const cuda::Device1D d{};
+  const size_t sizes[] = {7, 70000, 1, 131072, 513};
+  std::vector<cuda::AdamWChunk> chunks;
+  size_t n = 0;
+  for (size_t k = 0; k < 5; ++k) {
+    for (size_t o = 0; o < sizes[k]; o += cuda::kAdamWChunk) {
+      chunks.push_back({n + o, std::min(cuda::kAdamWChunk, sizes[k] - o), k % 2 ? 0.0f : 0.1f});
+    }
+    n += sizes[k];
+  }
+  const std::vector<float> p = Random(n, 8), g = Random(n, 9, 0.01f), m = Random(n, 10, 0.01f);
+  std::vector<float> v = Random(n, 11, 0.01f);
+  for (float& x : v) x = x * x;
+  DeviceVec pa(Elem::kF32, p, 0), ma(Elem::kF32, m, 0), va(Elem::kF32, v, 0), ga(Elem::kBF16, g, 0);
+  DeviceVec pb(Elem::kF32, p, 0), mb(Elem::kF32, m, 0), vb(Elem::kF32, v, 0);
+  DeviceVec work(Elem::kBF16, std::vector<float>(n, std::nanf("")), 0);
+  size_t at = 0;
+  for (size_t k = 0; k < 5; ++k) {
+    const auto f = [&](const DeviceVec& x) { return static_cast<float*>(x.p()) + at; };
+    ASSERT_TRUE(cuda::AdamW(d, f(pa), Elem::kBF16, static_cast<uint16_t*>(ga.p()) + at, f(ma), f(va), nullptr,
+                            sizes[k], 6e-4f, 0.9f, 0.95f, 1e-8f, k % 2 ? 0.0f : 0.1f, 3)
+                    .ok());
+    at += sizes[k];
+  }
+  void* table = nullptr;
+  ASSERT_EQ(cudaMalloc(&table, chunks.size() * sizeof(cuda::AdamWChunk)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(table, chunks.data(), chunks.size() * sizeof(cuda::AdamWChunk), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_TRUE(cuda::AdamWChunks(d, static_cast<float*>(pb.p()), Elem::kBF16, ga.p(), static_cast<float*>(mb.p()),
+                                static_cast<float*>(vb.p()), static_cast<uint16_t*>(work.p()),
+                                static_cast<const cuda::AdamWChunk*>(table), chunks.size(), 6e-4f, 0.9f, 0.95f, 1e-8f, 3)
+                  .ok());
+  cudaFree(table);
+  const std::vector<float> a = pa.Get(), b = pb.Get(), w = work.Get();
+  const std::vector<float> am = ma.Get(), bm = mb.Get(), av = va.Get(), bv = vb.Get();
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_EQ(a[i], b[i]) << i;
+    ASSERT_EQ(am[i], bm[i]) << i;
+    ASSERT_EQ(av[i], bv[i]) << i;
+    ASSERT_EQ(w[i], RoundToBf16(b[i])) << i;
+  }
+}
+
 // The deterministic sum of squares: the device's result equals the host's reproduction of its order
 // (kernels/cuda/launch.h ChunkedSumSquaresOnHost) bit for bit, and is the same on every run.
 TEST(CudaElementwiseTest, SumSquaresIsTheHostReproducibleOrderBitForBit) {

@@ -304,6 +304,15 @@ void CostBackend::AdamW(const Stream&, const TV& p, const TV& g, const TV& m, co
                         float, int) {
   Add(OpName(Op::kAdamW), "", 0, 2 * (B(p) + B(m) + B(v)) + B(g), 1);  // one row: every tensor's call
 }
+void CostBackend::AdamWEach(const Stream&, const TV& p, const TV& g, const TV& m, const TV& v, const TV& working,
+                            const std::vector<AdamWRange>& ranges, float, float, float, float, int) {
+  // One launch over every range (kernels/cuda: AdamWChunks), the working copy written in the same pass.
+  double n = 0;
+  for (const AdamWRange& r : ranges) n += static_cast<double>(r.n);
+  const double bytes = n * (2 * (E(p) + E(m) + E(v)) + E(g)) + (working.empty() ? 0 : n * E(working));
+  Add("adamw (every tensor)", std::to_string(ranges.size()) + " ranges" + (working.empty() ? "" : ", bf16 copy"), 0,
+      bytes, 1);
+}
 void CostBackend::Zero(const Stream&, const TV& x) {
   if (!x.empty()) Add(OpName(Op::kZero), Flat(x), 0, B(x), 1);
 }

@@ -107,6 +107,8 @@ class CostBackend final : public Backend {
   void Scale(const Stream& s, const TV& g, float f) override;
   void AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, float lr, float beta1, float beta2,
              float eps, float wd, int t) override;
+  void AdamWEach(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, const TV& working,
+                 const std::vector<AdamWRange>& ranges, float lr, float beta1, float beta2, float eps, int t) override;
   void Zero(const Stream& s, const TV& x) override;
   void Copy(const Stream& s, const TV& dst, const TV& src) override;
 

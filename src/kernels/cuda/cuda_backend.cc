@@ -390,6 +390,34 @@ class CudaBackend : public Backend {
     }
     Must(cuda::SumSquaresEach(D(s), t.data(), p.data(), n.data(), gs.size(), scratch_, out));
   }
+  // One launch for every range: the chunk table is built and uploaded when the ranges change (the
+  // optimizer's are fixed: once).
+  void AdamWEach(const Stream& s, const TV& p, const TV& g, const TV& m, const TV& v, const TV& working,
+                 const std::vector<AdamWRange>& ranges, float lr, float beta1, float beta2, float eps, int t) override {
+    ANNEAL_TIMED(s);
+    if (!working.empty() && (working.dtype() != DType::kBF16 || working.numel() != p.numel())) {
+      Must(Internal("AdamWEach: the working copy must be bf16 of p's size: " + working.ToString()));
+    }
+    if (ranges != adamw_ranges_) {
+      std::vector<cuda::AdamWChunk> chunks;
+      for (const AdamWRange& r : ranges) {
+        for (size_t o = 0; o < r.n; o += cuda::kAdamWChunk) {
+          chunks.push_back({r.offset + o, std::min(cuda::kAdamWChunk, r.n - o), r.wd});
+        }
+      }
+      auto dev = adamw_chunks_.Get(std::max<size_t>(1, chunks.size()) * sizeof(cuda::AdamWChunk));
+      Must(dev.status());
+      MUST_CUDA(cudaStreamSynchronize(S(s)));  // the table may be in use by an update still running
+      MUST_CUDA(cudaMemcpy(*dev, chunks.data(), chunks.size() * sizeof(cuda::AdamWChunk), cudaMemcpyHostToDevice));
+      adamw_ranges_ = ranges;
+      adamw_nchunks_ = chunks.size();
+    }
+    auto dev = adamw_chunks_.Get(std::max<size_t>(1, adamw_nchunks_) * sizeof(cuda::AdamWChunk));
+    Must(dev.status());
+    Must(cuda::AdamWChunks(D(s), p.f32(), E(g.dtype()), g.data(), m.f32(), v.f32(),
+                           working.empty() ? nullptr : static_cast<uint16_t*>(working.data()),
+                           static_cast<const cuda::AdamWChunk*>(*dev), adamw_nchunks_, lr, beta1, beta2, eps, t));
+  }
   void Scale(const Stream& s, const TV& g, float f) override {
     ANNEAL_TIMED(s);
     Must(cuda::Scale(D(s), E(g.dtype()), g.data(), f, static_cast<size_t>(g.numel())));
@@ -427,6 +455,9 @@ class CudaBackend : public Backend {
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots, offloaded activations
   std::vector<cudaEvent_t> copy_events_;  // the events recorded on it (RecordEvent)
+  std::vector<AdamWRange> adamw_ranges_;   // AdamWEach's ranges, whose chunk table is on the device
+  cuda::Scratch adamw_chunks_;
+  size_t adamw_nchunks_ = 0;
   size_t next_copy_event_ = 0;
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;

@@ -165,7 +165,40 @@ __global__ void AdamWKernel(size_t n, float* p, const void* g, float* m, float* 
   }
 }
 
+template <typename G>
+__global__ void AdamWChunkKernel(const AdamWChunk* chunks, float* p, const void* g, float* m, float* v,
+                                 uint16_t* working, float lr, float beta1, float beta2, float eps, float bc1,
+                                 float bc2) {
+  const AdamWChunk c = chunks[blockIdx.x];
+  for (size_t j = threadIdx.x; j < c.n; j += blockDim.x) {
+    const size_t i = c.offset + j;
+    float gi;
+    Piece<G>::Load(g, i, 1, &gi);
+    const cudamath::AdamWElement r = cudamath::AdamWStep(p[i], gi, m[i], v[i], lr, beta1, beta2, eps, c.wd, bc1, bc2);
+    p[i] = r.p;
+    m[i] = r.m;
+    v[i] = r.v;
+    if (working) working[i] = cudamath::RoundBf16(r.p);
+  }
+}
+
 }  // namespace
+
+Status AdamWChunks(const Device1D& d, float* p, Elem gt, const void* g, float* m, float* v, uint16_t* working,
+                   const AdamWChunk* chunks, size_t nchunks, float lr, float beta1, float beta2, float eps, int t) {
+  if (nchunks == 0) return Status::Ok();
+  const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta1), t));
+  const float bc2 = static_cast<float>(1.0 - std::pow(static_cast<double>(beta2), t));
+  const unsigned blocks = static_cast<unsigned>(nchunks), threads = 256;
+  if (gt == Elem::kF32) {
+    AdamWChunkKernel<float><<<blocks, threads, 0, d.stream>>>(chunks, p, g, m, v, working, lr, beta1, beta2, eps, bc1, bc2);
+  } else {
+    AdamWChunkKernel<uint16_t><<<blocks, threads, 0, d.stream>>>(chunks, p, g, m, v, working, lr, beta1, beta2, eps, bc1,
+                                                                bc2);
+  }
+  ANNEAL_CUDA_LAUNCHED("adamw_chunks");
+  return Status::Ok();
+}
 
 Status Gelu(const Device1D& d, Elem t, void* out, const void* inp, size_t n) {
   return LaunchBinary(d, t, out, inp, nullptr, n, GeluOp{}, "gelu");

@@ -39,5 +39,16 @@ Status Convert(const Device1D& d, Elem dst_t, void* dst, Elem src_t, const void*
 // given (bf16), it receives the updated masters rounded to nearest even.
 Status AdamW(const Device1D& d, float* p, Elem gt, const void* g, float* m, float* v, uint16_t* working, size_t n,
              float lr, float beta1, float beta2, float eps, float wd, int t);
+// A piece of a multi-tensor AdamW: elements [offset, offset + n) with weight decay wd.
+struct AdamWChunk {
+  uint64_t offset, n;
+  float wd;
+};
+// Pieces of at most kAdamWChunk elements covering `ranges` (offset, n, wd each), in order.
+constexpr size_t kAdamWChunk = 1 << 16;
+// AdamW over many ranges of the same flat vectors in one launch: block b updates chunks[b] (device
+// memory, from the caller), each element exactly as AdamW does; working as AdamW's.
+Status AdamWChunks(const Device1D& d, float* p, Elem gt, const void* g, float* m, float* v, uint16_t* working,
+                   const AdamWChunk* chunks, size_t nchunks, float lr, float beta1, float beta2, float eps, int t);
 
 }  // namespace anneal::cuda
