@@ -81,7 +81,14 @@ print(":".join(sorted({os.path.dirname(p) for r in roots for p in glob.glob(r + 
 PY
 )
   [ -n "$pipdirs" ] && extra=$extra:$pipdirs
+  # A plain site-packages/nvidia/*/lib layout that `import nvidia` does not see (another python's, a
+  # user site, a distribution's dist-packages).
+  sitedirs=$(python3 -c 'import site; print(" ".join(site.getsitepackages() + [site.getusersitepackages()]))' 2>/dev/null)
 fi
+for d in $sitedirs /usr/local/lib/python3*/dist-packages /usr/local/lib/python3*/site-packages \
+         /usr/lib/python3*/dist-packages "$HOME"/.local/lib/python3*/site-packages; do
+  for lib in "$d"/nvidia/*/lib; do [ -d "$lib" ] && case ":$extra:" in *":$lib:"*) ;; *) extra=$extra:$lib ;; esac; done
+done
 export LD_LIBRARY_PATH=${extra#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ "${1:-}" = --ldd ]; then exec ldd "$here/bin/$2"; fi  # what the loader resolves, for a probe
 name=$1

@@ -20,7 +20,19 @@ for cu in "$SRC"/src/kernels/cuda/*.cu; do
   check "ptxas report for $(basename "$cu"): $(grep -c 'Used [0-9]* registers' "$report" 2>/dev/null) kernel(s)" \
     grep -q 'Used [0-9]* registers' "$report"
 done
-echo "  nvcc: $(grep -m1 -oE 'release [0-9.]+, V[0-9.]+' <("$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")" --version))"
+NVCC=$(sed -n 's/^CMAKE_CUDA_COMPILER:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
+echo "  nvcc: $(grep -m1 -oE 'release [0-9.]+, V[0-9.]+' <("$NVCC" --version))"
+# The compute_80 PTX the build embeds (for GPUs without the sm_90a code) assembles for sm_90: the check a
+# forced PTX JIT on the device would make, done here offline (bench/gpu/device_check.sh no longer spends
+# device time on it). Each .cu to PTX as the build compiles it, then ptxas for sm_90.
+ptx=$(mktemp -d /tmp/anneal_ptx.XXXXXX)
+for cu in "$SRC"/src/kernels/cuda/*.cu; do
+  name=$(basename "$cu" .cu)
+  check "$name.cu's compute_80 PTX assembles for sm_90 (ptxas -arch=sm_90)" \
+    sh -c '"$1" -ptx -arch=compute_80 -std=c++17 -O3 -I"$2/src" -o "$3.ptx" "$4" && "$(dirname "$1")/ptxas" -arch=sm_90 -o /dev/null "$3.ptx"' \
+    _ "$NVCC" "$SRC" "$ptx/$name" "$cu"
+done
+rm -rf "$ptx"
 # Per .cu: its sm_90a kernels, the most registers one uses, and any spills (the whole report is
 # $BUILD/ptxas-report.txt; the build prints its first lines).
 for report in "$BUILD"/ptxas/*.txt; do
