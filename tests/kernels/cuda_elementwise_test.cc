@@ -13,6 +13,7 @@
 #include "testing/numeric.h"
 
 #include <cmath>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -134,6 +135,41 @@ TEST(CudaElementwiseTest, AdamWMatchesTheReferenceAndWritesTheWorkingCopy) {
   }
   const std::vector<float> master = dp.Get(), w = work.Get();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], RoundToBf16(master[i])) << i;
+}
+
+// The gradient norm's one read back: SumSquaresEach over many views (one launch over every view's
+// blocks when they share a dtype, a launch a view otherwise) gives each view's SumSquares bit for bit,
+// again with the table reused and after the views change.
+TEST(CudaElementwiseTest, SumSquaresEachEqualsSumSquaresBitForBit) {
+  NEED_GPU();
+  const cuda::Device1D d{};
+  cuda::Scratch scratch;
+  cuda::SumSquaresTable table;
+  const size_t sizes[] = {1, 1000, 65536, 65537, 300017, 0, 7};
+  std::vector<std::unique_ptr<DeviceVec>> vecs;
+  for (size_t k = 0; k < 7; ++k) {
+    vecs.push_back(std::make_unique<DeviceVec>(k == 3 ? Elem::kBF16 : Elem::kF32, Random(std::max<size_t>(1, sizes[k]), 300 + k), 0));
+  }
+  for (bool mixed : {false, true, false}) {
+    std::vector<Elem> t;
+    std::vector<const void*> g;
+    std::vector<size_t> n;
+    for (size_t k = 0; k < 7; ++k) {
+      if (!mixed && k == 3) continue;  // the bf16 view: only in the mixed round (a launch a view)
+      t.push_back(vecs[k]->t);
+      g.push_back(vecs[k]->p());
+      n.push_back(sizes[k]);
+    }
+    std::vector<double> each(g.size(), -1);
+    ASSERT_TRUE(cuda::SumSquaresEach(d, t.data(), g.data(), n.data(), g.size(), scratch, table, each.data()).ok());
+    for (size_t i = 0; i < g.size(); ++i) {
+      double one = 0;
+      if (n[i]) {
+        ASSERT_TRUE(cuda::SumSquares(d, t[i], g[i], n[i], scratch, &one).ok());
+      }
+      EXPECT_EQ(each[i], one) << "view " << i << (mixed ? " (mixed dtypes)" : "");
+    }
+  }
 }
 
 // The multi-tensor AdamW (one launch over chunks of many ranges, each with its weight decay) updates

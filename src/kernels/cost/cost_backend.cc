@@ -296,8 +296,8 @@ void CostBackend::SumSquaresEach(const Stream&, const std::vector<TV>& gs, doubl
     bytes += B(gs[i]);
     out[i] = 0;
   }
-  // A partial-sums kernel a view into one buffer, then one read back of them all.
-  if (!gs.empty()) Add("sum_squares (each view)", std::to_string(gs.size()) + " views", 0, bytes, static_cast<long>(gs.size()) + 1, 1);
+  // One launch over every view's blocks (one dtype, as gradients are), then one read back of them all.
+  if (!gs.empty()) Add("sum_squares (every view)", std::to_string(gs.size()) + " views", 0, bytes, 2, 1);
 }
 void CostBackend::Scale(const Stream&, const TV& g, float) { Add(OpName(Op::kScale), Flat(g), 0, 2 * B(g), 1); }
 void CostBackend::AdamW(const Stream&, const TV& p, const TV& g, const TV& m, const TV& v, float, float, float, float,

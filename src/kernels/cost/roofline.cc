@@ -63,6 +63,17 @@ std::string FormatStepPrice(const StepPrice& p, const DeviceSpec& d, double toke
                 p.bytes / 1e9, tokens / s, 100.0 * model_flops / s / (d.bf16_tflops * 1e12), d.bf16_tflops,
                 model_flops / 1e9);
   out += line;
+  // CUDA graphs replay the step's launches without the host: at most the launch gaps are saved (a
+  // graph's kernels still run back to back, each about a microsecond apart on the device).
+  const double gaps_ms = static_cast<double>(p.launches) * d.launch_us / 1e3;
+  const double graph_ms = gaps_ms - static_cast<double>(p.launches) * 1.0 / 1e3;
+  std::snprintf(line, sizeof line,
+                "launch gaps %.2f ms (%.1f%% of the step): CUDA graphs (about 1 us a kernel) would save at most "
+                "%.2f ms (%.1f%%)%s\n",
+                gaps_ms, 100 * gaps_ms * 1e3 / p.step_us, graph_ms, 100 * graph_ms * 1e3 / p.step_us,
+                graph_ms * 1e3 / p.step_us < 0.05 ? ": not worth their constraints (fixed shapes, no host syncs inside)"
+                                                   : ": worth trying");
+  out += line;
   std::snprintf(line, sizeof line,
                 "(assumed: GEMMs at %.0f%% of the peak, the flash kernels at %.0f%%, memory at %.0f%% of %.0f GB/s, "
                 "%.1f us a launch, %.0f us of device idle a host synchronisation: kernels/cost/device_specs.cc)\n",

@@ -388,7 +388,7 @@ class CudaBackend : public Backend {
       p.push_back(g.data());
       n.push_back(static_cast<size_t>(g.numel()));
     }
-    Must(cuda::SumSquaresEach(D(s), t.data(), p.data(), n.data(), gs.size(), scratch_, out));
+    Must(cuda::SumSquaresEach(D(s), t.data(), p.data(), n.data(), gs.size(), scratch_, sum_squares_table_, out));
   }
   // One launch for every range: the chunk table is built and uploaded when the ranges change (the
   // optimizer's are fixed: once).
@@ -457,6 +457,7 @@ class CudaBackend : public Backend {
   std::vector<cudaEvent_t> copy_events_;  // the events recorded on it (RecordEvent)
   std::vector<AdamWRange> adamw_ranges_;   // AdamWEach's ranges, whose chunk table is on the device
   cuda::Scratch adamw_chunks_;
+  cuda::SumSquaresTable sum_squares_table_;  // SumSquaresEach's blocks, on the device
   size_t adamw_nchunks_ = 0;
   size_t next_copy_event_ = 0;
   std::vector<cudaEvent_t> events_;

@@ -326,6 +326,25 @@ __global__ void SumSquaresChunks(cudalaunch::ChunkedSum plan, const void* g, dou
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// One block of SumSquaresEach: block `block` of view g's chunked sum (SumSquaresChunks's own block).
+struct SumSquaresBlock {
+  const void* g;
+  cudalaunch::ChunkedSum plan;
+  uint32_t block;
+};
+
+template <class T>
+__global__ void SumSquaresBlocks(const SumSquaresBlock* blocks, double* partial) {
+  const SumSquaresBlock b = blocks[blockIdx.x];
+  double a = 0;
+  b.plan.Visit(b.block, threadIdx.x, [&](size_t i) {
+    const double x = Ld<T>(b.g, static_cast<int64_t>(i));
+    a = __dadd_rn(a, __dmul_rn(x, x));  // as SumSquaresChunks: the same lanes, the same order
+  });
+  const double s = BlockSum<double>(a);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
 // ---- embeddings ----
 
 template <class T>
@@ -637,19 +656,41 @@ Status SumSquares(const Device1D& d, Elem t, const void* g, size_t n, Scratch& s
 }
 
 Status SumSquaresEach(const Device1D& d, const Elem* t, const void* const* g, const size_t* n, size_t count,
-                      Scratch& scratch, double* out) {
+                      Scratch& scratch, SumSquaresTable& table, double* out) {
   std::vector<size_t> first(count + 1, 0);  // view i's partials are [first[i], first[i+1])
+  bool one_dtype = true;
   for (size_t i = 0; i < count; ++i) {
     out[i] = 0;
     first[i + 1] = first[i] + (n[i] ? cudalaunch::PlanChunkedSum(n[i]).blocks() : 0);
+    one_dtype = one_dtype && t[i] == t[0];
   }
   if (first[count] == 0) return Status::Ok();
   ANNEAL_ASSIGN_OR_RETURN(void* p, scratch.Get(first[count] * sizeof(double)));
   double* partials = static_cast<double*>(p);
-  for (size_t i = 0; i < count; ++i) {
-    if (n[i] == 0) continue;
-    const cudalaunch::ChunkedSum plan = cudalaunch::PlanChunkedSum(n[i]);
-    ANNEAL_LAUNCH_T(t[i], SumSquaresChunks, plan.blocks(), plan.threads, d.stream, plan, g[i], partials + first[i]);
+  if (one_dtype) {  // one launch: the table of every view's blocks (built when the views change)
+    if (table.g != std::vector<const void*>(g, g + count) || table.n != std::vector<size_t>(n, n + count)) {
+      std::vector<SumSquaresBlock> blocks;
+      for (size_t i = 0; i < count; ++i) {
+        if (n[i] == 0) continue;
+        const cudalaunch::ChunkedSum plan = cudalaunch::PlanChunkedSum(n[i]);
+        for (uint32_t b = 0; b < plan.blocks(); ++b) blocks.push_back({g[i], plan, b});
+      }
+      ANNEAL_ASSIGN_OR_RETURN(void* dev, table.blocks.Get(blocks.size() * sizeof(SumSquaresBlock)));
+      ANNEAL_CUDA_CHECK(cudaStreamSynchronize(d.stream));  // the old table may be in use (once per new views)
+      ANNEAL_CUDA_CHECK(cudaMemcpy(dev, blocks.data(), blocks.size() * sizeof(SumSquaresBlock), cudaMemcpyHostToDevice));
+      table.g.assign(g, g + count);
+      table.n.assign(n, n + count);
+      table.count = blocks.size();
+    }
+    ANNEAL_ASSIGN_OR_RETURN(void* dev, table.blocks.Get(table.count * sizeof(SumSquaresBlock)));
+    ANNEAL_LAUNCH_T(t[0], SumSquaresBlocks, static_cast<uint32_t>(table.count), cudalaunch::PlanChunkedSum(1).threads,
+                    d.stream, static_cast<const SumSquaresBlock*>(dev), partials);
+  } else {
+    for (size_t i = 0; i < count; ++i) {
+      if (n[i] == 0) continue;
+      const cudalaunch::ChunkedSum plan = cudalaunch::PlanChunkedSum(n[i]);
+      ANNEAL_LAUNCH_T(t[i], SumSquaresChunks, plan.blocks(), plan.threads, d.stream, plan, g[i], partials + first[i]);
+    }
   }
   std::vector<double> host(first[count]);
   ANNEAL_CUDA_CHECK(cudaMemcpyAsync(host.data(), partials, host.size() * sizeof(double), cudaMemcpyDeviceToHost, d.stream));

@@ -50,10 +50,20 @@ Status VocabLossCombine(const Device1D& d, Elem t, void* logits, float* losses, 
                         double* sum);
 // Sum of squares of n values, in double, in a fixed order (host result).
 Status SumSquares(const Device1D& d, Elem t, const void* g, size_t n, Scratch& scratch, double* out);
-// out[i] = SumSquares of (g[i], n[i]) bit for bit (the same chunks, blocks summed in the same order):
-// every view's partial sums into one buffer, one copy back and one synchronisation in all.
+// The device table of SumSquaresEach's blocks (every view's chunks), rebuilt when the views change
+// (a step's gradient views are the same every step: uploaded once).
+struct SumSquaresTable {
+  std::vector<const void*> g;
+  std::vector<size_t> n;
+  Scratch blocks;
+  size_t count = 0;
+};
+// out[i] = SumSquares of (g[i], n[i]) bit for bit (the same chunks, each block's sum in the same order,
+// the blocks added in the same order on the host): when every view has one dtype, one launch over
+// every view's blocks (SumSquaresBlocks), else a launch a view; one copy back and one
+// synchronisation in all.
 Status SumSquaresEach(const Device1D& d, const Elem* t, const void* const* g, const size_t* n, size_t count,
-                      Scratch& scratch, double* out);
+                      Scratch& scratch, SumSquaresTable& table, double* out);
 // Embeddings. tokens are i32 device arrays; the backward kernels group rows by token on the host
 // (one small copy of the tokens) so each token's rows are summed in row order, with no atomics.
 Status EmbeddingForward(const Device1D& d, Elem t, void* out, const int32_t* tokens, const void* wte, const void* wpe,
