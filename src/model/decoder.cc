@@ -575,9 +575,8 @@ void DecoderModel::HeadBackward(Slot& s, int slot) {
   Scratch& d = scratch_;
   const int N = s.B * s.T, C = config_.n_embd;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;
-  ZeroScratch(d.dln);
   DevPtr lnf_all = par_->ColumnInput(s.lnf.ptr(), N);
-  be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(G(HeadWeight()), Vl_, C), TV(), M(s.logits.ptr(), N, Vl_),
+  be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(HeadWeight()), Vl_, C), TV(), M(s.logits.ptr(), N, Vl_),
                      M(lnf_all, N, C), M(P(HeadWeight()), Vl_, C));
   // The input gradient of a column-parallel layer: d.dln (N,C) holds this rank's columns' part;
   // ColumnInputGrad sums it over the group into this rank's rows (R,C).
@@ -608,9 +607,8 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
   // resid3 = resid2 + fcproj: d(fcproj) = dresidual
   DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
   if (recompute_ == Recompute::kSelective) MlpActivation(fch_gelu, fch, up, NFl);  // this layer's activation
-  ZeroScratch(d.dfch_gelu);
   // (sequence parallel: the row-parallel layer needs every row's output gradient)
-  be_.LinearBackward(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_), BiasGrad(w[Role::kDownB], C),
+  be_.LinearBackwardWrite(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_), BiasGrad(w[Role::kDownB], C),
                      M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(fch_gelu, N, Fl_),
                      M(P(w[Role::kDownW]), C, Fl_));
   // dfch (B,T,Fl) (and SwiGLU's dup)
@@ -619,9 +617,8 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
   } else {
     be_.GeluBackward(st_, M(d.dfch.ptr(), NFl), M(fch, NFl), M(d.dfch_gelu.ptr(), NFl));
   }
-  ZeroScratch(d.dln);
   DevPtr ln2_all = par_->ColumnInput(L(a.ln2, li, NC), N);
-  be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kFcW]), Fl_, C), BiasGrad(w[Role::kFcB], Fl_),
+  be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kFcW]), Fl_, C), BiasGrad(w[Role::kFcB], Fl_),
                      M(d.dfch.ptr(), N, Fl_), M(ln2_all, N, C), M(P(w[Role::kFcW]), Fl_, C));
   if (swiglu) {
     be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kUpW]), Fl_, C), TV(), M(d.dup.ptr(), N, Fl_),
@@ -648,8 +645,7 @@ void DecoderModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) 
   const size_t NC = static_cast<size_t>(R) * C, NCl = static_cast<size_t>(N) * Cl_;
   const size_t NCkvl = static_cast<size_t>(N) * Ckvl_;
   const LayerParams& w = lp_[i];
-  ZeroScratch(d.datty);
-  be_.LinearBackward(st_, M(d.datty.ptr(), N, Cl_), M(G(w[Role::kProjW]), C, Cl_), BiasGrad(w[Role::kProjB], C),
+  be_.LinearBackwardWrite(st_, M(d.datty.ptr(), N, Cl_), M(G(w[Role::kProjW]), C, Cl_), BiasGrad(w[Role::kProjB], C),
                      M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
                      M(P(w[Role::kProjW]), C, Cl_));
   // dq (B,T,Cl), dk, dv (B,T,Ckv/tp): of the rotated q and k the attention saw
@@ -659,9 +655,8 @@ void DecoderModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) 
                         M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), Hl_);
   // back through the rotation: the gradient of the projections' outputs
   if (config_.blocks.rotary) RotateQK(d.dq.ptr(), d.dk.ptr(), B, T, 0, true);
-  ZeroScratch(d.dln);
   DevPtr ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
-  be_.LinearBackward(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kQW]), Cl_, C), BiasGrad(w[Role::kQB], Cl_),
+  be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kQW]), Cl_, C), BiasGrad(w[Role::kQB], Cl_),
                      M(d.dq.ptr(), N, Cl_), M(ln1, N, C), M(P(w[Role::kQW]), Cl_, C));
   const size_t kvw = KvWeightFloats(), kvd = static_cast<size_t>(config_.kv_dim());
   if (kv_replicated_) ZeroScratch(d.dkv_w);

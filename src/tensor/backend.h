@@ -173,6 +173,14 @@ class Backend {
   // dinp += dout @ w; dw += dout^T @ inp; dbias += column sums of dout (dbias empty = none).
   virtual void LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
                               const TV& inp, const TV& w) = 0;
+  // LinearBackward whose input gradient is written (=) rather than added to: no zeroing pass before
+  // it (a GPU's GEMM with beta 0). The host backends: Zero, then LinearBackward — bit for bit what the
+  // model did before this op existed.
+  virtual void LinearBackwardWrite(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
+                                   const TV& inp, const TV& w) {
+    Zero(s, dinp);
+    LinearBackward(s, dinp, dw, dbias, dout, inp, w);
+  }
   // out (N,OC) += bias (OC) on every row.
   virtual void BiasAdd(const Stream& s, const TV& out, const TV& bias) = 0;
 

@@ -557,6 +557,33 @@ TEST(ParityTest, SumSquaresEachEqualsOneCallPerView) {
   }
 }
 
+// LinearBackwardWrite (the input gradient written, not added: no memset before it) gives what Zero then
+// LinearBackward gives, on every backend in both its dtypes, whatever the input gradient held before.
+TEST(ParityTest, LinearBackwardWriteEqualsZeroThenLinearBackward) {
+  const int64_t N = 37, C = 24, OC = 40;
+  for (const auto& [name, t] : Pairs()) {
+    Backend& b = *BackendByName(name);
+    if (!b.Supports(Op::kLinearBackward, t)) continue;
+    Arg dout(b, t, Rand(N * OC, 71), {N, OC}), inp(b, t, Rand(N * C, 72), {N, C}), w(b, t, Rand(OC * C, 73), {OC, C});
+    Arg d1(b, t, Rand(N * C, 74), {N, C}), d2(b, t, Rand(N * C, 74), {N, C});  // stale values: overwritten
+    Arg w1(b, t, Rand(OC * C, 75), {OC, C}), w2(b, t, Rand(OC * C, 75), {OC, C});
+    Arg b1(b, t, Rand(OC, 76), {OC}), b2(b, t, Rand(OC, 76), {OC});
+    b.LinearBackwardWrite(b.DefaultStream(), d1.v(), w1.v(), b1.v(), dout.v(), inp.v(), w.v());
+    b.Zero(b.DefaultStream(), d2.v());
+    b.LinearBackward(b.DefaultStream(), d2.v(), w2.v(), b2.v(), dout.v(), inp.v(), w.v());
+    if (b.device().is_cpu()) {  // the default: the same calls, the same bits
+      EXPECT_EQ(d1.Get(), d2.Get()) << name << " " << DTypeName(t);
+      EXPECT_EQ(w1.Get(), w2.Get()) << name << " " << DTypeName(t);
+      EXPECT_EQ(b1.Get(), b2.Get()) << name << " " << DTypeName(t);
+    } else {  // a GEMM with beta 0 may be given another algorithm than with beta 1: equal to rounding
+      const double bound = t == DType::kBF16 ? 1e-2 : 1e-5;
+      EXPECT_LT(NormErr(d1.Get(), d2.Get()), bound) << name << " " << DTypeName(t);
+      EXPECT_EQ(w1.Get(), w2.Get()) << name << " " << DTypeName(t);
+      EXPECT_EQ(b1.Get(), b2.Get()) << name << " " << DTypeName(t);
+    }
+  }
+}
+
 // The bf16 emulation rounds once: a value bf16 holds exactly goes through an op unchanged.
 TEST(ParityTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);

@@ -187,11 +187,19 @@ void CostBackend::LinearForward(const Stream&, const TV& out, const TV& inp, con
     }
   }
 }
+void CostBackend::LinearBackwardWrite(const Stream&, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
+                                      const TV& inp, const TV& w) {
+  LinearGrads(dinp, dw, dbias, dout, inp, w, false);  // dinp = dout W: beta 0, no memset before it
+}
 void CostBackend::LinearBackward(const Stream&, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
                                  const TV& inp, const TV& w) {
+  LinearGrads(dinp, dw, dbias, dout, inp, w, true);
+}
+void CostBackend::LinearGrads(const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp,
+                              const TV& w, bool accumulate_dinp) {
   const int64_t n = Rows(dout), m = Cols(dout), k = Cols(w);
   const size_t e = SizeOf(dout.dtype());
-  if (!dinp.empty()) Gemm("linear_backward (input GEMM)", n, m, k, e, true);    // dinp += dout W (beta 1)
+  if (!dinp.empty()) Gemm("linear_backward (input GEMM)", n, m, k, e, accumulate_dinp);  // dinp (+)= dout W
   if (!dw.empty()) Gemm("linear_backward (weight GEMM)", m, n, k, e, true);     // dW += dout^T inp (beta 1)
   if (!dbias.empty()) {  // BiasGrad: column partials, then their sum into dbias
     Add("linear_backward (bias grad)", Dims(dout), 0, B(dout) + Partials(n, m) + 2 * B(dbias), 2);

@@ -78,6 +78,8 @@ class CostBackend final : public Backend {
                      const TV& gelu_out) override;
   void LinearBackward(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp,
                       const TV& w) override;
+  void LinearBackwardWrite(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
+                           const TV& inp, const TV& w) override;
   void BiasAdd(const Stream& s, const TV& out, const TV& bias) override;
   void AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
                         int H) override;
@@ -117,6 +119,9 @@ class CostBackend final : public Backend {
   // Adds one call of `op` at `shape`; its record.
   OpRecord& Add(const std::string& op, const std::string& shape, double flops, double bytes, long launches, long syncs = 0,
                 OpRecord::Engine engine = OpRecord::Engine::kCores);
+  // LinearBackward's GEMMs and bias gradient, the input gradient accumulated (beta 1) or written.
+  void LinearGrads(const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp, const TV& w,
+                   bool accumulate_dinp);
   // A GEMM of (n x k) by (k x m) with `accumulate` (beta = 1: C read too), batched `batch` times.
   OpRecord& Gemm(const char* op, int64_t n, int64_t k, int64_t m, size_t elem, bool accumulate, int64_t batch = 1);
 

@@ -269,6 +269,18 @@ class CudaBackend : public Backend {
     if (!dw.empty()) Must(gemms_.Run(S(s), cudagemm::WeightGradArgs(N, C, OC), t, inp.data(), dout.data(), dw.data()));
     if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC, scratch_));
   }
+  // The input gradient written by the GEMM itself (beta 0): no memset pass before it.
+  void LinearBackwardWrite(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
+                           const TV& inp, const TV& w) override {
+    ANNEAL_TIMED(s);
+    const int64_t N = RowsOf(inp), C = Cols(inp), OC = w.dim(0);
+    const Elem t = E(dout.dtype());
+    cudagemm::GemmArgs in = cudagemm::InputGradArgs(N, C, OC);
+    in.beta = 0.0f;
+    Must(gemms_.Run(S(s), in, t, w.data(), dout.data(), dinp.data()));
+    if (!dw.empty()) Must(gemms_.Run(S(s), cudagemm::WeightGradArgs(N, C, OC), t, inp.data(), dout.data(), dw.data()));
+    if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC, scratch_));
+  }
   void BiasAdd(const Stream& s, const TV& out, const TV& bias) override {
     ANNEAL_TIMED(s);
     Must(cuda::BiasAdd(D(s), E(out.dtype()), out.data(), bias.data(), RowsOf(out), Cols(out)));
