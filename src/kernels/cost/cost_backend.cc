@@ -210,6 +210,13 @@ void CostBackend::BiasAdd(const Stream&, const TV& out, const TV& bias) {
   Add(OpName(Op::kBiasAdd), Dims(out), 0, 2 * B(out) + B(bias), 1);
 }
 
+// Path 2 where the CUDA backend takes it (CudaBackend::FlashFits): asked for, a head size it has
+// kernels for, as many key/value heads as query heads (grouped-query attention falls back to path 1).
+bool CostBackend::FlashFits(const TV& q, const TV& k, int H) const {
+  const int64_t hs = q.dim(2) / H;
+  return flash_ && k.dim(2) == q.dim(2) && (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128);
+}
+
 // ---- attention: path 1 (split heads, GEMMs over the whole (T, T) scores, softmax, merge) or path 2
 // (kernels/cuda/flash_attention.cu) ----
 void CostBackend::AttentionForward(const Stream&, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
@@ -217,7 +224,7 @@ void CostBackend::AttentionForward(const Stream&, const TV& out, const TV& lse, 
   const double Bt = static_cast<double>(q.dim(0)), T = static_cast<double>(q.dim(1)), C = static_cast<double>(q.dim(2));
   const double e = E(q), scores = Bt * H * T * T * e;
   const std::string shape = Dims(q) + " H=" + std::to_string(H);
-  if (flash_) {
+  if (FlashFits(q, k, H)) {
     Add("attention_forward (flash)", shape, 2 * Bt * T * T * C * (1 + 64 / T), B(q) + B(k) + B(v) + B(out) + B(lse), 1,
         0, OpRecord::Engine::kFlash);
     return;
@@ -232,7 +239,7 @@ void CostBackend::AttentionBackward(const Stream&, const TV& dq, const TV& dk, c
   const double Bt = static_cast<double>(q.dim(0)), T = static_cast<double>(q.dim(1)), C = static_cast<double>(q.dim(2));
   const double e = E(q), sc = Bt * H * T * T * e;
   const std::string shape = Dims(q) + " H=" + std::to_string(H);
-  if (flash_) {  // RowDots, KeyGrads, QueryGrads: seven tile products over the causal half
+  if (FlashFits(q, k, H)) {  // RowDots, KeyGrads, QueryGrads: seven tile products over the causal half
     Add("attention_backward (flash)", shape, 7 * Bt * T * T * C * (1 + 64 / T),
         B(q) + B(k) + B(v) + B(out) + 2 * B(dout) + B(lse) + B(dq) + B(dk) + B(dv) + 2 * Bt * H * T * 4, 3, 0,
         OpRecord::Engine::kFlash);
