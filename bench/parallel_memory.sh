@@ -25,7 +25,7 @@ for layout in "1 1 false" "2 1 false" "2 1 true" "1 2 false" "2 2 false" "2 2 tr
       --set dist.pp=$2 --set dist.sequence_parallel=$3 --set train.recompute=$rc 2>&1 | sed 's/^\[rank 0\] //')
     grep "^memory of rank" <<<"$log" | while read -r l; do
       r=$(sed -E 's/memory of rank ([0-9]+) \((.*)\):.*/\1 (\2)/' <<<"$l")
-      p=$(sed -E 's/.*parameters ([0-9.]+) MB.*/\1/' <<<"$l")
+      p=$(sed -E 's/.*its part of the model ([0-9.]+) MB.*/\1/' <<<"$l")
       a=$(sed -E 's/.*activations ([0-9.]+) MB allocated.*/\1/' <<<"$l")
       f=$(sed -E 's/.*formula ([0-9.]+) MB.*/\1/' <<<"$l")
       k=$(sed -E 's/.*layers ([0-9.]+) MB.*/\1/' <<<"$l")
