@@ -5,7 +5,7 @@
 namespace anneal {
 
 ActivationOffload::ActivationOffload(Backend& backend, Stream compute)
-    : be_(backend), compute_(compute), copy_(backend.CopyStream()) {
+    : be_(backend), compute_(compute), copy_(backend.OffloadStream()) {
   for (int& h : holds_) h = -1;
 }
 

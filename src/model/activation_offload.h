@@ -1,8 +1,10 @@
 // ActivationOffload: the device ring of layer outputs behind train.offload_activations (full
 // recomputation keeps only each layer's output, the next layer's input). Layer i's output lives in
 // ring place i % kRing on the device and, for every layer that will be evicted before its backward
-// needs it, in host staging memory (page-locked on CUDA). The copies run on the backend's copy
-// stream, ordered against the compute stream by events, so they overlap the layers' compute:
+// needs it, in host staging memory (page-locked on CUDA). The copies run on the backend's offload
+// stream (Backend::OffloadStream: not the checkpoint snapshots' copy stream, so they never wait
+// behind a snapshot), ordered against the compute stream by events, so they overlap the layers'
+// compute:
 //   forward:  layer i written (compute) -> copied out (copy stream, after the compute event); the
 //             place is written again by layer i + kRing only once that copy has finished;
 //   backward: while layer i's backward computes, layer i - 2's output comes back into the place

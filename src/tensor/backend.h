@@ -112,12 +112,15 @@ class Backend {
   // Work issued to `s` after this waits for `e`.
   virtual void WaitEvent(const Stream& /*s*/, const Event& /*e*/) {}
   virtual void Synchronize(const Stream& /*s*/) {}
-  // A second stream for copies that overlap compute (checkpoint snapshots, offloaded activations);
+  // A second stream for copies that overlap compute (checkpoint snapshots);
   // the default one where a backend has one stream (the host, whose copies are done when they
   // return). Synchronize on it may be called from another thread than the one issuing work. Events
   // live for a ring of recordings on their stream; waiting on one recorded again since waits for a
   // later point of the same stream, never an earlier one.
   virtual Stream CopyStream() { return DefaultStream(); }
+  // A copy stream of its own for activation offload (model/activation_offload.h), so its copies never
+  // queue behind a checkpoint snapshot's on CopyStream(); CopyStream() where a backend has no third.
+  virtual Stream OffloadStream() { return CopyStream(); }
   // Zeroed host memory this backend copies to and from fastest (CUDA: page-locked), for buffers
   // reused by many copies; null when it cannot be had. Freed with FreeHostStaging.
   virtual void* AllocateHostStaging(size_t bytes) { return std::calloc(bytes ? bytes : 1, 1); }

@@ -88,7 +88,10 @@ fsdp_spec plain "$TMP/fsdp_plain"
 "$ANNEAL" submit "$TMP/fsdp/plain.yaml" --server "$URL" --wait >"$TMP/fsdp_plain.out" 2>"$TMP/fsdp_plain.err"
 rc=$?
 check "fsdp: the uninterrupted job completes on 2 instances (submit --wait exit $rc)" test $rc -eq 0 ||
-  { tail -5 "$TMP/fsdp_plain.out" "$TMP/fsdp_plain.err" | sed 's/^/  /'; }  # an intermittent failure: say what it said
+  { tail -n 5 "$TMP/fsdp_plain.out" "$TMP/fsdp_plain.err" | sed 's/^/  /'  # an intermittent failure: say what it said
+    pid_line=$(grep -oE 'fsdp-torch-[0-9]+' "$TMP/fsdp_plain.out" "$TMP/fsdp_plain.err" | head -1 | cut -d: -f2)
+    [ -z "$pid_line" ] || { "$ANNEAL" describe "$pid_line" --server "$URL" 2>&1 | tail -25 | sed 's/^/  /'
+                            "$ANNEAL" logs "$pid_line" --server "$URL" --tail 30 2>&1 | sed 's/^/  /'; }; }
 check "... its sharded checkpoints hold both ranks' shards" test -s "$TMP/fsdp_plain/epoch-003/__1_0.distcp" -a -s "$TMP/fsdp_plain/epoch-003/.metadata"
 check "... and its final state is under the checkpoint URI" test -s "$TMP/fsdp_plain/final-state.pt"
 

@@ -102,8 +102,11 @@ class CudaBackend : public Backend {
   CudaBackend(int index, int sms) : name_("cuda"), index_(index), alloc_(index) {
     MUST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     MUST_CUDA(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+    MUST_CUDA(cudaStreamCreateWithFlags(&offload_stream_, cudaStreamNonBlocking));
     copy_events_.resize(64);
     for (auto& e : copy_events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    offload_events_.resize(64);
+    for (auto& e : offload_events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     alloc_.set_stream(stream_);
     events_.resize(4096);
     for (auto& e : events_) MUST_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -119,7 +122,10 @@ class CudaBackend : public Backend {
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
     cudaStreamSynchronize(copy_stream_);
+    cudaStreamSynchronize(offload_stream_);
     cudaStreamDestroy(copy_stream_);
+    cudaStreamDestroy(offload_stream_);
+    for (auto& e : offload_events_) cudaEventDestroy(e);
     for (auto& e : copy_events_) cudaEventDestroy(e);
     for (Staging& slot : staging_) {
       cudaFreeHost(slot.p);
@@ -162,8 +168,9 @@ class CudaBackend : public Backend {
     // Each stream its own ring (the copy stream's: checkpoint snapshots, offloaded activations). An
     // event recorded again marks a later point of the same stream, so a wait on an event that was
     // re-recorded since still waits for the work it first marked (and a little more).
-    cudaEvent_t e = S(s) == copy_stream_ ? copy_events_[next_copy_event_++ % copy_events_.size()]
-                                         : events_[next_event_++ % events_.size()];
+    cudaEvent_t e = S(s) == copy_stream_      ? copy_events_[next_copy_event_++ % copy_events_.size()]
+                    : S(s) == offload_stream_ ? offload_events_[next_offload_event_++ % offload_events_.size()]
+                                              : events_[next_event_++ % events_.size()];
     MUST_CUDA(cudaEventRecord(e, S(s)));
     return Event{e, device()};
   }
@@ -175,6 +182,7 @@ class CudaBackend : public Backend {
     MUST_CUDA(cudaStreamSynchronize(S(s)));
   }
   Stream CopyStream() override { return Stream{copy_stream_, device()}; }
+  Stream OffloadStream() override { return Stream{offload_stream_, device()}; }
   std::string OpTimeTable() override { return times_.Table(); }
   TimingMarks* timing_marks() override { return &marks_; }
   void* AllocateHostStaging(size_t bytes) override {
@@ -277,7 +285,7 @@ class CudaBackend : public Backend {
     const Elem t = E(dout.dtype());
     cudagemm::GemmArgs in = cudagemm::InputGradArgs(N, C, OC);
     in.beta = 0.0f;
-    Must(gemms_.Run(S(s), in, t, w.data(), dout.data(), dinp.data()));
+    if (!dinp.empty()) Must(gemms_.Run(S(s), in, t, w.data(), dout.data(), dinp.data()));
     if (!dw.empty()) Must(gemms_.Run(S(s), cudagemm::WeightGradArgs(N, C, OC), t, inp.data(), dout.data(), dw.data()));
     if (!dbias.empty()) Must(cuda::BiasGrad(D(s), t, dbias.data(), dout.data(), N, OC, scratch_));
   }
@@ -465,7 +473,10 @@ class CudaBackend : public Backend {
   int index_;
   CudaAllocator alloc_;
   cudaStream_t stream_ = nullptr;
-  cudaStream_t copy_stream_ = nullptr;  // checkpoint snapshots, offloaded activations
+  cudaStream_t copy_stream_ = nullptr;     // checkpoint snapshots
+  cudaStream_t offload_stream_ = nullptr;  // offloaded activations (their own queue: never behind a snapshot)
+  std::vector<cudaEvent_t> offload_events_;
+  size_t next_offload_event_ = 0;
   std::vector<cudaEvent_t> copy_events_;  // the events recorded on it (RecordEvent)
   std::vector<AdamWRange> adamw_ranges_;   // AdamWEach's ranges, whose chunk table is on the device
   cuda::Scratch adamw_chunks_;
@@ -475,9 +486,10 @@ class CudaBackend : public Backend {
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;
   static bool PageLocked(const void* p) {
+    if (cudaPeekAtLastError() != cudaSuccess) return false;  // an earlier error stays for its own check
     cudaPointerAttributes a{};
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-      (void)cudaGetLastError();
+      (void)cudaGetLastError();  // this query's own failure only (none pending before it)
       return false;
     }
     return a.type == cudaMemoryTypeHost;
