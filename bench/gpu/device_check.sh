@@ -162,9 +162,9 @@ stage_parity() {
   # one rank (two ranks on one GPU NCCL refuses: multi-rank stays tested over Gloo); the kernel tests
   gtested anneal_unit_tests 'Registered/BackendParity.*cuda*' 120 || rc=1
   ANNEAL_CUDA_ATTENTION=flash gtested anneal_unit_tests 'Registered/BackendParity.*cuda*' 120 || rc=1
-  # the multi-view ops over every backend, cuda among them: the gradient norm's one read back, the
-  # input gradient written by a beta-0 GEMM (issue 34)
-  gtested anneal_unit_tests 'ParityTest.SumSquaresEach*:ParityTest.LinearBackwardWrite*' 60 || rc=1
+  # the composite ops over every backend, cuda among them: the gradient norm's one read back, the
+  # input gradient written by a beta-0 GEMM, the GELU backward in its epilogue (issue 34)
+  gtested anneal_unit_tests 'ParityTest.SumSquaresEach*:ParityTest.LinearBackwardWrite*:ParityTest.LinearBackwardGelu*' 60 || rc=1
   gtested anneal_cuda_tests 'NcclCommunicatorTest.*' 60 || rc=1
   gtested anneal_cuda_tests '-NcclCommunicatorTest.*' 90 || rc=1
   echo "parity: the cuda parity cases (both attention paths), NCCL and the CUDA kernel tests: $([ $rc = 0 ] && echo passed || echo FAILED)"

@@ -608,14 +608,15 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
   DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
   if (recompute_ == Recompute::kSelective) MlpActivation(fch_gelu, fch, up, NFl);  // this layer's activation
   // (sequence parallel: the row-parallel layer needs every row's output gradient)
-  be_.LinearBackwardWrite(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_), BiasGrad(w[Role::kDownB], C),
-                     M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(fch_gelu, N, Fl_),
-                     M(P(w[Role::kDownW]), C, Fl_));
-  // dfch (B,T,Fl) (and SwiGLU's dup)
+  const TV down_dout = M(par_->ColumnInput(d.dresidual.ptr(), N), N, C);
+  // dfch (B,T,Fl) (and SwiGLU's dup): through the down projection, then the activation
   if (swiglu) {
+    be_.LinearBackwardWrite(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_),
+                            BiasGrad(w[Role::kDownB], C), down_dout, M(fch_gelu, N, Fl_), M(P(w[Role::kDownW]), C, Fl_));
     be_.SwiGluBackward(st_, M(d.dfch.ptr(), NFl), M(d.dup.ptr(), NFl), M(fch, NFl), M(up, NFl), M(d.dfch_gelu.ptr(), NFl));
-  } else {
-    be_.GeluBackward(st_, M(d.dfch.ptr(), NFl), M(fch, NFl), M(d.dfch_gelu.ptr(), NFl));
+  } else {  // GELU: in the GEMM's epilogue where the backend can
+    be_.LinearBackwardGelu(st_, M(d.dfch.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_), BiasGrad(w[Role::kDownB], C),
+                           down_dout, M(fch_gelu, N, Fl_), M(P(w[Role::kDownW]), C, Fl_), M(fch, N, Fl_));
   }
   DevPtr ln2_all = par_->ColumnInput(L(a.ln2, li, NC), N);
   be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kFcW]), Fl_, C), BiasGrad(w[Role::kFcB], Fl_),

@@ -184,6 +184,16 @@ class Backend {
     Zero(s, dinp);
     LinearBackward(s, dinp, dw, dbias, dout, inp, w);
   }
+  // The linear layer after a GELU (GPT-2's MLP down projection), its backward through the GELU in one:
+  // dpre = GELU'(pre) * (dout @ w), written (pre: the GELU's input, inp = GELU(pre)); dw += dout^T @
+  // inp; dbias += column sums of dout. A GPU: one GEMM with cuBLASLt's DGELU epilogue (bf16), no GELU
+  // backward pass. The host backends: LinearBackwardWrite, then GeluBackward in place — bit for bit
+  // the two ops into separate buffers.
+  virtual void LinearBackwardGelu(const Stream& s, const TV& dpre, const TV& dw, const TV& dbias, const TV& dout,
+                                  const TV& inp, const TV& w, const TV& pre) {
+    LinearBackwardWrite(s, dpre, dw, dbias, dout, inp, w);
+    GeluBackward(s, dpre, pre, dpre);
+  }
   // out (N,OC) += bias (OC) on every row.
   virtual void BiasAdd(const Stream& s, const TV& out, const TV& bias) = 0;
 

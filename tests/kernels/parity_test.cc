@@ -584,6 +584,33 @@ TEST(ParityTest, LinearBackwardWriteEqualsZeroThenLinearBackward) {
   }
 }
 
+// LinearBackwardGelu (the down projection's backward through the GELU before it) gives what
+// LinearBackwardWrite then GeluBackward into another buffer give: bit for bit on the host; on a GPU,
+// whose bf16 path is cuBLASLt's DGELU epilogue, to bf16's rounding.
+TEST(ParityTest, LinearBackwardGeluEqualsTheTwoOps) {
+  const int64_t N = 33, F = 48, C = 16;  // dout (N,C), w (C,F), inp = GELU(pre) (N,F)
+  for (const auto& [name, t] : Pairs()) {
+    Backend& b = *BackendByName(name);
+    if (!b.Supports(Op::kLinearBackward, t) || !b.Supports(Op::kGeluBackward, t)) continue;
+    Arg dout(b, t, Rand(N * C, 81), {N, C}), pre(b, t, Rand(N * F, 82), {N, F}), w(b, t, Rand(C * F, 83), {C, F});
+    Arg inp(b, t, Vec(N * F), {N, F});
+    b.GeluForward(b.DefaultStream(), inp.v(), pre.v());
+    Arg d1(b, t, Rand(N * F, 84), {N, F}), mid(b, t, Vec(N * F), {N, F}), d2(b, t, Vec(N * F), {N, F});
+    Arg w1(b, t, Rand(C * F, 85), {C, F}), w2(b, t, Rand(C * F, 85), {C, F});
+    Arg b1(b, t, Rand(C, 86), {C}), b2(b, t, Rand(C, 86), {C});
+    b.LinearBackwardGelu(b.DefaultStream(), d1.v(), w1.v(), b1.v(), dout.v(), inp.v(), w.v(), pre.v());
+    b.LinearBackwardWrite(b.DefaultStream(), mid.v(), w2.v(), b2.v(), dout.v(), inp.v(), w.v());
+    b.GeluBackward(b.DefaultStream(), d2.v(), pre.v(), mid.v());
+    if (b.device().is_cpu()) {
+      EXPECT_EQ(d1.Get(), d2.Get()) << name << " " << DTypeName(t);
+    } else {
+      EXPECT_LT(NormErr(d1.Get(), d2.Get()), t == DType::kBF16 ? 2e-2 : 1e-5) << name << " " << DTypeName(t);
+    }
+    EXPECT_EQ(w1.Get(), w2.Get()) << name << " " << DTypeName(t);
+    EXPECT_EQ(b1.Get(), b2.Get()) << name << " " << DTypeName(t);
+  }
+}
+
 // The bf16 emulation rounds once: a value bf16 holds exactly goes through an op unchanged.
 TEST(ParityTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(FloatToBf16(1.0f), 0x3f80);

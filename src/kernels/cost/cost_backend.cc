@@ -191,6 +191,17 @@ void CostBackend::LinearBackwardWrite(const Stream&, const TV& dinp, const TV& d
                                       const TV& inp, const TV& w) {
   LinearGrads(dinp, dw, dbias, dout, inp, w, false);  // dinp = dout W: beta 0, no memset before it
 }
+void CostBackend::LinearBackwardGelu(const Stream& s, const TV& dpre, const TV& dw, const TV& dbias, const TV& dout,
+                                     const TV& inp, const TV& w, const TV& pre) {
+  if (dout.dtype() != DType::kBF16 || Cols(inp) % 8 != 0) {  // the CUDA backend's two ops
+    Backend::LinearBackwardGelu(s, dpre, dw, dbias, dout, inp, w, pre);
+    return;
+  }
+  const int64_t n = Rows(dout), m = Cols(dout), k = Cols(w);
+  OpRecord& gemm = Gemm("linear_backward (input GEMM, DGELU)", n, m, k, SizeOf(dout.dtype()), false);
+  gemm.bytes += B(pre);  // the epilogue reads the GELU's input
+  LinearGrads(TV(), dw, dbias, dout, inp, w, false);
+}
 void CostBackend::LinearBackward(const Stream&, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
                                  const TV& inp, const TV& w) {
   LinearGrads(dinp, dw, dbias, dout, inp, w, true);

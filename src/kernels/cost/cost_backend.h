@@ -80,6 +80,8 @@ class CostBackend final : public Backend {
                       const TV& w) override;
   void LinearBackwardWrite(const Stream& s, const TV& dinp, const TV& dw, const TV& dbias, const TV& dout,
                            const TV& inp, const TV& w) override;
+  void LinearBackwardGelu(const Stream& s, const TV& dpre, const TV& dw, const TV& dbias, const TV& dout,
+                          const TV& inp, const TV& w, const TV& pre) override;
   void BiasAdd(const Stream& s, const TV& out, const TV& bias) override;
   void AttentionForward(const Stream& s, const TV& out, const TV& lse, const TV& q, const TV& k, const TV& v,
                         int H) override;

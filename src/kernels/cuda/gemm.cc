@@ -94,6 +94,7 @@ cublasLtEpilogue_t EpilogueOf(cudagemm::Epilogue e) {
     case cudagemm::Epilogue::kBias: return CUBLASLT_EPILOGUE_BIAS;
     case cudagemm::Epilogue::kGeluBias: return CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
     case cudagemm::Epilogue::kGelu: return CUBLASLT_EPILOGUE_GELU_AUX;
+    case cudagemm::Epilogue::kDGelu: return CUBLASLT_EPILOGUE_DGELU;
     case cudagemm::Epilogue::kNone: break;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
@@ -102,7 +103,8 @@ cublasLtEpilogue_t EpilogueOf(cudagemm::Epilogue e) {
 // A bias exactly with the bias epilogues, an aux exactly with the GELU ones.
 Status CheckEpilogue(const cudagemm::GemmArgs& g, const void* bias, const void* aux) {
   const bool wants_bias = g.epilogue == cudagemm::Epilogue::kBias || g.epilogue == cudagemm::Epilogue::kGeluBias;
-  const bool wants_aux = g.epilogue == cudagemm::Epilogue::kGelu || g.epilogue == cudagemm::Epilogue::kGeluBias;
+  const bool wants_aux = g.epilogue == cudagemm::Epilogue::kGelu || g.epilogue == cudagemm::Epilogue::kGeluBias ||
+                         g.epilogue == cudagemm::Epilogue::kDGelu;
   if (wants_bias != (bias != nullptr)) {
     return Internal("Gemms::Run: the bias epilogues need a bias pointer, and a bias needs a bias epilogue");
   }

@@ -16,7 +16,8 @@
 
 namespace anneal::cudagemm {
 
-enum class Epilogue { kNone, kBias, kGeluBias, kGelu };
+// kDGelu: C = GELU'(aux) * (A B), aux the GELU's input (the backward of a GELU_AUX forward).
+enum class Epilogue { kNone, kBias, kGeluBias, kGelu, kDGelu };
 
 struct GemmArgs {
   bool transa = false, transb = false;  // op(A), op(B): transposed when true
