@@ -110,7 +110,9 @@ struct Shape {
 };
 const Shape kShapes[] = {{1, 1, 4, 1}, {2, 7, 12, 3}, {3, 17, 20, 4}, {2, 33, 64, 4}};
 // Attention shapes with their key/value heads: every classic shape (Hkv = H), then grouped-query
-// ones: multi-query (Hkv 1), two key/value heads, head sizes 64 and 128, T not a multiple of 16.
+// ones: multi-query (Hkv 1), two key/value heads, head sizes 64 and 128, T not a multiple of 16;
+// then one key/value head a query head at head sizes 32, 64 and 128 (T not a multiple of 16 either),
+// the shapes CUDA's attention path 2 has kernels for — without them the harness never reaches it.
 struct AttnShape {
   int B, T, C, H, Hkv;
 };
@@ -118,7 +120,7 @@ std::vector<AttnShape> AttnShapes() {
   std::vector<AttnShape> v;
   for (auto s : kShapes) v.push_back({s.B, s.T, s.C, s.H, s.H});
   for (AttnShape a : {AttnShape{2, 7, 12, 3, 1}, {3, 17, 20, 4, 2}, {2, 33, 64, 4, 1}, {1, 19, 256, 4, 2},
-                      {1, 17, 256, 2, 1}}) {
+                      {1, 17, 256, 2, 1}, {2, 19, 64, 2, 2}, {1, 33, 128, 2, 2}, {1, 17, 256, 2, 2}}) {
     v.push_back(a);
   }
   return v;
