@@ -34,11 +34,7 @@ Status ActivationOffload::Reserve(int layers, size_t bytes_each) {
   return Status::Ok();
 }
 
-Event ActivationOffload::AfterCompute() {
-  const Event e = be_.RecordEvent(compute_);
-  be_.WaitEvent(copy_, e);
-  return e;
-}
+void ActivationOffload::AfterCompute() { be_.WaitEvent(copy_, be_.RecordEvent(compute_)); }
 
 void ActivationOffload::BeforeWrite(int i) {
   const int p = i % kRing;

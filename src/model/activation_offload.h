@@ -5,10 +5,10 @@
 // stream (Backend::OffloadStream: not the checkpoint snapshots' copy stream, so they never wait
 // behind a snapshot), ordered against the compute stream by events, so they overlap the layers'
 // compute:
-//   forward:  layer i written (compute) -> copied out (copy stream, after the compute event); the
+//   forward:  layer i written (compute) -> copied out (offload stream, after the compute event); the
 //             place is written again by layer i + kRing only once that copy has finished;
 //   backward: while layer i's backward computes, layer i - 2's output comes back into the place
-//             layer i + 1 used (copy stream, after everything issued to compute so far); layer
+//             layer i + 1 used (offload stream, after everything issued to compute so far); layer
 //             i - 1's backward waits for it before it recomputes from it.
 // Three places: the input being recomputed from, the output the recomputation rewrites, the next
 // input arriving. On a host backend (one stream) every copy is done when it returns and the events
@@ -52,7 +52,7 @@ class ActivationOffload {
 
  private:
   char* Host(int i) const { return static_cast<char*>(host_) + static_cast<size_t>(i) * bytes_each_; }
-  Event AfterCompute();  // the copy stream waits for everything issued to compute so far
+  void AfterCompute();  // the offload stream waits for everything issued to compute so far
 
   Backend& be_;
   Stream compute_, copy_;

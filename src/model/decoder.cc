@@ -108,9 +108,6 @@ DevPtr DecoderModel::P(size_t off) const {
   std::abort();  // a parameter read outside a gathered range: a bug in the passes' ranges
 }
 
-DecoderModel::~DecoderModel() {
-}
-
 void DecoderModel::set_offload(bool on) {
   offload_.reset(on ? new ActivationOffload(be_, st_) : nullptr);
   for (Slot& s : slots_) s.B = s.T = 0;  // reallocate on the next Forward

@@ -89,7 +89,6 @@ class DecoderModel {
   enum class FlatBuffers { kBoth, kParamsOnly, kNone };
   DecoderModel(const ModelConfig& config, Backend& backend, const ModelShard& shard, LayerParallel* layers,
                DType compute = DType::kF32, FlatBuffers flat = FlatBuffers::kBoth);
-  ~DecoderModel();
   DecoderModel(const DecoderModel&) = delete;  // its ParamStore refers to its own layout
   DecoderModel& operator=(const DecoderModel&) = delete;
   const ModelShard& shard() const { return shard_; }
@@ -131,7 +130,7 @@ class DecoderModel {
   // checks): each layer's output (the next layer's input, all that full recomputation keeps) is copied
   // to host staging memory after the layer runs and brought back before the backward that recomputes
   // from it, so the device holds ModelConfig::kOffloadRing of them instead of every layer's. The copies
-  // run on the backend's copy stream, overlapping the layers' compute (model/activation_offload.h).
+  // run on the backend's offload stream, overlapping the layers' compute (model/activation_offload.h).
   void set_offload(bool on);
   bool offload() const { return offload_ != nullptr; }
   const ActivationOffload* offloader() const { return offload_.get(); }

@@ -7,10 +7,9 @@ namespace anneal {
 
 namespace {
 
-// The rank's place in the job and the parallel plan, validated before anything is allocated (exit
-// 2 naming each factor).
+// The rank's place in the job (rt->re) and the parallel plan, validated before anything is allocated
+// (exit 2 naming each factor).
 Status PlanRank(const TrainConfig& c, Runtime* rt) {
-  ANNEAL_ASSIGN_OR_RETURN(rt->re, RankEnv::FromEnvironment());
   const DistSection& d = c.dist;
   rt->dp = d.dp > 0 ? d.dp : std::max(1, rt->re.world / (d.tp * d.pp));
   ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg,
@@ -167,12 +166,8 @@ Result<std::unique_ptr<Runtime>> SetUpDeviceModel(const TrainConfig& c, Backend*
     return InvalidInput("one device's step only: dist.dp, dist.tp and dist.pp must be 1 (the collectives of a "
                         "parallel layout are not modelled)");
   }
-  auto rt = std::make_unique<Runtime>();
-  ANNEAL_ASSIGN_OR_RETURN(ProcessGroups pg, ProcessGroups::Make(1, 1, 1, 1, 0, 0));
-  rt->pg = std::make_unique<ProcessGroups>(std::move(pg));
-  ANNEAL_ASSIGN_OR_RETURN(ParallelPlan plan, PlanLayout(c, 1));
-  rt->plan = std::make_unique<ParallelPlan>(std::move(plan));
-  rt->shard = rt->plan->ShardOf(0, 0);
+  auto rt = std::make_unique<Runtime>();  // rt->re: rank 0 of 1
+  ANNEAL_RETURN_IF_ERROR(PlanRank(c, rt.get()));
   rt->be = be;
   BuildModel(c, rt.get());
   ANNEAL_RETURN_IF_ERROR(BuildStep(c, rt.get()));
@@ -181,6 +176,7 @@ Result<std::unique_ptr<Runtime>> SetUpDeviceModel(const TrainConfig& c, Backend*
 
 Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c) {
   auto rt = std::make_unique<Runtime>();
+  ANNEAL_ASSIGN_OR_RETURN(rt->re, RankEnv::FromEnvironment());
   ANNEAL_RETURN_IF_ERROR(PlanRank(c, rt.get()));
   rt->be = BackendByName(c.train.kernels);  // checked by the config's validation
   rt->be->SetThreads(c.train.threads);

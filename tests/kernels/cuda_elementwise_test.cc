@@ -144,7 +144,7 @@ TEST(CudaElementwiseTest, SumSquaresEachEqualsSumSquaresBitForBit) {
   NEED_GPU();
   const cuda::Device1D d{};
   cuda::Scratch scratch;
-  cuda::SumSquaresTable table;
+  cuda::DeviceTable table;
   const size_t sizes[] = {1, 1000, 65536, 65537, 300017, 0, 7};
   std::vector<std::unique_ptr<DeviceVec>> vecs;
   for (size_t k = 0; k < 7; ++k) {

@@ -440,25 +440,26 @@ class CudaBackend : public Backend {
     if (!working.empty() && (working.dtype() != DType::kBF16 || working.numel() != p.numel())) {
       Must(Internal("AdamWEach: the working copy must be bf16 of p's size: " + working.ToString()));
     }
-    if (ranges != adamw_ranges_) {
-      std::vector<cuda::AdamWChunk> chunks;
+    std::vector<uint64_t> key;  // the ranges: their chunk table's key
+    for (const AdamWRange& r : ranges) {
+      uint32_t wd;
+      std::memcpy(&wd, &r.wd, sizeof wd);
+      key.insert(key.end(), {r.offset, r.n, wd});
+    }
+    auto chunks = adamw_chunks_.For(S(s), key, [&] {
+      std::vector<cuda::AdamWChunk> rows;
       for (const AdamWRange& r : ranges) {
         for (size_t o = 0; o < r.n; o += cuda::kAdamWChunk) {
-          chunks.push_back({r.offset + o, std::min(cuda::kAdamWChunk, r.n - o), r.wd});
+          rows.push_back({r.offset + o, std::min(cuda::kAdamWChunk, r.n - o), r.wd});
         }
       }
-      auto dev = adamw_chunks_.Get(std::max<size_t>(1, chunks.size()) * sizeof(cuda::AdamWChunk));
-      Must(dev.status());
-      MUST_CUDA(cudaStreamSynchronize(S(s)));  // the table may be in use by an update still running
-      MUST_CUDA(cudaMemcpy(*dev, chunks.data(), chunks.size() * sizeof(cuda::AdamWChunk), cudaMemcpyHostToDevice));
-      adamw_ranges_ = ranges;
-      adamw_nchunks_ = chunks.size();
-    }
-    auto dev = adamw_chunks_.Get(std::max<size_t>(1, adamw_nchunks_) * sizeof(cuda::AdamWChunk));
-    Must(dev.status());
+      return rows;
+    });
+    Must(chunks.status());
     Must(cuda::AdamWChunks(D(s), p.f32(), E(g.dtype()), g.data(), m.f32(), v.f32(),
                            working.empty() ? nullptr : static_cast<uint16_t*>(working.data()),
-                           static_cast<const cuda::AdamWChunk*>(*dev), adamw_nchunks_, lr, beta1, beta2, eps, t));
+                           static_cast<const cuda::AdamWChunk*>(*chunks), adamw_chunks_.rows(), lr, beta1, beta2, eps,
+                           t));
   }
   void Scale(const Stream& s, const TV& g, float f) override {
     ANNEAL_TIMED(s);
@@ -500,10 +501,8 @@ class CudaBackend : public Backend {
   std::vector<cudaEvent_t> offload_events_;
   size_t next_offload_event_ = 0;
   std::vector<cudaEvent_t> copy_events_;  // the events recorded on it (RecordEvent)
-  std::vector<AdamWRange> adamw_ranges_;   // AdamWEach's ranges, whose chunk table is on the device
-  cuda::Scratch adamw_chunks_;
-  cuda::SumSquaresTable sum_squares_table_;  // SumSquaresEach's blocks, on the device
-  size_t adamw_nchunks_ = 0;
+  cuda::DeviceTable adamw_chunks_;       // AdamWEach's chunks, keyed by its ranges
+  cuda::DeviceTable sum_squares_table_;  // SumSquaresEach's blocks, keyed by its views
   size_t next_copy_event_ = 0;
   std::vector<cudaEvent_t> events_;
   size_t next_event_ = 0;

@@ -656,35 +656,32 @@ Status SumSquares(const Device1D& d, Elem t, const void* g, size_t n, Scratch& s
 }
 
 Status SumSquaresEach(const Device1D& d, const Elem* t, const void* const* g, const size_t* n, size_t count,
-                      Scratch& scratch, SumSquaresTable& table, double* out) {
+                      Scratch& scratch, DeviceTable& table, double* out) {
   std::vector<size_t> first(count + 1, 0);  // view i's partials are [first[i], first[i+1])
+  std::vector<uint64_t> key;                // the views: their table's key
   bool one_dtype = true;
   for (size_t i = 0; i < count; ++i) {
     out[i] = 0;
     first[i + 1] = first[i] + (n[i] ? cudalaunch::PlanChunkedSum(n[i]).blocks() : 0);
     one_dtype = one_dtype && t[i] == t[0];
+    key.push_back(reinterpret_cast<uintptr_t>(g[i]));
+    key.push_back(n[i]);
   }
   if (first[count] == 0) return Status::Ok();
   ANNEAL_ASSIGN_OR_RETURN(void* p, scratch.Get(first[count] * sizeof(double)));
   double* partials = static_cast<double*>(p);
-  if (one_dtype) {  // one launch: the table of every view's blocks (built when the views change)
-    if (table.g != std::vector<const void*>(g, g + count) || table.n != std::vector<size_t>(n, n + count)) {
-      std::vector<SumSquaresBlock> blocks;
+  if (one_dtype) {  // one launch over the table of every view's blocks
+    ANNEAL_ASSIGN_OR_RETURN(const void* blocks, table.For(d.stream, key, [&] {
+      std::vector<SumSquaresBlock> rows;
       for (size_t i = 0; i < count; ++i) {
         if (n[i] == 0) continue;
         const cudalaunch::ChunkedSum plan = cudalaunch::PlanChunkedSum(n[i]);
-        for (uint32_t b = 0; b < plan.blocks(); ++b) blocks.push_back({g[i], plan, b});
+        for (uint32_t b = 0; b < plan.blocks(); ++b) rows.push_back({g[i], plan, b});
       }
-      ANNEAL_ASSIGN_OR_RETURN(void* dev, table.blocks.Get(blocks.size() * sizeof(SumSquaresBlock)));
-      ANNEAL_CUDA_CHECK(cudaStreamSynchronize(d.stream));  // the old table may be in use (once per new views)
-      ANNEAL_CUDA_CHECK(cudaMemcpy(dev, blocks.data(), blocks.size() * sizeof(SumSquaresBlock), cudaMemcpyHostToDevice));
-      table.g.assign(g, g + count);
-      table.n.assign(n, n + count);
-      table.count = blocks.size();
-    }
-    ANNEAL_ASSIGN_OR_RETURN(void* dev, table.blocks.Get(table.count * sizeof(SumSquaresBlock)));
-    ANNEAL_LAUNCH_T(t[0], SumSquaresBlocks, static_cast<uint32_t>(table.count), cudalaunch::PlanChunkedSum(1).threads,
-                    d.stream, static_cast<const SumSquaresBlock*>(dev), partials);
+      return rows;
+    }));
+    ANNEAL_LAUNCH_T(t[0], SumSquaresBlocks, static_cast<uint32_t>(table.rows()), cudalaunch::PlanChunkedSum(1).threads,
+                    d.stream, static_cast<const SumSquaresBlock*>(blocks), partials);
   } else {
     for (size_t i = 0; i < count; ++i) {
       if (n[i] == 0) continue;

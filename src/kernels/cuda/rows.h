@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/cuda/check.h"
 #include "kernels/cuda/elementwise.h"
 
 namespace anneal::cuda {
@@ -50,20 +51,40 @@ Status VocabLossCombine(const Device1D& d, Elem t, void* logits, float* losses, 
                         double* sum);
 // Sum of squares of n values, in double, in a fixed order (host result).
 Status SumSquares(const Device1D& d, Elem t, const void* g, size_t n, Scratch& scratch, double* out);
-// The device table of SumSquaresEach's blocks (every view's chunks), rebuilt when the views change
-// (a step's gradient views are the same every step: uploaded once).
-struct SumSquaresTable {
-  std::vector<const void*> g;
-  std::vector<size_t> n;
-  Scratch blocks;
-  size_t count = 0;
+// A table the host builds and a kernel reads, kept on the device and built and uploaded again only
+// when its key changes (a step's gradient views and optimizer ranges are the same every step: once).
+class DeviceTable {
+ public:
+  // The device copy of the table for `key`; build() gives its rows (a vector of trivially copyable
+  // entries) when the key is new. The upload first waits for `stream`: a kernel may still read the
+  // old table.
+  template <class Build>
+  Result<const void*> For(cudaStream_t stream, const std::vector<uint64_t>& key, Build&& build) {
+    if (p_ == nullptr || key != key_) {
+      const auto table = build();
+      const size_t bytes = table.size() * sizeof(table[0]);
+      ANNEAL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      ANNEAL_ASSIGN_OR_RETURN(p_, mem_.Get(bytes ? bytes : 1));
+      ANNEAL_CUDA_CHECK(cudaMemcpy(p_, table.data(), bytes, cudaMemcpyHostToDevice));
+      key_ = key;
+      rows_ = table.size();
+    }
+    return static_cast<const void*>(p_);
+  }
+  size_t rows() const { return rows_; }
+
+ private:
+  Scratch mem_;
+  std::vector<uint64_t> key_;
+  void* p_ = nullptr;
+  size_t rows_ = 0;
 };
 // out[i] = SumSquares of (g[i], n[i]) bit for bit (the same chunks, each block's sum in the same order,
 // the blocks added in the same order on the host): when every view has one dtype, one launch over
 // every view's blocks (SumSquaresBlocks), else a launch a view; one copy back and one
 // synchronisation in all.
 Status SumSquaresEach(const Device1D& d, const Elem* t, const void* const* g, const size_t* n, size_t count,
-                      Scratch& scratch, SumSquaresTable& table, double* out);
+                      Scratch& scratch, DeviceTable& table, double* out);
 // Embeddings. tokens are i32 device arrays; the backward kernels group rows by token on the host
 // (one small copy of the tokens) so each token's rows are summed in row order, with no atomics.
 Status EmbeddingForward(const Device1D& d, Elem t, void* out, const int32_t* tokens, const void* wte, const void* wpe,
