@@ -37,8 +37,9 @@
 #             ZeRO 3, with full recomputation, and with train.offload_activations too: each run's
 #             allocator peak beside the memory formula (within 5 %), its peak device memory, its median
 #             step time, and anneal plan's total for the same config
-#   llama     the Llama 3.2 1B shape with GPT-2's vocabulary, B=4, T=1024, bf16: anneal against the same
-#             model in plain PyTorch compiled with SDPA (bench/gpu/torch_llama.py)
+#   llama     the Llama 3.2 1B shape with GPT-2's vocabulary, B=4, T=1024, bf16: anneal with each attention
+#             path (path 2 reads the grouped key/value heads in place) against the same model in plain
+#             PyTorch compiled with SDPA (bench/gpu/torch_llama.py)
 #   hf        (issue 32) a small Llama trained 8 steps on cuda, exported (anneal export --format hf, bf16),
 #             loaded by transformers on cuda: its cross-entropy equals anneal eval's within 2e-2
 #   memcheck  compute-sanitizer memcheck, racecheck and synccheck over the CUDA kernel tests (last: only
@@ -58,7 +59,7 @@ STAGES=${STAGES:-probe,load,step,parity,bench,torch,ceilings,zero,llama,hf,memch
 DEADLINE_S=${DEADLINE_S:-290}
 # Each stage's usual length in seconds on the GPU machine: a stage starts only when that much is left.
 declare -A NEEDS=([probe]=5 [load]=15 [fallback]=240 [step]=45 [parity]=45 [bench]=90 [torch]=60 [ceilings]=15
-                  [zero]=70 [llama]=120 [hf]=60 [memcheck]=150)
+                  [zero]=70 [llama]=150 [hf]=60 [memcheck]=150)
 BUNDLE=${BUNDLE:-build/release/anneal-gpu.tar.gz}
 B=/tmp/anneal-bundle
 declare -a SUMMARY
@@ -370,26 +371,32 @@ stage_llama() {
  "train": {"steps": 8, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
            "resume": "none"}}
 JSON
-  timeout -k 5 150 "$B/run.sh" anneal train --config "$w/llama.json" >"$w/anneal.log" 2>&1 &
-  pid=$!
-  apeak=$(gpu_peak $pid)
-  wait $pid || { tail -5 "$w/anneal.log"; cat "$w/anneal.log" >>"$OUT/bench_anneal.log"; return 1; }
-  cat "$w/anneal.log" >>"$OUT/bench_anneal.log"
+  local path fpeak
+  for path in gemm flash; do
+    ANNEAL_CUDA_ATTENTION=$path timeout -k 5 120 "$B/run.sh" anneal train --config "$w/llama.json" >"$w/$path.log" 2>&1 &
+    pid=$!
+    [ $path = gemm ] && apeak=$(gpu_peak $pid) || fpeak=$(gpu_peak $pid)
+    wait $pid || { tail -5 "$w/$path.log"; cat "$w/$path.log" >>"$OUT/bench_anneal.log"; return 1; }
+    cat "$w/$path.log" >>"$OUT/bench_anneal.log"
+  done
   timeout -k 5 200 python3 bench/gpu/torch_llama.py --batch 4 --seq 1024 --steps 8 --warmup 3 >"$w/torch.log" 2>&1 &
   pid=$!
   tpeak=$(gpu_peak $pid)
   wait $pid || { tail -5 "$w/torch.log"; return 1; }
-  python3 - "$w" "$apeak" "$tpeak" <<'PY'
+  python3 - "$w" "$apeak" "$fpeak" "$tpeak" <<'PY'
 import re, statistics, sys
-w, apeak, tpeak = sys.argv[1:]
-ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms \|", open(w + "/anneal.log").read(), re.M)][3:]
-a = 4 * 1024 / (statistics.median(ms) / 1e3)
+w, apeak, fpeak, tpeak = sys.argv[1:]
+def tokens_per_s(log):
+    ms = [float(x) for x in re.findall(r"^step +\d+/\d+ .*\| ([0-9.]+) ms \|", open(log).read(), re.M)][3:]
+    return 4 * 1024 / (statistics.median(ms) / 1e3)
+a, f = tokens_per_s(w + "/gemm.log"), tokens_per_s(w + "/flash.log")
 t = dict(kv.split("=") for kv in re.search(r"RESULT (.*)", open(w + "/torch.log").read()).group(1).split())
 tps_t, n = float(t["tokens_per_s"]), int(t["params"])
 fpt = 6 * n + 6 * 16 * 2048 * 1024
 mfu = lambda tps: 100 * tps * fpt / 989e12
-print(f"llama: Llama 3.2 1B shape (V=50257) B=4 T=1024 bf16 — anneal {a:.0f} tok/s (MFU {mfu(a):.1f} %, {apeak} MiB); "
-      f"PyTorch compiled {tps_t:.0f} tok/s (MFU {mfu(tps_t):.1f} %, {tpeak} MiB); ratio {a / tps_t:.2f}x")
+print(f"llama: Llama 3.2 1B shape (V=50257) B=4 T=1024 bf16 — anneal path 1 {a:.0f} tok/s (MFU {mfu(a):.1f} %, "
+      f"{apeak} MiB), path 2 {f:.0f} tok/s (MFU {mfu(f):.1f} %, {fpeak} MiB); PyTorch compiled {tps_t:.0f} tok/s "
+      f"(MFU {mfu(tps_t):.1f} %, {tpeak} MiB); ratio {a / tps_t:.2f}x and {f / tps_t:.2f}x")
 PY
 }
 

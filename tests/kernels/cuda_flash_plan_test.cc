@@ -310,16 +310,26 @@ TEST(CudaFlashMathTest, TiledOnlineSoftmaxMatchesADoubleSoftmax) {
 
 // ---- the whole tiled algorithm on the host, through the plans ----
 
+// A (B, T, C) problem with H query heads and Hkv key/value heads, addressed through the kernels'
+// HeadLayout: rows of query head bh (q, out, dout, dq), of the key/value head it reads (k, v), and
+// of key/value head bkv (k, v, dk, dv). A row past T is nullptr (the kernels' zero-filled rows).
 struct Heads {
-  int B, T, C, H;
+  int B, T, C, H, Hkv;
+  HeadLayout lay = LayoutOf(T, C, H, Hkv);
   int hs() const { return C / H; }
-  // row t of head (bh) of x, or nullptr past T (the kernels' zero-filled rows)
-  const float* Row(const std::vector<float>& x, int64_t bh, int64_t t) const {
-    return t < T ? x.data() + ((bh / H) * T + t) * C + (bh % H) * hs() : nullptr;
+  size_t Nq() const { return static_cast<size_t>(B) * T * C; }
+  size_t Nkv() const { return static_cast<size_t>(B) * T * lay.Ckv; }
+  const float* Q(const std::vector<float>& x, int64_t bh, int64_t t) const {
+    return t < T ? x.data() + lay.Query(bh) + t * C : nullptr;
   }
-  float* Row(std::vector<float>& x, int64_t bh, int64_t t) const {
-    return x.data() + ((bh / H) * T + t) * C + (bh % H) * hs();
+  const float* KvOf(const std::vector<float>& x, int64_t bh, int64_t t) const {
+    return t < T ? x.data() + lay.KvOfQuery(bh) + t * lay.Ckv : nullptr;
   }
+  const float* Kv(const std::vector<float>& x, int64_t bkv, int64_t t) const {
+    return t < T ? x.data() + lay.Kv(bkv) + t * lay.Ckv : nullptr;
+  }
+  float* Q(std::vector<float>& x, int64_t bh, int64_t t) const { return x.data() + lay.Query(bh) + t * C; }
+  float* Kv(std::vector<float>& x, int64_t bkv, int64_t t) const { return x.data() + lay.Kv(bkv) + t * lay.Ckv; }
   float Dot(const float* a, const float* b) const {
     float d = 0;
     if (a && b) {
@@ -349,7 +359,7 @@ void TiledForward(const TilePlan& p, const Heads& d, const std::vector<float>& q
       p.VisitInner(o, [&](int64_t i, bool masked) {
         float mx = -INFINITY;
         for (int64_t j = 0; j < p.inner; ++j) {
-          s[j] = masked && i * p.inner + j > r ? -INFINITY : d.Dot(d.Row(q, bh, r), d.Row(k, bh, i * p.inner + j));
+          s[j] = masked && i * p.inner + j > r ? -INFINITY : d.Dot(d.Q(q, bh, r), d.KvOf(k, bh, i * p.inner + j));
           mx = std::fmax(mx, s[j]);
         }
         const float m_new = std::fmax(m, mx * scale_log2), base = FlashBase(m_new), alpha = FlashRescale(m, m_new);
@@ -358,19 +368,20 @@ void TiledForward(const TilePlan& p, const Heads& d, const std::vector<float>& q
         for (int64_t j = 0; j < p.inner; ++j) {
           const float pj = exp2f(std::fma(s[j], scale_log2, -base));
           l += pj;
-          const float* vj = d.Row(v, bh, i * p.inner + j);
+          const float* vj = d.KvOf(v, bh, i * p.inner + j);
           for (int e = 0; e < d.hs() && vj; ++e) acc[e] += pj * vj[e];
         }
         m = m_new;
       });
-      for (int e = 0; e < d.hs(); ++e) d.Row(out, bh, r)[e] = acc[e] / l;
+      for (int e = 0; e < d.hs(); ++e) d.Q(out, bh, r)[e] = acc[e] / l;
       lse[bh * d.T + r] = FlashLse(m, l);
     }
   });
 }
 
-// The backward kernels' algorithm: D, then dK and dV per key row over the key-major plan's query
-// tiles (rows past T: lse +inf, D 0), then dQ per query row over the query-major plan's key tiles.
+// The backward kernels' algorithm: D, then dK and dV per key row over the key-major plan's blocks
+// (one per key/value head) walking each query head of the group over its query tiles (rows past T:
+// lse +inf, D 0), then dQ per query row over the query-major plan's key tiles.
 void TiledBackward(const TilePlan& kv, const TilePlan& qg, const Heads& d, const std::vector<float>& dout,
                    const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                    const std::vector<float>& out, const std::vector<float>& lse, std::vector<float>& dq,
@@ -379,27 +390,30 @@ void TiledBackward(const TilePlan& kv, const TilePlan& qg, const Heads& d, const
   const int64_t BH = static_cast<int64_t>(d.B) * d.H;
   std::vector<float> D(BH * d.T);
   for (int64_t bh = 0; bh < BH; ++bh) {
-    for (int64_t t = 0; t < d.T; ++t) D[bh * d.T + t] = d.Dot(d.Row(dout, bh, t), d.Row(out, bh, t));
+    for (int64_t t = 0; t < d.T; ++t) D[bh * d.T + t] = d.Dot(d.Q(dout, bh, t), d.Q(out, bh, t));
   }
   auto L = [&](int64_t bh, int64_t t) { return t < d.T ? lse[bh * d.T + t] * kLog2e : INFINITY; };
   auto Dq = [&](int64_t bh, int64_t t) { return t < d.T ? D[bh * d.T + t] : 0.0f; };
-  EachBlock(kv, [&](int64_t bh, int64_t o) {
+  EachBlock(kv, [&](int64_t bkv, int64_t o) {
     for (int64_t key = kv.Row0(o); key < std::min<int64_t>(d.T, kv.Row0(o) + kv.outer); ++key) {
       std::vector<float> gk(d.hs(), 0.0f), gv(d.hs(), 0.0f);
-      kv.VisitInner(o, [&](int64_t i, bool masked) {
-        for (int64_t t = i * kv.inner; t < (i + 1) * kv.inner; ++t) {
-          const float s = d.Dot(d.Row(k, bh, key), d.Row(q, bh, t));
-          const float p = masked && key > t ? 0.0f : FlashProb(s, scale_log2, L(bh, t));
-          const float ds = p * (d.Dot(d.Row(v, bh, key), d.Row(dout, bh, t)) - Dq(bh, t));
-          for (int e = 0; e < d.hs() && t < d.T; ++e) {
-            gv[e] += p * d.Row(dout, bh, t)[e];
-            gk[e] += ds * d.Row(q, bh, t)[e];
+      for (int g = 0; g < d.lay.Group(); ++g) {
+        const int64_t bh = d.lay.GroupQuery(bkv, g);
+        kv.VisitInner(o, [&](int64_t i, bool masked) {
+          for (int64_t t = i * kv.inner; t < (i + 1) * kv.inner; ++t) {
+            const float s = d.Dot(d.Kv(k, bkv, key), d.Q(q, bh, t));
+            const float p = masked && key > t ? 0.0f : FlashProb(s, scale_log2, L(bh, t));
+            const float ds = p * (d.Dot(d.Kv(v, bkv, key), d.Q(dout, bh, t)) - Dq(bh, t));
+            for (int e = 0; e < d.hs() && t < d.T; ++e) {
+              gv[e] += p * d.Q(dout, bh, t)[e];
+              gk[e] += ds * d.Q(q, bh, t)[e];
+            }
           }
-        }
-      });
+        });
+      }
       for (int e = 0; e < d.hs(); ++e) {
-        d.Row(dk, bh, key)[e] = gk[e] * scale;
-        d.Row(dv, bh, key)[e] = gv[e];
+        d.Kv(dk, bkv, key)[e] = gk[e] * scale;
+        d.Kv(dv, bkv, key)[e] = gv[e];
       }
     }
   });
@@ -408,42 +422,69 @@ void TiledBackward(const TilePlan& kv, const TilePlan& qg, const Heads& d, const
       std::vector<float> g(d.hs(), 0.0f);
       qg.VisitInner(o, [&](int64_t i, bool masked) {
         for (int64_t key = i * qg.inner; key < (i + 1) * qg.inner; ++key) {
-          const float s = d.Dot(d.Row(q, bh, t), d.Row(k, bh, key));
+          const float s = d.Dot(d.Q(q, bh, t), d.KvOf(k, bh, key));
           const float p = masked && key > t ? 0.0f : FlashProb(s, scale_log2, L(bh, t));
-          const float ds = p * (d.Dot(d.Row(dout, bh, t), d.Row(v, bh, key)) - Dq(bh, t));
-          for (int e = 0; e < d.hs() && key < d.T; ++e) g[e] += ds * d.Row(k, bh, key)[e];
+          const float ds = p * (d.Dot(d.Q(dout, bh, t), d.KvOf(v, bh, key)) - Dq(bh, t));
+          for (int e = 0; e < d.hs() && key < d.T; ++e) g[e] += ds * d.KvOf(k, bh, key)[e];
         }
       });
-      for (int e = 0; e < d.hs(); ++e) d.Row(dq, bh, t)[e] = g[e] * scale;
+      for (int e = 0; e < d.hs(); ++e) d.Q(dq, bh, t)[e] = g[e] * scale;
     }
   });
 }
 
 TEST(CudaFlashMathTest, TiledAttentionMatchesTheReference) {
   for (bool bf16 : {true, false}) {
-    for (auto [B, T, C, H] :
-         {std::array{2, 65, 128, 2}, std::array{1, 1, 64, 1}, std::array{1, 130, 160, 2}, std::array{3, 33, 96, 3}}) {
-      const Heads d{B, T, C, H};
-      const size_t n = static_cast<size_t>(B) * T * C, nl = static_cast<size_t>(B) * H * T;
-      const std::vector<float> q = testing::RandomNormal(n, 1, 1.5f), k = testing::RandomNormal(n, 2, 1.5f),
-                               v = testing::RandomNormal(n, 3), dout = testing::RandomNormal(n, 4);
-      std::vector<float> out_ref(n), lse_ref(nl), dq_ref(n), dk_ref(n), dv_ref(n);
-      RefKernels().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), B, T, C, H, H);
+    for (auto [B, T, C, H, Hkv] : {std::array{2, 65, 128, 2, 2}, std::array{1, 1, 64, 1, 1},
+                                   std::array{1, 130, 160, 2, 2}, std::array{3, 33, 96, 3, 3},
+                                   std::array{2, 65, 256, 4, 2}, std::array{1, 70, 384, 6, 2},
+                                   std::array{2, 33, 96, 3, 1}}) {
+      const Heads d{B, T, C, H, Hkv};
+      const size_t n = d.Nq(), nkv = d.Nkv(), nl = static_cast<size_t>(B) * H * T;
+      const std::vector<float> q = testing::RandomNormal(n, 1, 1.5f), k = testing::RandomNormal(nkv, 2, 1.5f),
+                               v = testing::RandomNormal(nkv, 3), dout = testing::RandomNormal(n, 4);
+      std::vector<float> out_ref(n), lse_ref(nl), dq_ref(n), dk_ref(nkv), dv_ref(nkv);
+      RefKernels().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), B, T, C, H, Hkv);
       RefKernels().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
-                                      v.data(), out_ref.data(), lse_ref.data(), B, T, C, H, H);
+                                      v.data(), out_ref.data(), lse_ref.data(), B, T, C, H, Hkv);
       const int hs = C / H;
-      std::vector<float> out(n, NAN), lse(nl, NAN), dq(n, NAN), dk(n, NAN), dv(n, NAN);
+      std::vector<float> out(n, NAN), lse(nl, NAN), dq(n, NAN), dk(nkv, NAN), dv(nkv, NAN);
       TiledForward(PlanFor(Pass::kForward, bf16, hs, B * H, T), d, q, k, v, out, lse);
-      TiledBackward(PlanFor(Pass::kKeyGrads, bf16, hs, B * H, T), PlanFor(Pass::kQueryGrads, bf16, hs, B * H, T), d,
+      TiledBackward(PlanFor(Pass::kKeyGrads, bf16, hs, B * Hkv, T), PlanFor(Pass::kQueryGrads, bf16, hs, B * H, T), d,
                     dout, q, k, v, out_ref, lse_ref, dq, dk, dv);
-      const std::string what =
-          (bf16 ? "bf16 tiles T=" : "f32 tiles T=") + std::to_string(T) + " hs=" + std::to_string(hs);
+      const std::string what = (bf16 ? "bf16 tiles T=" : "f32 tiles T=") + std::to_string(T) +
+                               " hs=" + std::to_string(hs) + " H=" + std::to_string(H) + " Hkv=" + std::to_string(Hkv);
       EXPECT_LT(testing::NormErr(out, out_ref), 1e-5) << what;
       EXPECT_LT(testing::NormErr(lse, lse_ref), 1e-6) << what;
       EXPECT_LT(testing::NormErr(dq, dq_ref), 1e-5) << what;
       EXPECT_LT(testing::NormErr(dk, dk_ref), 1e-5) << what;
       EXPECT_LT(testing::NormErr(dv, dv_ref), 1e-5) << what;
     }
+  }
+}
+
+TEST(CudaFlashPlanTest, HeadLayoutCoversEveryRowOnce) {
+  // Every (query head, key/value head) pairing the kernels address: query heads tile q exactly, each
+  // key/value head serves exactly its group, and the key-major walk visits every query head once.
+  for (auto [B, C, H, Hkv] : {std::array{2, 256, 4, 2}, std::array{3, 96, 3, 1}, std::array{1, 2048, 32, 8}}) {
+    const HeadLayout lay = LayoutOf(5, C, H, Hkv);
+    std::map<int64_t, int> q_offsets, readers, walked;
+    for (int64_t bh = 0; bh < int64_t{B} * H; ++bh) {
+      ++q_offsets[lay.Query(bh)];
+      ++readers[lay.KvOfQuery(bh)];
+    }
+    for (int64_t bkv = 0; bkv < int64_t{B} * Hkv; ++bkv) {
+      for (int g = 0; g < lay.Group(); ++g) {
+        const int64_t bh = lay.GroupQuery(bkv, g);
+        ++walked[bh];
+        EXPECT_EQ(lay.KvOfQuery(bh), lay.Kv(bkv)) << "query head " << bh << " of key/value head " << bkv;
+      }
+    }
+    EXPECT_EQ(q_offsets.size(), static_cast<size_t>(B) * H);
+    EXPECT_EQ(readers.size(), static_cast<size_t>(B) * Hkv);
+    for (auto [off, n] : readers) EXPECT_EQ(n, H / Hkv) << off;
+    EXPECT_EQ(walked.size(), static_cast<size_t>(B) * H);
+    for (auto [bh, n] : walked) EXPECT_EQ(n, 1) << bh;
   }
 }
 

@@ -69,6 +69,24 @@ TEST(StepCostTest, FlashAttentionMovesLessAndAFasterMemoryIsFaster) {
   EXPECT_NE(gemm->table.find("predicted on h200"), std::string::npos);
 }
 
+TEST(StepCostTest, GroupedQueryAttentionTakesPathTwo) {
+  // Llama's grouped-query heads (4 query heads over 2 key/value heads) take the flash kernels as the
+  // CUDA backend does, reading the shared heads in place: fewer bytes than path 1's expansion.
+  auto c = TrainConfig::Parse("", {"model.family=llama", "model.vocab_size=512", "model.max_seq_len=64",
+                                  "model.n_layer=2", "model.n_head=4", "model.n_kv_head=2", "model.n_embd=128",
+                                  "model.intermediate_size=256", "data.dir=unused", "data.seq_len=32",
+                                  "data.batch_size=2", "train.kernels=ref", "train.dtype=bf16"},
+                              "step_cost_test");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  auto gemm = PredictStep(*c, *FindDeviceSpec("h200"), false);
+  auto flash = PredictStep(*c, *FindDeviceSpec("h200"), true);
+  ASSERT_TRUE(gemm.ok() && flash.ok());
+  EXPECT_NE(flash->table.find("attention_backward (flash)"), std::string::npos) << flash->table;
+  EXPECT_EQ(flash->table.find("(path 1)"), std::string::npos) << flash->table;
+  EXPECT_NE(gemm->table.find("attention_forward (path 1)"), std::string::npos) << gemm->table;
+  EXPECT_LT(flash->price.bytes, gemm->price.bytes);
+}
+
 TEST(StepCostTest, RefusesALayoutOfSeveralDevices) {
   TrainConfig c = Tiny("bf16");
   c.dist.tp = 2;

@@ -222,10 +222,11 @@ void CostBackend::BiasAdd(const Stream&, const TV& out, const TV& bias) {
 }
 
 // Path 2 where the CUDA backend takes it (CudaBackend::FlashFits): asked for, a head size it has
-// kernels for, as many key/value heads as query heads (grouped-query attention falls back to path 1).
+// kernels for, key/value heads that divide the query heads (grouped-query heads are read in place).
 bool CostBackend::FlashFits(const TV& q, const TV& k, int H) const {
   const int64_t hs = q.dim(2) / H;
-  return flash_ && k.dim(2) == q.dim(2) && (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128);
+  const bool grouped = hs > 0 && k.dim(2) % hs == 0 && k.dim(2) > 0 && H % (k.dim(2) / hs) == 0;
+  return flash_ && grouped && (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128);
 }
 
 // ---- attention: path 1 (split heads, GEMMs over the whole (T, T) scores, softmax, merge) or path 2

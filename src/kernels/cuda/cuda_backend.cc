@@ -563,8 +563,8 @@ void CudaBackend::AttentionForward(const Stream& s, const TV& out, const TV& lse
   const int Hkv = KvHeads(q, k, H);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
-  if (Hkv == H && FlashFits(q, H, {&out, &q, &k, &v})) {  // the flash path: one key/value head per query head
-    Must(cuda::FlashAttentionForward(D(s), t, out.data(), lse.f32(), q.data(), k.data(), v.data(), B, T, C, H));
+  if (FlashFits(q, H, {&out, &q, &k, &v})) {  // the flash path (grouped-query heads read in place)
+    Must(cuda::FlashAttentionForward(D(s), t, out.data(), lse.f32(), q.data(), k.data(), v.data(), B, T, C, H, Hkv));
     return;
   }
   const size_t es = t == Elem::kF32 ? 4 : 2;
@@ -590,11 +590,11 @@ void CudaBackend::AttentionBackward(const Stream& s, const TV& dq, const TV& dk,
   const int Hkv = KvHeads(q, k, H);
   const int64_t B = q.dim(0), T = q.dim(1), C = q.dim(2), hs = C / H, BH = B * H, BTC = B * T * C;
   const Elem t = E(q.dtype());
-  if (Hkv == H && FlashFits(q, H, {&dq, &dk, &dv, &dout, &q, &k, &v, &out})) {
+  if (FlashFits(q, H, {&dq, &dk, &dv, &dout, &q, &k, &v, &out})) {
     auto scratch = attn_scratch_.Get(cuda::FlashBackwardScratchBytes(B, T, H));
     Must(scratch.status());
     Must(cuda::FlashAttentionBackward(D(s), t, dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(),
-                                      v.data(), out.data(), lse.f32(), B, T, C, H, *scratch));
+                                      v.data(), out.data(), lse.f32(), B, T, C, H, Hkv, *scratch));
     return;
   }
   const size_t es = t == Elem::kF32 ? 4 : 2;

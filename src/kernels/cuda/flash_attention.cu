@@ -19,6 +19,7 @@
 namespace anneal::cuda {
 namespace {
 
+using cudaflash::HeadLayout;
 using cudaflash::TilePlan;
 constexpr int kThreads = 128;  // 4 warps: a bf16 block's 64 rows are 16 per warp; f32: 4 threads per row of 32
 
@@ -26,8 +27,7 @@ struct FwdArgs {
   void* out;
   float* lse;
   const void *q, *k, *v;
-  int64_t C;
-  int H;
+  HeadLayout lay;
   float scale_log2;  // scale * log2(e)
 };
 
@@ -35,15 +35,9 @@ struct BwdArgs {
   void *dq, *dk, *dv;
   const void *dout, *q, *k, *v;
   const float *lse, *D;
-  int64_t C;
-  int H;
+  HeadLayout lay;
   float scale, scale_log2;
 };
-
-// The element offset of (b, t = 0, h, column 0) in a (B, T, C) tensor.
-__device__ __forceinline__ int64_t HeadOffset(int64_t bh, int64_t T, int64_t C, int H, int hs) {
-  return (bh / H) * T * C + (bh % H) * hs;
-}
 
 __device__ __forceinline__ float ShflXor(float v, int m) {
   return __shfl_xor_sync(0xffffffffu, v, m);
@@ -258,7 +252,7 @@ __device__ __forceinline__ void FinishForwardBf16(const FwdArgs& a, float (&acc)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[ot][e] /= l[e / 2];
   }
-  StoreAccBf16<OT>(static_cast<uint16_t*>(a.out) + head, acc, 1.0f, row0, T, a.C, lane);
+  StoreAccBf16<OT>(static_cast<uint16_t*>(a.out) + head, acc, 1.0f, row0, T, a.lay.C, lane);
   if (lane % 4 != 0) return;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -280,12 +274,12 @@ struct ForwardBf16 {
     uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
     uint16_t *sK = sQ + R * S, *sV = sQ + 2 * R * S;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t T = plan.T, q0 = plan.Row0(o), head = HeadOffset(bh, T, a.C, a.H, HS);
-    const uint16_t* gk = static_cast<const uint16_t*>(a.k) + head;
-    const uint16_t* gv = static_cast<const uint16_t*>(a.v) + head;
+    const int64_t T = plan.T, q0 = plan.Row0(o), head = a.lay.Query(bh), C = a.lay.C, Ckv = a.lay.Ckv;
+    const uint16_t* gk = static_cast<const uint16_t*>(a.k) + a.lay.KvOfQuery(bh);
+    const uint16_t* gv = static_cast<const uint16_t*>(a.v) + a.lay.KvOfQuery(bh);
     const int64_t jb = plan.InnerBegin(o), je = plan.InnerEnd(o);
-    LoadTileBf16<R, HS>(sQ, static_cast<const uint16_t*>(a.q) + head, q0, T, a.C);
-    LoadTileBf16<R, HS>(sK, gk, jb * R, T, a.C);
+    LoadTileBf16<R, HS>(sQ, static_cast<const uint16_t*>(a.q) + head, q0, T, C);
+    LoadTileBf16<R, HS>(sK, gk, jb * R, T, Ckv);
     CpAsyncCommit();
     float acc[OT][4];
     Zero(acc);
@@ -293,7 +287,7 @@ struct ForwardBf16 {
     for (int64_t j = jb; j < je; ++j) {
       CpAsyncWait();
       __syncthreads();  // K_j (and Q) landed for every thread; every warp is done reading V_{j-1}
-      LoadTileBf16<R, HS>(sV, gv, j * R, T, a.C);
+      LoadTileBf16<R, HS>(sV, gv, j * R, T, Ckv);
       CpAsyncCommit();
       float s[NT][4];
       Zero(s);
@@ -305,7 +299,7 @@ struct ForwardBf16 {
       CpAsyncWait();
       __syncthreads();  // V_j landed; every warp is done reading K_j
       if (j + 1 < je) {
-        LoadTileBf16<R, HS>(sK, gk, (j + 1) * R, T, a.C);
+        LoadTileBf16<R, HS>(sK, gk, (j + 1) * R, T, Ckv);
         CpAsyncCommit();
       }
       GemmRegNN<OT, NT / 2>(acc, p, sV, S, lane);
@@ -338,51 +332,61 @@ struct KeyGradsBf16 {
     }
   }
 
-  static __device__ __forceinline__ void Run(const TilePlan& plan, const BwdArgs& a, int64_t bh, int64_t o,
-                                             unsigned char* smem) {
+  // One query tile (queries from qi0 of query head bhq) into this warp's dK and dV.
+  static __device__ __forceinline__ void QueryTile(const BwdArgs& a, int64_t bhq, int64_t qi0, bool masked,
+                                                   int64_t key_row0, float (&dk)[OT][4], float (&dv)[OT][4],
+                                                   unsigned char* smem) {
     uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
     uint16_t *sV = sK + R * S, *sQ = sV + R * S, *sO = sQ + BQ * S;  // sO: dO
     float* sL = reinterpret_cast<float*>(sO + BQ * S);
     float* sD = sL + BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t T = plan.T, k0 = plan.Row0(o), head = HeadOffset(bh, T, a.C, a.H, HS), key_row0 = k0 + warp * 16;
-    const uint16_t* gq = static_cast<const uint16_t*>(a.q) + head;
-    const uint16_t* gdo = static_cast<const uint16_t*>(a.dout) + head;
-    LoadTileBf16<R, HS>(sK, static_cast<const uint16_t*>(a.k) + head, k0, T, a.C);
-    LoadTileBf16<R, HS>(sV, static_cast<const uint16_t*>(a.v) + head, k0, T, a.C);
+    const int64_t T = a.lay.T, head = a.lay.Query(bhq);
+    __syncthreads();  // every warp is done reading the previous Q, dO, L, D
+    LoadTileBf16<BQ, HS>(sQ, static_cast<const uint16_t*>(a.q) + head, qi0, T, a.lay.C);
+    LoadTileBf16<BQ, HS>(sO, static_cast<const uint16_t*>(a.dout) + head, qi0, T, a.lay.C);
+    CpAsyncCommit();
+    LoadRowStats<BQ>(sL, sD, a.lse + bhq * T, a.D + bhq * T, qi0, T);
+    CpAsyncWait();
+    __syncthreads();
+    float st[NQ][4];
+    Zero(st);
+    GemmNT<NQ, KT>(st, sK + warp * 16 * S, sQ, S, lane);  // S^T: 16 keys x BQ queries
+    Probs(st, sL, a.scale_log2, masked, key_row0, qi0, lane);
+    uint32_t pa[KQ][4];
+    AccToA<KQ>(pa, st);
+    GemmRegNN<OT, KQ>(dv, pa, sO, S, lane);  // dV += P^T dO
+    float dpt[NQ][4];
+    Zero(dpt);
+    GemmNT<NQ, KT>(dpt, sV + warp * 16 * S, sO, S, lane);  // dP^T = V dO^T
+#pragma unroll
+    for (int n = 0; n < NQ; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[n][e] = st[n][e] * (dpt[n][e] - sD[n * 8 + cudaflash::MmaCCol(lane, e)]);
+    }
+    AccToA<KQ>(pa, dpt);
+    GemmRegNN<OT, KQ>(dk, pa, sQ, S, lane);  // dK += dS^T Q
+  }
+
+  // bkv: (batch, key/value head); the group's query heads in order, each over its query tiles.
+  static __device__ __forceinline__ void Run(const TilePlan& plan, const BwdArgs& a, int64_t bkv, int64_t o,
+                                             unsigned char* smem) {
+    uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
+    uint16_t* sV = sK + R * S;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t T = plan.T, k0 = plan.Row0(o), head = a.lay.Kv(bkv), Ckv = a.lay.Ckv, key_row0 = k0 + warp * 16;
+    LoadTileBf16<R, HS>(sK, static_cast<const uint16_t*>(a.k) + head, k0, T, Ckv);
+    LoadTileBf16<R, HS>(sV, static_cast<const uint16_t*>(a.v) + head, k0, T, Ckv);
     CpAsyncCommit();
     float dk[OT][4], dv[OT][4];
     Zero(dk);
     Zero(dv);
-    for (int64_t i = plan.InnerBegin(o); i < plan.InnerEnd(o); ++i) {
-      const int64_t qi0 = i * BQ;
-      __syncthreads();  // every warp is done reading the previous Q, dO, L, D
-      LoadTileBf16<BQ, HS>(sQ, gq, qi0, T, a.C);
-      LoadTileBf16<BQ, HS>(sO, gdo, qi0, T, a.C);
-      CpAsyncCommit();
-      LoadRowStats<BQ>(sL, sD, a.lse + bh * T, a.D + bh * T, qi0, T);
-      CpAsyncWait();
-      __syncthreads();
-      float st[NQ][4];
-      Zero(st);
-      GemmNT<NQ, KT>(st, sK + warp * 16 * S, sQ, S, lane);  // S^T: 16 keys x BQ queries
-      Probs(st, sL, a.scale_log2, plan.Masked(o, i), key_row0, qi0, lane);
-      uint32_t pa[KQ][4];
-      AccToA<KQ>(pa, st);
-      GemmRegNN<OT, KQ>(dv, pa, sO, S, lane);  // dV += P^T dO
-      float dpt[NQ][4];
-      Zero(dpt);
-      GemmNT<NQ, KT>(dpt, sV + warp * 16 * S, sO, S, lane);  // dP^T = V dO^T
-#pragma unroll
-      for (int n = 0; n < NQ; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) dpt[n][e] = st[n][e] * (dpt[n][e] - sD[n * 8 + cudaflash::MmaCCol(lane, e)]);
-      }
-      AccToA<KQ>(pa, dpt);
-      GemmRegNN<OT, KQ>(dk, pa, sQ, S, lane);  // dK += dS^T Q
+    for (int g = 0; g < a.lay.Group(); ++g) {
+      const int64_t bhq = a.lay.GroupQuery(bkv, g);
+      plan.VisitInner(o, [&](int64_t i, bool masked) { QueryTile(a, bhq, i * BQ, masked, key_row0, dk, dv, smem); });
     }
-    StoreAccBf16<OT>(static_cast<uint16_t*>(a.dk) + head, dk, a.scale, key_row0, T, a.C, lane);
-    StoreAccBf16<OT>(static_cast<uint16_t*>(a.dv) + head, dv, 1.0f, key_row0, T, a.C, lane);
+    StoreAccBf16<OT>(static_cast<uint16_t*>(a.dk) + head, dk, a.scale, key_row0, T, Ckv, lane);
+    StoreAccBf16<OT>(static_cast<uint16_t*>(a.dv) + head, dv, 1.0f, key_row0, T, Ckv, lane);
   }
 };
 
@@ -399,11 +403,11 @@ struct QueryGradsBf16 {
     uint16_t* sQ = reinterpret_cast<uint16_t*>(smem);
     uint16_t *sO = sQ + R * S, *sK = sO + R * S, *sV = sK + BK * S;  // sO: dO
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t T = plan.T, row0 = plan.Row0(o) + warp * 16, head = HeadOffset(bh, T, a.C, a.H, HS);
-    const uint16_t* gk = static_cast<const uint16_t*>(a.k) + head;
-    const uint16_t* gv = static_cast<const uint16_t*>(a.v) + head;
-    LoadTileBf16<R, HS>(sQ, static_cast<const uint16_t*>(a.q) + head, plan.Row0(o), T, a.C);
-    LoadTileBf16<R, HS>(sO, static_cast<const uint16_t*>(a.dout) + head, plan.Row0(o), T, a.C);
+    const int64_t T = plan.T, row0 = plan.Row0(o) + warp * 16, head = a.lay.Query(bh), C = a.lay.C, Ckv = a.lay.Ckv;
+    const uint16_t* gk = static_cast<const uint16_t*>(a.k) + a.lay.KvOfQuery(bh);
+    const uint16_t* gv = static_cast<const uint16_t*>(a.v) + a.lay.KvOfQuery(bh);
+    LoadTileBf16<R, HS>(sQ, static_cast<const uint16_t*>(a.q) + head, plan.Row0(o), T, C);
+    LoadTileBf16<R, HS>(sO, static_cast<const uint16_t*>(a.dout) + head, plan.Row0(o), T, C);
     CpAsyncCommit();
     float L[2], Dr[2];  // this lane's two rows: lse * log2(e) (+inf past T) and D
 #pragma unroll
@@ -416,8 +420,8 @@ struct QueryGradsBf16 {
     Zero(dq);
     for (int64_t j = plan.InnerBegin(o); j < plan.InnerEnd(o); ++j) {
       __syncthreads();  // every warp is done reading K_{j-1}, V_{j-1}
-      LoadTileBf16<BK, HS>(sK, gk, j * BK, T, a.C);
-      LoadTileBf16<BK, HS>(sV, gv, j * BK, T, a.C);
+      LoadTileBf16<BK, HS>(sK, gk, j * BK, T, Ckv);
+      LoadTileBf16<BK, HS>(sV, gv, j * BK, T, Ckv);
       CpAsyncCommit();
       CpAsyncWait();
       __syncthreads();
@@ -441,7 +445,7 @@ struct QueryGradsBf16 {
       AccToA<KK>(ds, s);
       GemmRegNN<OT, KK>(dq, ds, sK, S, lane);  // dQ += dS K
     }
-    StoreAccBf16<OT>(static_cast<uint16_t*>(a.dq) + head, dq, a.scale, row0, T, a.C, lane);
+    StoreAccBf16<OT>(static_cast<uint16_t*>(a.dq) + head, dq, a.scale, row0, T, C, lane);
   }
 };
 
@@ -490,17 +494,17 @@ struct ForwardF32 {
     float* sK = reinterpret_cast<float*>(smem);
     float* sV = sK + R * HS;
     const int sub = threadIdx.x % 4;
-    const int64_t T = plan.T, q = plan.Row0(o) + threadIdx.x / 4, head = HeadOffset(bh, T, a.C, a.H, HS);
-    const float *gk = static_cast<const float*>(a.k) + head, *gv = static_cast<const float*>(a.v) + head;
+    const int64_t T = plan.T, q = plan.Row0(o) + threadIdx.x / 4, head = a.lay.Query(bh), kv = a.lay.KvOfQuery(bh);
+    const float *gk = static_cast<const float*>(a.k) + kv, *gv = static_cast<const float*>(a.v) + kv;
     float qr[U], acc[U];
-    LoadSlice<U>(qr, static_cast<const float*>(a.q) + head, q, T, a.C, sub);
+    LoadSlice<U>(qr, static_cast<const float*>(a.q) + head, q, T, a.lay.C, sub);
 #pragma unroll
     for (int u = 0; u < U; ++u) acc[u] = 0.0f;
     float m = -INFINITY, l = 0.0f;
     for (int64_t j = plan.InnerBegin(o); j < plan.InnerEnd(o); ++j) {
       __syncthreads();  // every thread is done reading the previous K, V
-      LoadTileF32<R, HS>(sK, gk, j * R, T, a.C);
-      LoadTileF32<R, HS>(sV, gv, j * R, T, a.C);
+      LoadTileF32<R, HS>(sK, gk, j * R, T, a.lay.Ckv);
+      LoadTileF32<R, HS>(sV, gv, j * R, T, a.lay.Ckv);
       __syncthreads();
       const bool masked = plan.Masked(o, j);
       float s[R], mx = -INFINITY;
@@ -530,7 +534,7 @@ struct ForwardF32 {
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) acc[u] /= l;
-    StoreSlice<U>(static_cast<float*>(a.out) + head, acc, 1.0f, q, T, a.C, sub);
+    StoreSlice<U>(static_cast<float*>(a.out) + head, acc, 1.0f, q, T, a.lay.C, sub);
     if (sub == 0 && q < T) a.lse[bh * T + q] = cudaflash::FlashLse(m, l);
   }
 };
@@ -540,39 +544,47 @@ struct KeyGradsF32 {
   static constexpr int R = cudaflash::kF32Tile, U = HS / 4;
   static constexpr size_t kSmem = 2u * R * HS * sizeof(float) + 2u * R * sizeof(float);
 
-  static __device__ __forceinline__ void Run(const TilePlan& plan, const BwdArgs& a, int64_t bh, int64_t o,
-                                             unsigned char* smem) {
+  // One query tile (queries from qi0 of query head bhq) into this thread's slice of dK and dV.
+  static __device__ __forceinline__ void QueryTile(const BwdArgs& a, int64_t bhq, int64_t qi0, bool masked, int64_t key,
+                                                   const float (&kr)[U], const float (&vr)[U], float (&dk)[U],
+                                                   float (&dv)[U], unsigned char* smem) {
     float* sQ = reinterpret_cast<float*>(smem);
     float *sO = sQ + R * HS, *sL = sO + R * HS, *sD = sL + R;  // sO: dO
     const int sub = threadIdx.x % 4;
-    const int64_t T = plan.T, key = plan.Row0(o) + threadIdx.x / 4, head = HeadOffset(bh, T, a.C, a.H, HS);
-    const float *gq = static_cast<const float*>(a.q) + head, *gdo = static_cast<const float*>(a.dout) + head;
-    float kr[U], vr[U], dk[U], dv[U];
-    LoadSlice<U>(kr, static_cast<const float*>(a.k) + head, key, T, a.C, sub);
-    LoadSlice<U>(vr, static_cast<const float*>(a.v) + head, key, T, a.C, sub);
+    const int64_t T = a.lay.T, head = a.lay.Query(bhq);
+    __syncthreads();  // every thread is done reading the previous Q, dO, L, D
+    LoadTileF32<R, HS>(sQ, static_cast<const float*>(a.q) + head, qi0, T, a.lay.C);
+    LoadTileF32<R, HS>(sO, static_cast<const float*>(a.dout) + head, qi0, T, a.lay.C);
+    LoadRowStats<R>(sL, sD, a.lse + bhq * T, a.D + bhq * T, qi0, T);
+    __syncthreads();
+    for (int qq = 0; qq < R; ++qq) {
+      const float s = QuadDot<U>(kr, sQ + qq * HS, sub);
+      const float p = masked && key > qi0 + qq ? 0.0f : cudaflash::FlashProb(s, a.scale_log2, sL[qq]);
+      const float ds = p * (QuadDot<U>(vr, sO + qq * HS, sub) - sD[qq]);
 #pragma unroll
-    for (int u = 0; u < U; ++u) dk[u] = dv[u] = 0.0f;
-    for (int64_t i = plan.InnerBegin(o); i < plan.InnerEnd(o); ++i) {
-      const int64_t qi0 = i * R;
-      __syncthreads();  // every thread is done reading the previous Q, dO, L, D
-      LoadTileF32<R, HS>(sQ, gq, qi0, T, a.C);
-      LoadTileF32<R, HS>(sO, gdo, qi0, T, a.C);
-      LoadRowStats<R>(sL, sD, a.lse + bh * T, a.D + bh * T, qi0, T);
-      __syncthreads();
-      const bool masked = plan.Masked(o, i);
-      for (int qq = 0; qq < R; ++qq) {
-        const float s = QuadDot<U>(kr, sQ + qq * HS, sub);
-        const float p = masked && key > qi0 + qq ? 0.0f : cudaflash::FlashProb(s, a.scale_log2, sL[qq]);
-        const float ds = p * (QuadDot<U>(vr, sO + qq * HS, sub) - sD[qq]);
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          dv[u] = fmaf(p, sO[qq * HS + sub + 4 * u], dv[u]);
-          dk[u] = fmaf(ds, sQ[qq * HS + sub + 4 * u], dk[u]);
-        }
+      for (int u = 0; u < U; ++u) {
+        dv[u] = fmaf(p, sO[qq * HS + sub + 4 * u], dv[u]);
+        dk[u] = fmaf(ds, sQ[qq * HS + sub + 4 * u], dk[u]);
       }
     }
-    StoreSlice<U>(static_cast<float*>(a.dk) + head, dk, a.scale, key, T, a.C, sub);
-    StoreSlice<U>(static_cast<float*>(a.dv) + head, dv, 1.0f, key, T, a.C, sub);
+  }
+
+  // bkv: (batch, key/value head); the group's query heads in order, each over its query tiles.
+  static __device__ __forceinline__ void Run(const TilePlan& plan, const BwdArgs& a, int64_t bkv, int64_t o,
+                                             unsigned char* smem) {
+    const int sub = threadIdx.x % 4;
+    const int64_t T = plan.T, key = plan.Row0(o) + threadIdx.x / 4, head = a.lay.Kv(bkv), Ckv = a.lay.Ckv;
+    float kr[U], vr[U], dk[U], dv[U];
+    LoadSlice<U>(kr, static_cast<const float*>(a.k) + head, key, T, Ckv, sub);
+    LoadSlice<U>(vr, static_cast<const float*>(a.v) + head, key, T, Ckv, sub);
+#pragma unroll
+    for (int u = 0; u < U; ++u) dk[u] = dv[u] = 0.0f;
+    for (int g = 0; g < a.lay.Group(); ++g) {
+      const int64_t bhq = a.lay.GroupQuery(bkv, g);
+      plan.VisitInner(o, [&](int64_t i, bool masked) { QueryTile(a, bhq, i * R, masked, key, kr, vr, dk, dv, smem); });
+    }
+    StoreSlice<U>(static_cast<float*>(a.dk) + head, dk, a.scale, key, T, Ckv, sub);
+    StoreSlice<U>(static_cast<float*>(a.dv) + head, dv, 1.0f, key, T, Ckv, sub);
   }
 };
 
@@ -586,18 +598,18 @@ struct QueryGradsF32 {
     float* sK = reinterpret_cast<float*>(smem);
     float* sV = sK + R * HS;
     const int sub = threadIdx.x % 4;
-    const int64_t T = plan.T, q = plan.Row0(o) + threadIdx.x / 4, head = HeadOffset(bh, T, a.C, a.H, HS);
-    const float *gk = static_cast<const float*>(a.k) + head, *gv = static_cast<const float*>(a.v) + head;
+    const int64_t T = plan.T, q = plan.Row0(o) + threadIdx.x / 4, head = a.lay.Query(bh), kv = a.lay.KvOfQuery(bh);
+    const float *gk = static_cast<const float*>(a.k) + kv, *gv = static_cast<const float*>(a.v) + kv;
     float qr[U], dor[U], dq[U];
-    LoadSlice<U>(qr, static_cast<const float*>(a.q) + head, q, T, a.C, sub);
-    LoadSlice<U>(dor, static_cast<const float*>(a.dout) + head, q, T, a.C, sub);
+    LoadSlice<U>(qr, static_cast<const float*>(a.q) + head, q, T, a.lay.C, sub);
+    LoadSlice<U>(dor, static_cast<const float*>(a.dout) + head, q, T, a.lay.C, sub);
 #pragma unroll
     for (int u = 0; u < U; ++u) dq[u] = 0.0f;
     const float L = q < T ? a.lse[bh * T + q] * cudaflash::kLog2e : INFINITY, D = q < T ? a.D[bh * T + q] : 0.0f;
     for (int64_t j = plan.InnerBegin(o); j < plan.InnerEnd(o); ++j) {
       __syncthreads();  // every thread is done reading the previous K, V
-      LoadTileF32<R, HS>(sK, gk, j * R, T, a.C);
-      LoadTileF32<R, HS>(sV, gv, j * R, T, a.C);
+      LoadTileF32<R, HS>(sK, gk, j * R, T, a.lay.Ckv);
+      LoadTileF32<R, HS>(sV, gv, j * R, T, a.lay.Ckv);
       __syncthreads();
       const bool masked = plan.Masked(o, j);
       for (int kk = 0; kk < R; ++kk) {
@@ -608,7 +620,7 @@ struct QueryGradsF32 {
         for (int u = 0; u < U; ++u) dq[u] = fmaf(ds, sK[kk * HS + sub + 4 * u], dq[u]);
       }
     }
-    StoreSlice<U>(static_cast<float*>(a.dq) + head, dq, a.scale, q, T, a.C, sub);
+    StoreSlice<U>(static_cast<float*>(a.dq) + head, dq, a.scale, q, T, a.lay.C, sub);
   }
 };
 
@@ -638,9 +650,9 @@ Status Launch(const Device1D& d, const TilePlan& plan, const Args& a, const char
 
 struct ForwardOp {
   template <int HS>
-  static Status Run(const Device1D& d, Elem t, const FwdArgs& a, int64_t BH, int64_t T) {
+  static Status Run(const Device1D& d, Elem t, const FwdArgs& a, int64_t B) {
     const bool bf16 = t == Elem::kBF16;
-    const TilePlan plan = cudaflash::PlanFor(cudaflash::Pass::kForward, bf16, HS, BH, T);
+    const TilePlan plan = cudaflash::PlanFor(cudaflash::Pass::kForward, bf16, HS, B * a.lay.H, a.lay.T);
     return bf16 ? Launch<ForwardBf16<HS>>(d, plan, a, "FlashForwardBf16")
                 : Launch<ForwardF32<HS>>(d, plan, a, "FlashForwardF32");
   }
@@ -648,11 +660,11 @@ struct ForwardOp {
 
 struct BackwardOp {
   template <int HS>
-  static Status Run(const Device1D& d, Elem t, const BwdArgs& a, int64_t BH, int64_t T) {
+  static Status Run(const Device1D& d, Elem t, const BwdArgs& a, int64_t B) {
     using cudaflash::Pass;
     const bool bf16 = t == Elem::kBF16;
-    const TilePlan kv = cudaflash::PlanFor(Pass::kKeyGrads, bf16, HS, BH, T);
-    const TilePlan qg = cudaflash::PlanFor(Pass::kQueryGrads, bf16, HS, BH, T);
+    const TilePlan kv = cudaflash::PlanFor(Pass::kKeyGrads, bf16, HS, B * a.lay.Hkv, a.lay.T);  // per key/value head
+    const TilePlan qg = cudaflash::PlanFor(Pass::kQueryGrads, bf16, HS, B * a.lay.H, a.lay.T);
     if (bf16) {
       ANNEAL_RETURN_IF_ERROR(Launch<KeyGradsBf16<HS>>(d, kv, a, "FlashKeyGradsBf16"));
       return Launch<QueryGradsBf16<HS>>(d, qg, a, "FlashQueryGradsBf16");
@@ -663,28 +675,33 @@ struct BackwardOp {
 };
 
 template <class Op, class Args>
-Status ForHeadSize(int64_t hs, const Device1D& d, Elem t, const Args& a, int64_t BH, int64_t T) {
+Status ForHeadSize(int64_t hs, const Device1D& d, Elem t, const Args& a, int64_t B) {
   switch (hs) {
     case 32:
-      return Op::template Run<32>(d, t, a, BH, T);
+      return Op::template Run<32>(d, t, a, B);
     case 64:
-      return Op::template Run<64>(d, t, a, BH, T);
+      return Op::template Run<64>(d, t, a, B);
     case 80:
-      return Op::template Run<80>(d, t, a, BH, T);
+      return Op::template Run<80>(d, t, a, B);
     case 96:
-      return Op::template Run<96>(d, t, a, BH, T);
+      return Op::template Run<96>(d, t, a, B);
     case 128:
-      return Op::template Run<128>(d, t, a, BH, T);
+      return Op::template Run<128>(d, t, a, B);
     default:
       return Internal("flash attention has no kernel for head size " + std::to_string(hs));
   }
 }
 
 // What path 2 cannot take, as an Internal status naming it (the caller falls back to path 1).
-Status CheckOperands(const char* op, Elem t, int64_t T, int64_t C, int H, std::initializer_list<const void*> ptrs) {
+Status CheckOperands(const char* op, Elem t, int64_t T, int64_t C, int H, int Hkv,
+                     std::initializer_list<const void*> ptrs) {
   const std::string where = std::string("flash attention ") + op + ": ";
   if (H <= 0 || C % H != 0) {
     return Internal(where + "C = " + std::to_string(C) + " is not a multiple of H = " + std::to_string(H));
+  }
+  if (Hkv <= 0 || H % Hkv != 0) {
+    return Internal(where + "H = " + std::to_string(H) + " query heads do not divide into Hkv = " +
+                    std::to_string(Hkv) + " key/value heads");
   }
   const int64_t hs = C / H;
   if (!FlashAttentionSupports(hs)) {
@@ -733,19 +750,19 @@ size_t FlashBackwardScratchBytes(int64_t B, int64_t T, int H) {
 }
 
 Status FlashAttentionForward(const Device1D& d, Elem t, void* out, float* lse, const void* q, const void* k,
-                             const void* v, int64_t B, int64_t T, int64_t C, int H) {
-  ANNEAL_RETURN_IF_ERROR(CheckOperands("forward", t, T, C, H, {out, q, k, v}));
+                             const void* v, int64_t B, int64_t T, int64_t C, int H, int Hkv) {
+  ANNEAL_RETURN_IF_ERROR(CheckOperands("forward", t, T, C, H, Hkv, {out, q, k, v}));
   if (B * T == 0) return Status::Ok();
   const int64_t hs = C / H;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));  // path 1's
-  const FwdArgs a{out, lse, q, k, v, C, H, scale * cudaflash::kLog2e};
-  return ForHeadSize<ForwardOp>(hs, d, t, a, B * H, T);
+  const FwdArgs a{out, lse, q, k, v, cudaflash::LayoutOf(T, C, H, Hkv), scale * cudaflash::kLog2e};
+  return ForHeadSize<ForwardOp>(hs, d, t, a, B);
 }
 
 Status FlashAttentionBackward(const Device1D& d, Elem t, void* dq, void* dk, void* dv, const void* dout, const void* q,
                               const void* k, const void* v, const void* out, const float* lse, int64_t B, int64_t T,
-                              int64_t C, int H, void* scratch) {
-  ANNEAL_RETURN_IF_ERROR(CheckOperands("backward", t, T, C, H, {dq, dk, dv, dout, q, k, v, out}));
+                              int64_t C, int H, int Hkv, void* scratch) {
+  ANNEAL_RETURN_IF_ERROR(CheckOperands("backward", t, T, C, H, Hkv, {dq, dk, dv, dout, q, k, v, out}));
   if (B * T == 0) return Status::Ok();
   if (scratch == nullptr) return Internal("flash attention backward: no scratch (FlashBackwardScratchBytes)");
   const int64_t hs = C / H;
@@ -760,8 +777,9 @@ Status FlashAttentionBackward(const Device1D& d, Elem t, void* dq, void* dk, voi
   }
   ANNEAL_CUDA_LAUNCHED("RowDots");
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  const BwdArgs a{dq, dk, dv, dout, q, k, v, lse, D, C, H, scale, scale * cudaflash::kLog2e};
-  return ForHeadSize<BackwardOp>(hs, d, t, a, B * H, T);
+  const BwdArgs a{dq, dk, dv, dout, q, k, v, lse, D, cudaflash::LayoutOf(T, C, H, Hkv), scale,
+                  scale * cudaflash::kLog2e};
+  return ForHeadSize<BackwardOp>(hs, d, t, a, B);
 }
 
 }  // namespace anneal::cuda

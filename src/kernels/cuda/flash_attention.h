@@ -1,15 +1,18 @@
 // Attention, path 2: fused causal flash attention (kernels/cuda/flash_attention.cu) with the
 // semantics of tensor/backend.h's AttentionForward / AttentionBackward and of path 1 (per-head
-// cuBLASLt products around rows.cu's softmax): q, k, v, out and their gradients are contiguous
-// (B, T, C), head h in columns h*hs .. h*hs + hs - 1; lse is fp32 (B, H, T), the natural log-sum-exp
-// of a query row's visible scaled scores (scale = 1/sqrt(hs), row r sees keys 0..r).
+// cuBLASLt products around rows.cu's softmax): q, out and their gradients are contiguous (B, T, C),
+// head h in columns h*hs .. h*hs + hs - 1; k, v and their gradients are (B, T, Hkv*hs) with Hkv
+// dividing H (grouped-query attention: query head h reads key/value head h / (H / Hkv)); lse is
+// fp32 (B, H, T), the natural log-sum-exp of a query row's visible scaled scores (scale =
+// 1/sqrt(hs), row r sees keys 0..r).
 //
 // Forward: one block per (batch*head, query tile), the key tiles up to the diagonal walked with an
 // online softmax (fp32 max and sum, in the log2 domain: exp2f of the scores times scale*log2(e)).
 // Backward (FlashAttention-2, deterministic, no atomics): D = rowsum(dout * out) in fp32 scratch,
-// then one kernel per (batch*head, key tile) summing dK and dV over the query tiles at and below the
-// diagonal, and one per (batch*head, query tile) summing dQ over the key tiles, each recomputing
-// P = exp(scale * q.k - lse): every output row has one owner and one order of additions.
+// then one kernel per (batch*key/value head, key tile) summing dK and dV over the query tiles at and
+// below the diagonal of each query head of its group in turn, and one per (batch*head, query tile)
+// summing dQ over the key tiles, each recomputing P = exp(scale * q.k - lse): every output row has
+// one owner and one order of additions.
 // bf16: tensor cores through mma.sync m16n8k16 (bf16 in, fp32 accumulators; sm_80 PTX and up),
 // tiles in shared memory by cp.async, fragments by ldmatrix; outputs rounded to nearest even once.
 // f32: CUDA cores (no TF32), four threads per row.
@@ -32,21 +35,22 @@ struct Device1D;
 
 // Whether path 2 has kernels for head size hs (32, 64, 80, 96, 128); the functions below return an
 // Internal status naming anything else (an unsupported head size, a misaligned bf16 operand, C not
-// H * hs), so the caller can fall back to path 1.
+// H * hs, Hkv not dividing H), so the caller can fall back to path 1.
 bool FlashAttentionSupports(int64_t hs);
 
-// out (B,T,C), lse (B,H,T) from q, k, v (B,T,C). Asynchronous on d.stream.
+// out (B,T,C), lse (B,H,T) from q (B,T,C) and k, v (B,T,C*Hkv/H). Asynchronous on d.stream.
 Status FlashAttentionForward(const Device1D& d, Elem t, void* out, float* lse, const void* q, const void* k,
-                             const void* v, int64_t B, int64_t T, int64_t C, int H);
+                             const void* v, int64_t B, int64_t T, int64_t C, int H, int Hkv);
 
 // The device scratch FlashAttentionBackward needs: D, B*H*T floats.
 size_t FlashBackwardScratchBytes(int64_t B, int64_t T, int H);
 
-// Writes (does not accumulate) dq, dk, dv (B,T,C) from dout, q, k, v, out (B,T,C) and the forward's
-// lse (B,H,T); scratch holds FlashBackwardScratchBytes(B, T, H). Bitwise reproducible run to run.
+// Writes (does not accumulate) dq (B,T,C) and dk, dv (B,T,C*Hkv/H) from dout, q, out (B,T,C), k, v
+// and the forward's lse (B,H,T); scratch holds FlashBackwardScratchBytes(B, T, H). Bitwise
+// reproducible run to run.
 Status FlashAttentionBackward(const Device1D& d, Elem t, void* dq, void* dk, void* dv, const void* dout, const void* q,
                               const void* k, const void* v, const void* out, const float* lse, int64_t B, int64_t T,
-                              int64_t C, int H, void* scratch);
+                              int64_t C, int H, int Hkv, void* scratch);
 
 }  // namespace anneal::cuda
 
@@ -54,6 +58,39 @@ namespace anneal::cudaflash {
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+
+// ---- addressing ----
+
+// Where a head's rows lie: q, out, dout, dq are (B, T, C) with H heads of hs columns; k, v, dk, dv
+// are (B, T, Ckv) with Hkv heads, a group of H / Hkv query heads sharing each. Query-major passes
+// index (batch, query head) as bh in [0, B*H); the key-major pass indexes (batch, key/value head) as
+// bkv in [0, B*Hkv) and walks the group's query heads GroupQuery(bkv, 0 .. Group() - 1) in order.
+struct HeadLayout {
+  int64_t T = 0, C = 0, Ckv = 0;
+  int H = 1, Hkv = 1, hs = 0;
+
+  ANNEAL_HD int Group() const { return H / Hkv; }
+  // The element offset of row 0 of query head bh (in q, out, dout, dq).
+  ANNEAL_HD int64_t Query(int64_t bh) const { return (bh / H) * T * C + (bh % H) * hs; }
+  // The element offset of row 0 of the key/value head query head bh reads (in k, v).
+  ANNEAL_HD int64_t KvOfQuery(int64_t bh) const { return (bh / H) * T * Ckv + ((bh % H) / Group()) * hs; }
+  // The element offset of row 0 of key/value head bkv (in k, v, dk, dv).
+  ANNEAL_HD int64_t Kv(int64_t bkv) const { return (bkv / Hkv) * T * Ckv + (bkv % Hkv) * hs; }
+  // Query head g of key/value head bkv's group, as a query-major bh.
+  ANNEAL_HD int64_t GroupQuery(int64_t bkv, int g) const { return (bkv / Hkv) * H + (bkv % Hkv) * Group() + g; }
+};
+
+// The layout of H query heads over C columns, Hkv key/value heads (Hkv divides H, H divides C).
+inline HeadLayout LayoutOf(int64_t T, int64_t C, int H, int Hkv) {
+  HeadLayout lay;
+  lay.T = T;
+  lay.C = C;
+  lay.H = H;
+  lay.Hkv = Hkv;
+  lay.hs = static_cast<int>(C / H);
+  lay.Ckv = C / H * Hkv;
+  return lay;
+}
 
 // ---- launch geometry ----
 
@@ -63,7 +100,8 @@ enum class Pass { kForward, kKeyGrads, kQueryGrads };
 // outer tile of `outer` rows — query rows (query-major: the forward, dQ) or key rows (key-major: dK
 // and dV) — and walks the inner tiles of `inner` keys (or queries) that hold a visible pair, in
 // increasing order. Block (x, y) computes outer tile OuterTile(x) of (batch*head) y, y + grid_y, ...
-// (grid_y = GridY(): B*H may exceed the grid's 65535). Tiles may run past T: those rows are zero
+// (grid_y = GridY(): B*H may exceed the grid's 65535; bh counts (batch, key/value head) pairs in the
+// key-major pass, whose blocks walk their inner tiles once per query head of the group). Tiles may run past T: those rows are zero
 // (keys and queries) and never stored; a tile needs the causal mask when its first query precedes
 // its last key (counting rows past T, so a key past T is always masked in query-major tiles).
 struct TilePlan {
