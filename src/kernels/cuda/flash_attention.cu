@@ -332,58 +332,55 @@ struct KeyGradsBf16 {
     }
   }
 
-  // One query tile (queries from qi0 of query head bhq) into this warp's dK and dV.
-  static __device__ __forceinline__ void QueryTile(const BwdArgs& a, int64_t bhq, int64_t qi0, bool masked,
-                                                   int64_t key_row0, float (&dk)[OT][4], float (&dv)[OT][4],
-                                                   unsigned char* smem) {
+  // bkv: (batch, key/value head); the group's query heads in order, each over its query tiles.
+  static __device__ __forceinline__ void Run(const TilePlan& plan, const BwdArgs& a, int64_t bkv, int64_t o,
+                                             unsigned char* smem) {
     uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
     uint16_t *sV = sK + R * S, *sQ = sV + R * S, *sO = sQ + BQ * S;  // sO: dO
     float* sL = reinterpret_cast<float*>(sO + BQ * S);
     float* sD = sL + BQ;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t T = a.lay.T, head = a.lay.Query(bhq);
-    __syncthreads();  // every warp is done reading the previous Q, dO, L, D
-    LoadTileBf16<BQ, HS>(sQ, static_cast<const uint16_t*>(a.q) + head, qi0, T, a.lay.C);
-    LoadTileBf16<BQ, HS>(sO, static_cast<const uint16_t*>(a.dout) + head, qi0, T, a.lay.C);
-    CpAsyncCommit();
-    LoadRowStats<BQ>(sL, sD, a.lse + bhq * T, a.D + bhq * T, qi0, T);
-    CpAsyncWait();
-    __syncthreads();
-    float st[NQ][4];
-    Zero(st);
-    GemmNT<NQ, KT>(st, sK + warp * 16 * S, sQ, S, lane);  // S^T: 16 keys x BQ queries
-    Probs(st, sL, a.scale_log2, masked, key_row0, qi0, lane);
-    uint32_t pa[KQ][4];
-    AccToA<KQ>(pa, st);
-    GemmRegNN<OT, KQ>(dv, pa, sO, S, lane);  // dV += P^T dO
-    float dpt[NQ][4];
-    Zero(dpt);
-    GemmNT<NQ, KT>(dpt, sV + warp * 16 * S, sO, S, lane);  // dP^T = V dO^T
-#pragma unroll
-    for (int n = 0; n < NQ; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[n][e] = st[n][e] * (dpt[n][e] - sD[n * 8 + cudaflash::MmaCCol(lane, e)]);
-    }
-    AccToA<KQ>(pa, dpt);
-    GemmRegNN<OT, KQ>(dk, pa, sQ, S, lane);  // dK += dS^T Q
-  }
-
-  // bkv: (batch, key/value head); the group's query heads in order, each over its query tiles.
-  static __device__ __forceinline__ void Run(const TilePlan& plan, const BwdArgs& a, int64_t bkv, int64_t o,
-                                             unsigned char* smem) {
-    uint16_t* sK = reinterpret_cast<uint16_t*>(smem);
-    uint16_t* sV = sK + R * S;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const int64_t T = plan.T, k0 = plan.Row0(o), head = a.lay.Kv(bkv), Ckv = a.lay.Ckv, key_row0 = k0 + warp * 16;
+    const int64_t T = plan.T, k0 = plan.Row0(o), head = a.lay.Kv(bkv), C = a.lay.C, Ckv = a.lay.Ckv;
+    const int64_t key_row0 = k0 + warp * 16, bh0 = a.lay.GroupQuery(bkv, 0);  // query heads bh0, bh0 + 1, ...
     LoadTileBf16<R, HS>(sK, static_cast<const uint16_t*>(a.k) + head, k0, T, Ckv);
     LoadTileBf16<R, HS>(sV, static_cast<const uint16_t*>(a.v) + head, k0, T, Ckv);
     CpAsyncCommit();
     float dk[OT][4], dv[OT][4];
     Zero(dk);
     Zero(dv);
-    for (int g = 0; g < a.lay.Group(); ++g) {
-      const int64_t bhq = a.lay.GroupQuery(bkv, g);
-      plan.VisitInner(o, [&](int64_t i, bool masked) { QueryTile(a, bhq, i * BQ, masked, key_row0, dk, dv, smem); });
+    // The group's query heads are consecutive columns of one batch row: each next one hs further in
+    // q and dout, T further in lse and D.
+    const uint16_t* gq = static_cast<const uint16_t*>(a.q) + a.lay.Query(bh0);
+    const uint16_t* gdo = static_cast<const uint16_t*>(a.dout) + a.lay.Query(bh0);
+    const float *lse = a.lse + bh0 * T, *D = a.D + bh0 * T;
+    for (int g = 0; g < a.lay.Group(); ++g, gq += HS, gdo += HS, lse += T, D += T) {
+      for (int64_t i = plan.InnerBegin(o); i < plan.InnerEnd(o); ++i) {
+        const int64_t qi0 = i * BQ;
+        __syncthreads();  // every warp is done reading the previous Q, dO, L, D
+        LoadTileBf16<BQ, HS>(sQ, gq, qi0, T, C);
+        LoadTileBf16<BQ, HS>(sO, gdo, qi0, T, C);
+        CpAsyncCommit();
+        LoadRowStats<BQ>(sL, sD, lse, D, qi0, T);
+        CpAsyncWait();
+        __syncthreads();
+        float st[NQ][4];
+        Zero(st);
+        GemmNT<NQ, KT>(st, sK + warp * 16 * S, sQ, S, lane);  // S^T: 16 keys x BQ queries
+        Probs(st, sL, a.scale_log2, plan.Masked(o, i), key_row0, qi0, lane);
+        uint32_t pa[KQ][4];
+        AccToA<KQ>(pa, st);
+        GemmRegNN<OT, KQ>(dv, pa, sO, S, lane);  // dV += P^T dO
+        float dpt[NQ][4];
+        Zero(dpt);
+        GemmNT<NQ, KT>(dpt, sV + warp * 16 * S, sO, S, lane);  // dP^T = V dO^T
+#pragma unroll
+        for (int n = 0; n < NQ; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dpt[n][e] = st[n][e] * (dpt[n][e] - sD[n * 8 + cudaflash::MmaCCol(lane, e)]);
+        }
+        AccToA<KQ>(pa, dpt);
+        GemmRegNN<OT, KQ>(dk, pa, sQ, S, lane);  // dK += dS^T Q
+      }
     }
     StoreAccBf16<OT>(static_cast<uint16_t*>(a.dk) + head, dk, a.scale, key_row0, T, Ckv, lane);
     StoreAccBf16<OT>(static_cast<uint16_t*>(a.dv) + head, dv, 1.0f, key_row0, T, Ckv, lane);
