@@ -250,12 +250,12 @@ class AgentRoutes : public RoutePart {
     HeartbeatReply r;
     const bool busy = !hb.job.empty(), checking = !hb.health.empty();
     if (inst.state == InstanceState::kReleased) {
-      r.action = "exit";
+      r.action = HeartbeatAction::kExit;
     } else if (inst.state == InstanceState::kAvailable) {
-      r.action = busy ? "stop" : "none";  // a warm pool: idle until reused,
+      r.action = busy ? HeartbeatAction::kStop : HeartbeatAction::kNone;  // a warm pool: idle until reused,
       r.next_s = 0;                       // and polling again at once (the hold above)
     } else if (inst.job_id.empty()) {
-      r.action = busy || checking ? "stop" : "none";
+      r.action = busy || checking ? HeartbeatAction::kStop : HeartbeatAction::kNone;
     } else {
       ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> job, c_.store->GetJob(inst.job_id));
       if (job && job->phase == JobPhase::kStarting) {
@@ -264,9 +264,9 @@ class AgentRoutes : public RoutePart {
         if (job && job->phase == JobPhase::kStarting) return WhileStarting(*job, inst, hb);
       }
       if (!job || IsTerminal(job->phase)) {
-        r.action = busy ? "stop" : "none";
+        r.action = busy ? HeartbeatAction::kStop : HeartbeatAction::kNone;
       } else if (job->phase == JobPhase::kStopping) {
-        r.action = busy || checking ? "stop" : "none";
+        r.action = busy || checking ? HeartbeatAction::kStop : HeartbeatAction::kNone;
       } else if (Running(job->phase) && !(hb.job == job->id && hb.attempt == job->attempt)) {
         return ToRun(*job, inst, busy);
       }
@@ -290,7 +290,7 @@ class AgentRoutes : public RoutePart {
     auto check = HealthCheckFor(c_.o.health, job, mine, results, round ? std::stoi(*round) : 0, inst, hb.health);
     if (check) {
       c_.agents->Grant(inst.id, job.id);
-      r.action = "health";
+      r.action = HeartbeatAction::kHealth;
       r.health = std::move(*check);
     }
     return r;
@@ -306,7 +306,7 @@ class AgentRoutes : public RoutePart {
     if (finished) {
       r.next_s = 0.1;
     } else if (!busy) {
-      r.action = "run";
+      r.action = HeartbeatAction::kRun;
       ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFor(job, inst));
     }
     return r;

@@ -114,23 +114,44 @@ Result<Assignment> AssignmentFromJson(const nlohmann::json& j) {
   return a;
 }
 
+namespace {
+constexpr std::pair<HeartbeatAction, const char*> kActions[] = {{HeartbeatAction::kNone, "none"},
+                                                                {HeartbeatAction::kRun, "run"},
+                                                                {HeartbeatAction::kHealth, "health"},
+                                                                {HeartbeatAction::kStop, "stop"},
+                                                                {HeartbeatAction::kExit, "exit"}};
+}  // namespace
+
+const char* HeartbeatActionName(HeartbeatAction a) {
+  for (const auto& [x, name] : kActions) {
+    if (x == a) return name;
+  }
+  return "none";
+}
+
 nlohmann::json ToJson(const HeartbeatReply& r) {
-  nlohmann::json j = {{"action", r.action}};
+  nlohmann::json j = {{"action", HeartbeatActionName(r.action)}};
   if (r.next_s >= 0) j["next_s"] = r.next_s;
-  if (r.action == "run") j["assignment"] = ToJson(r.assignment);
-  if (r.action == "health") j["health"] = r.health;
+  if (r.action == HeartbeatAction::kRun) j["assignment"] = ToJson(r.assignment);
+  if (r.action == HeartbeatAction::kHealth) j["health"] = r.health;
   if (!r.execs.empty()) j["execs"] = r.execs;
   return j;
 }
 
 Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j) {
   HeartbeatReply r;
-  r.action = j.value("action", std::string("none"));
+  const nlohmann::json action = j.value("action", nlohmann::json("none"));
+  const std::string name = action.is_string() ? action.get<std::string>() : action.dump();
+  bool known = false;
+  for (const auto& [x, n] : kActions) {
+    if (name == n) r.action = x, known = true;
+  }
+  if (!known) return InvalidInput("action: '" + name + "' is not an action this agent knows (none, run, health, stop, exit)");
   r.next_s = j.value("next_s", -1.0);
-  if (r.action == "run") {
+  if (r.action == HeartbeatAction::kRun) {
     ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFromJson(j.value("assignment", nlohmann::json())));
   }
-  if (r.action == "health") r.health = j.value("health", nlohmann::json::object());
+  if (r.action == HeartbeatAction::kHealth) r.health = j.value("health", nlohmann::json::object());
   r.execs = j.value("execs", nlohmann::json::array());
   return r;
 }

@@ -41,8 +41,11 @@ struct Assignment {
 };
 // The heartbeat's answer: none, run (the assignment), health (the check to run: health_rounds.h),
 // stop (what runs), exit (the instance was released). next_s >= 0: heartbeat again that soon.
+enum class HeartbeatAction { kNone, kRun, kHealth, kStop, kExit };
+// Its name on the wire: "none", "run", "health", "stop", "exit".
+const char* HeartbeatActionName(HeartbeatAction a);
 struct HeartbeatReply {
-  std::string action = "none";
+  HeartbeatAction action = HeartbeatAction::kNone;
   double next_s = -1;
   Assignment assignment;  // action run
   nlohmann::json health;  // action health
@@ -54,6 +57,7 @@ nlohmann::json ToJson(const Assignment& a);
 // The spec is validated as a submit's is (InvalidInput naming the field).
 Result<Assignment> AssignmentFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const HeartbeatReply& r);
+// An action this agent does not know is InvalidInput naming it.
 Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
 
 // A job's summary (docs/api/openapi.yaml JobSummary) as JSON text, written directly: a listing of

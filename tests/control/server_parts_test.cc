@@ -171,7 +171,7 @@ TEST(Wire, TheAgentProtocolsMessagesRoundTrip) {
   EXPECT_EQ(back.health, hb.health);
 
   HeartbeatReply r;
-  r.action = "run";
+  r.action = HeartbeatAction::kRun;
   r.assignment.job = "job";
   r.assignment.attempt = 2;
   r.assignment.node = 1;
@@ -199,6 +199,21 @@ TEST(Wire, TheAgentProtocolsMessagesRoundTrip) {
   auto none = HeartbeatReplyFromJson({{"action", "none"}, {"next_s", 0.1}});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->next_s, 0.1);
+  EXPECT_EQ(none->action, HeartbeatAction::kNone);
+  EXPECT_EQ(j["action"], "run");  // the wire's names are unchanged
+  for (HeartbeatAction a : {HeartbeatAction::kNone, HeartbeatAction::kRun, HeartbeatAction::kHealth,
+                            HeartbeatAction::kStop, HeartbeatAction::kExit}) {
+    HeartbeatReply x;
+    x.action = a;
+    if (a == HeartbeatAction::kRun) x.assignment = r.assignment;
+    auto back = HeartbeatReplyFromJson(ToJson(x));
+    ASSERT_TRUE(back.ok()) << HeartbeatActionName(a) << ": " << back.status().ToString();
+    EXPECT_EQ(back->action, a) << HeartbeatActionName(a);
+  }
+  // An action this agent does not know is an error naming it, not a silent no-op.
+  auto unknown = HeartbeatReplyFromJson({{"action", "drain"}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("'drain'"), std::string::npos) << unknown.status().ToString();
 }
 
 }  // namespace
