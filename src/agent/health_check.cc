@@ -58,12 +58,8 @@ struct ShellRun {
   std::string output;
 };
 
-// Runs `/bin/sh -c command` with env added to this process's environment, in its own process group
-// (killed whole at the timeout or on *stop). Only async-signal-safe calls between fork and exec: the
-// agent has threads.
-ShellRun RunShell(const std::string& command, const std::map<std::string, std::string>& env, double timeout_s,
-                  const std::atomic<bool>* stop) {
-  ShellRun r;
+// This process's environment with env over it, as execve's "K=V" entries.
+std::vector<std::string> MergedEnvironment(const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> merged;
   for (char** e = environ; e && *e; ++e) {
     const std::string s(*e);
@@ -72,18 +68,83 @@ ShellRun RunShell(const std::string& command, const std::map<std::string, std::s
   }
   for (const auto& [k, v] : env) merged[k] = v;
   std::vector<std::string> entries;
-  for (const auto& [k, v] : merged) {
-    std::string s = k;
-    s += '=';
-    s += v;
-    entries.push_back(std::move(s));
+  for (const auto& [k, v] : merged) entries.push_back(k + "=" + v);
+  return entries;
+}
+
+// The child's side of the fork: its own process group, the default signal dispositions (the agent
+// ignores SIGPIPE and its thread may block signals), stdin from /dev/null, stdout and stderr into
+// the pipe. Only async-signal-safe calls: the agent has threads.
+[[noreturn]] void ExecShell(char* const argv[], char* const envp[], int out_fd) {
+  ::setpgid(0, 0);
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(SIGPIPE, &dfl, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  const int null = ::open("/dev/null", O_RDONLY);
+  if (null >= 0) ::dup2(null, 0);
+  ::dup2(out_fd, 1);
+  ::dup2(out_fd, 2);
+  ::execve(argv[0], argv, envp);
+  ::_exit(127);
+}
+
+// Reads the command's output (the last kOutputKeep bytes kept) until it exits, or kills its group at
+// the deadline or on *stop.
+void AwaitShell(pid_t pid, int fd, double timeout_s, const std::atomic<bool>* stop, ShellRun* r) {
+  bool eof = false;
+  auto drain = [&] {  // what is in the pipe now (bounded: a writer that never pauses cannot hold us)
+    char buf[4096];
+    for (int i = 0; i < 1024 && !eof; ++i) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      eof = n == 0;
+      if (n <= 0) return;  // EOF, or nothing more for now
+      r->output.append(buf, static_cast<size_t>(n));
+      if (r->output.size() > 2 * kOutputKeep) r->output.erase(0, r->output.size() - kOutputKeep);
+    }
+  };
+  const double deadline = MonotonicSeconds() + timeout_s;
+  for (;;) {
+    if (eof) {  // the command closed its output but runs on: poll would return at once
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } else {
+      pollfd p{fd, POLLIN, 0};
+      ::poll(&p, 1, 100);
+      drain();
+    }
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      drain();  // what it wrote last; a background child still holding the pipe is not waited for
+      r->status = st;
+      return;
+    }
+    const bool stopped = stop && stop->load();
+    if (stopped || MonotonicSeconds() > deadline) {
+      (stopped ? r->abandoned : r->timed_out) = true;
+      ::kill(-pid, SIGKILL);
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      drain();
+      r->status = st;
+      return;
+    }
   }
+}
+
+// Runs `/bin/sh -c command` with env added to this process's environment, in its own process group
+// (killed whole at the timeout or on *stop).
+ShellRun RunShell(const std::string& command, const std::map<std::string, std::string>& env, double timeout_s,
+                  const std::atomic<bool>* stop) {
+  ShellRun r;
+  std::vector<std::string> entries = MergedEnvironment(env);
   std::vector<char*> envp;
   for (std::string& s : entries) envp.push_back(s.data());
   envp.push_back(nullptr);
   std::string sh = "/bin/sh", dash_c = "-c", cmd = command;
   char* argv[] = {sh.data(), dash_c.data(), cmd.data(), nullptr};
-
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     r.error = std::string("pipe: ") + std::strerror(errno);
@@ -96,63 +157,11 @@ ShellRun RunShell(const std::string& command, const std::map<std::string, std::s
     ::close(fds[1]);
     return r;
   }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    // The agent ignores SIGPIPE and its thread may block signals: the command gets the defaults.
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    ::sigaction(SIGPIPE, &dfl, nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    const int null = ::open("/dev/null", O_RDONLY);
-    if (null >= 0) ::dup2(null, 0);
-    ::dup2(fds[1], 1);
-    ::dup2(fds[1], 2);
-    ::execve(argv[0], argv, envp.data());
-    ::_exit(127);
-  }
+  if (pid == 0) ExecShell(argv, envp.data(), fds[1]);
   ::setpgid(pid, pid);  // also here: the group exists before any kill below, whichever runs first
   ::close(fds[1]);
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
-  bool eof = false;
-  auto drain = [&] {  // what is in the pipe now (bounded: a writer that never pauses cannot hold us)
-    char buf[4096];
-    for (int i = 0; i < 1024 && !eof; ++i) {
-      const ssize_t n = ::read(fds[0], buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      eof = n == 0;
-      if (n <= 0) return;  // EOF, or nothing more for now
-      r.output.append(buf, static_cast<size_t>(n));
-      if (r.output.size() > 2 * kOutputKeep) r.output.erase(0, r.output.size() - kOutputKeep);
-    }
-  };
-  const double deadline = MonotonicSeconds() + timeout_s;
-  for (;;) {
-    if (eof) {  // the command closed its output but runs on: poll would return at once
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    } else {
-      pollfd p{fds[0], POLLIN, 0};
-      ::poll(&p, 1, 100);
-      drain();
-    }
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      drain();  // what it wrote last; a background child still holding the pipe is not waited for
-      r.status = st;
-      break;
-    }
-    const bool stopped = stop && stop->load();
-    if (stopped || MonotonicSeconds() > deadline) {
-      (stopped ? r.abandoned : r.timed_out) = true;
-      ::kill(-pid, SIGKILL);
-      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-      }
-      drain();
-      r.status = st;
-      break;
-    }
-  }
+  AwaitShell(pid, fds[0], timeout_s, stop, &r);
   ::close(fds[0]);
   if (r.output.size() > kOutputKeep) r.output.erase(0, r.output.size() - kOutputKeep);
   return r;
