@@ -371,11 +371,12 @@ stage_llama() {
  "train": {"steps": 8, "log_every": 1, "eval_every": 0, "eval_batches": 1, "kernels": "cuda", "dtype": "bf16",
            "resume": "none"}}
 JSON
-  local path fpeak
+  local path peak fpeak
   for path in gemm flash; do
     ANNEAL_CUDA_ATTENTION=$path timeout -k 5 120 "$B/run.sh" anneal train --config "$w/llama.json" >"$w/$path.log" 2>&1 &
     pid=$!
-    [ $path = gemm ] && apeak=$(gpu_peak $pid) || fpeak=$(gpu_peak $pid)
+    peak=$(gpu_peak $pid)
+    [ $path = gemm ] && apeak=$peak || fpeak=$peak
     wait $pid || { tail -5 "$w/$path.log"; cat "$w/$path.log" >>"$OUT/bench_anneal.log"; return 1; }
     cat "$w/$path.log" >>"$OUT/bench_anneal.log"
   done

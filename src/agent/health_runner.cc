@@ -1,50 +1,21 @@
 #include "agent/health_runner.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <functional>
 #include <mutex>
-#include <csignal>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <memory>
 #include <thread>
+#include <vector>
 
 #include "agent/agent_signal.h"
-#include "agent/meeting.h"
-#include "agent/dir_sync.h"
-#include "agent/exec_runner.h"
 #include "agent/health_check.h"
-#include "agent/node_metrics.h"
-#include "agent/node_plan.h"
-#include "agent/shipper.h"
-#include "agent/stopping_rules.h"
-#include "backends/command.h"
-#include "backends/slurm_text.h"
+#include "agent/meeting.h"
 #include "control/api_client.h"
-#include "control/auth.h"
-#include "agent/package_unpack.h"
-#include "control/exit_cause.h"
-#include "control/job_spec.h"
-#include "control/wire.h"
-#include "core/crypto.h"
 #include "core/env.h"
-#include "core/progress.h"
-#include "agent/job_sandbox.h"
 #include "launch/launcher.h"
-#include "launch/sandbox.h"
-#include "comm/store.h"
-#include "data/channel.h"
-#include "storage/s3_stats.h"
 
 namespace anneal {
 

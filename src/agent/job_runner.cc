@@ -1,50 +1,31 @@
 #include "agent/job_runner.h"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <functional>
-#include <mutex>
-#include <csignal>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
-#include <memory>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "agent/agent_signal.h"
 #include "agent/attempt_end.h"
-#include "agent/meeting.h"
 #include "agent/dir_sync.h"
-#include "agent/exec_runner.h"
-#include "agent/health_check.h"
+#include "agent/job_sandbox.h"
+#include "agent/meeting.h"
 #include "agent/node_metrics.h"
 #include "agent/node_plan.h"
+#include "agent/package_unpack.h"
 #include "agent/shipper.h"
 #include "agent/stopping_rules.h"
-#include "backends/command.h"
-#include "backends/slurm_text.h"
 #include "control/api_client.h"
-#include "control/auth.h"
-#include "agent/package_unpack.h"
 #include "control/exit_cause.h"
-#include "control/job_spec.h"
-#include "control/wire.h"
-#include "core/crypto.h"
 #include "core/env.h"
 #include "core/progress.h"
-#include "agent/job_sandbox.h"
-#include "launch/launcher.h"
-#include "launch/sandbox.h"
-#include "comm/store.h"
 #include "data/channel.h"
+#include "launch/launcher.h"
 #include "storage/s3_stats.h"
 
 namespace anneal {
@@ -272,8 +253,8 @@ class JobRunner::Impl {
     *lo = plan.launch;
     lo->stop = &stop_;
     lo->kill = &kill_;
-    if (!Meet(plan, lo)) return Status::Ok();  // stopped while meeting: Run() reports the stop
-    ANNEAL_RETURN_IF_ERROR(meet_status_);
+    ANNEAL_ASSIGN_OR_RETURN(const bool met, Meet(plan, lo));
+    if (!met) return Status::Ok();  // stopped while meeting: Run() reports the stop
     ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(plan.resource_config_path, plan.resource_config.dump(2) + "\n"));
     hang_timeout_s_ = a_.spec.hang_timeout_s;
     hang_startup_s_ = a_.spec.hang_startup_s;
@@ -352,20 +333,16 @@ class JobRunner::Impl {
   }
 
   // The ports: node 0's, through the server, with several nodes; a free one here with one. False when
-  // stopped while waiting; otherwise meet_status_ says how it went.
-  bool Meet(const NodePlan& plan, LaunchOptions* lo) {
-    meet_status_ = Status::Ok();
+  // stopped while waiting.
+  Result<bool> Meet(const NodePlan& plan, LaunchOptions* lo) {
     if (!plan.meet) {
-      auto port = FreePort();
-      meet_status_ = port.status();
-      if (port.ok()) lo->master_port = *port;
+      ANNEAL_ASSIGN_OR_RETURN(lo->master_port, FreePort());
       return true;
     }
     auto m = MeetThroughServer(o_.server_url, job_, MeetingKey::Start(attempt_), node_, address_, 300, stop_,
                                *o_.clock);
     if (!m.ok() && stop_.load()) return false;
-    meet_status_ = m.status();
-    if (!m.ok()) return true;
+    ANNEAL_RETURN_IF_ERROR(m.status());
     lo->master_addr = lo->store_bind = m->master_addr;
     lo->master_port = m->master_port;
     lo->store_port = m->store_port;
@@ -643,7 +620,6 @@ class JobRunner::Impl {
   std::vector<std::string> secret_values_;  // masked in every line shipped (Mask)
   StorageVars storage_;  // the execution role's credentials, for this job's storage calls
   std::unique_ptr<DirSync> ckpt_sync_;
-  Status meet_status_;                   // how the last Meet went
   std::string output_dir_, model_dir_, progress_dir_, output_uri_;
   std::unique_ptr<JobSandbox> sandbox_;  // from Prepare until the job's processes are all gone
   std::string sandbox_desc_;             // what the node reports say: "uid N, memory M MiB", "off: why"

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/cuda/flash_attention.h"
+
 namespace anneal {
 
 namespace {
@@ -221,12 +223,10 @@ void CostBackend::BiasAdd(const Stream&, const TV& out, const TV& bias) {
   Add(OpName(Op::kBiasAdd), Dims(out), 0, 2 * B(out) + B(bias), 1);
 }
 
-// Path 2 where the CUDA backend takes it (CudaBackend::FlashFits): asked for, a head size it has
-// kernels for, key/value heads that divide the query heads (grouped-query heads are read in place).
-bool CostBackend::FlashFits(const TV& q, const TV& k, int H) const {
-  const int64_t hs = q.dim(2) / H;
-  const bool grouped = hs > 0 && k.dim(2) % hs == 0 && k.dim(2) > 0 && H % (k.dim(2) / hs) == 0;
-  return flash_ && grouped && (hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128);
+// Path 2 where the CUDA backend takes it (CudaBackend::FlashFits): asked for, and a head size it has
+// kernels for (grouped-query heads included: read in place).
+bool CostBackend::FlashFits(const TV& q, int H) const {
+  return flash_ && q.dim(2) % H == 0 && cuda::FlashAttentionSupports(q.dim(2) / H);
 }
 
 // ---- attention: path 1 (split heads, GEMMs over the whole (T, T) scores, softmax, merge) or path 2
@@ -236,7 +236,7 @@ void CostBackend::AttentionForward(const Stream&, const TV& out, const TV& lse, 
   const double Bt = static_cast<double>(q.dim(0)), T = static_cast<double>(q.dim(1)), C = static_cast<double>(q.dim(2));
   const double e = E(q), scores = Bt * H * T * T * e;
   const std::string shape = Dims(q) + " H=" + std::to_string(H);
-  if (FlashFits(q, k, H)) {
+  if (FlashFits(q, H)) {
     Add("attention_forward (flash)", shape, 2 * Bt * T * T * C * (1 + 64 / T), B(q) + B(k) + B(v) + B(out) + B(lse), 1,
         0, OpRecord::Engine::kFlash);
     return;
@@ -251,7 +251,7 @@ void CostBackend::AttentionBackward(const Stream&, const TV& dq, const TV& dk, c
   const double Bt = static_cast<double>(q.dim(0)), T = static_cast<double>(q.dim(1)), C = static_cast<double>(q.dim(2));
   const double e = E(q), sc = Bt * H * T * T * e;
   const std::string shape = Dims(q) + " H=" + std::to_string(H);
-  if (FlashFits(q, k, H)) {  // RowDots, KeyGrads, QueryGrads: seven tile products over the causal half
+  if (FlashFits(q, H)) {  // RowDots, KeyGrads, QueryGrads: seven tile products over the causal half
     Add("attention_backward (flash)", shape, 7 * Bt * T * T * C * (1 + 64 / T),
         B(q) + B(k) + B(v) + B(out) + 2 * B(dout) + B(lse) + B(dq) + B(dk) + B(dv) + 2 * Bt * H * T * 4, 3, 0,
         OpRecord::Engine::kFlash);

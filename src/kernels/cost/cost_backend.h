@@ -121,7 +121,7 @@ class CostBackend final : public Backend {
   // Adds one call of `op` at `shape`; its record.
   OpRecord& Add(const std::string& op, const std::string& shape, double flops, double bytes, long launches, long syncs = 0,
                 OpRecord::Engine engine = OpRecord::Engine::kCores);
-  bool FlashFits(const TV& q, const TV& k, int H) const;
+  bool FlashFits(const TV& q, int H) const;
   // LinearBackward's GEMMs and bias gradient, the input gradient accumulated (beta 1) or written.
   void LinearGrads(const TV& dinp, const TV& dw, const TV& dbias, const TV& dout, const TV& inp, const TV& w,
                    bool accumulate_dinp);

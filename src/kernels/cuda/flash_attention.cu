@@ -738,10 +738,6 @@ __global__ void RowDots(cudalaunch::Rows rows, float* D, const void* dout, const
 
 }  // namespace
 
-bool FlashAttentionSupports(int64_t hs) {
-  return hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128;
-}
-
 size_t FlashBackwardScratchBytes(int64_t B, int64_t T, int H) {
   return static_cast<size_t>(B) * static_cast<size_t>(H) * static_cast<size_t>(T) * sizeof(float);
 }

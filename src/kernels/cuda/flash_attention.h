@@ -36,7 +36,7 @@ struct Device1D;
 // Whether path 2 has kernels for head size hs (32, 64, 80, 96, 128); the functions below return an
 // Internal status naming anything else (an unsupported head size, a misaligned bf16 operand, C not
 // H * hs, Hkv not dividing H), so the caller can fall back to path 1.
-bool FlashAttentionSupports(int64_t hs);
+inline bool FlashAttentionSupports(int64_t hs) { return hs == 32 || hs == 64 || hs == 80 || hs == 96 || hs == 128; }
 
 // out (B,T,C), lse (B,H,T) from q (B,T,C) and k, v (B,T,C*Hkv/H). Asynchronous on d.stream.
 Status FlashAttentionForward(const Device1D& d, Elem t, void* out, float* lse, const void* q, const void* k,
