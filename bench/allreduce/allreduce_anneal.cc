@@ -14,7 +14,7 @@
 
 #include "core/progress.h"
 #include "comm/communicator.h"
-#include "comm/rank_env.h"
+#include "comm/rank_contract.h"
 #include "comm/store.h"
 
 int main(int argc, char** argv) {
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   const size_t max_bytes = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : (size_t{256} << 20);
   const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 3;
   const int max_iters = argc > 3 ? std::max(1, std::atoi(argv[3])) : 1000;
-  auto re = RankEnv::FromEnvironment();
+  auto re = RankContract::FromEnvironment();
   if (!re.ok() || re->store.empty()) {
     std::fprintf(stderr, "run under anneal launch (needs RANK, WORLD_SIZE, ANNEAL_STORE)\n");
     return 2;

@@ -19,6 +19,7 @@
 #include "agent/node_plan.h"
 #include "agent/package_unpack.h"
 #include "agent/shipper.h"
+#include "comm/rank_contract.h"
 #include "agent/stopping_rules.h"
 #include "control/api_client.h"
 #include "control/exit_cause.h"
@@ -353,13 +354,15 @@ class JobRunner::Impl {
   // Where and with what an `anneal exec` into this job runs.
   void SetExecPlace(const std::string& code, const std::map<std::string, std::string>& vars, const LaunchOptions& lo) {
     ExecPlace place{code, vars, exec_wrap_};
-    place.env["ANNEAL_JOB"] = job_;
-    place.env["ANNEAL_ATTEMPT"] = std::to_string(attempt_);
-    place.env["GROUP_RANK"] = std::to_string(node_);
-    place.env["WORLD_SIZE"] = std::to_string(nnodes_ * a_.spec.procs_per_instance);
-    place.env["LOCAL_WORLD_SIZE"] = std::to_string(a_.spec.procs_per_instance);
-    place.env["MASTER_ADDR"] = lo.master_addr;
-    place.env["MASTER_PORT"] = std::to_string(lo.master_port);
+    RankContract node;
+    node.world = nnodes_ * a_.spec.procs_per_instance;
+    node.local_world = a_.spec.procs_per_instance;
+    node.node_rank = node_;
+    node.job = job_;
+    node.attempt = attempt_;
+    node.master_addr = lo.master_addr;
+    node.master_port = lo.master_port;
+    for (const auto& [k, v] : node.NodeEnvironment()) place.env[k] = v;
     std::lock_guard<std::mutex> l(place_mu_);
     place_ = std::move(place);
   }

@@ -66,7 +66,7 @@ struct CheckpointWriters {
 };
 
 struct CheckpointOptions {
-  int attempt = 0;           // the job's attempt (RankEnv::attempt): files go under attempt-A/
+  int attempt = 0;           // the job's attempt (RankContract::attempt): files go under attempt-A/
   double wait_s = 600;       // rank 0 waits this long for every rank's files before giving up
   int keep_last = 0;         // retention after each commit: the newest K complete checkpoints (0: all)
   int keep_every = 0;        // ... and every one whose step is a multiple of M (0: none extra)

@@ -16,7 +16,7 @@
 #include "cli/commands.h"
 #include "core/progress.h"
 #include "comm/communicator.h"
-#include "comm/rank_env.h"
+#include "comm/rank_contract.h"
 #include "comm/store.h"
 
 namespace anneal::cli {
@@ -33,7 +33,7 @@ Status RunHealthcheck(const HealthcheckArgs& a) {
   if (a.collective_mb <= 0) return InvalidInput("--collective-mb must be positive (MiB per rank)");
   if (a.iters < 1) return InvalidInput("--iters must be at least 1");
   if (a.timeout_s <= 0) return InvalidInput("--timeout-s must be positive");
-  ANNEAL_ASSIGN_OR_RETURN(RankEnv re, RankEnv::FromEnvironment());
+  ANNEAL_ASSIGN_OR_RETURN(RankContract re, RankContract::FromEnvironment());
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(a.timeout_s * 1000));
   std::unique_ptr<Store> store_base;
   std::unique_ptr<PrefixStore> store;

@@ -4,7 +4,7 @@ namespace anneal {
 
 namespace {
 
-Result<std::unique_ptr<Communicator>> Connect(const RankEnv& re, Store* store, const Device& device,
+Result<std::unique_ptr<Communicator>> Connect(const RankContract& re, Store* store, const Device& device,
                                               std::chrono::milliseconds timeout, const std::string& group,
                                               std::vector<int> members) {
   CommOptions co = re.Comm();
@@ -24,7 +24,7 @@ Result<std::unique_ptr<Communicator>> Connect(const RankEnv& re, Store* store, c
 
 }  // namespace
 
-Result<RankGroups> ConnectRankGroups(const RankEnv& re, const ProcessGroups& pg, const Device& device, double timeout_s) {
+Result<RankGroups> ConnectRankGroups(const RankContract& re, const ProcessGroups& pg, const Device& device, double timeout_s) {
   RankGroups g;
   if (re.world == 1) {
     g.dp = MakeSoloCommunicator("dp");

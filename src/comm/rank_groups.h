@@ -16,7 +16,7 @@
 
 #include "comm/communicator.h"
 #include "comm/process_groups.h"
-#include "comm/rank_env.h"
+#include "comm/rank_contract.h"
 #include "comm/store.h"
 #include "core/status.h"
 #include "tensor/device.h"
@@ -25,13 +25,13 @@ namespace anneal {
 
 struct RankGroups {
   std::unique_ptr<Store> store_base;
-  std::unique_ptr<PrefixStore> store;  // keys under RankEnv::StorePrefix()
+  std::unique_ptr<PrefixStore> store;  // keys under RankContract::StorePrefix()
   std::unique_ptr<Communicator> dp, shard, replica, tp, pp_fwd, pp_bwd, embedding, world_owned;
   Communicator* world() const { return world_owned ? world_owned.get() : dp.get(); }
 };
 
 // Connects every group of `pg` this rank is in; timeout_s bounds connecting and every collective.
 // A world of one gets only a one-rank dp communicator.
-Result<RankGroups> ConnectRankGroups(const RankEnv& re, const ProcessGroups& pg, const Device& device, double timeout_s);
+Result<RankGroups> ConnectRankGroups(const RankContract& re, const ProcessGroups& pg, const Device& device, double timeout_s);
 
 }  // namespace anneal

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/status.h"
 #include "launch/leader_command.h"
 
@@ -80,6 +81,8 @@ struct LaunchOptions {
   std::vector<std::string> wrap;
   std::string sandbox_plan;
   int owner_uid = -1;
+  // Every wait and deadline above (the rendezvous, the grace) on this clock (tests: a SimulatedClock).
+  Clock* clock = &Clock::Real();
 };
 
 struct LaunchResult {

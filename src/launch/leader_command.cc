@@ -1,12 +1,13 @@
 #include "launch/leader_command.h"
 
+#include "comm/rank_contract.h"
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
-extern char** environ;
 
 namespace anneal {
 
@@ -25,15 +26,6 @@ const char* LaunchModeName(LaunchMode m) {
     case LaunchMode::kSrun: return "srun";
     default: return "anneal";
   }
-}
-
-std::map<std::string, std::string> ProcessEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) env[std::string(*e, eq - *e)] = eq + 1;
-  }
-  return env;
 }
 
 std::string LaunchKey(const std::string& job, int attempt, const std::string& k) {
@@ -209,12 +201,14 @@ Result<std::map<std::string, std::string>> RankContractFromLeader(const std::map
   if (rank >= world) {
     return InvalidInput("launch-rank: rank " + std::to_string(rank) + " is not below the world size " + std::to_string(world));
   }
-  return std::map<std::string, std::string>{{"RANK", std::to_string(rank)},
-                                            {"WORLD_SIZE", std::to_string(world)},
-                                            {"LOCAL_RANK", std::to_string(rank % procs_per_node)},
-                                            {"LOCAL_WORLD_SIZE", std::to_string(procs_per_node)},
-                                            {"GROUP_RANK", std::to_string(rank / procs_per_node)},
-                                            {"ROLE_RANK", std::to_string(rank)}};
+  // The attempt's part as the leader forwarded it; the rank's from the leader's own variables.
+  ANNEAL_ASSIGN_OR_RETURN(RankContract c, RankContract::FromEnvironment(env));
+  c.rank = rank;
+  c.world = world;
+  c.local_rank = rank % procs_per_node;
+  c.local_world = procs_per_node;
+  c.node_rank = rank / procs_per_node;
+  return c.ToEnvironment();
 }
 
 }  // namespace anneal

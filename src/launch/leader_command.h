@@ -32,9 +32,6 @@ inline constexpr const char* kSlurmTaskVars[] = {"SLURM_PROCID", "SLURM_LOCALID"
                                                  "SLURM_GTIDS", "SLURM_TASK_PID", "SLURM_STEP_NUM_TASKS",
                                                  "SLURM_STEP_TASKS_PER_NODE", "SLURM_NTASKS_PER_NODE"};
 
-// This process's environment as a map (the launcher's ranks start from it; launch-rank reads it).
-std::map<std::string, std::string> ProcessEnvironment();
-
 // "anneal" | "mpirun" | "srun"; anything else is InvalidInput naming the three.
 Result<LaunchMode> ParseLaunchMode(const std::string& name);
 const char* LaunchModeName(LaunchMode m);

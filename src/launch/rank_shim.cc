@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "comm/rank_contract.h"
 #include "comm/store.h"
 #include "core/env.h"
 #include "launch/leader_command.h"

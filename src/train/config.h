@@ -64,7 +64,7 @@ struct CheckpointSection {
   int keep_every = 0;  // ... and those whose step is a multiple of M
 };
 
-// dist.*: the parallel layout (the world size comes from the environment: comm/rank_env.h).
+// dist.*: the parallel layout (the world size comes from the environment: comm/rank_contract.h).
 struct DistSection {
   int dp = 0;  // 0 = world / (tp * pp)
   int tp = 1, pp = 1;

@@ -22,7 +22,7 @@ double ResidentMb() {
   return n == 2 ? static_cast<double>(pages_resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / 1e6 : 0;
 }
 
-std::string TraceDir(const TrainConfig& c, const RankEnv& re) {
+std::string TraceDir(const TrainConfig& c, const RankContract& re) {
   if (!c.train.profile_dir.empty()) return c.train.profile_dir;
   if (!re.output_dir.empty()) return re.output_dir + "/profile";
   return "profile";

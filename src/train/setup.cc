@@ -97,7 +97,7 @@ Status BuildStep(const TrainConfig& c, Runtime* rt) {
 
 }  // namespace
 
-Result<TrainData> OpenTrainData(const DataSection& d, const RankEnv& re, int dp_rank, int dp, uint32_t vocab) {
+Result<TrainData> OpenTrainData(const DataSection& d, const RankContract& re, int dp_rank, int dp, uint32_t vocab) {
   TrainData td;
   // The data channel: read in place, or copied to local disk first (local rank 0 copies).
   ChannelOptions chan;
@@ -176,7 +176,7 @@ Result<std::unique_ptr<Runtime>> SetUpDeviceModel(const TrainConfig& c, Backend*
 
 Result<std::unique_ptr<Runtime>> SetUpRuntime(const TrainConfig& c) {
   auto rt = std::make_unique<Runtime>();
-  ANNEAL_ASSIGN_OR_RETURN(rt->re, RankEnv::FromEnvironment());
+  ANNEAL_ASSIGN_OR_RETURN(rt->re, RankContract::FromEnvironment());
   ANNEAL_RETURN_IF_ERROR(PlanRank(c, rt.get()));
   rt->be = BackendByName(c.train.kernels);  // checked by the config's validation
   rt->be->SetThreads(c.train.threads);

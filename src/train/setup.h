@@ -11,7 +11,7 @@
 #include <string>
 
 #include "comm/process_groups.h"
-#include "comm/rank_env.h"
+#include "comm/rank_contract.h"
 #include "comm/rank_groups.h"
 #include "core/status.h"
 #include "data/loader.h"
@@ -38,7 +38,7 @@ struct TrainData {
 };
 
 struct Runtime {
-  RankEnv re;
+  RankContract re;
   std::unique_ptr<ProcessGroups> pg;
   std::unique_ptr<ParallelPlan> plan;
   ModelShard shard;
@@ -74,6 +74,6 @@ Result<ParallelPlan> PlanLayout(const TrainConfig& c, int world);
 MemoryInputs MemoryInputsOf(const TrainConfig& c);
 
 // Opens the training split and, when there is one, the validation split.
-Result<TrainData> OpenTrainData(const DataSection& d, const RankEnv& re, int dp_rank, int dp, uint32_t vocab);
+Result<TrainData> OpenTrainData(const DataSection& d, const RankContract& re, int dp_rank, int dp, uint32_t vocab);
 
 }  // namespace anneal

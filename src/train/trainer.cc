@@ -19,7 +19,7 @@ namespace anneal {
 
 namespace {
 
-// <ANNEAL_PROGRESS_DIR>/rank-<RANK> (RankEnv::progress_dir), rewritten in place after every step with "<step> <seconds> <sum of
+// <ANNEAL_PROGRESS_DIR>/rank-<RANK> (RankContract::progress_dir), rewritten in place after every step with "<step> <seconds> <sum of
 // all step seconds>": how
 // the agent sees each rank's step time (agent/node_metrics.h). Nothing when the variable is unset.
 class RankProgressFile {

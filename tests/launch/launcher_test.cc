@@ -1,0 +1,161 @@
+// The launcher with real processes (/bin/sh ranks) on this machine; its deadlines on a SimulatedClock
+// where a test says so, so a 300 s rendezvous timeout or a 60 s grace passes without waiting for it.
+#include "launch/launcher.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "core/clock.h"
+
+namespace anneal {
+namespace {
+
+struct Captured {
+  std::mutex mu;
+  std::vector<std::pair<int, std::string>> lines;  // (rank, line)
+  std::vector<std::string> log;
+};
+
+LaunchOptions Shell(const std::string& script, int procs, Captured* cap) {
+  LaunchOptions o;
+  o.nproc_per_node = procs;
+  o.command = {"/bin/sh", "-c", script};
+  o.cpu_bind = "none";
+  o.job = "launcher-test";
+  o.on_output = [cap](int rank, bool, const std::string& line) {
+    std::lock_guard<std::mutex> l(cap->mu);
+    cap->lines.push_back({rank, line});
+  };
+  return o;
+}
+
+std::function<void(const std::string&)> Log(Captured* cap) {
+  return [cap](const std::string& line) {
+    std::lock_guard<std::mutex> l(cap->mu);
+    cap->log.push_back(line);
+  };
+}
+
+double RealSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+TEST(Launcher, RanksSeeTheContractAndTheirLinesComeBack) {
+  Captured cap;
+  LaunchOptions o = Shell("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $ANNEAL_ATTEMPT $ANNEAL_JOB\"", 2, &cap);
+  auto r = RunLauncher(o, Log(&cap));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->attempts, 1);
+  std::sort(cap.lines.begin(), cap.lines.end());
+  ASSERT_EQ(cap.lines.size(), 2u);
+  EXPECT_EQ(cap.lines[0], (std::pair<int, std::string>{0, "0 0 2 0 launcher-test"}));
+  EXPECT_EQ(cap.lines[1], (std::pair<int, std::string>{1, "1 1 2 0 launcher-test"}));
+}
+
+TEST(Launcher, AFailedAttemptRestartsTheGroupWithTheNextNumber) {
+  Captured cap;
+  LaunchOptions o = Shell("echo \"$ANNEAL_ATTEMPT $TORCHELASTIC_RESTART_COUNT\"; [ \"$ANNEAL_ATTEMPT\" != 0 ] || exit 1", 2, &cap);
+  o.max_restarts = 1;
+  auto r = RunLauncher(o, Log(&cap));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->attempts, 2);
+  EXPECT_NE(r->summary.find("attempt 0: rank "), std::string::npos) << r->summary;
+  EXPECT_NE(r->summary.find("failed first: exit code 1"), std::string::npos) << r->summary;
+  int second = 0;
+  for (const auto& [rank, line] : cap.lines) second += line == "1 1";
+  EXPECT_EQ(second, 2);
+}
+
+TEST(Launcher, ABadInputExitIsNeverRestarted) {
+  Captured cap;
+  LaunchOptions o = Shell("exit 2", 1, &cap);
+  o.max_restarts = 3;
+  auto r = RunLauncher(o, Log(&cap));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_EQ(r->failed_rank, 0);
+  EXPECT_TRUE(r->failure_local);
+}
+
+// A rank that ignores SIGTERM after another failed is killed once the grace has passed on the
+// launcher's clock: 60 simulated seconds, a fraction of one real one.
+TEST(Launcher, TheGraceAfterAFailureRunsOnTheLaunchersClock) {
+  const std::string dir = testing::TempDir() + "/launcher-grace-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  Captured cap;
+  LaunchOptions o = Shell(
+      "if [ \"$RANK\" = 0 ]; then while [ ! -e " + dir + "/ready ]; do sleep 0.02; done; exit 1; fi; "
+      "trap '' TERM; exec >/dev/null 2>&1; touch " + dir + "/ready; sleep 120",
+      2, &cap);
+  o.grace_s = 60;
+  SimulatedClock clock;
+  o.clock = &clock;
+  const double before = clock.Monotonic(), real_before = RealSeconds();
+  auto r = RunLauncher(o, Log(&cap));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_EQ(r->failed_rank, 0);
+  EXPECT_NE(r->summary.find("rank 0 (node 0, pid "), std::string::npos) << r->summary;
+  EXPECT_GT(clock.Monotonic() - before, 60.0);  // SIGKILL came after the grace, in simulated time
+  EXPECT_LT(RealSeconds() - real_before, 30.0);  // and long before the rank's own sleep would end
+  bool killed = false;
+  for (const std::string& l : cap.log) killed |= l.find("rank 1: killed by SIGKILL") != std::string::npos;
+  EXPECT_TRUE(killed);
+  std::filesystem::remove_all(dir);
+}
+
+// Node 0 of two waits for node 1, which never comes: the rendezvous timeout (300 s) passes on the
+// launcher's clock and the error says what to do.
+TEST(Launcher, ANodeThatNeverJoinsTimesOutOnTheLaunchersClock) {
+  Captured cap;
+  LaunchOptions o = Shell("true", 1, &cap);
+  o.nnodes = 2;
+  o.master_addr = "127.0.0.1";
+  o.allow_loopback_master = true;
+  o.store_port = 0;  // a free port
+  SimulatedClock clock;
+  o.clock = &clock;
+  const double before = clock.Monotonic(), real_before = RealSeconds();
+  auto r = RunLauncher(o, Log(&cap));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kPeer);
+  EXPECT_NE(r.status().message().find("node 1 of 2 did not join within 300 s"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("start its launcher"), std::string::npos);
+  EXPECT_GT(clock.Monotonic() - before, 300.0);
+  EXPECT_LT(RealSeconds() - real_before, 60.0);
+  EXPECT_TRUE(cap.lines.empty());  // no rank started
+}
+
+TEST(Launcher, AStopRequestInterruptsTheRanks) {
+  Captured cap;
+  std::atomic<bool> stop{false};
+  LaunchOptions o = Shell("exec 2>/dev/null; trap 'echo saved at step 3; exit 143' TERM; echo up; while :; do sleep 0.05; done", 1, &cap);
+  o.stop = &stop;
+  o.on_started = [&stop](int) {
+    std::thread([&stop] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      stop = true;
+    }).detach();
+  };
+  auto r = RunLauncher(o, Log(&cap));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->interrupted);
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_EQ(r->attempts, 1);
+  EXPECT_EQ(r->last_words, "rank 0: saved at step 3");
+  EXPECT_NE(r->summary.find("interrupted by a stop request"), std::string::npos) << r->summary;
+}
+
+}  // namespace
+}  // namespace anneal
