@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "control/api_client.h"
+#include "core/clock.h"
 #include "core/crypto.h"
 
 namespace anneal {
@@ -37,7 +38,7 @@ void ExecRunner::Send(const json& body) {
   for (int i = 0; i < 20; ++i) {  // the server may be busy for a moment; the session is lost after that
     auto c = ApiClient::Make(url_, 10);
     if (c.ok() && (*c)->Post("/v1/exec/" + id_ + "/agent-output", body).ok()) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    Clock::Real().SleepFor(0.25);
   }
 }
 
@@ -84,7 +85,7 @@ void ExecRunner::FeedInput(int fd) {
     auto r = c.ok() ? (*c)->Get("/v1/exec/" + id_ + "/agent-input?after=" + std::to_string(after) + "&wait_s=1")
                     : Result<json>(c.status());
     if (!r.ok()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+      Clock::Real().SleepFor(0.25);
       continue;
     }
     for (const json& ch : r->value("chunks", json::array())) {
@@ -110,14 +111,14 @@ void ExecRunner::FeedInput(int fd) {
 
 void ExecRunner::Pump(int out_fd, int err_fd) {
   std::string pending[3];
-  auto last = std::chrono::steady_clock::now();
+  double last = MonotonicSeconds();
   auto flush = [&] {
     json chunks = json::array();
     for (int s : {1, 2}) {
       if (!pending[s].empty()) chunks.push_back({{"stream", s}, {"data", Base64Encode(pending[s])}}), pending[s].clear();
     }
     if (!chunks.empty()) Send({{"chunks", chunks}});
-    last = std::chrono::steady_clock::now();
+    last = MonotonicSeconds();
   };
   int fds[3] = {-1, out_fd, err_fd};
   while (fds[1] >= 0 || fds[2] >= 0) {
@@ -139,7 +140,7 @@ void ExecRunner::Pump(int out_fd, int err_fd) {
         }
       }
     }
-    if (pending[1].size() + pending[2].size() > 65536 || std::chrono::steady_clock::now() - last > std::chrono::milliseconds(50)) {
+    if (pending[1].size() + pending[2].size() > 65536 || MonotonicSeconds() - last > 0.05) {
       flush();
     }
   }

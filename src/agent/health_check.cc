@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/progress.h"
 
@@ -109,7 +110,7 @@ void AwaitShell(pid_t pid, int fd, double timeout_s, const std::atomic<bool>* st
   const double deadline = MonotonicSeconds() + timeout_s;
   for (;;) {
     if (eof) {  // the command closed its output but runs on: poll would return at once
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Clock::Real().SleepFor(0.05);
     } else {
       pollfd p{fd, POLLIN, 0};
       ::poll(&p, 1, 100);

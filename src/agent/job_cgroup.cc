@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/clock.h"
+
 namespace anneal {
 
 namespace {
@@ -170,7 +172,7 @@ int JobCgroup::KillAll() {
     for (int p : pids) {
       if (::kill(p, SIGKILL) == 0) ++killed;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(round < 10 ? 2 : 20));
+    Clock::Real().SleepFor(round < 10 ? 0.002 : 0.02);
   }
   return killed;
 }
@@ -180,7 +182,7 @@ JobCgroup::~JobCgroup() {
   for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
     for (const std::string& d : GroupTree(*it)) {  // a container's group first, then the job's
       for (int i = 0; i < 100 && ::rmdir(d.c_str()) != 0 && errno == EBUSY; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        Clock::Real().SleepFor(0.01);
       }
     }
   }

@@ -22,6 +22,7 @@
 #include "control/job_spec.h"
 #include "control/server.h"
 #include "control/wire.h"
+#include "core/clock.h"
 #include "core/env.h"
 #include "core/crypto.h"
 
@@ -98,7 +99,7 @@ Status RunJobs(const Target& t, const JobsArgs& a) {
     if (!tty) std::printf("\n");
     std::fflush(stdout);
     for (double waited = 0; waited < a.watch_s && !g_watch_stop.load(); waited += 0.05) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      Clock::Real().SleepFor(0.05);
     }
   }
   return Status::Ok();
@@ -211,7 +212,7 @@ Status RunLogs(const Target& t, const LogsArgs& a) {
     if (page["lines"].size() == 5000) continue;
     if (!a.follow) return Status::Ok();
     if (page.value("job_done", false) && page["lines"].empty() && ++quiet_after_end >= 3) return Status::Ok();
-    std::this_thread::sleep_for(std::chrono::milliseconds(page.value("job_done", false) ? 500 : 1000));
+    Clock::Real().SleepFor(page.value("job_done", false) ? 0.5 : 1.0);
   }
 }
 

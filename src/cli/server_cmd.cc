@@ -7,6 +7,7 @@
 #include "agent/agent.h"
 #include "cli/commands.h"
 #include "control/server.h"
+#include "core/clock.h"
 #include "core/env.h"
 #include "launch/sandbox.h"
 
@@ -64,24 +65,14 @@ Status RunServer(ServerOptions o, const std::string& listen) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  while (!g_server_signal.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  while (!g_server_signal.load()) Clock::Real().SleepFor(0.1);
   std::fprintf(stderr, "anneal server: stopping (agents keep running; a restarted server picks them up)\n");
   server->Stop();
   return Status::Ok();
 }
 
-}  // namespace
-
-void AddServerCommand(CLI::App& app, RunFn* run) {
-  auto o = std::make_shared<ServerOptions>();
-  auto listen = std::make_shared<std::string>("127.0.0.1:8470");
-  CLI::App* c = app.add_subcommand(
-      "server",
-      "Run the job API server (HTTP/JSON, docs/api/openapi.yaml) with its SQLite job store and scheduler.\n"
-      "Example: anneal server --data-dir /var/lib/anneal --listen 127.0.0.1:8470");
-  c->add_option("--data-dir", o->data_dir, "Where the job store (anneal.db), packages and local agents live")->required();
-  c->add_option("--listen", *listen, "HOST:PORT to serve on (port 0: any free one, written to DATA_DIR/server.json)")
-      ->capture_default_str();
+// Where instances come from: the backend, Slurm's settings, the agents' timing (docs/slurm.md).
+void AddBackendOptions(CLI::App* c, ServerOptions* o) {
   c->add_option("--backend", o->backend,
                 "local: start agents on this machine per job; static: use agents that join; slurm: one Slurm job of "
                 "instance_count nodes per job attempt (docs/slurm.md)")
@@ -115,19 +106,25 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str();
   c->add_option("--start-timeout-s", o->start_timeout_s, "Instances must register within this after being obtained")
       ->capture_default_str();
-  // Security (docs/security.md).
+}
+
+// TLS, the join token and execution roles (docs/security.md).
+void AddSecurityOptions(CLI::App* c, ServerOptions* o) {
   c->add_option("--tls-cert", o->tls_cert, "PEM certificate: serve https (with --tls-key)");
   c->add_option("--tls-key", o->tls_key, "PEM private key of --tls-cert");
   c->add_option("--tls-ca", o->tls_ca, "PEM CA the local backend's agents trust (default: --tls-cert, self-signed)");
   c->add_option("--join-token-file", o->join_token_file, "The agents' join token (default: DATA_DIR/join.token, created)");
   c->add_option("--execution-roles", o->execution_roles_file,
                 "YAML file of execution roles: the storage prefixes (and credentials) each job role may use");
+}
+
+// Quotas (docs/quotas.md) and pre-start health checks (docs/health-checks.md).
+void AddQuotaOptions(CLI::App* c, ServerOptions* o, std::vector<std::string>* types) {
   // Quotas (docs/quotas.md); 0 = no limit.
   c->add_option("--quota-instances-per-job", o->quota.max_instances_per_job, "Most instances one job may ask for");
   c->add_option("--quota-running-instances", o->quota.max_running_instances, "Most instances across all running jobs");
   c->add_option("--quota-user-instances", o->quota.user_max_instances,
                 "Default most instances across one user's running jobs (anneal users set NAME --max-instances)");
-  auto types = std::make_shared<std::vector<std::string>>();
   c->add_option("--quota-instance-type", *types, "TYPE=N: most running instances of that type (repeatable)");
   // Pre-start health checks (docs/health-checks.md).
   c->add_flag("!--no-health-checks", o->health.enabled, "Skip the pre-start health checks");
@@ -141,6 +138,10 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
                 "An operator's own check, run by /bin/sh on every instance before each job (non-zero: unhealthy)");
   c->add_option("--health-max-replacements", o->health.max_replacements, "Rounds of replacing unhealthy instances")
       ->capture_default_str();
+}
+
+// Webhooks (docs/events.md), and what one request, client or user may take (docs/security.md "Limits").
+void AddEventAndLimitOptions(CLI::App* c, ServerOptions* o) {
   // Events (docs/events.md).
   c->add_option("--webhook", o->webhook_urls, "POST every job status change to this URL (repeatable)");
   c->add_option("--webhook-secret-file", o->webhook_secret_file, "Sign webhooks with HMAC-SHA256 of this file's secret");
@@ -161,6 +162,25 @@ void AddServerCommand(CLI::App& app, RunFn* run) {
       ->capture_default_str()->check(CLI::Range(0.0, 1e10));
   c->add_option("--joined-forget-s", o->joined_forget_s, "Forget an idle joined agent quiet this long")
       ->capture_default_str()->check(CLI::Range(1.0, 1e9));
+}
+
+}  // namespace
+
+void AddServerCommand(CLI::App& app, RunFn* run) {
+  auto o = std::make_shared<ServerOptions>();
+  auto listen = std::make_shared<std::string>("127.0.0.1:8470");
+  CLI::App* c = app.add_subcommand(
+      "server",
+      "Run the job API server (HTTP/JSON, docs/api/openapi.yaml) with its SQLite job store and scheduler.\n"
+      "Example: anneal server --data-dir /var/lib/anneal --listen 127.0.0.1:8470");
+  c->add_option("--data-dir", o->data_dir, "Where the job store (anneal.db), packages and local agents live")->required();
+  c->add_option("--listen", *listen, "HOST:PORT to serve on (port 0: any free one, written to DATA_DIR/server.json)")
+      ->capture_default_str();
+  AddBackendOptions(c, o.get());
+  AddSecurityOptions(c, o.get());
+  auto types = std::make_shared<std::vector<std::string>>();
+  AddQuotaOptions(c, o.get(), types.get());
+  AddEventAndLimitOptions(c, o.get());
   c->callback([run, o, listen, types] {
     *run = [o, listen, types]() -> Status {
       for (const auto& t : *types) ANNEAL_RETURN_IF_ERROR(ParseTypeQuota(t, &o->quota.instance_type_max));

@@ -134,7 +134,7 @@ void OnSignals(ApiClient* c, const std::string& id, FollowSignals* f) {
 // Sleeps up to s seconds, less when a signal arrives.
 void Nap(double s) {
   const int seen = g_signals.load();
-  for (double t = 0; t < s && g_signals.load() == seen; t += 0.1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  for (double t = 0; t < s && g_signals.load() == seen; t += 0.1) Clock::Real().SleepFor(0.1);
 }
 
 // Prints status changes (stderr) and, unless quiet, the job's log lines (stdout) until it ends or
@@ -211,7 +211,7 @@ Result<json> PostJob(ApiClient* c, const json& spec, const std::string& key, dou
       std::fprintf(stderr, "anneal submit: %s; retrying for up to %.0f s with idempotency key %s\n",
                    r.status().message().c_str(), retry_s, key.c_str());
     }
-    std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
+    Clock::Real().SleepFor(backoff);
     backoff = std::min(backoff * 2, 2.0);
   }
 }
@@ -232,7 +232,9 @@ Result<std::string> PackSource(const std::string& dir) {
   return data;
 }
 
-Status RunSubmit(const SubmitOptions& o) {
+// The spec file with the command line's overrides (-H, --env, --instances) checked as the spec's own
+// fields are, and plain relative paths made relative to the spec file, as source is.
+Result<JobSpec> ResolveSpec(const SubmitOptions& o, std::string* source_dir) {
   ANNEAL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(o.file));
   std::string field;
   auto parsed = ParseJobSpec(text, &field);
@@ -252,12 +254,10 @@ Status RunSubmit(const SubmitOptions& o) {
   }
   if (o.instances > 0) spec.instance_count = o.instances;
   if (!o.env.empty() || o.instances > 0) {
-    // The overrides are checked as the spec's own fields are (ranges, names).
     std::string f;
     auto again = JobSpecFromJson(spec.ToJson(), &f);
     if (!again.ok()) return InvalidInput("--env/--instances: " + again.status().message());
   }
-  // Plain relative paths in the spec are relative to the spec file, like source.
   const std::filesystem::path spec_dir = std::filesystem::absolute(std::filesystem::path(o.file)).parent_path();
   auto absolute = [&](std::string* uri) {
     if (uri->empty() || uri->find("://") != std::string::npos || (*uri)[0] == '/') return;
@@ -266,41 +266,31 @@ Status RunSubmit(const SubmitOptions& o) {
   for (ChannelSpec& c : spec.channels) absolute(&c.uri);
   absolute(&spec.checkpoint_uri);
   absolute(&spec.output_uri);
-  const std::string source_dir = spec.source.empty() ? "" : (spec_dir / spec.source).lexically_normal().string();
-  if (o.dry_run) {
-    if (!spec.source.empty()) {
-      ANNEAL_RETURN_IF_ERROR(CheckSourceFolder(source_dir));
-      spec.source = source_dir;
-    }
-    std::printf("%s\n", spec.ToJson().dump(2).c_str());
-    std::fprintf(stderr,
-                 "dry run: %s is a valid job spec (above, resolved); nothing was submitted. The server's own checks "
-                 "(capacity, quotas, the execution role) run at a real submit.\n",
-                 o.file.c_str());
-    return Status::Ok();
-  }
-  ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(o.target, true));
+  *source_dir = spec.source.empty() ? "" : (spec_dir / spec.source).lexically_normal().string();
+  return spec;
+}
+
+Status PrintDryRun(const SubmitOptions& o, JobSpec spec, const std::string& source_dir) {
   if (!spec.source.empty()) {
-    ANNEAL_ASSIGN_OR_RETURN(std::string pkg, PackSource(source_dir));
-    std::fprintf(stderr, "packed source %s: %.1f KB\n", source_dir.c_str(), pkg.size() / 1024.0);
-    ANNEAL_ASSIGN_OR_RETURN(json up, conn.client->PostRaw("/v1/packages", pkg, "application/gzip",
-                                                           {{"X-Anneal-Sha256", Sha256Hex(pkg)}}));
-    spec.source = up["package"].get<std::string>();
+    ANNEAL_RETURN_IF_ERROR(CheckSourceFolder(source_dir));
+    spec.source = source_dir;
   }
-  const std::string key = o.idempotency_key.empty() ? RandomHex(16) : o.idempotency_key;
-  auto posted = PostJob(conn.client.get(), spec.ToJson(), key, o.retry_s);
-  if (!posted.ok()) return posted.status().Annotate(o.file);
-  const std::string id = (*posted)["id"].get<std::string>();
-  std::printf("%s\n", id.c_str());
-  std::fflush(stdout);
-  if (!o.wait && !o.target.local) return Status::Ok();
+  std::printf("%s\n", spec.ToJson().dump(2).c_str());
+  std::fprintf(stderr,
+               "dry run: %s is a valid job spec (above, resolved); nothing was submitted. The server's own checks "
+               "(capacity, quotas, the execution role) run at a real submit.\n",
+               o.file.c_str());
+  return Status::Ok();
+}
+
+// Follows a submitted job to its end (or the user's detaching) and says how it ended.
+Status FollowSubmitted(Connection& conn, const JobSpec& spec, const std::string& id, const SubmitOptions& o) {
   SignalCounter counting;
   FollowSignals f;
   f.local = o.target.local;
   f.grace_s = spec.grace_period_s;
   f.url = conn.client->url();
   auto final_state = WaitJob(conn.client.get(), id, o.quiet, &f);
-  const std::string hint_flags = o.target.local ? " --local" : "";
   if (conn.embedded) {
     // Detached: the agents are left to find the server gone. Otherwise they report their end first.
     if (!f.detached) conn.embedded->Drain(spec.grace_period_s + 30);
@@ -318,7 +308,29 @@ Status RunSubmit(const SubmitOptions& o) {
                                 "could: submit the spec again to resume from " +
                                 (spec.checkpoint_uri.empty() ? std::string("it") : spec.checkpoint_uri));
   }
-  return JobOutcome(j, hint_flags);
+  return JobOutcome(j, o.target.local ? " --local" : "");
+}
+
+Status RunSubmit(const SubmitOptions& o) {
+  std::string source_dir;
+  ANNEAL_ASSIGN_OR_RETURN(JobSpec spec, ResolveSpec(o, &source_dir));
+  if (o.dry_run) return PrintDryRun(o, spec, source_dir);
+  ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(o.target, true));
+  if (!spec.source.empty()) {
+    ANNEAL_ASSIGN_OR_RETURN(std::string pkg, PackSource(source_dir));
+    std::fprintf(stderr, "packed source %s: %.1f KB\n", source_dir.c_str(), pkg.size() / 1024.0);
+    ANNEAL_ASSIGN_OR_RETURN(json up, conn.client->PostRaw("/v1/packages", pkg, "application/gzip",
+                                                           {{"X-Anneal-Sha256", Sha256Hex(pkg)}}));
+    spec.source = up["package"].get<std::string>();
+  }
+  const std::string key = o.idempotency_key.empty() ? RandomHex(16) : o.idempotency_key;
+  auto posted = PostJob(conn.client.get(), spec.ToJson(), key, o.retry_s);
+  if (!posted.ok()) return posted.status().Annotate(o.file);
+  const std::string id = (*posted)["id"].get<std::string>();
+  std::printf("%s\n", id.c_str());
+  std::fflush(stdout);
+  if (!o.wait && !o.target.local) return Status::Ok();
+  return FollowSubmitted(conn, spec, id, o);
 }
 
 }  // namespace

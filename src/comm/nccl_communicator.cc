@@ -19,9 +19,10 @@
 #include <mutex>
 #include <thread>
 
-#include "core/progress.h"
 #include "comm/communicator.h"
 #include "comm/peer_monitor.h"
+#include "core/clock.h"
+#include "core/progress.h"
 
 namespace anneal {
 
@@ -318,7 +319,7 @@ Result<std::unique_ptr<Communicator>> ConnectNccl(Store* store, const CommOption
                        std::to_string(o.global_rank) + " within " + std::to_string(o.timeout.count() / 1000) + " s: " +
                        (state == ncclInProgress ? std::string("a peer never arrived") : ncclGetErrorString(state)));
     }
-    std::this_thread::sleep_for(milliseconds(1));
+    Clock::Real().SleepFor(0.001);
   }
   cudaStream_t stream = nullptr;
   float* scratch = nullptr;

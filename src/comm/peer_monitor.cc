@@ -1,4 +1,5 @@
 #include "comm/peer_monitor.h"
+#include "core/clock.h"
 
 #include <unistd.h>
 
@@ -109,7 +110,7 @@ std::string PeerMonitor::Diagnose(const std::string& what, const std::string& tr
   std::map<int, int64_t> a, b;
   Status s = snapshot(&a);
   if (s.ok()) {
-    std::this_thread::sleep_for(o_.heartbeat_interval * 5 / 2);
+    Clock::Real().SleepFor(2.5 * std::chrono::duration<double>(o_.heartbeat_interval).count());
     s = snapshot(&b);
   }
   std::vector<int> lost;

@@ -15,12 +15,12 @@
 
 #include "core/checksum.h"
 #include "comm/peer_monitor.h"
+#include "core/clock.h"
 
 namespace anneal {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr size_t kLine = 64;
 
 // Host name, boot id and network namespace: ranks in different network namespaces (containers,
@@ -70,7 +70,7 @@ Result<std::unique_ptr<ShmGroup>> ShmGroup::Create(Store* store, const CommOptio
   if (!same || n < 2) return std::unique_ptr<ShmGroup>();
   // 2. Group rank 0 creates the segment (a name unique to this store prefix and group), the others open it.
   ANNEAL_ASSIGN_OR_RETURN(std::string nonce, me == 0 ? Result<std::string>(HexU64(Xxh64(id + std::to_string(::getpid()) +
-                                                                                      std::to_string(Clock::now().time_since_epoch().count()))))
+                                                                                      std::to_string(static_cast<int64_t>(WallSeconds() * 1e9)))))
                                                      : store->Get(o.group + "/shm/name", o.timeout));
   const std::string name = "/anneal-" + nonce;
   const size_t bytes = n * sizeof(Header) + static_cast<size_t>(n + 1) * SlotBytes(n);
@@ -99,7 +99,7 @@ Result<std::unique_ptr<ShmGroup>> ShmGroup::Create(Store* store, const CommOptio
   return std::unique_ptr<ShmGroup>(new ShmGroup(base, bytes, me, n, o.members));
 }
 
-Status ShmGroup::WaitAll(int which, uint64_t seq, Clock::time_point deadline, const char* stage) {
+Status ShmGroup::WaitAll(int which, uint64_t seq, double deadline, const char* stage) {
   for (int r = 0; r < size_; ++r) {
     Header* h = header(r);
     std::atomic<uint64_t>& c = which == 0 ? h->posted : which == 1 ? h->reduced : h->done;
@@ -109,7 +109,7 @@ Status ShmGroup::WaitAll(int which, uint64_t seq, Clock::time_point deadline, co
         continue;
       }
       std::this_thread::yield();
-      if ((spins & 1023) == 0 && Clock::now() > deadline) {
+      if ((spins & 1023) == 0 && MonotonicSeconds() > deadline) {
         return PeerError("timed out in shared memory waiting for rank " + std::to_string(members_[r]) + " to " + stage);
       }
     }
@@ -119,7 +119,7 @@ Status ShmGroup::WaitAll(int which, uint64_t seq, Clock::time_point deadline, co
 
 template <typename T>
 Status ShmGroup::Reduce(T* x, size_t n, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const double deadline = MonotonicSeconds() + std::chrono::duration<double>(timeout).count();
   const size_t chunk = slot_bytes_ / sizeof(T);
   if (n * sizeof(T) <= kSmallBytes) {
     // Latency-bound: one barrier. Everyone posts, then everyone sums all slots itself, in rank order
@@ -178,7 +178,7 @@ template <typename E>
 Status ShmGroup::ReduceScatter(const typename E::T* x, const std::vector<size_t>& counts, typename E::T* y,
                                std::chrono::milliseconds timeout) {
   using T = typename E::T;
-  const auto deadline = Clock::now() + timeout;
+  const double deadline = MonotonicSeconds() + std::chrono::duration<double>(timeout).count();
   std::vector<size_t> lo(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];
   const size_t total = lo[size_], chunk = slot_bytes_ / sizeof(T);
@@ -219,7 +219,7 @@ Status ShmGroup::ReduceScatterSumBf16(const uint16_t* x, const std::vector<size_
 }
 
 Status ShmGroup::AllGatherVBytes(void* xv, const std::vector<size_t>& counts, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const double deadline = MonotonicSeconds() + std::chrono::duration<double>(timeout).count();
   char* x = static_cast<char*>(xv);
   std::vector<size_t> lo(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) lo[r + 1] = lo[r] + counts[r];

@@ -68,7 +68,7 @@ class ShmGroup {
   char* slot(int r) const;
   char* result() const;
   // Waits until counter `which` of every rank is >= seq; a timeout names the first rank missing.
-  Status WaitAll(int which, uint64_t seq, std::chrono::steady_clock::time_point deadline, const char* stage);
+  Status WaitAll(int which, uint64_t seq, double deadline, const char* stage);  // deadline: MonotonicSeconds()
 
   void* base_;
   size_t bytes_;

@@ -19,13 +19,13 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/env.h"
 
 namespace anneal {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 // Wire protocol (one request, one response, in order, per connection; integers little-endian):
@@ -139,8 +139,9 @@ class TcpStoreServerImpl : public TcpStoreServer {
             cv_.notify_all();
             break;
           case kGet: {
-            const auto deadline = Clock::now() + milliseconds(arg);
-            while (!stopping_ && !kv_.count(key) && cv_.wait_until(l, deadline) != std::cv_status::timeout) {
+            const double deadline = MonotonicSeconds() + arg / 1000.0;
+            for (double left; !stopping_ && !kv_.count(key) && (left = deadline - MonotonicSeconds()) > 0;) {
+              Clock::Real().WaitFor(cv_, l, left);
             }
             auto it = kv_.find(key);
             if (it == kv_.end()) status = 1; else out = it->second;
@@ -265,15 +266,15 @@ class FileStore : public Store {
     return Env::Default().WriteFileAtomic(PathOf(k), v);
   }
   Result<std::string> Get(const std::string& k, milliseconds timeout) override {
-    const auto deadline = Clock::now() + timeout;
+    const double deadline = MonotonicSeconds() + std::chrono::duration<double>(timeout).count();
     for (;;) {
       ANNEAL_ASSIGN_OR_RETURN(auto v, TryGet(k));
       if (v) return *v;
-      if (Clock::now() >= deadline) {
+      if (MonotonicSeconds() >= deadline) {
         return PeerError("key '" + k + "' did not appear in " + Describe() + " within " +
                          std::to_string(timeout.count() / 1000) + " s: a peer rank never arrived");
       }
-      std::this_thread::sleep_for(milliseconds(10));
+      Clock::Real().SleepFor(0.01);
     }
   }
   Result<std::optional<std::string>> TryGet(const std::string& k) override {
@@ -341,7 +342,7 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
 Result<std::unique_ptr<Store>> ConnectTcpStore(const std::string& host, int port, milliseconds connect_timeout) {
   ANNEAL_ASSIGN_OR_RETURN(sockaddr_in a, Resolve(host, port));
   const std::string where = host + ":" + std::to_string(port);
-  const auto deadline = Clock::now() + connect_timeout;
+  const double deadline = MonotonicSeconds() + std::chrono::duration<double>(connect_timeout).count();
   std::string last;
   for (;;) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -355,13 +356,13 @@ Result<std::unique_ptr<Store>> ConnectTcpStore(const std::string& host, int port
     }
     last = Errno();
     ::close(fd);
-    if (Clock::now() >= deadline) {
+    if (MonotonicSeconds() >= deadline) {
       return PeerError("cannot reach the rendezvous store at " + where + " within " +
                        std::to_string(connect_timeout.count() / 1000) + " s (" + last +
                        "): is node 0's `anneal launch` running, and is ANNEAL_STORE (or --master-addr) an address "
                        "this machine can reach?");
     }
-    std::this_thread::sleep_for(milliseconds(100));
+    Clock::Real().SleepFor(0.1);
   }
 }
 

@@ -70,7 +70,7 @@ class Server : public ControlServer {
     listener_ = std::thread([this] { http_->listen_after_bind(); });
     // cpp-httplib's stop() does nothing until the listener runs: a server stopped right after its start
     // (a CLI's read-only --local server) would otherwise leave it accepting, and Stop() waiting on it.
-    for (int i = 0; i < 5000 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && !http_->is_running(); ++i) Clock::Real().SleepFor(0.001);
     if (o_.schedule) scheduler_->Start();
     return Status::Ok();
   }
@@ -339,7 +339,7 @@ void Server::Drain(double timeout_s) {
   while (WallSeconds() < deadline) {
     auto left = store_->Instances();
     if (!left.ok() || left->empty()) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Clock::Real().SleepFor(0.05);
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/crypto.h"
 
 namespace anneal {
@@ -24,7 +25,7 @@ Result<int> RemoteExec(Store* store, const std::string& prefix, const std::strin
   for (;;) {
     ANNEAL_ASSIGN_OR_RETURN(std::optional<std::string> code, store->TryGet(prefix + std::to_string(seq) + "/exit"));
     if (code) return std::atoi(code->c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Clock::Real().SleepFor(0.05);
   }
 }
 
