@@ -725,49 +725,61 @@ Status VerifyCheckpoint(ObjectStore& store, const std::string& name) {
   return InvalidInput(msg + "\ndelete it (anneal ckpt rm) to resume from the previous one");
 }
 
-Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const CheckpointTensors& ts, TrainerState* state) {
-  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, ckpt));
-  const ModelConfig& c = *ts.model;
-  if (m.value("model", json()) != ModelJson(c)) {
-    return InvalidInput("checkpoint " + ckpt + " holds a model of shape " + m.value("model", json()).dump() +
-                        " but this run's model is " + ModelJson(c).dump() +
-                        ": use the checkpoint's model settings, or another checkpoint_dir");
+namespace {
+
+// One checkpoint's tensors, read part by part: files are fetched (and their size and checksum
+// verified) the first time a needed part is in them.
+class CheckpointParts {
+ public:
+  CheckpointParts(ObjectStore& store, std::string ckpt, const json& manifest)
+      : store_(store), ckpt_(std::move(ckpt)), m_(manifest), v1_(manifest.at("version") == 1) {
+    for (const auto& f : m_.at("files")) file_info_[f.at("name").get<std::string>()] = f;
   }
-  auto corrupt = [&](const std::string& what) {
-    return InvalidInput("checkpoint " + ckpt + " in " + store.Describe() + ": " + what +
+
+  Status Corrupt(const std::string& what) const {
+    return InvalidInput("checkpoint " + ckpt_ + " in " + store_.Describe() + ": " + what +
                         ": the checkpoint is corrupt; delete it (anneal ckpt rm) to resume from the previous one");
-  };
-  std::map<std::string, json> file_info;
-  for (const auto& f : m.at("files")) file_info[f.at("name").get<std::string>()] = f;
-  // Files are opened (and their size and checksum verified) the first time a needed part is in them.
-  std::map<std::string, std::unique_ptr<SafeTensorsReader>> readers;
-  auto reader = [&](const std::string& name) -> Result<SafeTensorsReader*> {
-    if (auto it = readers.find(name); it != readers.end()) return it->second.get();
-    if (!file_info.count(name)) return corrupt("file " + name + " is not listed in the manifest");
-    const std::string key = ckpt + "/" + name;
-    auto bytes = store.Get(key);
-    if (!bytes.ok() && bytes.status().code() != Code::kNotFound) return bytes.status();
-    if (!bytes.ok() || bytes->size() != file_info[name].at("bytes").get<uint64_t>()) {
-      return corrupt("file " + key + " is missing or has the wrong size");
-    }
-    if (HexU64(Xxh64(*bytes)) != file_info[name].at("xxh64").get<std::string>()) {
-      return corrupt("file " + key + " fails its checksum");
-    }
-    ANNEAL_ASSIGN_OR_RETURN(auto r, SafeTensorsReader::FromBytes(std::move(bytes).value(), key));
-    return (readers[name] = std::move(r)).get();
-  };
-  // The parts of a tensor, each a box of it and a range of the box's elements; version 1 kept one
-  // whole tensor per entry, and a part with a range but no box is a range of the whole tensor.
+  }
+
+  // [lo, hi) of the flat buffer of tensor `key` into dst: the box's elements there, padding rows zero.
+  Status FillRange(const std::string& key, const ParamInfo& p, size_t lo, size_t hi, float* dst) {
+    std::fill(dst, dst + (hi - lo), 0.0f);
+    const size_t a = lo - p.offset, b = std::min(hi - p.offset, p.size);
+    if (a >= b) return Status::Ok();
+    if (a == 0 && b == p.size) return Fill(key, p, MakeBoxPart(p.box_offset, p.box_length), dst);  // the whole box
+    const BoxPart want = MakeBoxPart(p.box_offset, p.box_length, static_cast<int64_t>(a), static_cast<int64_t>(b - a));
+    return Fill(key, p, want, dst);
+  }
+
+ private:
+  // A part of a tensor: a box of it and a range of the box's elements; version 1 kept one whole
+  // tensor per entry, and a part with a range but no box is a range of the whole tensor.
   struct Part {
     std::string file;
     BoxPart box;
   };
-  const bool v1 = m.at("version") == 1;
-  auto parts_of = [&](const std::string& key, const ParamInfo& p) -> Result<std::vector<Part>> {
-    const json& t = m.at("tensors").value(key, json());
-    if (t.is_null()) return corrupt("tensor " + key + " is missing from the manifest");
+
+  Result<SafeTensorsReader*> Reader(const std::string& name) {
+    if (auto it = readers_.find(name); it != readers_.end()) return it->second.get();
+    if (!file_info_.count(name)) return Corrupt("file " + name + " is not listed in the manifest");
+    const std::string key = ckpt_ + "/" + name;
+    auto bytes = store_.Get(key);
+    if (!bytes.ok() && bytes.status().code() != Code::kNotFound) return bytes.status();
+    if (!bytes.ok() || bytes->size() != file_info_[name].at("bytes").get<uint64_t>()) {
+      return Corrupt("file " + key + " is missing or has the wrong size");
+    }
+    if (HexU64(Xxh64(*bytes)) != file_info_[name].at("xxh64").get<std::string>()) {
+      return Corrupt("file " + key + " fails its checksum");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(auto r, SafeTensorsReader::FromBytes(std::move(bytes).value(), key));
+    return (readers_[name] = std::move(r)).get();
+  }
+
+  Result<std::vector<Part>> PartsOf(const std::string& key, const ParamInfo& p) const {
+    const json& t = m_.at("tensors").value(key, json());
+    if (t.is_null()) return Corrupt("tensor " + key + " is missing from the manifest");
     std::vector<Part> out;
-    const json parts = v1 ? json::array({t}) : t.at("parts");
+    const json parts = v1_ ? json::array({t}) : t.at("parts");
     try {
       for (const json& part : parts) {
         std::vector<int64_t> off(p.shape.size(), 0), len = p.shape;
@@ -776,7 +788,7 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const Checkpo
           len = part.at("box").at("length").get<std::vector<int64_t>>();
         }
         if (off.size() != p.shape.size() || len.size() != p.shape.size()) {
-          return corrupt("a part of " + key + " has a box of the wrong rank");
+          return Corrupt("a part of " + key + " has a box of the wrong rank");
         }
         int64_t start = 0, count = -1;
         if (part.contains("range")) {
@@ -786,73 +798,91 @@ Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const Checkpo
         out.push_back({part.at("file"), MakeBoxPart(off, len, start, count)});
       }
     } catch (const std::exception& e) {
-      return corrupt(std::string("a part of ") + key + " is malformed (" + e.what() + ")");
+      return Corrupt(std::string("a part of ") + key + " is malformed (" + e.what() + ")");
     }
     return out;
-  };
+  }
+
   // Fills dst with the elements of `want` (a part of tensor `key`) from whichever stored parts hold them.
-  auto fill = [&](const std::string& key, const ParamInfo& p, const BoxPart& want, float* dst) -> Status {
-    ANNEAL_ASSIGN_OR_RETURN(std::vector<Part> parts, parts_of(key, p));
+  Status Fill(const std::string& key, const ParamInfo& p, const BoxPart& want, float* dst) {
+    ANNEAL_ASSIGN_OR_RETURN(std::vector<Part> parts, PartsOf(key, p));
     size_t covered = 0;
     for (const Part& part : parts) {
       if (CopyOverlap(part.box, nullptr, want, nullptr, /*count_only=*/true) == 0) continue;
-      ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader(part.file));
+      ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, Reader(part.file));
       ANNEAL_ASSIGN_OR_RETURN(std::vector<float> v, r->ReadF32(key));
       if (static_cast<int64_t>(v.size()) != part.box.elements()) {
-        return corrupt("tensor " + key + " in " + part.file + " has the wrong size");
+        return Corrupt("tensor " + key + " in " + part.file + " has the wrong size");
       }
       covered += CopyOverlap(part.box, v.data(), want, dst);
     }
     if (covered != static_cast<size_t>(want.elements())) {
-      return corrupt("its parts of " + key + " cover " + std::to_string(covered) + " of the " +
+      return Corrupt("its parts of " + key + " cover " + std::to_string(covered) + " of the " +
                      std::to_string(want.elements()) + " elements needed");
     }
     return Status::Ok();
-  };
+  }
+
+  ObjectStore& store_;
+  const std::string ckpt_;
+  const json& m_;
+  const bool v1_;
+  std::map<std::string, json> file_info_;
+  std::map<std::string, std::unique_ptr<SafeTensorsReader>> readers_;
+};
+
+// The optimizer's moments of this rank's range, from the checkpoint's opt.m.* and opt.v.*.
+Status LoadMoments(CheckpointParts& parts, const json& m, const std::string& ckpt, const CheckpointTensors& ts) {
+  if (!m.at("tensors").contains("opt.m.wte.weight")) {
+    return InvalidInput("checkpoint " + ckpt + " holds no optimizer state (weights only)");
+  }
+  for (const char* which : {"m", "v"}) {
+    HostWrite mom(*ts.backend, which[0] == 'm' ? ts.m : ts.v, ts.moment_floats());
+    for (const ParamInfo& p : ts.layout->params()) {
+      const size_t lo = std::max(ts.begin, p.offset), hi = std::min(ts.end, p.offset + p.stored_size);
+      if (lo < hi) {
+        ANNEAL_RETURN_IF_ERROR(parts.FillRange(std::string("opt.") + which + "." + p.name, p, lo, hi, mom.data() + (lo - ts.begin)));
+      }
+    }
+    mom.Commit();
+  }
+  return Status::Ok();
+}
+
+void LoadTrainerState(const json& m, const CheckpointTensors& ts, TrainerState* state) {
+  const json& t = m.at("trainer");
+  state->step = t.at("step");
+  state->updates = t.at("updates");
+  state->bad_steps = t.at("bad_steps");
+  state->skipped_total = t.at("skipped_total");
+  state->loader.seed = t.at("loader").at("seed");
+  state->loader.samples = t.at("loader").at("samples");
+  if (ts.set_updates) ts.set_updates(state->updates);
+}
+
+}  // namespace
+
+Status LoadCheckpoint(ObjectStore& store, const std::string& ckpt, const CheckpointTensors& ts, TrainerState* state) {
+  ANNEAL_ASSIGN_OR_RETURN(json m, ReadManifest(store, ckpt));
+  const ModelConfig& c = *ts.model;
+  if (m.value("model", json()) != ModelJson(c)) {
+    return InvalidInput("checkpoint " + ckpt + " holds a model of shape " + m.value("model", json()).dump() +
+                        " but this run's model is " + ModelJson(c).dump() +
+                        ": use the checkpoint's model settings, or another checkpoint_dir");
+  }
+  CheckpointParts parts(store, ckpt, m);
   // Into the canonical parameters (fp32 masters where the optimizer keeps them; else the model's,
   // rounded to its compute dtype), then the working copy from the masters.
-  // [lo, hi) of the flat buffer of tensor `key` into dst: the box's elements there, padding rows zero.
-  auto fill_range = [&](const std::string& key, const ParamInfo& p, size_t lo, size_t hi, float* dst) -> Status {
-    std::fill(dst, dst + (hi - lo), 0.0f);
-    const size_t a = lo - p.offset, b = std::min(hi - p.offset, p.size);
-    if (a >= b) return Status::Ok();
-    if (a == 0 && b == p.size) return fill(key, p, MakeBoxPart(p.box_offset, p.box_length), dst);  // the whole box
-    const BoxPart want = MakeBoxPart(p.box_offset, p.box_length, static_cast<int64_t>(a), static_cast<int64_t>(b - a));
-    return fill(key, p, want, dst);
-  };
   HostWrite params(*ts.backend, ts.params, ts.param_floats());
   const size_t pb = ts.param_begin(), pe = pb + ts.param_floats();
   for (const ParamInfo& p : ts.layout->params()) {
     const size_t lo = std::max(pb, p.offset), hi = std::min(pe, p.offset + p.stored_size);
-    if (lo < hi) ANNEAL_RETURN_IF_ERROR(fill_range("param." + p.name, p, lo, hi, params.data() + (lo - pb)));
+    if (lo < hi) ANNEAL_RETURN_IF_ERROR(parts.FillRange("param." + p.name, p, lo, hi, params.data() + (lo - pb)));
   }
   params.Commit();
   if (ts.loaded) ts.loaded();
-  if (ts.has_optimizer()) {
-    if (!m.at("tensors").contains("opt.m.wte.weight")) {
-      return InvalidInput("checkpoint " + ckpt + " holds no optimizer state (weights only)");
-    }
-    for (const char* which : {"m", "v"}) {
-      HostWrite mom(*ts.backend, which[0] == 'm' ? ts.m : ts.v, ts.moment_floats());
-      for (const ParamInfo& p : ts.layout->params()) {
-        const size_t lo = std::max(ts.begin, p.offset), hi = std::min(ts.end, p.offset + p.stored_size);
-        if (lo < hi) {
-          ANNEAL_RETURN_IF_ERROR(fill_range(std::string("opt.") + which + "." + p.name, p, lo, hi, mom.data() + (lo - ts.begin)));
-        }
-      }
-      mom.Commit();
-    }
-  }
-  if (state) {
-    const json& t = m.at("trainer");
-    state->step = t.at("step");
-    state->updates = t.at("updates");
-    state->bad_steps = t.at("bad_steps");
-    state->skipped_total = t.at("skipped_total");
-    state->loader.seed = t.at("loader").at("seed");
-    state->loader.samples = t.at("loader").at("samples");
-    if (ts.set_updates) ts.set_updates(state->updates);
-  }
+  if (ts.has_optimizer()) ANNEAL_RETURN_IF_ERROR(LoadMoments(parts, m, ckpt, ts));
+  if (state) LoadTrainerState(m, ts, state);
   return Status::Ok();
 }
 

@@ -196,102 +196,148 @@ Result<ModelConfig> ReadHfConfig(const std::string& dir) {
   return fam->FromHfConfig(*text, config_path);
 }
 
-Result<HfModel> ImportHfFolder(const std::string& dir) {
-  HfModel out;
-  ANNEAL_ASSIGN_OR_RETURN(out.config, ReadHfConfig(dir));
-  const ModelFamily* fam = &FamilyOf(out.config);
-  const ParamLayout layout(out.config);
-  // Which file holds each tensor: the index, or the one file.
-  std::map<std::string, std::string> where;
-  auto index_text = ReadText(dir + "/model.safetensors.index.json");
-  if (index_text.ok()) {
-    json idx = json::parse(*index_text, nullptr, false);
-    if (idx.is_discarded() || !idx.contains("weight_map") || !idx.at("weight_map").is_object()) {
-      return InvalidInput(dir + "/model.safetensors.index.json has no \"weight_map\" object");
-    }
-    for (const auto& [k, v] : idx.at("weight_map").items()) {
-      if (!v.is_string()) return InvalidInput(dir + "/model.safetensors.index.json: the file of " + k + " is not a name");
-      where[k] = v.get<std::string>();
-    }
-  }
-  std::map<std::string, std::unique_ptr<SafeTensorsReader>> readers;
-  auto reader = [&](const std::string& file) -> Result<SafeTensorsReader*> {
-    if (auto it = readers.find(file); it != readers.end()) return it->second.get();
-    if (file.find('/') != std::string::npos) return InvalidInput("shard name " + file + " in the index has a slash");
-    auto r = SafeTensorsReader::Open(Env::Default(), dir + "/" + file);
-    if (!r.ok()) {
-      return InvalidInput((fs::exists(dir + "/" + file) ? "" : "missing shard: ") + r.status().message());
-    }
-    return (readers[file] = std::move(r).value()).get();
-  };
-  if (where.empty()) {  // one file: every tensor in it
-    if (!fs::exists(dir + "/model.safetensors")) {
-      return InvalidInput("no model.safetensors or model.safetensors.index.json in " + dir +
-                          " (anneal reads safetensors weights, not pytorch_model.bin)");
-    }
-    ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader("model.safetensors"));
-    for (const auto& [k, e] : r->tensors()) where[k] = "model.safetensors";
-  }
-  // Every tensor found and checked (name, shape, dtype) before the model's memory is allocated: a
-  // config.json describing another (or an absurd) model fails here, naming a tensor.
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& s) {
+  std::string o = "[";
+  for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
+  return o + "]";
+}
+
+bool EndsWith(const std::string& name, const char* s) {
+  return name.size() >= std::strlen(s) && name.compare(name.size() - std::strlen(s), std::string::npos, s) == 0;
+}
+
+// A Hugging Face model folder's weights: which file holds each tensor (the index, or the one file),
+// each file opened once.
+class HfWeights {
+ public:
+  explicit HfWeights(std::string dir) : dir_(std::move(dir)) {}
+
+  // A tensor the model needs, found and checked.
   struct Found {
     const ModelFamily::HfTensor* spec;
     std::string name;
     SafeTensorsReader* reader;
     Assembly a;
   };
-  std::vector<Found> found;
-  std::set<std::string> used;
-  const std::vector<ModelFamily::HfTensor> specs = fam->HfTensors(out.config);
-  for (const ModelFamily::HfTensor& t : specs) {
+
+  Status Index() {
+    auto index_text = ReadText(dir_ + "/model.safetensors.index.json");
+    if (index_text.ok()) {
+      json idx = json::parse(*index_text, nullptr, false);
+      if (idx.is_discarded() || !idx.contains("weight_map") || !idx.at("weight_map").is_object()) {
+        return InvalidInput(dir_ + "/model.safetensors.index.json has no \"weight_map\" object");
+      }
+      for (const auto& [k, v] : idx.at("weight_map").items()) {
+        if (!v.is_string()) return InvalidInput(dir_ + "/model.safetensors.index.json: the file of " + k + " is not a name");
+        where_[k] = v.get<std::string>();
+      }
+    }
+    if (!where_.empty()) return Status::Ok();
+    if (!fs::exists(dir_ + "/model.safetensors")) {  // one file: every tensor in it
+      return InvalidInput("no model.safetensors or model.safetensors.index.json in " + dir_ +
+                          " (anneal reads safetensors weights, not pytorch_model.bin)");
+    }
+    ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, Reader("model.safetensors"));
+    for (const auto& [k, e] : r->tensors()) where_[k] = "model.safetensors";
+    return Status::Ok();
+  }
+
+  // Tensor t found and checked (name, shape, dtype) before the model's memory is allocated: a
+  // config.json describing another (or an absurd) model fails here, naming a tensor.
+  Result<Found> Find(const ModelFamily::HfTensor& t, const ParamLayout& layout) {
     std::string name = t.name;
     // GPT-2 folders made by GPT2Model (OpenAI's own) lack the "transformer." prefix.
-    if (!where.count(name) && name.rfind("transformer.", 0) == 0 && where.count(name.substr(12))) name = name.substr(12);
-    if (!where.count(name)) return InvalidInput("tensor " + t.name + " is missing from " + dir);
-    ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, reader(where[name]));
-    if (!r->Has(name)) return InvalidInput("tensor " + name + " is not in " + dir + "/" + where[name] + " as its index says");
-    used.insert(name);
+    if (!where_.count(name) && name.rfind("transformer.", 0) == 0 && where_.count(name.substr(12))) name = name.substr(12);
+    if (!where_.count(name)) return InvalidInput("tensor " + t.name + " is missing from " + dir_);
+    ANNEAL_ASSIGN_OR_RETURN(SafeTensorsReader * r, Reader(where_[name]));
+    if (!r->Has(name)) return InvalidInput("tensor " + name + " is not in " + dir_ + "/" + where_[name] + " as its index says");
+    used_.insert(name);
     const TensorEntry& e = r->tensors().at(name);
     ANNEAL_ASSIGN_OR_RETURN(Assembly a, AssemblyOf(t, layout));
     if (e.shape != a.shape) {
-      auto str = [](const std::vector<int64_t>& s) {
-        std::string o = "[";
-        for (size_t i = 0; i < s.size(); ++i) o += (i ? ", " : "") + std::to_string(s[i]);
-        return o + "]";
-      };
-      return InvalidInput("tensor " + name + " in " + where[name] + " has shape " + str(e.shape) + ", config.json's model needs " + str(a.shape));
+      return InvalidInput("tensor " + name + " in " + where_[name] + " has shape " + ShapeText(e.shape) +
+                          ", config.json's model needs " + ShapeText(a.shape));
     }
     if (e.dtype != "F32" && e.dtype != "BF16" && e.dtype != "F16") {
-      return InvalidInput("tensor " + name + " in " + where[name] + " is " + e.dtype + ": anneal reads F32, BF16 and F16");
+      return InvalidInput("tensor " + name + " in " + where_[name] + " is " + e.dtype + ": anneal reads F32, BF16 and F16");
     }
-    found.push_back({&t, name, r, a});
+    return Found{&t, name, r, a};
+  }
+
+  // Every tensor not used must be one anneal knows to skip: a tied head's copy, attention masks, caches.
+  Status CheckTheRest(const HfModel& m, const ModelFamily& fam) const {
+    for (const auto& [name, file] : where_) {
+      if (used_.count(name)) continue;
+      const bool tied_head = name == "lm_head.weight" && m.config.tie_embeddings;
+      if (tied_head || EndsWith(name, ".attn.bias") || EndsWith(name, ".attn.masked_bias") ||
+          EndsWith(name, "rotary_emb.inv_freq")) {
+        continue;
+      }
+      return InvalidInput("tensor " + name + " in " + dir_ + "/" + file + " is not part of a " + fam.HfArchitecture() +
+                          " anneal knows (a field config.json does not describe?)");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Result<SafeTensorsReader*> Reader(const std::string& file) {
+    if (auto it = readers_.find(file); it != readers_.end()) return it->second.get();
+    if (file.find('/') != std::string::npos) return InvalidInput("shard name " + file + " in the index has a slash");
+    auto r = SafeTensorsReader::Open(Env::Default(), dir_ + "/" + file);
+    if (!r.ok()) {
+      return InvalidInput((fs::exists(dir_ + "/" + file) ? "" : "missing shard: ") + r.status().message());
+    }
+    return (readers_[file] = std::move(r).value()).get();
+  }
+
+  const std::string dir_;
+  std::map<std::string, std::string> where_;
+  std::set<std::string> used_;
+  std::map<std::string, std::unique_ptr<SafeTensorsReader>> readers_;
+};
+
+// A found tensor's values as floats (from F32, BF16 or F16).
+Result<std::vector<float>> ValuesOf(const HfWeights::Found& f) {
+  const TensorEntry& e = f.reader->tensors().at(f.name);
+  ANNEAL_ASSIGN_OR_RETURN(std::string_view bytes, f.reader->Bytes(f.name));
+  std::vector<float> values(e.numel());
+  if (e.dtype == "F32") {
+    std::memcpy(values.data(), bytes.data(), values.size() * 4);
+    return values;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, bytes.data() + 2 * i, 2);
+    values[i] = e.dtype == "BF16" ? Bf16ToFloat(h) : F16ToFloat(h);
+  }
+  return values;
+}
+
+}  // namespace
+
+Result<HfModel> ImportHfFolder(const std::string& dir) {
+  HfModel out;
+  ANNEAL_ASSIGN_OR_RETURN(out.config, ReadHfConfig(dir));
+  const ModelFamily& fam = FamilyOf(out.config);
+  const ParamLayout layout(out.config);
+  HfWeights weights(dir);
+  ANNEAL_RETURN_IF_ERROR(weights.Index());
+  const std::vector<ModelFamily::HfTensor> specs = fam.HfTensors(out.config);
+  std::vector<HfWeights::Found> found;
+  for (const ModelFamily::HfTensor& t : specs) {
+    ANNEAL_ASSIGN_OR_RETURN(HfWeights::Found f, weights.Find(t, layout));
+    found.push_back(f);
   }
   out.params.assign(layout.total_floats(), 0.0f);
-  for (const Found& f : found) {
-    const TensorEntry& e = f.reader->tensors().at(f.name);
-    if (out.dtype.empty()) out.dtype = e.dtype == "F32" ? "f32" : e.dtype == "BF16" ? "bf16" : "f16";
-    ANNEAL_ASSIGN_OR_RETURN(std::string_view bytes, f.reader->Bytes(f.name));
-    std::vector<float> values(e.numel());
-    if (e.dtype == "F32") {
-      std::memcpy(values.data(), bytes.data(), values.size() * 4);
-    } else {
-      for (size_t i = 0; i < values.size(); ++i) {
-        uint16_t h;
-        std::memcpy(&h, bytes.data() + 2 * i, 2);
-        values[i] = e.dtype == "BF16" ? Bf16ToFloat(h) : F16ToFloat(h);
-      }
-    }
+  for (const HfWeights::Found& f : found) {
+    const std::string& dtype = f.reader->tensors().at(f.name).dtype;
+    if (out.dtype.empty()) out.dtype = dtype == "F32" ? "f32" : dtype == "BF16" ? "bf16" : "f16";
+    ANNEAL_ASSIGN_OR_RETURN(std::vector<float> values, ValuesOf(f));
     Scatter(f.a, f.spec->transpose, values, &out.params);
   }
-  // Every other tensor must be one anneal knows to skip: a tied head's copy, attention masks, caches.
-  for (const auto& [name, file] : where) {
-    if (used.count(name)) continue;
-    const bool tied_head = name == "lm_head.weight" && out.config.tie_embeddings;
-    auto ends = [&](const char* s) { return name.size() >= std::strlen(s) && name.compare(name.size() - std::strlen(s), std::string::npos, s) == 0; };
-    if (tied_head || ends(".attn.bias") || ends(".attn.masked_bias") || ends("rotary_emb.inv_freq")) continue;
-    return InvalidInput("tensor " + name + " in " + dir + "/" + file + " is not part of a " + fam->HfArchitecture() +
-                        " anneal knows (a field config.json does not describe?)");
-  }
+  ANNEAL_RETURN_IF_ERROR(weights.CheckTheRest(out, fam));
   return out;
 }
 

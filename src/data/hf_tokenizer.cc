@@ -68,63 +68,59 @@ Result<std::vector<std::string>> MergesOf(const Tokenizer& tok) {
   return TiktokenMerges(tok);
 }
 
-}  // namespace
-
-Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length) {
-  const uint32_t V = tok.vocab_size();
-  const bool gpt2 = tok.rule() == PreTokenizer::kGpt2;
-  // token -> id in id order. Appended to the ordered map's vector directly: its operator[] searches
-  // the keys linearly (quadratic over a vocabulary); the keys are distinct tokens.
+// token -> id in id order. Appended to the ordered map's vector directly: its operator[] searches the
+// keys linearly (quadratic over a vocabulary); the keys are distinct tokens.
+nlohmann::ordered_json VocabOf(const Tokenizer& tok) {
   nlohmann::ordered_json vocab = nlohmann::ordered_json::object();
   auto& entries = static_cast<std::vector<std::pair<const std::string, nlohmann::ordered_json>>&>(
       vocab.get_ref<nlohmann::ordered_json::object_t&>());
-  entries.reserve(V);
-  for (uint32_t id = 0; id < V; ++id) {
+  entries.reserve(tok.vocab_size());
+  for (uint32_t id = 0; id < tok.vocab_size(); ++id) {
     if (tok.IsSpecial(id)) {
       entries.emplace_back(std::string(tok.TokenBytes(id)), id);
     } else if (!tok.TokenBytes(id).empty()) {
       entries.emplace_back(ByteLevelText(tok.TokenBytes(id)), id);
     }
   }
-  ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> merge_list, MergesOf(tok));
-  const std::string bos(tok.TokenBytes(tok.bos())), eos(tok.TokenBytes(tok.eos()));
-  nlohmann::ordered_json config = {{"tokenizer_class", gpt2 ? "GPT2TokenizerFast" : "PreTrainedTokenizerFast"},
-                                   {"model_max_length", max_length}};
-  if (gpt2) config["add_prefix_space"] = false;
-  config["bos_token"] = bos;
-  config["eos_token"] = eos;
-  if (gpt2) config["unk_token"] = eos;
-  config["clean_up_tokenization_spaces"] = false;
-  nlohmann::ordered_json special = {{"bos_token", bos}, {"eos_token", eos}};
-  if (gpt2) special["unk_token"] = eos;
-  // tokenizer.json: the same vocabulary and merges for the tokenizers library (fast tokenizers,
-  // Tokenizers.js). GPT-2: byte-level pre-tokenization with GPT-2's pattern. The others: a Split on
-  // the encoding's pattern, then byte-level without its own regex (how transformers writes Llama 3's
-  // and the tiktoken encodings). Decoding is byte-level. Llama 3's post-processor puts
-  // <|begin_of_text|> first, as prep does before each document (and as Meta's tokenizer.json does);
-  // the others add nothing.
+  return vocab;
+}
+
+// tokenizer.json's pre-tokenizer and post-processor (the decoder is byte-level). GPT-2: byte-level
+// pre-tokenization with GPT-2's pattern. The others: a Split on the encoding's pattern, then
+// byte-level without its own regex (how transformers writes Llama 3's and the tiktoken encodings).
+// Llama 3's post-processor puts <|begin_of_text|> first, as prep does before each document (and as
+// Meta's tokenizer.json does); the others add nothing.
+void PreAndPost(const Tokenizer& tok, const nlohmann::ordered_json& byte_level, nlohmann::ordered_json* pre,
+                nlohmann::ordered_json* post) {
+  *pre = byte_level;
+  if (tok.rule() != PreTokenizer::kGpt2) {
+    *pre = {{"type", "Sequence"},
+            {"pretokenizers",
+             {{{"type", "Split"}, {"pattern", {{"Regex", std::string(PatternOf(tok.rule()))}}}, {"behavior", "Isolated"},
+               {"invert", false}},
+              byte_level}}};
+  }
+  *post = byte_level;
+  if (tok.bos() == tok.eos()) return;
+  const std::string bos(tok.TokenBytes(tok.bos()));
+  *post = {{"type", "TemplateProcessing"},
+           {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+           {"pair",
+            {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
+             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+             {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
+             {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+           {"special_tokens", {{bos, {{"id", bos}, {"ids", {tok.bos()}}, {"tokens", {bos}}}}}}};
+}
+
+// tokenizer.json: the vocabulary and merges for the tokenizers library (fast tokenizers, Tokenizers.js).
+std::string FastTokenizerJson(const Tokenizer& tok, const nlohmann::ordered_json& vocab,
+                              const std::vector<std::string>& merge_list) {
+  const bool gpt2 = tok.rule() == PreTokenizer::kGpt2;
   const nlohmann::ordered_json byte_level = {
       {"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", gpt2}};
-  nlohmann::ordered_json pre = byte_level;
-  if (!gpt2) {
-    pre = {{"type", "Sequence"},
-           {"pretokenizers",
-            {{{"type", "Split"}, {"pattern", {{"Regex", std::string(PatternOf(tok.rule()))}}}, {"behavior", "Isolated"},
-              {"invert", false}},
-             byte_level}}};
-  }
-  nlohmann::ordered_json post = byte_level;
-  const bool add_bos = tok.bos() != tok.eos();
-  if (add_bos) {
-    post = {{"type", "TemplateProcessing"},
-            {"single", {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-            {"pair",
-             {{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
-              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-              {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
-              {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
-            {"special_tokens", {{bos, {{"id", bos}, {"ids", {tok.bos()}}, {"tokens", {bos}}}}}}};
-  }
+  nlohmann::ordered_json pre, post;
+  PreAndPost(tok, byte_level, &pre, &post);
   nlohmann::ordered_json added = nlohmann::ordered_json::array();
   for (const auto& [text, id] : tok.SpecialTokens()) {
     added.push_back({{"id", id}, {"content", text}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
@@ -143,7 +139,26 @@ Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const 
        {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
         {"end_of_word_suffix", ""}, {"fuse_unk", false}, {"byte_fallback", false}, {"ignore_merges", !gpt2},
         {"vocab", vocab}, {"merges", merge_list}}}};
-  std::vector<std::pair<std::string, std::string>> files = {{"tokenizer.json", fast.dump() + "\n"},
+  return fast.dump() + "\n";
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> HfTokenizerFiles(const Tokenizer& tok, int max_length) {
+  const bool gpt2 = tok.rule() == PreTokenizer::kGpt2;
+  const nlohmann::ordered_json vocab = VocabOf(tok);
+  ANNEAL_ASSIGN_OR_RETURN(std::vector<std::string> merge_list, MergesOf(tok));
+  const std::string bos(tok.TokenBytes(tok.bos())), eos(tok.TokenBytes(tok.eos()));
+  nlohmann::ordered_json config = {{"tokenizer_class", gpt2 ? "GPT2TokenizerFast" : "PreTrainedTokenizerFast"},
+                                   {"model_max_length", max_length}};
+  if (gpt2) config["add_prefix_space"] = false;
+  config["bos_token"] = bos;
+  config["eos_token"] = eos;
+  if (gpt2) config["unk_token"] = eos;
+  config["clean_up_tokenization_spaces"] = false;
+  nlohmann::ordered_json special = {{"bos_token", bos}, {"eos_token", eos}};
+  if (gpt2) special["unk_token"] = eos;
+  std::vector<std::pair<std::string, std::string>> files = {{"tokenizer.json", FastTokenizerJson(tok, vocab, merge_list)},
                                                             {"tokenizer_config.json", config.dump(2) + "\n"},
                                                             {"special_tokens_map.json", special.dump(2) + "\n"}};
   if (gpt2) {  // the slow GPT2Tokenizer's files too

@@ -6,6 +6,57 @@
 
 namespace anneal {
 
+namespace {
+
+// The dataset's manifest, from its folder or (fastfile) its object store.
+Result<DatasetInfo> ReadDatasetInfo(Env& env, const LoaderOptions& o) {
+  if (!o.remote) return LoadDataset(env, o.dir);
+  auto text = o.remote->get("dataset.json");
+  if (!text.ok()) {
+    return InvalidInput("data.mode fastfile reads " + o.remote->where + " through its dataset.json, which is not there (" +
+                        text.status().message() + "): upload the folder anneal prep wrote, or use data.mode file");
+  }
+  return DatasetInfo::FromJson(*text, o.remote->where + "/dataset.json");
+}
+
+Result<std::unique_ptr<ShardReader>> OpenShard(Env& env, const LoaderOptions& o, const std::string& file) {
+  const std::string path = JoinPath(o.dir, file);
+  if (!o.remote) return ShardReader::Open(env, path);
+  ANNEAL_ASSIGN_OR_RETURN(uint64_t size, o.remote->size(file));
+  auto remote = o.remote;
+  return ShardReader::OpenRemote(
+      path, size, [remote, file](uint64_t off, uint64_t n, std::string* out) { return remote->range(file, off, n, out); },
+      o.remote->block_bytes, o.remote->blocks, o.remote->max_fetches);
+}
+
+// A shard agrees with its manifest entry (token count and width, checksum when asked), or without a
+// manifest holds no token outside the model's vocabulary.
+Status CheckShard(const ShardReader& r, const DatasetInfo& info, const ShardInfo& s, const std::string& path,
+                  const LoaderOptions& o) {
+  if (info.has_manifest) {
+    if (r.tokens() != s.tokens || r.token_bytes() != info.token_bytes) {
+      return InvalidInput("shard " + path + " holds " + std::to_string(r.tokens()) + " tokens of " +
+                          std::to_string(r.token_bytes()) + " bytes but dataset.json says " + std::to_string(s.tokens) +
+                          " of " + std::to_string(info.token_bytes) +
+                          ": the folder mixes datasets; re-run anneal prep into an empty folder");
+    }
+    if (o.verify_checksums && s.xxh64 && !r.remote() && r.Checksum() != *s.xxh64) {
+      return InvalidInput("shard " + path + " is corrupt: its XXH64 is " + HexU64(r.Checksum()) + ", dataset.json says " +
+                          HexU64(*s.xxh64) + "; delete it and re-run anneal prep (it rewrites missing shards)");
+    }
+  } else if (o.vocab_size != 0 && o.verify_checksums) {
+    const uint32_t m = r.MaxToken();
+    if (m >= o.vocab_size) {
+      return InvalidInput("shard " + path + " holds token id " + std::to_string(m) + ", outside the model's vocabulary of " +
+                          std::to_string(o.vocab_size) +
+                          ": it was made with another tokenizer; re-run anneal prep with the model's tokenizer");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<DataLoader>> DataLoader::Open(Env& env, const LoaderOptions& o) {
   if (o.batch < 1 || o.seq_len < 1) return InvalidInput("loader: batch and seq_len must be at least 1");
   if (o.dp_size < 1 || o.dp_rank < 0 || o.dp_rank >= o.dp_size) {
@@ -13,17 +64,7 @@ Result<std::unique_ptr<DataLoader>> DataLoader::Open(Env& env, const LoaderOptio
                         std::to_string(o.dp_size) + ")");
   }
   if (o.split != "train" && o.split != "val") return InvalidInput("loader: split must be train or val");
-  DatasetInfo info;
-  if (o.remote) {
-    auto text = o.remote->get("dataset.json");
-    if (!text.ok()) {
-      return InvalidInput("data.mode fastfile reads " + o.remote->where + " through its dataset.json, which is not there ("
-                          + text.status().message() + "): upload the folder anneal prep wrote, or use data.mode file");
-    }
-    ANNEAL_ASSIGN_OR_RETURN(info, DatasetInfo::FromJson(*text, o.remote->where + "/dataset.json"));
-  } else {
-    ANNEAL_ASSIGN_OR_RETURN(info, LoadDataset(env, o.dir));
-  }
+  ANNEAL_ASSIGN_OR_RETURN(DatasetInfo info, ReadDatasetInfo(env, o));
   if (info.has_manifest && o.vocab_size != 0 && info.vocab_size != o.vocab_size) {
     return InvalidInput("dataset " + o.dir + " was tokenized with '" + info.tokenizer + "' (vocabulary " +
                         std::to_string(info.vocab_size) + ") but the model's vocabulary is " +
@@ -36,42 +77,9 @@ Result<std::unique_ptr<DataLoader>> DataLoader::Open(Env& env, const LoaderOptio
   const uint64_t T = static_cast<uint64_t>(o.seq_len);
   for (const auto& s : info.shards) {
     if (s.split != o.split) continue;
-    std::string path = JoinPath(o.dir, s.file);
-    std::unique_ptr<ShardReader> r;
-    if (o.remote) {
-      ANNEAL_ASSIGN_OR_RETURN(uint64_t size, o.remote->size(s.file));
-      auto remote = o.remote;
-      const std::string key = s.file;
-      ANNEAL_ASSIGN_OR_RETURN(r, ShardReader::OpenRemote(
-                                     path, size,
-                                     [remote, key](uint64_t off, uint64_t n, std::string* out) {
-                                       return remote->range(key, off, n, out);
-                                     },
-                                     o.remote->block_bytes, o.remote->blocks, o.remote->max_fetches));
-    } else {
-      ANNEAL_ASSIGN_OR_RETURN(r, ShardReader::Open(env, path));
-    }
-    if (info.has_manifest) {
-      if (r->tokens() != s.tokens || r->token_bytes() != info.token_bytes) {
-        return InvalidInput("shard " + path + " holds " + std::to_string(r->tokens()) + " tokens of " +
-                            std::to_string(r->token_bytes()) + " bytes but dataset.json says " +
-                            std::to_string(s.tokens) + " of " + std::to_string(info.token_bytes) +
-                            ": the folder mixes datasets; re-run anneal prep into an empty folder");
-      }
-      if (o.verify_checksums && s.xxh64 && !r->remote() && r->Checksum() != *s.xxh64) {
-        return InvalidInput("shard " + path + " is corrupt: its XXH64 is " + HexU64(r->Checksum()) +
-                            ", dataset.json says " + HexU64(*s.xxh64) +
-                            "; delete it and re-run anneal prep (it rewrites missing shards)");
-      }
-    } else if (o.vocab_size != 0 && o.verify_checksums) {
-      uint32_t m = r->MaxToken();
-      if (m >= o.vocab_size) {
-        return InvalidInput("shard " + path + " holds token id " + std::to_string(m) +
-                            ", outside the model's vocabulary of " + std::to_string(o.vocab_size) +
-                            ": it was made with another tokenizer; re-run anneal prep with the model's tokenizer");
-      }
-    }
-    uint64_t n = r->tokens() > T ? (r->tokens() - 1) / T : 0;
+    ANNEAL_ASSIGN_OR_RETURN(std::unique_ptr<ShardReader> r, OpenShard(env, o, s.file));
+    ANNEAL_RETURN_IF_ERROR(CheckShard(*r, info, s, JoinPath(o.dir, s.file), o));
+    const uint64_t n = r->tokens() > T ? (r->tokens() - 1) / T : 0;
     total += r->tokens();
     first.push_back(first.back() + n);
     shards.push_back(std::move(r));

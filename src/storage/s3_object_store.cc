@@ -351,6 +351,75 @@ class S3ObjectStore : public ObjectStore {
     return InvalidInput(what);
   }
 
+  // The request's header lines, signed (SigV4) at this moment.
+  std::vector<std::string> SignedHeaders(const std::string& method, const std::string& path,
+                                         const std::map<std::string, std::string>& query,
+                                         const std::map<std::string, std::string>& extra_headers,
+                                         const std::string& payload_sha) const {
+    SigV4Request req;
+    req.method = method;
+    req.path = path;
+    req.query = query;
+    req.payload_sha256 = payload_sha;
+    const std::string date = AmzDate();
+    req.headers = {{"host", host_}, {"x-amz-date", date}, {"x-amz-content-sha256", req.payload_sha256}};
+    if (!creds_.session_token.empty()) req.headers["x-amz-security-token"] = creds_.session_token;
+    for (const auto& [k, v] : extra_headers) req.headers[k] = v;
+    const SigV4Result sig = SigV4Sign(req, creds_, date, region_);
+    std::vector<std::string> lines;
+    for (const auto& [k, v] : req.headers) {
+      if (k != "host") lines.push_back(k + ": " + v);
+    }
+    lines.push_back("Authorization: " + sig.authorization);
+    lines.push_back("Expect:");
+    return lines;
+  }
+
+  std::string UrlOf(const std::string& path, const std::map<std::string, std::string>& query) const {
+    std::string url = scheme_ + host_ + path;
+    bool first = true;
+    for (const auto& [k, v] : query) {
+      url.append(first ? "?" : "&").append(UriEncode(k, true)).append("=").append(UriEncode(v, true));
+      first = false;
+    }
+    return url;
+  }
+
+  // One HTTP exchange through curl, its answer into *r (code 0 when it got none).
+  CURLcode Perform(const std::string& method, const std::string& url, const std::vector<std::string>& headers,
+                   std::string_view body, Response* r) const {
+    CURL* c = curl_easy_init();
+    curl_slist* hs = nullptr;
+    for (const std::string& h : headers) hs = curl_slist_append(hs, h.c_str());
+    curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
+    // A response that stalls (under 1 byte/s for stall_s_) counts as a dropped connection: retried.
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(stall_s_));
+    if (method == "HEAD") {
+      curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    } else if (method == "PUT" || method == "POST") {
+      curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+      curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    } else if (method != "GET") {
+      curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+    }
+    const CURLcode rc = curl_easy_perform(c);
+    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->code);
+    else r->curl_error = curl_easy_strerror(rc);
+    curl_slist_free_all(hs);
+    curl_easy_cleanup(c);
+    return rc;
+  }
+
   // One signed request, retried on 500, 503 (SlowDown) and failed, reset, truncated or stalled
   // connections, with exponential backoff and full jitter, within max_attempts_ and
   // retry_budget_s_. For CompleteMultipartUpload (complete), an attempt that got no answer sets
@@ -375,60 +444,13 @@ class S3ObjectStore : public ObjectStore {
         clock_.SleepFor(sleep);
       }
       r = Response();
-      SigV4Request req;
-      req.method = method;
-      req.path = path;
-      req.query = query;
-      req.payload_sha256 = payload_sha;
-      const std::string date = AmzDate();
-      req.headers = {{"host", host_}, {"x-amz-date", date}, {"x-amz-content-sha256", req.payload_sha256}};
-      if (!creds_.session_token.empty()) req.headers["x-amz-security-token"] = creds_.session_token;
-      for (const auto& [k, v] : extra_headers) req.headers[k] = v;
-      const SigV4Result sig = SigV4Sign(req, creds_, date, region_);
-      std::string url = scheme_ + host_ + path;
-      bool first = true;
-      for (const auto& [k, v] : query) {
-        url.append(first ? "?" : "&").append(UriEncode(k, true)).append("=").append(UriEncode(v, true));
-        first = false;
-      }
-      CURL* c = curl_easy_init();
-      curl_slist* hs = nullptr;
-      for (const auto& [k, v] : req.headers) {
-        if (k != "host") hs = curl_slist_append(hs, (k + ": " + v).c_str());
-      }
-      hs = curl_slist_append(hs, ("Authorization: " + sig.authorization).c_str());
-      hs = curl_slist_append(hs, "Expect:");
-      curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-      curl_easy_setopt(c, CURLOPT_HTTPHEADER, hs);
-      curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, OnBody);
-      curl_easy_setopt(c, CURLOPT_WRITEDATA, &r);
-      curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, OnHeader);
-      curl_easy_setopt(c, CURLOPT_HEADERDATA, &r);
-      curl_easy_setopt(c, CURLOPT_BUFFERSIZE, 512L * 1024);
-      curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-      curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 10L);
-      // A response that stalls (under 1 byte/s for stall_s_) counts as a dropped connection: retried.
-      curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-      curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, static_cast<long>(stall_s_));
-      if (method == "HEAD") {
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-      } else if (method == "PUT" || method == "POST") {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body.data());
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-      } else if (method != "GET") {
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
-      }
-      const CURLcode rc = curl_easy_perform(c);
-      if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r.code);
-      else r.curl_error = curl_easy_strerror(rc);
+      const CURLcode rc = Perform(method, UrlOf(path, query), SignedHeaders(method, path, query, extra_headers, payload_sha),
+                                  body, &r);
       ++counted.requests;
       if (attempt > 0) ++counted.retries;
       if (r.code == 503) ++counted.throttled;
       counted.bytes_sent += body.size();
       counted.bytes_received += r.body.size();
-      curl_slist_free_all(hs);
-      curl_easy_cleanup(c);
       // A body shorter than its Content-Length fails in curl (CURLE_PARTIAL_FILE): retried too.
       if (rc != CURLE_OK && complete && lost_answer) *lost_answer = true;  // the server may have acted
       if (rc == CURLE_OK && r.code < 500) {
