@@ -9,10 +9,9 @@
 #include "agent/agent_signal.h"
 #include "agent/heartbeat_loop.h"
 #include "comm/store.h"
-#include "launch/sandbox.h"
-#include "control/api_client.h"
-#include "control/auth.h"
 #include "core/env.h"
+#include "launch/sandbox.h"
+#include "protocol/api_client.h"
 
 namespace anneal {
 

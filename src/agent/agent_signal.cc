@@ -7,7 +7,7 @@
 
 #include "backends/command.h"
 #include "backends/slurm_text.h"
-#include "control/wire.h"
+#include "protocol/wire.h"
 #include "core/clock.h"
 
 namespace anneal {

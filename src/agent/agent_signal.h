@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "control/exit_cause.h"
+#include "protocol/exit_cause.h"
 
 namespace anneal {
 

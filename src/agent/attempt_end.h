@@ -8,7 +8,7 @@
 #include <functional>
 #include <string>
 
-#include "control/exit_cause.h"
+#include "protocol/exit_cause.h"
 #include "launch/launcher.h"
 
 namespace anneal {

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 #include "core/clock.h"
 #include "core/crypto.h"
 

@@ -13,7 +13,7 @@
 #include "agent/agent_signal.h"
 #include "agent/health_check.h"
 #include "agent/meeting.h"
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 #include "core/env.h"
 #include "launch/launcher.h"
 

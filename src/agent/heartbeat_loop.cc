@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "agent/agent_signal.h"
-#include "control/exit_cause.h"
+#include "protocol/exit_cause.h"
 
 namespace anneal {
 

@@ -15,8 +15,8 @@
 #include "agent/exec_runner.h"
 #include "agent/health_runner.h"
 #include "agent/job_runner.h"
-#include "control/api_client.h"
-#include "control/wire.h"
+#include "protocol/api_client.h"
+#include "protocol/wire.h"
 
 namespace anneal {
 

@@ -11,7 +11,7 @@
 
 #include "agent/agent.h"
 #include "agent/exec_runner.h"
-#include "control/wire.h"
+#include "protocol/wire.h"
 
 namespace anneal {
 

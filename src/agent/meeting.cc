@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 #include "core/crypto.h"
 
 namespace anneal {

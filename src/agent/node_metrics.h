@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 
 namespace anneal {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/wire.h"
+#include "protocol/wire.h"
 #include "core/status.h"
 #include "launch/launcher.h"
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "control/api_client.h"
-#include "control/wire.h"
+#include "protocol/api_client.h"
+#include "protocol/wire.h"
 
 namespace anneal {
 

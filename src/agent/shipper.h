@@ -15,7 +15,7 @@
 #include <string>
 #include <thread>
 
-#include "control/job_store.h"
+#include "protocol/records.h"
 
 namespace anneal {
 

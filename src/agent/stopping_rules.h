@@ -1,4 +1,4 @@
-// StoppingRuleWatch: a job's stopping.rules (control/job_spec.h, docs/job-spec.md) watched by the
+// StoppingRuleWatch: a job's stopping.rules (protocol/job_definition.h, docs/job-spec.md) watched by the
 // agent of each instance over what its ranks log and what the instance samples:
 //   non_finite M             a value of metric M is NaN or infinite;
 //   no_improvement M N mode  N values of M in a row (per rank) without a new best (min or max);
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 
 namespace anneal {
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "control/wire.h"
+#include "protocol/wire.h"
 
 namespace anneal::cli {
 

@@ -18,8 +18,8 @@
 #include "cli/commands.h"
 #include "cli/job_text.h"
 #include "cli/target.h"
-#include "control/api_client.h"
-#include "control/job_spec.h"
+#include "protocol/api_client.h"
+#include "protocol/job_definition.h"
 #include "control/server.h"
 #include "core/clock.h"
 #include "core/crypto.h"
@@ -53,7 +53,7 @@ struct SignalCounter {
   struct sigaction old_int {}, old_term {};
 };
 
-// The words for an exit cause (control/exit_cause.h) in a failure's first line.
+// The words for an exit cause (protocol/exit_cause.h) in a failure's first line.
 std::string CauseWords(const std::string& cause) {
   if (cause == "user_error") return "user error";
   if (cause == "out_of_memory") return "out of memory";

@@ -9,7 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 #include "control/server.h"
 
 namespace anneal::cli {

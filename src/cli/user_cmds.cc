@@ -5,7 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/target.h"
-#include "control/wire.h"
+#include "protocol/wire.h"
 
 namespace anneal::cli {
 

@@ -1,5 +1,5 @@
 // The agent routes of `anneal server` (docs/api/openapi.yaml, "agents"): registration with the join
-// token; the heartbeat and its answer (control/wire.h HeartbeatMsg / HeartbeatReply: run with the
+// token; the heartbeat and its answer (protocol/wire.h HeartbeatMsg / HeartbeatReply: run with the
 // assignment, health with the round's check, stop, exit); and, with the agent's own token and only
 // for the jobs its instance serves, logs, metrics, node reports, health results and rendezvous.
 #include "control/agent_routes.h"
@@ -10,8 +10,8 @@
 #include "control/auth.h"
 #include "control/health_rounds.h"
 #include "control/http_util.h"
-#include "control/job_spec.h"
-#include "control/wire.h"
+#include "protocol/job_definition.h"
+#include "protocol/wire.h"
 #include "core/bounded_parse.h"
 #include "core/crypto.h"
 
@@ -59,7 +59,7 @@ class AgentRoutes : public RoutePart {
     });
     AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/reports)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
       NodeReport r = NodeReportFromJson(b);
-      r.at = WallSeconds();
+      r.at = c_.clock->Wall();
       ANNEAL_RETURN_IF_ERROR(c_.store->PutNodeReport(req.matches[1], r));
       c_.scheduler->Wake();
       Reply(res, 200, {{"ok", true}});
@@ -131,7 +131,7 @@ class AgentRoutes : public RoutePart {
   void Register(const httplib::Request& req, httplib::Response& res, const Principal& p) {
     WithJson(req, res, [&](const json& b) -> Status {
       std::string id = b.value("id", std::string());
-      const double now = WallSeconds();
+      const double now = c_.clock->Wall();
       std::lock_guard<std::mutex> sl(c_.scheduler->writers());
       std::optional<InstanceRecord> known;
       if (!id.empty()) {
@@ -223,7 +223,7 @@ class AgentRoutes : public RoutePart {
       const HeartbeatMsg hb = HeartbeatMsgFromJson(b);
       ANNEAL_ASSIGN_OR_RETURN(std::optional<InstanceRecord> inst, c_.store->GetInstance(id));
       if (inst) {
-        const double now = WallSeconds();
+        const double now = c_.clock->Wall();
         ANNEAL_RETURN_IF_ERROR(c_.store->Heartbeat(id, now));
         c_.agents->Claim(id, {hb.job, hb.attempt, now});
       }
@@ -232,7 +232,7 @@ class AgentRoutes : public RoutePart {
         // the pool, so the reuse starts at once instead of at the agent's next heartbeat.
         c_.agents->HoldUntilTaken(id, c_.o.heartbeat_s);
         ANNEAL_ASSIGN_OR_RETURN(inst, c_.store->GetInstance(id));
-        if (inst) ANNEAL_RETURN_IF_ERROR(c_.store->Heartbeat(id, WallSeconds()));
+        if (inst) ANNEAL_RETURN_IF_ERROR(c_.store->Heartbeat(id, c_.clock->Wall()));
       }
       if (!inst) {
         ReplyError(res, 404, "unknown instance " + id + ": register again");
@@ -340,7 +340,7 @@ class AgentRoutes : public RoutePart {
   }
 
   Status PostHealth(const std::string& job, const json& b, const Principal& p, httplib::Response& res) {
-    ANNEAL_RETURN_IF_ERROR(c_.store->PutHealth(job, b.value("attempt", 0), HealthResultFrom(p.name, b, WallSeconds())));
+    ANNEAL_RETURN_IF_ERROR(c_.store->PutHealth(job, b.value("attempt", 0), HealthResultFrom(p.name, b, c_.clock->Wall())));
     c_.scheduler->Wake();
     Reply(res, 200, {{"ok", true}});
     return Status::Ok();

@@ -5,7 +5,8 @@
 #include <cstdio>
 #include <regex>
 
-#include "control/wire.h"
+#include "protocol/api_client.h"
+#include "protocol/wire.h"
 #include "core/clock.h"
 #include "core/env.h"
 #include "core/crypto.h"
@@ -27,11 +28,6 @@ std::string Trim(std::string s) {
 }
 
 }  // namespace
-
-Result<std::string> ReadSecretFile(const std::string& path) {
-  ANNEAL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path));
-  return Trim(text);
-}
 
 std::string NewTokenSecret() { return "ann_" + RandomHex(32); }
 

@@ -57,8 +57,6 @@ Result<std::string> IssueToken(JobStore* store, const std::string& principal, co
 
 // First start: the admin user and its token file, and the join token file.
 // join_token_file non-empty: that file's content is the join token (created if missing).
-// A token or secret file's text without its trailing newline (and spaces).
-Result<std::string> ReadSecretFile(const std::string& path);
 
 Status BootstrapAuth(JobStore* store, const std::string& data_dir, const std::string& join_token_file, double now);
 

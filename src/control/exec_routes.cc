@@ -44,7 +44,7 @@ class ExecRoutes : public RoutePart {
       }
       if (b.contains("exit_code")) {
         const int code = b["exit_code"].get<int>();
-        c_.execs->Finish(req.matches[1], code, b.value("message", ""), WallSeconds());
+        c_.execs->Finish(req.matches[1], code, b.value("message", ""), c_.clock->Wall());
         Finished(req.matches[1], code);
       }
       Reply(res, 200, {{"ok", true}});
@@ -90,8 +90,8 @@ class ExecRoutes : public RoutePart {
       return ReplyError(res, 400, "node: " + std::to_string(r.node) + " is not a node of " + id + " (it has " +
                                       std::to_string(mine.size()) + ", from 0)", "node");
     }
-    const std::string sid = c_.execs->Create(r, WallSeconds());
-    Record(id, {{"id", sid}, {"user", p.name}, {"node", r.node}, {"command", r.argv}, {"at", WallSeconds()},
+    const std::string sid = c_.execs->Create(r, c_.clock->Wall());
+    Record(id, {{"id", sid}, {"user", p.name}, {"node", r.node}, {"command", r.argv}, {"at", c_.clock->Wall()},
                 {"instance", r.instance}});
     Reply(res, 201, {{"id", sid}, {"instance", r.instance}});
   }

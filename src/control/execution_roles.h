@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 #include "core/status.h"
 
 namespace anneal {

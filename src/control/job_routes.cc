@@ -15,8 +15,9 @@
 #include "anneal_version.h"
 #include "control/execution_roles.h"
 #include "control/http_util.h"
-#include "control/job_spec.h"
-#include "control/wire.h"
+#include "control/job_summary.h"
+#include "protocol/job_definition.h"
+#include "protocol/wire.h"
 #include "core/bounded_parse.h"
 #include "core/crypto.h"
 #include "core/env.h"
@@ -113,7 +114,7 @@ class JobRoutes : public RoutePart {
 
   void PostPackage(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
                    const std::string& owner) {
-    const double now = WallSeconds();
+    const double now = c_.clock->Wall();
     if (Status st = CleanPackages(now); !st.ok()) return ReplyError(res, 500, st.message());
     auto used = c_.store->PackageBytesOf(owner);
     if (!used.ok()) return ReplyError(res, 500, used.status().message());
@@ -227,7 +228,7 @@ class JobRoutes : public RoutePart {
       return ReplyError(res, 400, "the Idempotency-Key header must be at most 200 letters, digits and -_.: (anneal submit sends a random one)");
     }
     const json normalized = spec->ToJson();
-    auto rec = c_.store->CreateJob({spec->name, p.name, *spec, key}, WallSeconds());
+    auto rec = c_.store->CreateJob({spec->name, p.name, *spec, key}, c_.clock->Wall());
     if (!rec.ok()) return ReplyError(res, 500, rec.status().message());
     if (rec->existed && rec->job.spec.ToJson() != normalized) {
       return ReplyError(res, 409, "Idempotency-Key " + key + " was used for job " + rec->job.id +
@@ -400,11 +401,11 @@ class JobRoutes : public RoutePart {
       return ReplyError(res, 409, "requeue: job " + id + " is " + PhaseName(ph) + ", not running: nothing to interrupt", "requeue");
     }
     if (requeue) {
-      st = c_.store->Transition(id, JobPhase::kStopping, std::string(kRequeueRequested) + " by " + p.name, WallSeconds());
+      st = c_.store->Transition(id, JobPhase::kStopping, std::string(kRequeueRequested) + " by " + p.name, c_.clock->Wall());
     } else if (ph == JobPhase::kPending) {
-      st = c_.store->Transition(id, JobPhase::kStopped, "stopped by request before it started", WallSeconds(), "", 1);
+      st = c_.store->Transition(id, JobPhase::kStopped, "stopped by request before it started", c_.clock->Wall(), "", 1);
     } else if (!IsTerminal(ph) && ph != JobPhase::kStopping && CanTransition(ph, JobPhase::kStopping)) {
-      st = c_.store->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, WallSeconds());
+      st = c_.store->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, c_.clock->Wall());
     }
     if (!st.ok()) return ReplyError(res, 500, st.message());
     c_.scheduler->Wake();

@@ -93,7 +93,7 @@ CREATE TABLE rendezvous (
   value TEXT NOT NULL,
   PRIMARY KEY(job_id, attempt));
 )sql",
-    // 2: the queue's index; why an attempt ended, per node (control/exit_cause.h).
+    // 2: the queue's index; why an attempt ended, per node (protocol/exit_cause.h).
     R"sql(
 CREATE INDEX IF NOT EXISTS jobs_phase ON jobs(phase, seq);
 ALTER TABLE node_reports ADD COLUMN cause TEXT NOT NULL DEFAULT '';

@@ -24,8 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "control/instance_state.h"
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 #include "control/job_state.h"
+#include "protocol/records.h"
 #include "core/status.h"
 
 struct sqlite3;
@@ -108,42 +109,6 @@ struct HealthRecord {
   bool ok = false;
   nlohmann::json result;  // agent/health_check.h
   double at = 0;
-};
-
-struct LogLine {
-  int64_t id = 0;  // the server's order (ascending = the order lines arrived, per rank in print order)
-  int attempt = 0, node = 0;
-  int64_t seq = 0;  // the agent's sequence number (duplicates are dropped)
-  int rank = -1;    // -1: the agent itself
-  std::string stream;  // stdout | stderr | agent
-  double at = 0;
-  std::string text;
-};
-
-struct MetricPoint {
-  int64_t id = 0;
-  int attempt = 0, node = 0;
-  int64_t seq = 0;
-  std::string name;
-  int rank = -1;  // -1: the instance (system metrics)
-  double at = 0, value = 0;
-  int64_t step = -1;  // the training step it belongs to (the built-in trainer's, step_time_s); -1: none
-};
-
-struct NodeReport {
-  int attempt = 0, node = 0;
-  std::string state;  // downloading | training | uploading | finished
-  int exit_code = -1;
-  std::string message;
-  double at = 0;
-  // finished only: why (control/exit_cause.h), whether the failure began on this node, and the
-  // rank that failed first there (-1: none or unknown).
-  std::string cause;
-  bool local = false;
-  int failed_rank = -1;
-  // How the node runs the ranks: "uid N" (in the job's sandbox), "off: <why>" (the job's
-  // sandbox: false, or an agent started with --no-sandbox); "" = not said (an older agent).
-  std::string sandbox;
 };
 
 class JobStore {

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 
 namespace anneal {
 

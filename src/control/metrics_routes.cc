@@ -58,7 +58,7 @@ class MetricsRoutes : public RoutePart {
     t->Family("anneal_queue_length", "gauge", "Jobs waiting for instances (Pending)");
     t->Sample("anneal_queue_length", {}, pending == counts.end() ? 0.0 : static_cast<double>(pending->second));
     t->Family("anneal_queue_oldest_pending_seconds", "gauge", "How long the oldest Pending job has waited (0: none)");
-    t->Sample("anneal_queue_oldest_pending_seconds", {}, oldest.empty() ? 0.0 : WallSeconds() - oldest[0].created_at);
+    t->Sample("anneal_queue_oldest_pending_seconds", {}, oldest.empty() ? 0.0 : c_.clock->Wall() - oldest[0].created_at);
     return Status::Ok();
   }
 
@@ -69,7 +69,7 @@ class MetricsRoutes : public RoutePart {
     t->Family("anneal_instances", "gauge", "Instances by state and backend");
     for (const auto& [k, n] : by_state) t->Sample("anneal_instances", {{"state", k.first}, {"backend", k.second}}, n);
     t->Family("anneal_instance_heartbeat_age_seconds", "gauge", "Seconds since each live instance's agent last called in");
-    const double now = WallSeconds();
+    const double now = c_.clock->Wall();
     for (const InstanceRecord& r : insts) {
       if (r.state == InstanceState::kReleased || r.last_heartbeat <= 0) continue;
       t->Sample("anneal_instance_heartbeat_age_seconds", {{"instance", r.id}, {"anneal_job", r.job_id}}, now - r.last_heartbeat);

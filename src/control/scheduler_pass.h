@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "control/exit_cause.h"
+#include "protocol/exit_cause.h"
 #include "control/scheduler.h"
 
 namespace anneal {

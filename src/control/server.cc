@@ -31,6 +31,7 @@
 #include "control/webhooks.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "protocol/api_client.h"
 
 namespace anneal {
 
@@ -61,7 +62,7 @@ class Server : public ControlServer {
       ANNEAL_ASSIGN_OR_RETURN(webhooks_, WebhookSender::Start(store_.get(), wo));
     }
     // Heartbeat deadlines restart now: agents get a full timeout to reach a restarted server.
-    ctx_.start_wall = WallSeconds();
+    ctx_.start_wall = ctx_.clock->Wall();
     ANNEAL_RETURN_IF_ERROR(Listen());
     scheduler_ = std::make_unique<SchedulerLoop>(store_.get(), backend_.get(), SchedConfig(), ctx_.url, ctx_.start_wall,
                                                  o_.tick_s, SchedulerHooks());
@@ -98,7 +99,7 @@ class Server : public ControlServer {
     if (o_.schedule) ANNEAL_RETURN_IF_ERROR(LockDataDir());
     ANNEAL_RETURN_IF_ERROR(env.CreateDirs(JoinPath(o_.data_dir, "packages")));
     ANNEAL_ASSIGN_OR_RETURN(store_, JobStore::Open(JoinPath(o_.data_dir, "anneal.db")));
-    ANNEAL_RETURN_IF_ERROR(BootstrapAuth(store_.get(), o_.data_dir, o_.join_token_file, WallSeconds()));
+    ANNEAL_RETURN_IF_ERROR(BootstrapAuth(store_.get(), o_.data_dir, o_.join_token_file, ctx_.clock->Wall()));
     ctx_.o = o_;
     ctx_.store = store_.get();
     ctx_.agents = &agents_;

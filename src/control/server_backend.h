@@ -5,7 +5,7 @@
 #include <memory>
 
 #include "backends/backend.h"
-#include "control/server.h"
+#include "control/server_options.h"
 
 namespace anneal {
 

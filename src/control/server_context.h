@@ -14,7 +14,8 @@
 #include "control/latest_points.h"
 #include "control/request_stats.h"
 #include "control/scheduler_loop.h"
-#include "control/server.h"
+#include "control/server_options.h"
+#include "core/clock.h"
 
 namespace anneal {
 
@@ -31,6 +32,7 @@ struct ServerContext {
   ExecutionRoles roles;
   std::string url;         // where agents register
   double start_wall = 0;   // heartbeat deadlines count from here at the earliest
+  Clock* clock = &Clock::Real();  // the routes' times (records' at, created_at, ages)
 };
 
 // A set of routes registered on the HTTP server (job_routes.h, agent_routes.h): it must outlive the

@@ -1,7 +1,7 @@
 #include "control/user_routes.h"
 
 #include "control/http_util.h"
-#include "control/wire.h"
+#include "protocol/wire.h"
 #include "core/bounded_parse.h"
 
 namespace anneal {

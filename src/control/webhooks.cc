@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/wire.h"
+#include "protocol/wire.h"
 #include "core/crypto.h"
 
 namespace anneal {

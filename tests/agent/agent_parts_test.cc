@@ -14,7 +14,7 @@
 #include "agent/dir_sync.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 #include "control/server.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"

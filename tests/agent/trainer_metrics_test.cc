@@ -13,7 +13,7 @@
 
 #include "agent/node_metrics.h"
 #include "control/job_store.h"
-#include "control/wire.h"
+#include "protocol/wire.h"
 #include "testing/temp_dir.h"
 #include "train/report.h"
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-#include "control/exit_cause.h"
+#include "protocol/exit_cause.h"
 #include "testing/temp_dir.h"
 
 namespace anneal {

@@ -6,7 +6,7 @@
 
 #include <thread>
 
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 #include "control/execution_roles.h"
 #include "control/quota.h"
 #include "control/server.h"

@@ -4,7 +4,7 @@
 // infrastructure failure, health replacement rounds, progress and stops.
 #include <gtest/gtest.h>
 
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 #include "control/scheduler.h"
 #include "core/clock.h"
 

@@ -7,7 +7,8 @@
 #include "backends/backend.h"
 #include "control/agent_sessions.h"
 #include "control/health_rounds.h"
-#include "control/wire.h"
+#include "control/job_summary.h"
+#include "protocol/wire.h"
 #include "core/clock.h"
 
 namespace anneal {

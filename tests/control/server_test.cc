@@ -7,8 +7,8 @@
 
 #include <thread>
 
-#include "control/api_client.h"
-#include "control/wire.h"
+#include "protocol/api_client.h"
+#include "protocol/wire.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
 #include "testing/token_file.h"

@@ -10,9 +10,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/clock.h"
-
-#include "control/job_spec.h"
-#include "control/job_store.h"
+#include "protocol/job_definition.h"
+#include "protocol/records.h"
 
 namespace anneal {
 
@@ -59,11 +58,6 @@ Result<Assignment> AssignmentFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const HeartbeatReply& r);
 // An action this agent does not know is InvalidInput naming it.
 Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j);
-
-// A job's summary (docs/api/openapi.yaml JobSummary) as JSON text, written directly: a listing of
-// 100 jobs spent most of its time building and dumping nlohmann objects. pending_reason: null for
-// none. Describe parses it and adds to it, so the shape is written here only.
-std::string JobSummaryJson(const JobRecord& j, const std::string* pending_reason);
 
 // "2026-11-30T07:12:03.120Z"
 std::string FormatTime(double wall_s);

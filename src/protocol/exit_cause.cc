@@ -1,4 +1,4 @@
-#include "control/exit_cause.h"
+#include "protocol/exit_cause.h"
 
 #include <sys/wait.h>
 

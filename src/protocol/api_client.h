@@ -56,4 +56,7 @@ class ApiClient {
 // The server URL the CLI talks to: --server, else $ANNEAL_SERVER, else http://127.0.0.1:8470.
 std::string DefaultServerUrl(const std::string& flag);
 
+// A token or secret file's text without its trailing newline (and spaces).
+Result<std::string> ReadSecretFile(const std::string& path);
+
 }  // namespace anneal

@@ -1,10 +1,12 @@
-#include "control/api_client.h"
+#include "protocol/api_client.h"
 
 #include <httplib.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
+
+#include "core/env.h"
 
 namespace anneal {
 
@@ -146,6 +148,12 @@ std::string DefaultServerUrl(const std::string& flag) {
   if (!flag.empty()) return flag;
   if (const char* e = std::getenv("ANNEAL_SERVER"); e && *e) return e;
   return "http://127.0.0.1:8470";
+}
+
+Result<std::string> ReadSecretFile(const std::string& path) {
+  ANNEAL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  return text;
 }
 
 }  // namespace anneal

@@ -1,4 +1,4 @@
-#include "control/job_spec.h"
+#include "protocol/job_definition.h"
 
 #include <gtest/gtest.h>
 
