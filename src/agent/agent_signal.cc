@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "backends/command.h"
-#include "backends/slurm_text.h"
+#include "provision/command.h"
+#include "provision/slurm_text.h"
 #include "protocol/wire.h"
 #include "core/clock.h"
 

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "core/env.h"
-#include "backends/command.h"
+#include "provision/command.h"
 #include "launch/container.h"
 #include "launch/nofollow.h"
 #include "launch/sandbox.h"

@@ -4,7 +4,7 @@
 
 #include <sstream>
 
-#include "backends/command.h"
+#include "provision/command.h"
 #include "core/crypto.h"
 #include "core/env.h"
 

@@ -30,7 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 #include "control/job_store.h"
 #include "control/quota.h"
 
@@ -50,12 +50,12 @@ struct HealthPolicy {
 struct SchedulerConfig {
   QuotaOptions quota;
   HealthPolicy health;
-  // What the backend is (asked of it once, at start: Backend::obtains, capacity, name): whether it
+  // What the backend is (asked of it once, at start: InstanceProvider::obtains, capacity, name): whether it
   // obtains a fresh gang of instances per job (local) or the scheduler assigns agents that joined
   // by themselves (static), and how many instances it runs at once (-1: no limit known).
   bool backend_obtains = false;
   int backend_capacity = -1;
-  bool backend_queues = false;  // Backend::queues(): gangs wait in the engine's queue, not anneal's
+  bool backend_queues = false;  // InstanceProvider::queues(): gangs wait in the engine's queue, not anneal's
   std::string backend_name;     // for messages
   double heartbeat_s = 1;
   double heartbeat_timeout_s = 30;  // an instance silent this long is lost
@@ -92,7 +92,7 @@ struct SchedulerView {
   std::set<std::string> stopped_by_runtime;  // Stopping jobs whose stop came from max_runtime_s
   std::set<std::string> requeued;            // Stopping jobs whose stop is a requeue (anneal stop --requeue)
   std::vector<std::string> gone;             // instances whose agent the backend saw exit
-  // Instances the backend has not started yet, with its reason (Backend::Poll), and per job the
+  // Instances the backend has not started yet, with its reason (InstanceProvider::Poll), and per job the
   // last time one of its instances was pending: the start timeout counts from then.
   std::map<std::string, std::string> instance_pending;
   std::map<std::string, double> pending_until;
@@ -113,7 +113,7 @@ struct SetAttempt {
 struct PutInstance {  // a new instance record or a move of one (instance_state.h)
   InstanceRecord instance;
 };
-struct Obtain {  // one gang request: all of a job attempt's new instances together (Backend::Obtain)
+struct Obtain {  // one gang request: all of a job attempt's new instances together (InstanceProvider::Obtain)
   std::string job;
   int attempt = 0;
   std::vector<InstanceRequest> instances;

@@ -7,7 +7,7 @@
 
 namespace anneal {
 
-SchedulerLoop::SchedulerLoop(JobStore* store, Backend* backend, SchedulerConfig config, std::string server_url,
+SchedulerLoop::SchedulerLoop(JobStore* store, InstanceProvider* backend, SchedulerConfig config, std::string server_url,
                              double server_start, double tick_s, Hooks hooks)
     : store_(store), backend_(backend), c_(std::move(config)), url_(std::move(server_url)), server_start_(server_start),
       tick_s_(tick_s), hooks_(std::move(hooks)) {}
@@ -60,7 +60,7 @@ void SchedulerLoop::Run() {
 
 Status SchedulerLoop::Pass() {
   std::lock_guard<std::mutex> w(writers_);
-  BackendReport report = backend_->Poll();
+  ProvisionReport report = backend_->Poll();
   ANNEAL_ASSIGN_OR_RETURN(SchedulerView v, ReadView());
   const double now = WallSeconds();
   v.gone = std::move(report.gone);

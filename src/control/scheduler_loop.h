@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 #include "control/job_store.h"
 #include "control/prometheus_text.h"
 #include "control/scheduler.h"
@@ -34,7 +34,7 @@ class SchedulerLoop {
     std::function<void()> after_pass;                                   // e.g. deliver webhooks
   };
   // server_url: where obtained agents register.
-  SchedulerLoop(JobStore* store, Backend* backend, SchedulerConfig config, std::string server_url, double server_start,
+  SchedulerLoop(JobStore* store, InstanceProvider* backend, SchedulerConfig config, std::string server_url, double server_start,
                 double tick_s, Hooks hooks);
   ~SchedulerLoop() { Stop(); }
 
@@ -65,7 +65,7 @@ class SchedulerLoop {
   Status ApplyOne(const Action& a, double now);
 
   JobStore* store_;
-  Backend* backend_;
+  InstanceProvider* backend_;
   const SchedulerConfig c_;
   const std::string url_;
   const double server_start_, tick_s_;

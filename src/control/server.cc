@@ -303,7 +303,7 @@ class Server : public ControlServer {
   LatestPoints latest_;
   ExecSessions execs_;
   std::unique_ptr<JobStore> store_;
-  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<InstanceProvider> backend_;
   std::unique_ptr<ConnectionGuard> guard_;  // outlives http_, whose worker threads use it
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<SchedulerLoop> scheduler_;

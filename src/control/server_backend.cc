@@ -3,7 +3,7 @@
 #include <climits>
 #include <cstdlib>
 
-#include "backends/slurm_backend.h"
+#include "provision/slurm_backend.h"
 #include "control/auth.h"
 #include "core/crypto.h"
 #include "control/type_options.h"
@@ -30,7 +30,7 @@ std::string WorkRoot(const ServerOptions& o) {
 
 namespace {
 
-Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
+Result<std::unique_ptr<InstanceProvider>> MakeLocal(const ServerOptions& o) {
   LocalBackendOptions lo;
   // No join token: each agent gets its instance's one-time secret (InstanceRequest::secret).
   if (Tls(o)) lo.env["ANNEAL_CA_CERT"] = o.tls_ca.empty() ? o.tls_cert : o.tls_ca;
@@ -45,7 +45,7 @@ Result<std::unique_ptr<Backend>> MakeLocal(const ServerOptions& o) {
   return MakeLocalBackend(lo);
 }
 
-Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
+Result<std::unique_ptr<InstanceProvider>> MakeSlurm(const ServerOptions& o) {
   SlurmOptions so = o.slurm;
   if (!o.slurm_instance_types_file.empty()) {
     ANNEAL_ASSIGN_OR_RETURN(so.types, ReadSlurmInstanceTypes(o.slurm_instance_types_file));
@@ -64,7 +64,7 @@ Result<std::unique_ptr<Backend>> MakeSlurm(const ServerOptions& o) {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> MakeServerBackend(const ServerOptions& o) {
+Result<std::unique_ptr<InstanceProvider>> MakeServerBackend(const ServerOptions& o) {
   if (o.backend == kJoinedBackend) return MakeStaticBackend();
   if (o.backend == "local") return MakeLocal(o);
   if (o.backend == "slurm") return MakeSlurm(o);

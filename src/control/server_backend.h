@@ -4,12 +4,12 @@
 
 #include <memory>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 #include "control/server_options.h"
 
 namespace anneal {
 
-Result<std::unique_ptr<Backend>> MakeServerBackend(const ServerOptions& o);
+Result<std::unique_ptr<InstanceProvider>> MakeServerBackend(const ServerOptions& o);
 
 // The local and Slurm agents' working areas (their jobs' folders, the agents' logs): --work-root,
 // else the data folder's sibling "<DATA_DIR>-work" — never inside the data folder, which every agent

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 #include "control/agent_sessions.h"
 #include "control/connection_guard.h"
 #include "control/exec_sessions.h"
@@ -22,7 +22,7 @@ namespace anneal {
 struct ServerContext {
   ServerOptions o;
   JobStore* store = nullptr;
-  Backend* backend = nullptr;  // local, or StaticBackend for agents that joined by themselves
+  InstanceProvider* backend = nullptr;  // local, or StaticBackend for agents that joined by themselves
   SchedulerLoop* scheduler = nullptr;
   AgentSessions* agents = nullptr;
   RequestStats* requests = nullptr;  // the API's latencies (/metrics)

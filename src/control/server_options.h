@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/slurm_text.h"
+#include "provision/slurm_text.h"
 #include "control/quota.h"
 #include "control/scheduler.h"
 
@@ -32,7 +32,7 @@ struct ServerOptions {
   // local and slurm backends: their agents run jobs unsandboxed (agent --no-sandbox, docs/security.md):
   // hosts without mount namespaces or root. `submit --local` by a non-root user sets it.
   bool no_sandbox = false;
-  // Slurm backend (backends/slurm_backend.h): partition, account, time limit, the agents' work root,
+  // Slurm backend (provision/slurm_backend.h): partition, account, time limit, the agents' work root,
   // the warning signal's grace; the rest is filled from the options above.
   SlurmOptions slurm;
   std::string slurm_instance_types_file;  // control/server_backend.h

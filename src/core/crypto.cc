@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/check.h"
+
 namespace anneal {
 
 namespace {
@@ -84,7 +86,7 @@ std::string RandomHex(size_t bytes) {
   FILE* f = std::fopen("/dev/urandom", "rb");
   const size_t got = f ? std::fread(raw.data(), 1, bytes, f) : 0;
   if (f) std::fclose(f);
-  if (got != bytes) std::abort();
+  ANNEAL_CHECK(got == bytes, "the system's random source (/dev/urandom) gave fewer bytes than asked");
   return HexLower(raw);
 }
 

@@ -11,6 +11,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/check.h"
 #include "core/progress.h"
 
 namespace anneal {
@@ -25,7 +26,7 @@ float* F(const TV& v) { return v.empty() ? nullptr : v.f32(); }
 // Key/value heads of an attention whose q (B,T,C) has H heads and k (B,T,Ckv) Ckv/(C/H).
 int KvHeads(const TV& q, const TV& k, int H) {
   const int64_t hs = q.dim(2) / H;
-  if (hs <= 0 || k.dim(2) % hs != 0 || H % (k.dim(2) / hs) != 0) std::abort();  // shapes are the model's
+  ANNEAL_CHECK(hs > 0 && k.dim(2) % hs == 0 && H % (k.dim(2) / hs) == 0, "key/value heads that do not group the query heads");
   return static_cast<int>(k.dim(2) / hs);
 }
 
@@ -51,7 +52,7 @@ class Bf16Emulation {
  private:
   TV Widen(const TV& v, bool out) {
     if (v.empty() || v.dtype() != DType::kBF16) return v;
-    if (!v.contiguous()) std::abort();
+    ANNEAL_CHECK(v.contiguous(), "a bf16 view to widen must be contiguous");
     store_.emplace_back(static_cast<size_t>(v.numel()));
     Bf16ToFloats(v.bf16(), store_.back().data(), store_.back().size());
     if (out) outs_.push_back({v, store_.size() - 1});
@@ -72,12 +73,12 @@ bool HostBackend::Supports(Op op, DType t) const {
 }
 
 void HostBackend::CopyFromHost(const TV& dst, const void* src, const Stream&) {
-  if (!dst.contiguous()) std::abort();
+  ANNEAL_CHECK(dst.contiguous(), "CopyFromHost into a strided view");
   std::memcpy(dst.data(), src, dst.bytes());
 }
 
 void HostBackend::CopyToHost(void* dst, const TV& src, const Stream&) {
-  if (!src.contiguous()) std::abort();
+  ANNEAL_CHECK(src.contiguous(), "CopyToHost from a strided view");
   std::memcpy(dst, src.data(), src.bytes());
 }
 
@@ -545,18 +546,18 @@ void HostBackend::AdamW(const Stream& s, const TV& p, const TV& g, const TV& m, 
 
 void HostBackend::Zero(const Stream&, const TV& x) {
   if (x.empty()) return;
-  if (!x.contiguous()) std::abort();
+  ANNEAL_CHECK(x.contiguous(), "Zero of a strided view");
   std::memset(x.data(), 0, x.bytes());
 }
 
 void HostBackend::Copy(const Stream&, const TV& dst, const TV& src) {
-  if (dst.numel() != src.numel() || dst.ndim() != src.ndim()) std::abort();
+  ANNEAL_CHECK(dst.numel() == src.numel() && dst.ndim() == src.ndim(), "Copy between views of different shapes");
   if (dst.empty()) return;
   if (dst.dtype() != src.dtype()) {  // f32 <-> bf16, contiguous: widened exactly or rounded to nearest even
-    if (!dst.contiguous() || !src.contiguous()) std::abort();
+    ANNEAL_CHECK(dst.contiguous() && src.contiguous(), "a converting Copy needs contiguous views");
     if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) return FloatsToBf16(src.f32(), dst.bf16(), dst.numel());
     if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) return Bf16ToFloats(src.bf16(), dst.f32(), dst.numel());
-    std::abort();
+    CheckFailed(__FILE__, __LINE__, "f32 <-> bf16", "a Copy between dtypes other than f32 and bf16");
   }
   if (dst.contiguous() && src.contiguous()) {
     std::memmove(dst.data(), src.data(), dst.bytes());

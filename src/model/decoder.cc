@@ -8,6 +8,7 @@
 #include <random>
 #include <tuple>
 
+#include "core/check.h"
 #include "model/box.h"
 #include "model/rope.h"
 #include "tensor/device_trace.h"
@@ -28,10 +29,10 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
       be_(backend),
       st_(backend.DefaultStream()),
       store_(layout_, backend, compute) {
-  if (shard.tp > 1 && (!layers || config.n_head % shard.tp != 0 || (config.n_kv_head % shard.tp != 0 && shard.tp % config.n_kv_head != 0) ||
-                       config.intermediate_size % shard.tp != 0 || config.padded_vocab % shard.tp != 0)) {
-    std::abort();  // ParallelPlan checks these
-  }
+  ANNEAL_CHECK(shard.tp <= 1 || (layers && config.n_head % shard.tp == 0 &&
+                                   (config.n_kv_head % shard.tp == 0 || shard.tp % config.n_kv_head == 0) &&
+                                   config.intermediate_size % shard.tp == 0 && config.padded_vocab % shard.tp == 0),
+               "a tensor-parallel shape ParallelPlan should have refused");
   if (!layers) whole_ = std::make_unique<WholeModelLayers>(config, backend);
   par_ = layers ? layers : whole_.get();
   nl_ = shard.end(config) - shard.layer_begin;
@@ -59,7 +60,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
       case Role::kNormFW: normf_w_ = p.offset; break;
       case Role::kNormFB: normf_b_ = p.offset; break;
       case Role::kLmHead: lm_head_ = p.offset; break;
-      default: std::abort();  // a family's tensor with a layer role outside a layer
+      default: CheckFailed(__FILE__, __LINE__, "role", "a family's tensor with a layer role outside a layer");
     }
   }
   Status st = flat == FlatBuffers::kBoth ? store_.Allocate()
@@ -82,13 +83,13 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
 
 DevPtr DecoderModel::ParamPtr(const std::string& name) const {
   const ParamInfo* p = layout_.Find(name);
-  if (!p || source_) std::abort();
+  ANNEAL_CHECK(p && !source_, "ParamPtr of an unknown parameter, or of a model whose parameters are gathered");
   return store_.params() + p->offset;
 }
 
 DevPtr DecoderModel::GradPtr(const std::string& name) {
   const ParamInfo* p = layout_.Find(name);
-  if (!p) std::abort();
+  ANNEAL_CHECK(p, "GradPtr of an unknown parameter");
   return G(p->offset);
 }
 
@@ -97,7 +98,7 @@ DevPtr DecoderModel::G(size_t off) {
   for (const ActiveRange& r : active_) {
     if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
   }
-  std::abort();  // a gradient written outside an acquired range: a bug in Backward's ranges
+  CheckFailed(__FILE__, __LINE__, "in an acquired range", "a gradient written outside an acquired range: a bug in Backward's ranges");
 }
 
 DevPtr DecoderModel::P(size_t off) const {
@@ -105,7 +106,7 @@ DevPtr DecoderModel::P(size_t off) const {
   for (const ActiveRange& r : gathered_) {
     if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
   }
-  std::abort();  // a parameter read outside a gathered range: a bug in the passes' ranges
+  CheckFailed(__FILE__, __LINE__, "in a gathered range", "a parameter read outside a gathered range: a bug in the passes' ranges");
 }
 
 void DecoderModel::set_offload(bool on) {
@@ -234,7 +235,7 @@ void DecoderModel::EnsureSlot(int slot, int B, int T) {
   Slot& s = slots_.at(slot);
   const size_t N = static_cast<size_t>(B) * T, C = config_.n_embd, NC = N * C;
   const size_t R = shard_.seq_parallel() ? N / shard_.tp : N, RC = R * C;  // rows of the residual stream
-  if (shard_.seq_parallel() && N % shard_.tp != 0) std::abort();  // ParallelPlan checks B*T % tp
+  ANNEAL_CHECK(!shard_.seq_parallel() || N % shard_.tp == 0, "B*T not a multiple of tp (ParallelPlan checks it)");
   if (s.B != B || s.T != T) {
     s.B = B;
     s.T = T;
@@ -397,8 +398,9 @@ void DecoderModel::MlpActivation(DevPtr out, DevPtr fch, DevPtr up, size_t n) {
 }
 
 DevPtr DecoderModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
-  if (source_) std::abort();  // decoding reads the whole parameter vector
-  if (!shard_.first() || !shard_.last(config_) || shard_.tp > 1 || pos < 0 || pos >= cache.rows) std::abort();
+  ANNEAL_CHECK(!source_, "decoding reads the whole parameter vector");
+  ANNEAL_CHECK(shard_.first() && shard_.last(config_) && shard_.tp <= 1 && pos >= 0 && pos < cache.rows,
+               "DecodeStep on a shard, or at a position outside the cache");
   EnsureSlot(0, 1, 1);
   if (!status_.ok()) return DevPtr{};
   Slot& s = slots_[0];
@@ -425,7 +427,7 @@ DevPtr DecoderModel::OutputOf(int slot) const {
 
 
 double DecoderModel::Forward(const int32_t* tokens, const int32_t* targets, int B, int T, float grad_scale) {
-  if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses ForwardStage
+  ANNEAL_CHECK(shard_.first() && shard_.last(config_), "a pipeline stage uses ForwardStage");
   return ForwardStage(0, tokens, targets, B, T, grad_scale);
 }
 
@@ -500,7 +502,7 @@ void DecoderModel::ZeroGrad() {
 }
 
 void DecoderModel::Backward() {
-  if (!shard_.first() || !shard_.last(config_)) std::abort();  // a pipeline stage uses BackwardStage
+  ANNEAL_CHECK(shard_.first() && shard_.last(config_), "a pipeline stage uses BackwardStage");
   BackwardStage(0, DevPtr{});
 }
 
@@ -525,7 +527,7 @@ void DecoderModel::BackwardStage(int slot, DevPtr dout) {
   if (!status_.ok()) return;
   Slot& s = slots_.at(slot);
   const bool last = shard_.last(config_);
-  if (last && !s.have_grad_logits) std::abort();  // ForwardStage(..., grad_scale != 0) must come first
+  ANNEAL_CHECK(!last || s.have_grad_logits, "ForwardStage(..., grad_scale != 0) must come first");
   s.have_grad_logits = false;
   const int N = s.B * s.T;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;  // rows of the residual stream this rank holds

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/check.h"
 #include "model/gpt2/gpt2.h"
 #include "model/llama/llama.h"
 
@@ -33,7 +34,7 @@ Result<const ModelFamily*> FindHfFamily(const std::string& architecture) {
 
 const ModelFamily& FamilyOf(const ModelConfig& c) {
   auto f = FindFamily(c.family);
-  if (!f.ok()) std::abort();  // a ModelConfig is Finish()ed before use
+  ANNEAL_CHECK(f.ok(), "a ModelConfig used before Finish() named its family");
   return **f;
 }
 

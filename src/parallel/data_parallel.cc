@@ -1,5 +1,6 @@
 #include "parallel/data_parallel.h"
 
+#include "core/check.h"
 #include "tensor/host_copy.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ DataParallel::DataParallel(Communicator* comm, Communicator* replica, Backend& b
 void DataParallel::BeginBackward(DevPtr grads, bool last_micro_step) {
   narrow_ = {};
   if (grads && grads.t != DType::kF32) {
-    if (zero_ >= 2 || grads.t != DType::kBF16) std::abort();  // refused by the config (train/config.cc)
+    ANNEAL_CHECK(zero_ < 2 && grads.t == DType::kBF16, "narrow gradients with ZeRO-2, or not bf16 (the config refuses both)");
     if (wide_.size() != total_) {  // Attach could not allocate it: EndBackward says so
       grads_ = nullptr;
       communicate_ = false;
@@ -67,7 +68,7 @@ DeviceArray DataParallel::TakeBuffer(std::vector<DeviceArray>* pool, size_t n, D
   Status s = a.Assign(be_, n, what, t);
   if (!s.ok()) {  // the GradSink contract has no error path: say what did not fit, and stop
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    std::abort();
+    std::abort();  // not a bug: device memory ran out (the message says how much was asked)
   }
   return a;
 }
@@ -89,7 +90,7 @@ DevPtr DataParallel::Acquire(size_t begin, size_t end) {
 
 void DataParallel::Release(size_t begin, size_t end) {
   auto it = std::find_if(acquired_.begin(), acquired_.end(), [&](const auto& b) { return b->begin == begin; });
-  if (it == acquired_.end() || (*it)->end != end) std::abort();  // the GradSink contract
+  ANNEAL_CHECK(it != acquired_.end() && (*it)->end == end, "Release of a range not acquired (the GradSink contract)");
   std::unique_ptr<RangeBuffer> b = std::move(*it);
   acquired_.erase(it);
   if (ReduceNarrow()) {  // reduced as bf16, in place; widened part by part when retired
@@ -187,7 +188,7 @@ void DataParallel::AddReady(size_t begin, size_t end) {
     pending_lo_ = begin;
     pending_hi_ = end;
   } else {
-    if (end != pending_lo_) std::abort();  // the model's contract: contiguous, decreasing
+    ANNEAL_CHECK(end == pending_lo_, "gradient ranges not contiguous and decreasing (the model's contract)");
     pending_lo_ = begin;
   }
   if (pending_hi_ - pending_lo_ >= bucket_floats_) {
@@ -404,7 +405,7 @@ void DataParallel::Finish(GatheredRange* g) {
 DevPtr DataParallel::Gather(size_t begin, size_t end) {
   GatheredRange* g = Find(begin);
   if (!g) g = StartGather(begin, end);
-  if (g->end != end) std::abort();  // the ParamSource contract: the same ranges every time
+  ANNEAL_CHECK(g->end == end, "a gathered range asked with another end (the ParamSource contract)");
   Finish(g);
   return g->data.ptr();
 }
@@ -415,7 +416,7 @@ void DataParallel::Prefetch(size_t begin, size_t end) {
 
 void DataParallel::Free(size_t begin, size_t end) {
   auto it = std::find_if(gathered_.begin(), gathered_.end(), [&](const auto& g) { return g->begin == begin; });
-  if (it == gathered_.end() || (*it)->end != end) std::abort();  // the ParamSource contract
+  ANNEAL_CHECK(it != gathered_.end() && (*it)->end == end, "Free of a range not gathered (the ParamSource contract)");
   Finish(it->get());
   param_pool_.push_back(std::move((*it)->data));
   gathered_.erase(it);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "core/check.h"
+
 namespace anneal {
 
 void CommTensorParallelGroup::AllReduceSum(const TensorView& x, const Event& ready) {
@@ -46,7 +48,7 @@ TensorParallelLayers::TensorParallelLayers(const ModelConfig& config, const Mode
       st_(backend.DefaultStream()),
       Vl_(config.padded_vocab / shard.tp),
       v0_(shard.tp_rank * (config.padded_vocab / shard.tp)) {
-  if (!group || shard.tp < 2 || config.padded_vocab % shard.tp != 0) std::abort();  // ParallelPlan validates
+  ANNEAL_CHECK(group && shard.tp >= 2 && config.padded_vocab % shard.tp == 0, "a tensor-parallel shape ParallelPlan should have refused");
 }
 
 Status TensorParallelLayers::Prepare(size_t N) {

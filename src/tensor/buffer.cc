@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/check.h"
+
 namespace anneal {
 
 namespace {
@@ -36,7 +38,7 @@ Result<Buffer> Buffer::Make(Allocator& a, size_t bytes, const std::string& what)
 
 TensorView Buffer::View(DType t, std::initializer_list<int64_t> shape) const {
   TensorView v(data_, t, shape, device());
-  if (v.bytes() > bytes_) std::abort();
+  ANNEAL_CHECK(v.bytes() <= bytes_, "a view larger than its buffer");
   return v;
 }
 

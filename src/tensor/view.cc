@@ -1,5 +1,7 @@
 #include "tensor/view.h"
 
+#include "core/check.h"
+
 namespace anneal {
 
 namespace {
@@ -15,10 +17,10 @@ void SetContiguousStrides(int n, const std::array<int64_t, TensorView::kMaxDims>
 
 TensorView::TensorView(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device)
     : data_(data), dtype_(dtype), device_(device), ndim_(static_cast<int>(shape.size())) {
-  if (ndim_ > kMaxDims) std::abort();
+  ANNEAL_CHECK(ndim_ <= kMaxDims, "a view of more dimensions than kMaxDims");
   int i = 0;
   for (int64_t d : shape) {
-    if (d < 0) std::abort();
+    ANNEAL_CHECK(d >= 0, "a negative dimension");
     shape_[i++] = d;
   }
   SetContiguousStrides(ndim_, shape_, &strides_);
@@ -40,7 +42,7 @@ bool TensorView::contiguous() const {
 }
 
 TensorView TensorView::Rows(int64_t begin, int64_t n) const {
-  if (ndim_ == 0 || begin < 0 || n < 0 || begin + n > shape_[0]) std::abort();
+  ANNEAL_CHECK(ndim_ > 0 && begin >= 0 && n >= 0 && begin + n <= shape_[0], "Rows outside the view");
   TensorView v = *this;
   v.data_ = static_cast<char*>(data_) + static_cast<size_t>(begin * strides_[0]) * SizeOf(dtype_);
   v.shape_[0] = n;
@@ -48,14 +50,14 @@ TensorView TensorView::Rows(int64_t begin, int64_t n) const {
 }
 
 TensorView TensorView::Reshape(std::initializer_list<int64_t> shape) const {
-  if (!contiguous()) std::abort();
+  ANNEAL_CHECK(contiguous(), "Reshape of a strided view");
   TensorView v(data_, dtype_, shape, device_);
-  if (v.numel() != numel()) std::abort();
+  ANNEAL_CHECK(v.numel() == numel(), "Reshape to another number of elements");
   return v;
 }
 
 TensorView TensorView::Strided(std::initializer_list<int64_t> shape, std::initializer_list<int64_t> strides) const {
-  if (shape.size() != strides.size() || shape.size() > kMaxDims) std::abort();
+  ANNEAL_CHECK(shape.size() == strides.size() && shape.size() <= kMaxDims, "Strided with a shape and strides that differ");
   TensorView v = *this;
   v.ndim_ = static_cast<int>(shape.size());
   int i = 0;

@@ -12,7 +12,7 @@
 namespace anneal {
 namespace {
 
-class RecordingBackend : public Backend {
+class RecordingBackend : public InstanceProvider {
  public:
   std::string name() const override { return "recording"; }
   bool obtains() const override { return true; }
@@ -22,11 +22,11 @@ class RecordingBackend : public Backend {
     return Status::Ok();
   }
   void Release(const std::string& id) override { released.push_back(id); }
-  BackendReport Poll() override { return report; }
+  ProvisionReport Poll() override { return report; }
 
   std::vector<GangRequest> gangs;
   std::vector<std::string> released;
-  BackendReport report;
+  ProvisionReport report;
 };
 
 JobSpec Spec(int count) {

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 #include "control/agent_sessions.h"
 #include "control/health_rounds.h"
 #include "control/job_summary.h"

@@ -1,4 +1,4 @@
-#include "backends/slurm_text.h"
+#include "provision/slurm_text.h"
 
 #include <sstream>
 

@@ -4,8 +4,8 @@
 
 #include <deque>
 
-#include "backends/command.h"
-#include "backends/slurm_backend.h"
+#include "provision/command.h"
+#include "provision/slurm_backend.h"
 #include "control/server_backend.h"
 #include "core/env.h"
 #include "testing/temp_dir.h"
@@ -169,7 +169,7 @@ TEST(SlurmBackend, AGangIsOneSbatchAndItsPendingReasonIsSlurms) {
   EXPECT_EQ(f.Count("sbatch --parsable"), 1);
   EXPECT_TRUE(Env::Default().Exists(t.File("anneal-j1-a0.sh")));
   f.answers["squeue"] = {{0, "41|PENDING|Resources|anneal:abc:j1-a0-n0,j1-a0-n1\n", "", false}};
-  BackendReport r = b->Poll();
+  ProvisionReport r = b->Poll();
   EXPECT_EQ(r.pending.size(), 2u);
   EXPECT_EQ(r.pending["j1-a0-n1"], "Slurm job 41 pending: Resources");
   EXPECT_TRUE(r.gone.empty());
@@ -187,7 +187,7 @@ TEST(SlurmBackend, AnAllocationGoneFromTheQueueTakesItsInstancesWith) {
   auto b = MakeSlurmBackendWith(Opts(t.path()), 2, f.Runner());
   ASSERT_TRUE(b->Obtain(Gang("j1", 2)).ok());
   f.answers["squeue"] = {{0, "", "", false}};
-  const BackendReport r = b->Poll();
+  const ProvisionReport r = b->Poll();
   EXPECT_EQ(r.gone, (std::vector<std::string>{"j1-a0-n0", "j1-a0-n1"}));
   EXPECT_EQ(f.Count("scontrol -o show job 41"), 1);
   EXPECT_TRUE(b->Poll().gone.empty());  // reported once

@@ -1,5 +1,5 @@
 // The Slurm backend's text: the batch script it submits, sbatch's arguments, and what it reads back
-// from squeue and scontrol (backends/slurm_backend.cc). Pure functions, unit-tested on captured output
+// from squeue and scontrol (provision/slurm_backend.cc). Pure functions, unit-tested on captured output
 // of Slurm 22.05 (tests/backends/slurm_text_test.cc).
 //
 // A job attempt's gang is one Slurm job ("allocation") of N nodes, one task per node. Its comment,
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 
 namespace anneal {
 

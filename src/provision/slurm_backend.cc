@@ -1,5 +1,5 @@
 // The Slurm backend: a job attempt's instances are one Slurm job of N nodes whose tasks are `anneal
-// agent`s (backends/slurm_text.h). One squeue per poll for every gang of this server; a gang gone from
+// agent`s (provision/slurm_text.h). One squeue per poll for every gang of this server; a gang gone from
 // squeue is looked up once with scontrol (accounting may be off) and its instances reported gone.
 // A pending gang's instances are reported pending with Slurm's reason. When every instance of a gang
 // is released, the agents exit on their next heartbeat; a gang still queued or running release_grace_s
@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <set>
 
-#include "backends/command.h"
-#include "backends/slurm_backend.h"
+#include "provision/command.h"
+#include "provision/slurm_backend.h"
 #include "core/clock.h"
 #include "core/env.h"
 
@@ -19,7 +19,7 @@ namespace anneal {
 
 namespace {
 
-class SlurmBackend : public Backend {
+class SlurmBackend : public InstanceProvider {
  public:
   SlurmBackend(const SlurmOptions& o, int nodes, CommandRunner run) : o_(o), nodes_(nodes), run_(std::move(run)) {}
 
@@ -64,8 +64,8 @@ class SlurmBackend : public Backend {
     }
   }
 
-  BackendReport Poll() override {
-    BackendReport report;
+  ProvisionReport Poll() override {
+    ProvisionReport report;
     if (MonotonicSeconds() - last_poll_ < o_.poll_s) return Pending(report);
     last_poll_ = MonotonicSeconds();
     auto q = run_({"squeue", "-h", "-o", kSqueueFormat});
@@ -107,7 +107,7 @@ class SlurmBackend : public Backend {
   }
 
   // Instances of gangs Slurm has not started yet, with its reason.
-  BackendReport& Pending(BackendReport& r) {
+  ProvisionReport& Pending(ProvisionReport& r) {
     for (const auto& [sid, g] : gangs_) {
       if (g.state != "PENDING") continue;
       for (const auto& id : g.ids) {
@@ -148,7 +148,7 @@ Result<CommandResult> Run(const std::vector<std::string>& argv) {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeSlurmBackendWith(const SlurmOptions& o, int nodes, CommandRunner run) {
+std::unique_ptr<InstanceProvider> MakeSlurmBackendWith(const SlurmOptions& o, int nodes, CommandRunner run) {
   return std::make_unique<SlurmBackend>(o, nodes, std::move(run));
 }
 
@@ -185,7 +185,7 @@ Status CheckAgentRuns(const SlurmOptions& o, CommandRunner& run) {
 
 }  // namespace
 
-Result<std::unique_ptr<Backend>> MakeSlurmBackend(const SlurmOptions& o, CommandRunner run) {
+Result<std::unique_ptr<InstanceProvider>> MakeSlurmBackend(const SlurmOptions& o, CommandRunner run) {
   auto v = run({"sbatch", "--version"});
   if (!v.ok()) {
     return InvalidInput("--backend slurm: sbatch is not on the server's PATH: install Slurm's client commands "

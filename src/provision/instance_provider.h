@@ -1,4 +1,4 @@
-// Backend: how the control plane obtains and releases instances (DESIGN.md src/backends). An instance
+// InstanceProvider: how the control plane obtains and releases instances (DESIGN.md's src/backends). An instance
 // is an `anneal agent` with slots and an address; once started it registers with the server under the
 // id it was given and from then on is reached only through the API (heartbeats), never by PID or a
 // shared path — so Slurm and Kubernetes backends implement the same calls.
@@ -43,14 +43,14 @@ struct GangRequest {
 };
 
 // What changed since the last Poll.
-struct BackendReport {
+struct ProvisionReport {
   std::vector<std::string> gone;                // instances whose agent exited or was lost
   std::map<std::string, std::string> pending;   // instance -> why it is not running yet (engine's words)
 };
 
-class Backend {
+class InstanceProvider {
  public:
-  virtual ~Backend() = default;
+  virtual ~InstanceProvider() = default;
   virtual std::string name() const = 0;
   // true: obtains a fresh gang of instances per job; false: jobs run on agents that joined.
   virtual bool obtains() const = 0;
@@ -71,14 +71,14 @@ class Backend {
   // it is gone (after a grace period) and frees what it held (joined agents: nothing to free).
   virtual void Release(const std::string& id) = 0;
   // Housekeeping on the scheduler's tick (reaping exited agents, reading the engine's queue).
-  virtual BackendReport Poll() = 0;
+  virtual ProvisionReport Poll() = 0;
 };
 
 // The name joined agents' instance records carry (InstanceRecord::backend), and StaticBackend's.
 inline constexpr const char* kJoinedBackend = "static";
 
 // Agents that join by themselves (`anneal agent --server URL`): nothing to obtain or free.
-std::unique_ptr<Backend> MakeStaticBackend();
+std::unique_ptr<InstanceProvider> MakeStaticBackend();
 
 struct LocalBackendOptions {
   std::string agent_binary;   // the anneal executable ("" = this process's own, /proc/self/exe)
@@ -93,6 +93,6 @@ struct LocalBackendOptions {
 };
 
 // Agents as processes on this machine (an ephemeral cluster of one host).
-std::unique_ptr<Backend> MakeLocalBackend(const LocalBackendOptions& o);
+std::unique_ptr<InstanceProvider> MakeLocalBackend(const LocalBackendOptions& o);
 
 }  // namespace anneal

@@ -1,6 +1,6 @@
 // RunCommand: fork + execvpe with both output pipes read through poll() until the command exits or its
 // time runs out (then SIGKILL to its process group).
-#include "backends/command.h"
+#include "provision/command.h"
 
 #include <fcntl.h>
 #include <poll.h>

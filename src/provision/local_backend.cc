@@ -12,7 +12,7 @@
 #include <map>
 #include <vector>
 
-#include "backends/backend.h"
+#include "provision/instance_provider.h"
 #include "core/env.h"
 #include "core/progress.h"
 
@@ -20,7 +20,7 @@ namespace anneal {
 
 namespace {
 
-class LocalBackend : public Backend {
+class LocalBackend : public InstanceProvider {
  public:
   explicit LocalBackend(const LocalBackendOptions& o) : o_(o) {
     if (o_.agent_binary.empty()) o_.agent_binary = SelfExecutable();
@@ -50,8 +50,8 @@ class LocalBackend : public Backend {
     if (it != procs_.end() && it->second.released_at < 0) it->second.released_at = MonotonicSeconds();
   }
 
-  BackendReport Poll() override {
-    BackendReport r;
+  ProvisionReport Poll() override {
+    ProvisionReport r;
     for (auto it = procs_.begin(); it != procs_.end();) {
       int st = 0;
       const pid_t p = ::waitpid(it->second.pid, &st, WNOHANG);
@@ -155,7 +155,7 @@ class LocalBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeLocalBackend(const LocalBackendOptions& o) { return std::make_unique<LocalBackend>(o); }
+std::unique_ptr<InstanceProvider> MakeLocalBackend(const LocalBackendOptions& o) { return std::make_unique<LocalBackend>(o); }
 
 
 }  // namespace anneal
