@@ -557,7 +557,7 @@ void HostBackend::Copy(const Stream&, const TV& dst, const TV& src) {
     ANNEAL_CHECK(dst.contiguous() && src.contiguous(), "a converting Copy needs contiguous views");
     if (dst.dtype() == DType::kBF16 && src.dtype() == DType::kF32) return FloatsToBf16(src.f32(), dst.bf16(), dst.numel());
     if (dst.dtype() == DType::kF32 && src.dtype() == DType::kBF16) return Bf16ToFloats(src.bf16(), dst.f32(), dst.numel());
-    CheckFailed(__FILE__, __LINE__, "f32 <-> bf16", "a Copy between dtypes other than f32 and bf16");
+    ANNEAL_FAIL("a Copy between dtypes other than f32 and bf16");
   }
   if (dst.contiguous() && src.contiguous()) {
     std::memmove(dst.data(), src.data(), dst.bytes());

@@ -52,7 +52,6 @@ class AttemptState {
   bool failed() const { return failed_at_ >= 0; }
   bool awaiting_leader() const { return awaiting_leader_ && !failed(); }
   bool interrupted() const { return out_.interrupted; }
-  double grace_s() const { return grace_s_; }
   AttemptOutcome& outcome() { return out_; }
 
  private:

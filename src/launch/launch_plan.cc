@@ -53,20 +53,15 @@ RankContract AttemptContract(const LaunchOptions& o, int attempt, const std::str
   return c;
 }
 
-namespace {
-
-// "0,1,3" -> {"0", "1", "3"}.
-std::vector<std::string> SplitCommas(const std::string& s) {
+std::vector<std::string> SplitList(const std::string& s, char sep) {
   std::vector<std::string> out;
   for (size_t p = 0, q; p <= s.size(); p = q + 1) {
-    q = s.find(',', p);
+    q = s.find(sep, p);
     if (q == std::string::npos) q = s.size();
     out.push_back(s.substr(p, q - p));
   }
   return out;
 }
-
-}  // namespace
 
 std::map<std::string, std::string> ProcessEnvironmentFor(const LaunchOptions& o, const LocalProcess& p,
                                                          const RankContract& attempt,
@@ -93,7 +88,7 @@ std::map<std::string, std::string> ProcessEnvironmentFor(const LaunchOptions& o,
   if (!leading && host.has_gpus) {
     // One GPU per local rank (an existing CUDA_VISIBLE_DEVICES list is indexed, not replaced).
     std::vector<std::string> ids;
-    if (env.count("CUDA_VISIBLE_DEVICES")) ids = SplitCommas(env["CUDA_VISIBLE_DEVICES"]);
+    if (env.count("CUDA_VISIBLE_DEVICES")) ids = SplitList(env["CUDA_VISIBLE_DEVICES"], ',');
     env["CUDA_VISIBLE_DEVICES"] = p.local < static_cast<int>(ids.size()) ? ids[p.local] : std::to_string(p.local);
   }
   return env;

@@ -60,6 +60,9 @@ std::map<std::string, std::string> ProcessEnvironmentFor(const LaunchOptions& o,
                                                          std::map<std::string, std::string> inherited,
                                                          const HostFacts& host, const std::string& exec_key);
 
+// "a,b,,c" split on sep: {"a", "b", "", "c"} (CUDA_VISIBLE_DEVICES, PATH).
+std::vector<std::string> SplitList(const std::string& s, char sep);
+
 // The CPUs local rank `local` is pinned to (--cpu-bind auto, when the launcher's CPUs split evenly
 // into at least one per local rank); empty: no pinning (the leader, a daemon, --cpu-bind none).
 std::vector<int> CpuShare(const LaunchOptions& o, const LocalProcess& p, const std::vector<int>& cpus);

@@ -343,8 +343,7 @@ class Launcher {
       auto f = store_->TryGet(Key(attempt, "failed"));
       if (!d.ok() || (*d && std::atoi((*d)->c_str()) >= o_.nnodes)) return;
       if (f.ok() && *f) {
-        st->outcome().exit_code = 3;
-        st->outcome().failure = "another node's " + **f;
+        (void)st->Fail(clock_.Monotonic(), "another node's " + **f, 3);  // every process has ended: no signal
         return;
       }
       clock_.SleepFor(0.1);

@@ -37,11 +37,8 @@ namespace {
 std::string InPath(const std::string& program, const std::map<std::string, std::string>& env) {
   auto path = env.find("PATH");
   if (program.find('/') != std::string::npos || path == env.end()) return program;
-  const std::string& dirs = path->second;
-  for (size_t p = 0, q; p <= dirs.size(); p = q + 1) {
-    q = dirs.find(':', p);
-    if (q == std::string::npos) q = dirs.size();
-    const std::string cand = (q > p ? dirs.substr(p, q - p) : std::string(".")) + "/" + program;
+  for (const std::string& dir : SplitList(path->second, ':')) {
+    const std::string cand = (dir.empty() ? std::string(".") : dir) + "/" + program;
     if (::access(cand.c_str(), X_OK) == 0) return cand;
   }
   return program;

@@ -60,7 +60,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
       case Role::kNormFW: normf_w_ = p.offset; break;
       case Role::kNormFB: normf_b_ = p.offset; break;
       case Role::kLmHead: lm_head_ = p.offset; break;
-      default: CheckFailed(__FILE__, __LINE__, "role", "a family's tensor with a layer role outside a layer");
+      default: ANNEAL_FAIL("a family's tensor with a layer role outside a layer");
     }
   }
   Status st = flat == FlatBuffers::kBoth ? store_.Allocate()
@@ -98,7 +98,7 @@ DevPtr DecoderModel::G(size_t off) {
   for (const ActiveRange& r : active_) {
     if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
   }
-  CheckFailed(__FILE__, __LINE__, "in an acquired range", "a gradient written outside an acquired range: a bug in Backward's ranges");
+  ANNEAL_FAIL("a gradient written outside an acquired range: a bug in Backward's ranges");
 }
 
 DevPtr DecoderModel::P(size_t off) const {
@@ -106,7 +106,7 @@ DevPtr DecoderModel::P(size_t off) const {
   for (const ActiveRange& r : gathered_) {
     if (off >= r.begin && off < r.end) return r.data + (off - r.begin);
   }
-  CheckFailed(__FILE__, __LINE__, "in a gathered range", "a parameter read outside a gathered range: a bug in the passes' ranges");
+  ANNEAL_FAIL("a parameter read outside a gathered range: a bug in the passes' ranges");
 }
 
 void DecoderModel::set_offload(bool on) {

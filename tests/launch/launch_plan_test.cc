@@ -130,5 +130,11 @@ TEST(LaunchPlan, EachLocalRankGetsAnEvenShareOfTheCpus) {
   EXPECT_TRUE(CpuShare(Nodes(1, 0, 2, LaunchMode::kSrun), LocalProcess{0, 0, true, false, false}, cpus).empty());
 }
 
+TEST(LaunchPlan, SplitListKeepsEmptyEntries) {
+  EXPECT_EQ(SplitList("4,5", ','), (std::vector<std::string>{"4", "5"}));
+  EXPECT_EQ(SplitList("/bin::/usr/bin", ':'), (std::vector<std::string>{"/bin", "", "/usr/bin"}));  // "" = "." in PATH
+  EXPECT_EQ(SplitList("", ':'), (std::vector<std::string>{""}));
+}
+
 }  // namespace
 }  // namespace anneal
