@@ -12,6 +12,12 @@
 #   2. the agent's overhead on a training step: the built-in trainer (L=2, C=128, T=128, B=8) run by
 #      `anneal launch` and as a job (the agent shipping its logs, step times and system metrics every
 #      second), alternating A B A B A B; mean step time of steps 6-40 from the trainer's own lines.
+#   3. a 2-instance job's start (bench/multi_start_lib.sh): where the instances meet, through the
+#      server, in the health round's collective and at the start. With a second binary
+#      (JOB_LATENCY_BEFORE=BEFORE_ANNEAL, or bench/job_latency.sh ANNEAL BEFORE_ANNEAL), a server of
+#      each runs side by side and their jobs alternate: a change's before and after, interleaved, with
+#      their ratio. JOB_LATENCY_ONLY=multi
+#      runs this part alone. JOB_LATENCY_REPS=N: N starts per median (default 5).
 # Targets (issue 8): start under 1 s; agent overhead under 1 %.
 # BENCH_SMOKE=1: 1 start of each; 1 round (A B) of a 4-step L=2 C=32 T=32 B=2 trainer, mean of steps 2-4:
 # figures mean nothing.
@@ -23,14 +29,18 @@ if [ "$SMOKE" = 1 ]; then
 else
   REPS=5 ROUNDS=3 STEPS=40 FROM=6 MODEL="n_layer: 2, n_head: 4, n_embd: 128" T=128 B=8
 fi
+REPS=${JOB_LATENCY_REPS:-$REPS}  # starts per median
 # need NAME...: fails, naming them, unless every variable has a value (no RESULT with empty fields)
 need() { for v in "$@"; do [ -n "${!v:-}" ] || { echo "job_latency: no figure for $v" >&2; exit 1; }; done; }
 TMP=$(mktemp -d /var/tmp/anneal_job_latency.XXXXXX); chmod 711 "$TMP"  # its jobs read files in it (tests/e2e/lib.sh)
 "$ANNEAL" server --data-dir "$TMP/srv" --listen 127.0.0.1:0 --max-instances 1 >"$TMP/server.log" 2>&1 &
 SERVER=$!
 source "$(dirname "$0")/server_lib.sh"  # await_server, running, stop_server
-trap 'stop_server; rm -rf "$TMP" "$cfg"' EXIT
+source "$(dirname "$0")/multi_start_lib.sh"  # multi_start
+trap 'stop_server; multi_stop after; multi_stop before; rm -rf "$TMP" "$cfg"' EXIT
 await_server
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+if [ "${JOB_LATENCY_ONLY:-}" = multi ]; then multi_start "$ANNEAL" "${2:-${JOB_LATENCY_BEFORE:-}}"; exit 0; fi
 
 cat >"$TMP/hello.yaml" <<'YAML'
 name: hello
@@ -44,7 +54,6 @@ if command -v podman >/dev/null && [ "$(id -u)" = 0 ]; then
   import_host_image anneal-bench/hello:1 /bin/date /bin/sh && IMAGE=anneal-bench/hello:1
   { cat "$TMP/hello.yaml"; echo "image: $IMAGE"; } >"$TMP/hello_image.yaml"
 fi
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 # job_start SPEC LATENCY_FILE [PHASES_FILE]: submits SPEC, appends its start latency (and phases)
 job_start() {
   local t0 id line
@@ -131,3 +140,5 @@ mb=$(printf '%s\n' "${b[@]}" | awk '{ s += $1 } END { printf "%.2f", s / NR }')
 printf "  %-58s %8s ms\n" "anneal launch (peer)" "$ma" "as a job under the agent" "$mb"
 pct=$(echo "($mb - $ma) * 100 / $ma" | bc -l | cut -c1-6); need pct
 echo "RESULT step_ms_launch=$ma step_ms_job=$mb overhead_pct=$pct"
+
+multi_start "$ANNEAL" "${2:-${JOB_LATENCY_BEFORE:-}}"

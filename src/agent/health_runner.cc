@@ -41,6 +41,11 @@ class HealthRunner::Impl {
     collective_timeout_s_ = Number(checks, "collective_timeout_s", 120);
     if (collective_timeout_s_ <= 0) collective_timeout_s_ = 120;
     command_ = Text(checks, "command");
+    if (request.contains("addresses") && request["addresses"].is_array()) {
+      for (const json& a : request["addresses"]) {
+        if (a.is_string()) hosts_.push_back(a.get<std::string>());
+      }
+    }
     thread_ = std::thread([this] { Run(); });
   }
   // Fields of the server's request, read without throwing (absent, null or mistyped: the default).
@@ -175,7 +180,7 @@ class HealthRunner::Impl {
   }
 
   json RunCollective(double deadline) {
-    auto m = MeetThroughServer(o_.server_url, job_, MeetingKey::HealthRound(attempt_, round_), node_, address_,
+    auto m = MeetThroughServer(o_.server_url, job_, MeetingKey{attempt_, round_}, node_, address_,
                                collective_timeout_s_, stop_, *o_.clock);
     if (stop_.load()) return Check(false, "abandoned: the job was stopped");
     if (!m.ok()) {
@@ -216,6 +221,7 @@ class HealthRunner::Impl {
     lo.master_port = m.master_port;
     lo.store_port = m.store_port;
     lo.store_bind = m.master_addr;
+    lo.hosts = hosts_;
     lo.max_restarts = 0;
     lo.job = job_ + "-health";
     lo.grace_s = 1;
@@ -297,6 +303,7 @@ class HealthRunner::Impl {
   const AgentOptions& o_;
   const std::string instance_id_;  // copied: the main thread may re-register meanwhile
   std::string address_;
+  std::vector<std::string> hosts_;  // the instances' addresses, by node (the request's "addresses")
   std::function<void()> on_done_;
   std::string job_;
   int attempt_ = 0, round_ = 0, node_ = 0, nnodes_ = 1;

@@ -333,14 +333,16 @@ class JobRunner::Impl {
     return Status::Ok();
   }
 
-  // The ports: node 0's, through the server, with several nodes; a free one here with one. False when
+  // The ports: node 0's, through the server, with several nodes (the meeting of the attempt's last
+  // health round, whose collective met there: protocol/wire.h's MeetingKey); a free one here with one.
+  // The nodes' addresses are the assignment's, so the launchers need not meet again. False when
   // stopped while waiting.
   Result<bool> Meet(const NodePlan& plan, LaunchOptions* lo) {
     if (!plan.meet) {
       ANNEAL_ASSIGN_OR_RETURN(lo->master_port, FreePort());
       return true;
     }
-    auto m = MeetThroughServer(o_.server_url, job_, MeetingKey::Start(attempt_), node_, address_, 300, stop_,
+    auto m = MeetThroughServer(o_.server_url, job_, MeetingKey{attempt_, a_.meeting_round}, node_, address_, 300, stop_,
                                *o_.clock);
     if (!m.ok() && stop_.load()) return false;
     ANNEAL_RETURN_IF_ERROR(m.status());
@@ -348,6 +350,7 @@ class JobRunner::Impl {
     lo->master_port = m->master_port;
     lo->store_port = m->store_port;
     lo->exec_key = m->exec_key;
+    lo->hosts = a_.addresses;
     return true;
   }
 

@@ -37,7 +37,7 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
                                   const std::string& address, double timeout_s, const std::atomic<bool>& stop,
                                   Clock& clock) {
   ANNEAL_ASSIGN_OR_RETURN(auto c, ApiClient::Make(server_url, 10));
-  const std::string rdzv = "/v1/jobs/" + job + "/rendezvous/" + std::to_string(key.value);
+  const std::string rdzv = key.Path(job);
   json value;
   if (node == 0) {
     ANNEAL_ASSIGN_OR_RETURN(int mp, FreePort());

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/status.h"
+#include "protocol/wire.h"
 
 namespace anneal {
 
@@ -24,19 +25,11 @@ struct Meeting {
   std::string exec_key;
 };
 
-// What a meeting is filed under at the server (/v1/jobs/<job>/rendezvous/<value>): an attempt's start
-// meets under the attempt's number; a pre-start health-check round of an attempt under a number no
-// attempt reaches (kHealthBase + attempt * 1000 + round; rounds below 1000).
-struct MeetingKey {
-  static constexpr long long kHealthBase = 1000000;
-  long long value = 0;
-  static MeetingKey Start(int attempt) { return {attempt}; }
-  static MeetingKey HealthRound(int attempt, int round) { return {kHealthBase + attempt * 1000LL + round}; }
-};
-
-// Meets the job's other instances through the server's rendezvous endpoint under `key`: node 0 picks two
-// free ports and PUTs them with its address (the server keeps the first value and answers with it),
-// the others GET until the value is there, up to timeout_s (PeerError) or until *stop (Cancelled).
+// Meets the job's other instances through the server's rendezvous endpoint under `key` (protocol/wire.h:
+// one meeting per attempt and health round, which the round's collective and the attempt's start
+// share): node 0 picks two free ports and PUTs them with its address (the server keeps the first
+// value and answers with it: at the start, the round's), the others GET until the value is there, up
+// to timeout_s (PeerError) or until *stop (Cancelled).
 Result<Meeting> MeetThroughServer(const std::string& server_url, const std::string& job, MeetingKey key, int node,
                                   const std::string& address, double timeout_s, const std::atomic<bool>& stop,
                                   Clock& clock);

@@ -68,13 +68,15 @@ class AgentRoutes : public RoutePart {
     AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/health)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal& p) -> Status {
       return PostHealth(req.matches[1], b, p, res);
     });
-    AgentRoute(h, "Put", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
-      ANNEAL_ASSIGN_OR_RETURN(std::string v, c_.store->SetRendezvous(req.matches[1], std::stoi(req.matches[2]), b.dump()));
+    // A meeting (protocol/wire.h's MeetingKey): /rendezvous/<attempt>/<round>.
+    AgentRoute(h, "Put", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+)/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      ANNEAL_ASSIGN_OR_RETURN(std::string v, c_.store->SetMeeting(req.matches[1], std::stoi(req.matches[2]),
+                                                                  std::stoi(req.matches[3]), b.dump()));
       Reply(res, 200, json::parse(v));
       return Status::Ok();
     });
-    AgentRoute(h, "Get", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json&, const Principal&) -> Status {
-      ANNEAL_ASSIGN_OR_RETURN(auto v, c_.store->GetRendezvous(req.matches[1], std::stoi(req.matches[2])));
+    AgentRoute(h, "Get", R"(/v1/jobs/([^/]+)/rendezvous/([0-9]+)/([0-9]+))", [this](const httplib::Request& req, httplib::Response& res, const json&, const Principal&) -> Status {
+      ANNEAL_ASSIGN_OR_RETURN(auto v, c_.store->GetMeeting(req.matches[1], std::stoi(req.matches[2]), std::stoi(req.matches[3])));
       if (!v) {
         ReplyError(res, 404, "not yet");
         return Status::Ok();
@@ -330,6 +332,9 @@ class AgentRoutes : public RoutePart {
       if (i.node >= 0 && i.node < static_cast<int>(a.addresses.size())) a.addresses[i.node] = i.address;
     }
     a.spec = job.spec;
+    // The start meets where the attempt's last health round met (protocol/wire.h's MeetingKey).
+    ANNEAL_ASSIGN_OR_RETURN(auto round, c_.store->GetValue(HealthRoundKey(job.id, job.attempt)));
+    a.meeting_round = round ? std::stoi(*round) : 0;
     // The execution role's storage credentials: the agent's own storage calls and the ranks use them.
     auto role = c_.roles.roles.find(a.spec.role);
     if (role != c_.roles.roles.end() && !role->second.access_key_id.empty()) {

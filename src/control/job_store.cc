@@ -159,6 +159,17 @@ ALTER TABLE metrics ADD COLUMN step INTEGER NOT NULL DEFAULT -1;
     R"sql(
 ALTER TABLE node_reports ADD COLUMN sandbox TEXT NOT NULL DEFAULT '';
 )sql",
+    // 9: one meeting per (attempt, health round), shared by the round's collective and the start
+    // (protocol/wire.h's MeetingKey); it replaces the rendezvous table, keyed by one number.
+    R"sql(
+DROP TABLE IF EXISTS rendezvous;
+CREATE TABLE meetings (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  round INTEGER NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY(job_id, attempt, round));
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
@@ -339,11 +350,13 @@ Status JobStore::Exec(const std::string& sql) {
 
 Status JobStore::Migrate() {
   std::lock_guard<std::mutex> l(mu_);
-  SqlStmt v(db_, "PRAGMA user_version");
-  Status st;
   int version = 0;
-  if (v.Step(&st)) version = static_cast<int>(v.Int(0));
-  ANNEAL_RETURN_IF_ERROR(st);
+  {  // finalized before the migrations: an unfinished statement would lock the tables a DROP names
+    SqlStmt v(db_, "PRAGMA user_version");
+    Status st;
+    if (v.Step(&st)) version = static_cast<int>(v.Int(0));
+    ANNEAL_RETURN_IF_ERROR(st);
+  }
   if (version > kSchemaVersion) {
     return InvalidInput("the job store " + path_ + " has schema version " + std::to_string(version) +
                         ", newer than this anneal's " + std::to_string(kSchemaVersion) + ": run a newer anneal server");
@@ -727,22 +740,22 @@ Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, in
   return out;
 }
 
-Result<std::string> JobStore::SetRendezvous(const std::string& job, int attempt, const std::string& value) {
+Result<std::string> JobStore::SetMeeting(const std::string& job, int attempt, int round, const std::string& value) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    SqlStmt s(db_, "INSERT OR IGNORE INTO rendezvous(job_id, attempt, value) VALUES(?,?,?)");
-    s.Bind(1, job).Bind(2, attempt).Bind(3, value);
+    SqlStmt s(db_, "INSERT OR IGNORE INTO meetings(job_id, attempt, round, value) VALUES(?,?,?,?)");
+    s.Bind(1, job).Bind(2, attempt).Bind(3, round).Bind(4, value);
     ANNEAL_RETURN_IF_ERROR(s.Run());
   }
-  ANNEAL_ASSIGN_OR_RETURN(std::optional<std::string> v, GetRendezvous(job, attempt));
-  if (!v) return Internal("rendezvous for " + job + " vanished");
+  ANNEAL_ASSIGN_OR_RETURN(std::optional<std::string> v, GetMeeting(job, attempt, round));
+  if (!v) return Internal("the meeting of " + job + " vanished");
   return *v;
 }
 
-Result<std::optional<std::string>> JobStore::GetRendezvous(const std::string& job, int attempt) {
+Result<std::optional<std::string>> JobStore::GetMeeting(const std::string& job, int attempt, int round) {
   Reader r(this);  // no lock on the writer (WAL)
-  SqlStmt s(r.db(), "SELECT value FROM rendezvous WHERE job_id = ? AND attempt = ?");
-  s.Bind(1, job).Bind(2, attempt);
+  SqlStmt s(r.db(), "SELECT value FROM meetings WHERE job_id = ? AND attempt = ? AND round = ?");
+  s.Bind(1, job).Bind(2, attempt).Bind(3, round);
   Status st;
   if (s.Step(&st)) return std::optional<std::string>(s.Text(0));
   ANNEAL_RETURN_IF_ERROR(st);

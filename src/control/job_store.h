@@ -117,7 +117,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 8;
+  static constexpr int kSchemaVersion = 9;
 
   // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
   // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key
@@ -229,9 +229,10 @@ class JobStore {
   Result<std::optional<std::string>> GetValue(const std::string& key);
   Status SetValue(const std::string& key, const std::string& value);
 
-  // The first value set for (job, attempt) wins; returns the stored one.
-  Result<std::string> SetRendezvous(const std::string& job, int attempt, const std::string& value);
-  Result<std::optional<std::string>> GetRendezvous(const std::string& job, int attempt);
+  // A meeting's value (protocol/wire.h's MeetingKey): the first one set for (job, attempt, round)
+  // wins; returns the stored one.
+  Result<std::string> SetMeeting(const std::string& job, int attempt, int round, const std::string& value);
+  Result<std::optional<std::string>> GetMeeting(const std::string& job, int attempt, int round);
 
  private:
   explicit JobStore(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

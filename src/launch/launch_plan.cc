@@ -19,6 +19,16 @@ std::string StorePlan::Address(const LaunchOptions& o, int listening_port) const
   return host + ":" + std::to_string(listening_port);
 }
 
+std::optional<std::string> KnownHosts(const LaunchOptions& o, const LocalPlan& local, int attempt) {
+  if (local.leading || attempt != o.first_attempt || static_cast<int>(o.hosts.size()) != o.nnodes) return std::nullopt;
+  std::string hosts;
+  for (const std::string& h : o.hosts) {
+    if (h.empty()) return std::nullopt;
+    hosts += (hosts.empty() ? "" : ",") + h;
+  }
+  return hosts;
+}
+
 LocalPlan PlanLocal(const LaunchOptions& o) {
   LocalPlan p;
   p.leading = o.mode != LaunchMode::kAnneal;

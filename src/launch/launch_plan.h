@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,13 @@ struct LocalPlan {
   int world = 1;
 };
 LocalPlan PlanLocal(const LaunchOptions& o);
+
+// The nodes' addresses for an attempt when they are known without the launchers' meeting in the
+// store ("a,b", in node order): the caller's (LaunchOptions::hosts, one per node) for the first
+// attempt in the launcher's own mode. nullopt: the launchers meet first — on a restart (every
+// launcher must have left the failed attempt), and in mpirun/srun mode (the leader needs every
+// node's launch-rank setup, published before the meeting).
+std::optional<std::string> KnownHosts(const LaunchOptions& o, const LocalPlan& local, int attempt);
 
 // What a process's environment depends on besides the options.
 struct HostFacts {

@@ -97,6 +97,8 @@ class Launcher {
     }
     auto host = LocalAddressToward(o_.master_addr);
     host_ = host.ok() ? *host : "127.0.0.1";
+    // With every node's address given, this node's is the one the others know.
+    if (static_cast<int>(o_.hosts.size()) == o_.nnodes && !o_.hosts[o_.node_rank].empty()) host_ = o_.hosts[o_.node_rank];
     exec_key_ = o_.exec_key.empty() ? RandomHex(16) : o_.exec_key;
     if (!o_.stop) {
       struct sigaction sa {};
@@ -192,8 +194,11 @@ class Launcher {
     leader_failed_rank_ = -1, leader_failed_weight_ = 0;
     if (local_.leading) ANNEAL_RETURN_IF_ERROR(PublishNode(attempt));
     AttemptOutcome stopped;
-    ANNEAL_ASSIGN_OR_RETURN(std::optional<std::string> hosts, Meet(attempt, &stopped));
-    if (!hosts) return stopped;
+    std::optional<std::string> hosts = KnownHosts(o_, local_, attempt);
+    if (!hosts) {
+      ANNEAL_ASSIGN_OR_RETURN(hosts, Meet(attempt, &stopped));
+      if (!hosts) return stopped;
+    }
     ANNEAL_ASSIGN_OR_RETURN(std::vector<RankProcess> ranks, StartRanks(attempt, *hosts));
     TmpDirs tmp_dirs{&ranks};
     AttemptState st(o_.grace_s, local_.awaits_leader);

@@ -3,8 +3,9 @@
 //
 // One launcher runs per node. Node 0's serves the rendezvous store on its own port (ANNEAL_STORE;
 // MASTER_ADDR/MASTER_PORT stay free for the ranks' own use). The launchers meet in the store before
-// every attempt (each publishes its address, which gives ANNEAL_HOSTS), and share the attempt's fate
-// through it: the first failure anywhere is recorded under "<job>/launch/<attempt>/failed", every
+// every attempt (each publishes its address, which gives ANNEAL_HOSTS) — except the first when the
+// caller knows every node's address already (LaunchOptions::hosts: the agent's, from the server) —
+// and share the attempt's fate through it: the first failure anywhere is recorded under "<job>/launch/<attempt>/failed", every
 // launcher stops its ranks (SIGTERM, then SIGKILL after the grace), and, while restarts remain, all
 // start attempt+1 together; the ranks resume from the newest complete checkpoint by themselves.
 // A rank exiting 2 (bad input) is never restarted: retrying cannot fix a config.
@@ -37,6 +38,10 @@ struct LaunchOptions {
   int master_port = 29500;
   int store_port = -1;       // -1: master_port + 1 with several nodes, a free port with one
   std::string store_bind;    // empty: master_addr with several nodes, 127.0.0.1 with one
+  // Every node's address, by node (ANNEAL_HOSTS), when the caller met the others already (the agent,
+  // through the server): the first attempt then starts without the launchers' meeting in the store.
+  // Empty, or in mpirun/srun mode: the launchers meet before every attempt.
+  std::vector<std::string> hosts;
   int max_restarts = 0;
   std::string job = "local";
   double grace_s = 15;       // after a failure, how long the other ranks get to exit by themselves

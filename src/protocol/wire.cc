@@ -90,9 +90,14 @@ HeartbeatMsg HeartbeatMsgFromJson(const nlohmann::json& j) {
   return m;
 }
 
+std::string MeetingKey::Path(const std::string& job) const {
+  return "/v1/jobs/" + job + "/rendezvous/" + std::to_string(attempt) + "/" + std::to_string(round);
+}
+
 nlohmann::json ToJson(const Assignment& a) {
   nlohmann::json j = {{"job", a.job},           {"attempt", a.attempt},     {"node", a.node},
-                      {"nnodes", a.addresses.size()}, {"addresses", a.addresses}, {"spec", a.spec.ToJson()}};
+                      {"nnodes", a.addresses.size()}, {"addresses", a.addresses}, {"spec", a.spec.ToJson()},
+                      {"meeting_round", a.meeting_round}};
   if (!a.credentials.empty()) j["credentials"] = a.credentials;
   return j;
 }
@@ -107,6 +112,7 @@ Result<Assignment> AssignmentFromJson(const nlohmann::json& j) {
   a.node = j.value("node", 0);
   a.addresses = j.value("addresses", std::vector<std::string>());
   a.credentials = j.value("credentials", std::map<std::string, std::string>());
+  a.meeting_round = j.value("meeting_round", 0);
   std::string field;
   auto spec = JobSpecFromJson(j["spec"], &field);
   if (!spec.ok()) return spec.status().Annotate("the assignment of " + a.job);

@@ -30,13 +30,28 @@ struct HeartbeatMsg {
   nlohmann::json health = nlohmann::json::object();
 };
 // A job attempt handed to one instance: its node among the job's instances (their addresses, by
-// node), the job's spec, and the execution role's storage credentials (none: empty).
+// node), the job's spec, the execution role's storage credentials (none: empty), and the health
+// round whose meeting its start reuses (MeetingKey).
 struct Assignment {
   std::string job;
   int attempt = 0, node = 0;
   std::vector<std::string> addresses;
   JobSpec spec;
   std::map<std::string, std::string> credentials;
+  int meeting_round = 0;
+};
+
+// Where a multi-instance job attempt's instances meet at the server
+// (/v1/jobs/<job>/rendezvous/<attempt>/<round>): the attempt's pre-start health round `round` meets
+// there for its collective, and once that round passed, the attempt's start meets there again (its
+// value is already there: node 0's address and ports, which the collective's launcher has released).
+// Without health checks, round 0. One meeting per (attempt, round): a round that replaced an
+// instance (node 0, perhaps) meets afresh.
+struct MeetingKey {
+  int attempt = 0;
+  int round = 0;
+  // "/v1/jobs/<job>/rendezvous/<attempt>/<round>"
+  std::string Path(const std::string& job) const;
 };
 // The heartbeat's answer: none, run (the assignment), health (the check to run: health_rounds.h),
 // stop (what runs), exit (the instance was released). next_s >= 0: heartbeat again that soon.

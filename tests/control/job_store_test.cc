@@ -262,10 +262,16 @@ TEST(JobStore, MetricsRankMeansAndRendezvous) {
   EXPECT_EQ((*m)[0].rank, 1);  // the slowest first
   EXPECT_DOUBLE_EQ((*m)[0].mean, 2.0);
   EXPECT_EQ((*m)[0].count, 3);
-  auto first = (*s)->SetRendezvous("j", 0, R"({"port":1})");
-  auto second = (*s)->SetRendezvous("j", 0, R"({"port":2})");
+  auto first = (*s)->SetMeeting("j", 0, 0, R"({"port":1})");
+  auto second = (*s)->SetMeeting("j", 0, 0, R"({"port":2})");
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(*second, R"({"port":1})");  // the first value wins
+  auto next_round = (*s)->SetMeeting("j", 0, 1, R"({"port":3})");  // a round that replaced an instance: afresh
+  ASSERT_TRUE(next_round.ok());
+  EXPECT_EQ(*next_round, R"({"port":3})");
+  auto none = (*s)->GetMeeting("j", 1, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(none->has_value());
 }
 
 TEST(JobStore, RefusesANewerSchema) {
@@ -391,7 +397,8 @@ TEST(JobStore, AVersion5StoreGainsThePackagesTable) {
   sqlite3* raw = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
   // Back to 5: without the packages table (6) and the metrics' step (7).
-  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; ALTER TABLE metrics DROP COLUMN step; ALTER TABLE node_reports DROP COLUMN sandbox; PRAGMA user_version = 5;", nullptr,
+  ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; ALTER TABLE metrics DROP COLUMN step; ALTER TABLE node_reports DROP COLUMN sandbox; "
+                          "DROP TABLE meetings; CREATE TABLE rendezvous(job_id TEXT, attempt INTEGER, value TEXT); PRAGMA user_version = 5;", nullptr,
                          nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);

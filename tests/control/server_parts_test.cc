@@ -181,6 +181,7 @@ TEST(Wire, TheAgentProtocolsMessagesRoundTrip) {
   r.assignment.spec.command = {"python3", "train.py"};
   r.assignment.spec.instance_count = 2;
   r.assignment.credentials = {{"AWS_ACCESS_KEY_ID", "AK"}};
+  r.assignment.meeting_round = 3;
   const json j = ToJson(r);
   EXPECT_EQ(j["assignment"]["nnodes"], 2);
   EXPECT_FALSE(j.contains("next_s"));
@@ -189,6 +190,8 @@ TEST(Wire, TheAgentProtocolsMessagesRoundTrip) {
   EXPECT_EQ(parsed->assignment.spec.command, r.assignment.spec.command);
   EXPECT_EQ(parsed->assignment.addresses, r.assignment.addresses);
   EXPECT_EQ(parsed->assignment.credentials.at("AWS_ACCESS_KEY_ID"), "AK");
+  EXPECT_EQ(parsed->assignment.meeting_round, 3);
+  EXPECT_EQ((MeetingKey{2, 3}.Path("job-1")), "/v1/jobs/job-1/rendezvous/2/3");
   EXPECT_EQ(parsed->next_s, -1);
   // A spec the agent cannot run is an error naming the field, not a crash.
   json bad = j;

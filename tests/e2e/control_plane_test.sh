@@ -118,6 +118,12 @@ check "system metrics were sampled" grep -q memory_used_mb "$TMP/train2.metrics"
 "$ANNEAL" describe "$id" --server "$URL" >"$TMP/train2.describe"
 check "describe lists the slowest ranks" grep -q "Slowest ranks" "$TMP/train2.describe"
 check "checkpoints are under the checkpoint URI" bash -c "'$ANNEAL' ckpt ls 'file://$TMP/ck_train2' | grep -q 'step-00000030'"
+# One meeting at the server for the start (issue 35): the health round's collective met under (attempt
+# 0, round 0), and the job's start met there again instead of a meeting of its own.
+check "the health round's collective ran across both instances" \
+  $PY -c 'import json,sqlite3,sys; rows=sqlite3.connect(sys.argv[1]).execute("SELECT result FROM health_checks WHERE job_id=?", (sys.argv[2],)).fetchall(); c=[x for r in rows for x in json.loads(r[0])["checks"] if x["name"]=="collective"]; assert len(c)==2 and all(x["ok"] and "skipped" not in x for x in c), c' "$TMP/srv/anneal.db" "$id"
+check "the collective and the start met once at the server, under attempt 0, round 0" \
+  $PY -c 'import sqlite3,sys; rows=sqlite3.connect(sys.argv[1]).execute("SELECT attempt, round FROM meetings WHERE job_id=?", (sys.argv[2],)).fetchall(); assert rows==[(0,0)], rows' "$TMP/srv/anneal.db" "$id"
 
 # ---- 3. the server killed and restarted mid-job ----
 cat >"$TMP/lines.yaml" <<'YAML'

@@ -130,6 +130,27 @@ TEST(LaunchPlan, EachLocalRankGetsAnEvenShareOfTheCpus) {
   EXPECT_TRUE(CpuShare(Nodes(1, 0, 2, LaunchMode::kSrun), LocalProcess{0, 0, true, false, false}, cpus).empty());
 }
 
+// The nodes' addresses known from the caller (the agent's meeting through the server) spare the first
+// attempt the launchers' meeting in the store; a restart, mpirun/srun mode, or a list that does not
+// name every node still meets.
+TEST(LaunchPlan, GivenHostsSpareOnlyTheFirstAttemptsMeeting) {
+  LaunchOptions o = Nodes(2, 1, 1);
+  EXPECT_EQ(KnownHosts(o, PlanLocal(o), 0), std::nullopt);  // none given: meet
+  o.hosts = {"10.0.0.1", "10.0.0.2"};
+  EXPECT_EQ(KnownHosts(o, PlanLocal(o), 0), std::optional<std::string>("10.0.0.1,10.0.0.2"));
+  EXPECT_EQ(KnownHosts(o, PlanLocal(o), 1), std::nullopt);  // a restart: every launcher must have left attempt 0
+  o.first_attempt = 3;  // a job the control plane restarted: its first attempt here is 3
+  EXPECT_EQ(KnownHosts(o, PlanLocal(o), 3), std::optional<std::string>("10.0.0.1,10.0.0.2"));
+  o.first_attempt = 0;
+  LaunchOptions m = Nodes(2, 1, 1, LaunchMode::kMpirun);
+  m.hosts = o.hosts;
+  EXPECT_EQ(KnownHosts(m, PlanLocal(m), 0), std::nullopt);  // the leader needs every node's setup first
+  o.hosts = {"10.0.0.1"};
+  EXPECT_EQ(KnownHosts(o, PlanLocal(o), 0), std::nullopt);  // not one per node
+  o.hosts = {"10.0.0.1", ""};
+  EXPECT_EQ(KnownHosts(o, PlanLocal(o), 0), std::nullopt);
+}
+
 TEST(LaunchPlan, SplitListKeepsEmptyEntries) {
   EXPECT_EQ(SplitList("4,5", ','), (std::vector<std::string>{"4", "5"}));
   EXPECT_EQ(SplitList("/bin::/usr/bin", ':'), (std::vector<std::string>{"/bin", "", "/usr/bin"}));  // "" = "." in PATH

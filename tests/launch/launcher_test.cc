@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -135,6 +138,54 @@ TEST(Launcher, ANodeThatNeverJoinsTimesOutOnTheLaunchersClock) {
   EXPECT_GT(clock.Monotonic() - before, 300.0);
   EXPECT_LT(RealSeconds() - real_before, 60.0);
   EXPECT_TRUE(cap.lines.empty());  // no rank started
+}
+
+// A port free on this host now (the test's node 0 listens on it a moment later).
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// Two nodes given every node's address (as the agent's meeting through the server gives them): node 0's
+// rank runs while node 1 has not started, so nothing waited for a meeting in the store; then node 1
+// comes and both finish, their ranks seeing the given ANNEAL_HOSTS and their own ANNEAL_CURRENT_HOST.
+TEST(Launcher, GivenHostsStartTheFirstAttemptWithoutMeetingInTheStore) {
+  Captured cap0, cap1;
+  const int port = FreeLoopbackPort();
+  auto node = [&](int n, Captured* cap) {
+    LaunchOptions o = Shell("echo \"$RANK $ANNEAL_HOSTS $ANNEAL_CURRENT_HOST\"", 1, cap);
+    o.nnodes = 2;
+    o.node_rank = n;
+    o.master_addr = "127.0.0.1";
+    o.allow_loopback_master = true;
+    o.store_port = port;
+    o.hosts = {"127.0.0.1", "127.0.0.2"};
+    return o;
+  };
+  std::atomic<bool> node0_ran{false};
+  Result<LaunchResult> r0 = Internal("not run");
+  LaunchOptions o0 = node(0, &cap0);
+  o0.on_started = [&](int) { node0_ran.store(true); };
+  std::thread t0([&] { r0 = RunLauncher(o0, Log(&cap0)); });
+  for (int i = 0; i < 1000 && !node0_ran.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(node0_ran.load()) << "node 0's rank did not start before node 1's launcher";
+  auto r1 = RunLauncher(node(1, &cap1), Log(&cap1));
+  t0.join();
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_EQ(r0->exit_code, 0);
+  EXPECT_EQ(r1->exit_code, 0);
+  ASSERT_EQ(cap0.lines.size(), 1u);
+  ASSERT_EQ(cap1.lines.size(), 1u);
+  EXPECT_EQ(cap0.lines[0].second, "0 127.0.0.1,127.0.0.2 127.0.0.1");
+  EXPECT_EQ(cap1.lines[0].second, "1 127.0.0.1,127.0.0.2 127.0.0.2");
 }
 
 TEST(Launcher, AStopRequestInterruptsTheRanks) {
