@@ -16,10 +16,16 @@ using nlohmann::json;
 void RefuseAssignment(ApiClient& client, const json& reply, const Status& why) {
   const json a = reply.value("assignment", json::object());
   if (reply.value("action", std::string()) != "run" || !a.is_object() || !a.contains("job") || !a["job"].is_string()) return;
-  const json report = {{"attempt", a.value("attempt", 0)}, {"node", a.value("node", 0)}, {"state", "finished"},
-                       {"exit_code", 2}, {"cause", ExitCauseName(ExitCause::kUserError)}, {"local", true},
-                       {"failed_rank", -1},
-                       {"message", "this agent cannot run the assignment: " + why.message()}};
+  NodeReport r;
+  r.attempt = a.value("attempt", 0);
+  r.node = a.value("node", 0);
+  r.state = NodeState::kFinished;
+  r.exit_code = 2;
+  r.cause = ExitCauseName(ExitCause::kUserError);
+  r.local = true;
+  r.message = "this agent cannot run the assignment: " + why.message();
+  json report = ToJson(r);
+  report.erase("at");  // the server's clock stamps it
   (void)client.Post("/v1/jobs/" + a["job"].get<std::string>() + "/reports", report);
 }
 

@@ -127,15 +127,20 @@ class JobRunner::Impl {
   }
 
   // Posts a node report, retrying while the server is away (up to the orphan timeout).
-  void Report(const std::string& state, int exit_code = -1, const std::string& message = "", int failed_rank = -1,
+  void Report(NodeState state, int exit_code = -1, const std::string& message = "", int failed_rank = -1,
               ExitCause cause = ExitCause::kNone, bool local = false) {
-    json body = {{"attempt", attempt_}, {"node", node_}, {"state", state}, {"exit_code", exit_code}, {"message", Mask(message)}};
-    if (!sandbox_desc_.empty()) body["sandbox"] = sandbox_desc_;
-    if (failed_rank >= 0) body["failed_rank"] = failed_rank;
-    if (state == "finished") {
-      body["cause"] = ExitCauseName(cause);
-      body["local"] = local;  // false: this node stopped because another one failed
-    }
+    NodeReport r;
+    r.attempt = attempt_;
+    r.node = node_;
+    r.state = state;
+    r.exit_code = exit_code;
+    r.message = Mask(message);
+    r.sandbox = sandbox_desc_;
+    r.failed_rank = failed_rank;  // these three: finished only (protocol/wire.h)
+    r.cause = ExitCauseName(cause);
+    r.local = local;  // false: this node stopped because another one failed
+    json body = ToJson(r);
+    body.erase("at");  // the server's clock stamps it
     double backoff = 0.1;
     for (;;) {
       auto c = ApiClient::Make(o_.server_url, 10);
@@ -148,7 +153,7 @@ class JobRunner::Impl {
       o_.clock->SleepFor(backoff);
       backoff = std::min(2.0, backoff * 2);
     }
-    AgentSay("could not report '" + state + "' for " + job_ + ": the server stayed unreachable");
+    AgentSay(std::string("could not report '") + NodeStateName(state) + "' for " + job_ + ": the server stayed unreachable");
   }
 
   // How much longer calls to the server may keep retrying. One budget for all of this job's calls,
@@ -165,7 +170,7 @@ class JobRunner::Impl {
   void Run() {
     shipper_ = std::make_unique<Shipper>(o_.server_url, job_, attempt_, node_);
     s3_start_ = S3CounterSnapshot();
-    Report("downloading");
+    Report(NodeState::kDownloading);
     LaunchOptions lo;
     AttemptEnd end;
     const Status st = Prepare(&lo);
@@ -177,14 +182,14 @@ class JobRunner::Impl {
     } else {
       end = RunRanks(lo);
       EndLeftovers();
-      Report("uploading");
+      Report(NodeState::kUploading);
       Upload();
     }
     sandbox_.reset();
     while (!end.summary.empty() && end.summary.back() == '\n') end.summary.pop_back();
     ShipS3();
     if (!shipper_->Flush(std::max(1.0, ServerBudgetLeft()))) AgentSay("log lines for " + job_ + " could not all be delivered");
-    Report("finished", end.exit_code, end.summary, end.failed_rank, end.cause, end.local);
+    Report(NodeState::kFinished, end.exit_code, end.summary, end.failed_rank, end.cause, end.local);
     // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent): the
     // job's folder is removed (the role's credentials lived only in this runner and the ranks'
     // environments).
@@ -198,7 +203,7 @@ class JobRunner::Impl {
 
   // The ranks, run by the launcher while the metrics loop samples them; their end, as data.
   AttemptEnd RunRanks(const LaunchOptions& lo) {
-    Report("training");
+    Report(NodeState::kTraining);
     auto oom_kills = [this] { return sandbox_ && sandbox_->cgroup() ? sandbox_->cgroup()->OomKills() : CgroupOomKills(); };
     const long long oom_before = oom_kills();
     last_activity_.store(o_.clock->Monotonic());

@@ -58,7 +58,7 @@ class AgentRoutes : public RoutePart {
       return Status::Ok();
     });
     AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/reports)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
-      NodeReport r = NodeReportFromJson(b);
+      ANNEAL_ASSIGN_OR_RETURN(NodeReport r, NodeReportFromJson(b));
       r.at = c_.clock->Wall();
       ANNEAL_RETURN_IF_ERROR(c_.store->PutNodeReport(req.matches[1], r));
       c_.scheduler->Wake();
@@ -304,7 +304,7 @@ class AgentRoutes : public RoutePart {
     HeartbeatReply r;
     ANNEAL_ASSIGN_OR_RETURN(auto reps, c_.store->NodeReports(job.id, job.attempt));
     bool finished = false;
-    for (const auto& x : reps) finished |= x.node == inst.node && x.state == "finished";
+    for (const auto& x : reps) finished |= x.node == inst.node && x.state == NodeState::kFinished;
     if (finished) {
       r.next_s = 0.1;
     } else if (!busy) {

@@ -709,7 +709,7 @@ Status JobStore::PutNodeReport(const std::string& job, const NodeReport& r) {
   SqlStmt s(db_,
          "INSERT OR REPLACE INTO node_reports(job_id, attempt, node, state, exit_code, message, at, cause, local, "
          "failed_rank, sandbox) VALUES(?,?,?,?,?,?,?,?,?,?,?)");
-  s.Bind(1, job).Bind(2, r.attempt).Bind(3, r.node).Bind(4, r.state).Bind(5, r.exit_code).Bind(6, r.message).Bind(7, r.at);
+  s.Bind(1, job).Bind(2, r.attempt).Bind(3, r.node).Bind(4, std::string(NodeStateName(r.state))).Bind(5, r.exit_code).Bind(6, r.message).Bind(7, r.at);
   s.Bind(8, r.cause).Bind(9, static_cast<int>(r.local)).Bind(10, r.failed_rank).Bind(11, r.sandbox);
   return s.Run();
 }
@@ -726,7 +726,8 @@ Result<std::vector<NodeReport>> JobStore::NodeReports(const std::string& job, in
     NodeReport r;
     r.attempt = static_cast<int>(s.Int(0));
     r.node = static_cast<int>(s.Int(1));
-    r.state = s.Text(2);
+    // (An older server stored any text an agent sent: read as the least advanced state.)
+    r.state = ParseNodeState(s.Text(2)).value_or(NodeState::kDownloading);
     r.exit_code = static_cast<int>(s.Int(3));
     r.message = s.Text(4);
     r.at = s.Real(5);

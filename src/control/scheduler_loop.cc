@@ -138,7 +138,7 @@ Status SchedulerLoop::ReadJob(const JobRecord& j, SchedulerView* v) {
   }
   ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(j.id, j.attempt));
   for (const auto& r : reps) {
-    if (r.state != "finished" || r.exit_code == 0 || r.failed_rank < 0) continue;
+    if (r.state != NodeState::kFinished || r.exit_code == 0 || r.failed_rank < 0) continue;
     ANNEAL_ASSIGN_OR_RETURN(auto last, store_->LastLogs(j.id, r.failed_rank, 10));
     auto& lines = v->last_lines[{j.id, r.failed_rank}];
     for (const auto& x : last) lines.push_back(x.text);

@@ -13,7 +13,6 @@ namespace {
 
 int CountOf(const JobRecord& j) { return j.spec.instance_count; }
 
-const std::map<std::string, int> kNodeStateOrder = {{"downloading", 0}, {"training", 1}, {"uploading", 2}, {"finished", 3}};
 
 // What failed in a health result, in a line.
 std::string HealthFailures(const json& result) {
@@ -181,7 +180,7 @@ void SchedulerPass::Progress(JobRecord& j, const std::vector<InstanceRecord>& mi
   for (const auto& r : reports) by_node[r.node] = r;
   // A lost instance (agent gone, or its heartbeat) is an infrastructure failure.
   for (const auto& i : mine) {
-    const bool done = by_node.count(i.node) && by_node[i.node].state == "finished";
+    const bool done = by_node.count(i.node) && by_node[i.node].state == NodeState::kFinished;
     if (!done && Since(i.last_heartbeat) > c_.heartbeat_timeout_s && j.phase != JobPhase::kStopping) {
       return FailOrRetry(j, ExitCause::kInfrastructure,
                          "instance " + i.id + " (node " + std::to_string(i.node) + ", " + i.address +
@@ -192,12 +191,12 @@ void SchedulerPass::Progress(JobRecord& j, const std::vector<InstanceRecord>& mi
   if (j.phase == JobPhase::kStopping) return StoppingJob(j, reports, mine);
   if (FailedNode(j, reports, mine)) return;
   const int count = CountOf(j);
-  int finished = 0, least = 3;
+  int finished = 0, least = static_cast<int>(NodeState::kFinished);
   for (int n = 0; n < count; ++n) {
     auto r = by_node.find(n);
-    const int s = r == by_node.end() ? -1 : kNodeStateOrder.at(r->second.state);
+    const int s = r == by_node.end() ? -1 : static_cast<int>(r->second.state);
     least = std::min(least, s);
-    finished += s == 3 ? 1 : 0;
+    finished += s == static_cast<int>(NodeState::kFinished) ? 1 : 0;
   }
   const double max_runtime = j.spec.max_runtime_s;
   if (max_runtime > 0 && j.started_at > 0 && now_ - j.started_at > max_runtime) {
@@ -224,7 +223,7 @@ bool SchedulerPass::FailedNode(JobRecord& j, const std::vector<NodeReport>& repo
   const NodeReport* origin = nullptr;
   int failed = 0, finished_nodes = 0;
   for (const auto& [node, r] : by_node) {
-    if (r.state != "finished") continue;
+    if (r.state != NodeState::kFinished) continue;
     ++finished_nodes;
     if (r.exit_code == 0) continue;
     ++failed;
@@ -249,7 +248,7 @@ void SchedulerPass::StoppingJob(JobRecord& j, const std::vector<NodeReport>& rep
   int quiet = 0;
   for (const auto& i : mine) {
     bool reported = false;
-    for (const auto& r : reports) reported |= r.node == i.node && r.state == "finished";
+    for (const auto& r : reports) reported |= r.node == i.node && r.state == NodeState::kFinished;
     auto b = v_.busy.find(i.id);
     const bool idle = b != v_.busy.end() && b->second.at > j.updated_at &&
                       !(b->second.job == j.id && b->second.attempt == j.attempt);

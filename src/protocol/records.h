@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace anneal {
@@ -28,9 +29,16 @@ struct MetricPoint {
   int64_t step = -1;  // the training step it belongs to (the built-in trainer's, step_time_s); -1: none
 };
 
+// Where a node is in an attempt, in the order it goes through them (the scheduler compares them).
+enum class NodeState { kDownloading, kTraining, kUploading, kFinished };
+// Its name on the wire and in the store: "downloading", "training", "uploading", "finished".
+const char* NodeStateName(NodeState s);
+// The state a name gives; nullopt for any other text.
+std::optional<NodeState> ParseNodeState(const std::string& name);
+
 struct NodeReport {
   int attempt = 0, node = 0;
-  std::string state;  // downloading | training | uploading | finished
+  NodeState state = NodeState::kDownloading;
   int exit_code = -1;
   std::string message;
   double at = 0;

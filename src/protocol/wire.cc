@@ -48,11 +48,28 @@ MetricPoint MetricPointFromJson(const nlohmann::json& j) {
   return p;
 }
 
+const char* NodeStateName(NodeState s) {
+  switch (s) {
+    case NodeState::kDownloading: return "downloading";
+    case NodeState::kTraining: return "training";
+    case NodeState::kUploading: return "uploading";
+    case NodeState::kFinished: return "finished";
+  }
+  return "downloading";
+}
+
+std::optional<NodeState> ParseNodeState(const std::string& name) {
+  for (NodeState s : {NodeState::kDownloading, NodeState::kTraining, NodeState::kUploading, NodeState::kFinished}) {
+    if (name == NodeStateName(s)) return s;
+  }
+  return std::nullopt;
+}
+
 nlohmann::json ToJson(const NodeReport& r) {
-  nlohmann::json j = {{"attempt", r.attempt}, {"node", r.node}, {"state", r.state}, {"exit_code", r.exit_code},
+  nlohmann::json j = {{"attempt", r.attempt}, {"node", r.node}, {"state", NodeStateName(r.state)}, {"exit_code", r.exit_code},
                       {"message", r.message}, {"at", r.at}};
   if (!r.sandbox.empty()) j["sandbox"] = r.sandbox;
-  if (r.state == "finished") {
+  if (r.state == NodeState::kFinished) {
     j["cause"] = r.cause;
     j["local"] = r.local;
     j["failed_rank"] = r.failed_rank;
@@ -60,11 +77,16 @@ nlohmann::json ToJson(const NodeReport& r) {
   return j;
 }
 
-NodeReport NodeReportFromJson(const nlohmann::json& j) {
+Result<NodeReport> NodeReportFromJson(const nlohmann::json& j) {
   NodeReport r;
   r.attempt = j.value("attempt", 0);
   r.node = j.value("node", 0);
-  r.state = j.value("state", std::string());
+  const std::string state = j.value("state", std::string());
+  const std::optional<NodeState> s = ParseNodeState(state);
+  if (!s) {
+    return InvalidInput("state: must be downloading, training, uploading or finished, got \"" + state.substr(0, 40) + "\"");
+  }
+  r.state = *s;
   r.exit_code = j.value("exit_code", -1);
   r.message = j.value("message", std::string());
   r.at = j.value("at", 0.0);

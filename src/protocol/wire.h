@@ -20,7 +20,8 @@ LogLine LogLineFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const MetricPoint& p);
 MetricPoint MetricPointFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const NodeReport& r);
-NodeReport NodeReportFromJson(const nlohmann::json& j);
+// A state other than NodeState's names is InvalidInput naming the field.
+Result<NodeReport> NodeReportFromJson(const nlohmann::json& j);
 // The agent protocol (docs/api/openapi.yaml: HeartbeatRequest, HeartbeatResponse, Assignment).
 // What an agent runs, sent with every heartbeat: a job attempt ("" = none) and the health check in
 // progress ({"job", "attempt", "round"}, empty = none), so the server does not ask again.

@@ -362,7 +362,7 @@ TEST(JobStore, MigratesAVersion1FileKeepingItsJobs) {
   ASSERT_EQ(reps->size(), 1u);
   EXPECT_EQ((*reps)[0].failed_rank, -1);
   NodeReport r;
-  r.state = "finished";
+  r.state = NodeState::kFinished;
   r.cause = "user_error";
   r.local = true;
   r.failed_rank = 3;

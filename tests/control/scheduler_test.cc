@@ -405,16 +405,16 @@ TEST(Scheduler, NodesMoveTheJobForwardAndItEndsAsAWarmPool) {
   const double t0 = clock.Wall();
   SchedulerView v = TwoNodeJob(JobPhase::kDownloading, t0, {.count = 2, .keep_alive_s = 30}, t0 + 5);
   NodeReport r;
-  r.state = "training";
+  r.state = NodeState::kTraining;
   r.node = 0;
   v.reports["job"] = {r};
   EXPECT_TRUE(Decide(Local(), v, t0 + 6).actions.empty());  // node 1 still downloading
   r.node = 1;
-  r.state = "uploading";
+  r.state = NodeState::kUploading;
   v.reports["job"].push_back(r);
   EXPECT_EQ(Moves(Decide(Local(), v, t0 + 6)), std::vector<std::string>{"job Training: every instance started its ranks"});
   for (auto& x : v.reports["job"]) {
-    x.state = "finished";
+    x.state = NodeState::kFinished;
     x.exit_code = 0;
   }
   const Decision d = Decide(Local(), v, t0 + 6);
@@ -430,7 +430,7 @@ TEST(Scheduler, NodesMoveTheJobForwardAndItEndsAsAWarmPool) {
 NodeReport Finished(int node, int exit_code, const std::string& message, const std::string& cause, int failed_rank = -1) {
   NodeReport r;
   r.node = node;
-  r.state = "finished";
+  r.state = NodeState::kFinished;
   r.exit_code = exit_code;
   r.message = message;
   r.cause = cause;

@@ -107,6 +107,13 @@ TEST(ControlServer, RunsAJobOnAJoinedAgentAndSurvivesARestart) {
   // While the agent runs it, no second assignment.
   EXPECT_EQ(Heartbeat(ag, agent, {{"job", id}, {"attempt", 0}})["action"], "none");
   Report(ag, id, "downloading");
+  // A state no agent sends is refused naming the field (before NodeState, it was stored, and the
+  // scheduler's next pass threw looking it up).
+  auto odd = ag->Post("/v1/jobs/" + id + "/reports", {{"attempt", 0}, {"node", 0}, {"state", "sleeping"}});
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.status().code(), Code::kInvalidInput) << odd.status().ToString();
+  EXPECT_NE(odd.status().message().find("state: must be downloading, training, uploading or finished"), std::string::npos)
+      << odd.status().message();
   Report(ag, id, "training");
   WaitFor(api, id, "Training");
   ASSERT_TRUE(ag->Post("/v1/jobs/" + id + "/logs",
