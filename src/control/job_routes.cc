@@ -401,11 +401,13 @@ class JobRoutes : public RoutePart {
       return ReplyError(res, 409, "requeue: job " + id + " is " + PhaseName(ph) + ", not running: nothing to interrupt", "requeue");
     }
     if (requeue) {
-      st = c_.store->Transition(id, JobPhase::kStopping, std::string(kRequeueRequested) + " by " + p.name, c_.clock->Wall());
+      st = c_.store->Transition(id, JobPhase::kStopping, std::string(kRequeueRequested) + " by " + p.name, c_.clock->Wall(),
+                                "", -1, StopCause::kRequeue);
     } else if (ph == JobPhase::kPending) {
       st = c_.store->Transition(id, JobPhase::kStopped, "stopped by request before it started", c_.clock->Wall(), "", 1);
     } else if (!IsTerminal(ph) && ph != JobPhase::kStopping && CanTransition(ph, JobPhase::kStopping)) {
-      st = c_.store->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, c_.clock->Wall());
+      st = c_.store->Transition(id, JobPhase::kStopping, "stop requested by " + p.name, c_.clock->Wall(), "", -1,
+                                StopCause::kRequest);
     }
     if (!st.ok()) return ReplyError(res, 500, st.message());
     c_.scheduler->Wake();

@@ -170,6 +170,14 @@ CREATE TABLE meetings (
   value TEXT NOT NULL,
   PRIMARY KEY(job_id, attempt, round));
 )sql",
+    // 10: why a job went to Stopping, as a field (StopCause); the stops recorded before it get theirs
+    // from the messages the server wrote then.
+    R"sql(
+ALTER TABLE transitions ADD COLUMN stop_cause TEXT NOT NULL DEFAULT '';
+UPDATE transitions SET stop_cause = 'max_runtime' WHERE phase = 'Stopping' AND message LIKE 'max\_runtime\_s %' ESCAPE '\';
+UPDATE transitions SET stop_cause = 'requeue' WHERE phase = 'Stopping' AND message LIKE 'requeue requested%';
+UPDATE transitions SET stop_cause = 'request' WHERE phase = 'Stopping' AND stop_cause = '';
+)sql",
 };
 constexpr int kMigrationCount = sizeof(kMigrations) / sizeof(kMigrations[0]);
 static_assert(kMigrationCount == JobStore::kSchemaVersion, "one migration per schema version");
@@ -467,8 +475,25 @@ Result<std::map<std::string, int64_t>> JobStore::CountJobsByPhase() {
   return out;
 }
 
+const char* StopCauseName(StopCause c) {
+  switch (c) {
+    case StopCause::kNone: return "";
+    case StopCause::kRequest: return "request";
+    case StopCause::kRequeue: return "requeue";
+    case StopCause::kRuntime: return "max_runtime";
+  }
+  return "";
+}
+
+StopCause ParseStopCause(const std::string& name) {
+  for (StopCause c : {StopCause::kRequest, StopCause::kRequeue, StopCause::kRuntime}) {
+    if (name == StopCauseName(c)) return c;
+  }
+  return StopCause::kNone;
+}
+
 Status JobStore::Transition(const std::string& id, JobPhase to, const std::string& message, double now,
-                            const std::string& failure_reason, int exit_code) {
+                            const std::string& failure_reason, int exit_code, StopCause stop) {
   std::lock_guard<std::mutex> l(mu_);
   return InTransaction([&]() -> Status {
     ANNEAL_ASSIGN_OR_RETURN(std::optional<JobRecord> j, GetJobOn(db_, id));
@@ -486,8 +511,8 @@ Status JobStore::Transition(const std::string& id, JobPhase to, const std::strin
     u.Bind(8, static_cast<int>(to == JobPhase::kStarting)).Bind(9, now);
     u.Bind(10, static_cast<int>(IsTerminal(to))).Bind(11, now).Bind(12, id);
     ANNEAL_RETURN_IF_ERROR(u.Run());
-    SqlStmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message) VALUES(?,?,?,?)");
-    tr.Bind(1, id).Bind(2, now).Bind(3, std::string(PhaseName(to))).Bind(4, message);
+    SqlStmt tr(db_, "INSERT INTO transitions(job_id, at, phase, message, stop_cause) VALUES(?,?,?,?,?)");
+    tr.Bind(1, id).Bind(2, now).Bind(3, std::string(PhaseName(to))).Bind(4, message).Bind(5, std::string(StopCauseName(stop)));
     return tr.Run();
   });
 }
@@ -501,7 +526,7 @@ Status JobStore::SetAttempt(const std::string& id, int attempt, double now) {
 
 Result<std::vector<TransitionRecord>> JobStore::History(const std::string& id) {
   Reader r(this);  // no lock on the writer (WAL)
-  SqlStmt s(r.db(), "SELECT at, phase, message FROM transitions WHERE job_id = ? ORDER BY id");
+  SqlStmt s(r.db(), "SELECT at, phase, message, stop_cause FROM transitions WHERE job_id = ? ORDER BY id");
   s.Bind(1, id);
   std::vector<TransitionRecord> out;
   Status st;
@@ -510,6 +535,7 @@ Result<std::vector<TransitionRecord>> JobStore::History(const std::string& id) {
     t.at = s.Real(0);
     ANNEAL_ASSIGN_OR_RETURN(t.phase, ParsePhase(s.Text(1)));
     t.message = s.Text(2);
+    t.stop = ParseStopCause(s.Text(3));
     out.push_back(std::move(t));
   }
   ANNEAL_RETURN_IF_ERROR(st);

@@ -50,10 +50,19 @@ struct JobRecord {
   std::string idempotency_key;  // the submit's Idempotency-Key ("" = none)
 };
 
+// Why a job went to Stopping, recorded with that transition (what the scheduler does when its ranks
+// end depends on it): a user's stop request, a requeue (anneal stop --requeue: the job goes back to
+// the queue), or max_runtime_s. kNone on every other transition.
+enum class StopCause { kNone, kRequest, kRequeue, kRuntime };
+// Its name in the store: "", "request", "requeue", "max_runtime".
+const char* StopCauseName(StopCause c);
+StopCause ParseStopCause(const std::string& name);  // an unknown name: kNone
+
 struct TransitionRecord {
   double at = 0;
   JobPhase phase = JobPhase::kPending;
   std::string message;
+  StopCause stop = StopCause::kNone;
 };
 
 struct InstanceRecord {
@@ -117,7 +126,7 @@ class JobStore {
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path);
   ~JobStore();
 
-  static constexpr int kSchemaVersion = 9;
+  static constexpr int kSchemaVersion = 10;
 
   // A submit (control/job_submit.cc): a new job in Pending, its id "<name>-<submission number, 4+
   // digits>". idempotency_key non-empty: (owner, key) names one job for ever; a submit with a key
@@ -156,9 +165,9 @@ class JobStore {
   // The oldest Pending jobs, at most limit, in submission order (the scheduler's queue head).
   Result<std::vector<JobRecord>> PendingJobs(int limit);
   // Moves the job (checked by the state machine) and records the transition, in one transaction.
-  // failure_reason / exit_code are stored when given (non-empty / >= 0).
+  // failure_reason / exit_code are stored when given (non-empty / >= 0); `stop` with a move to Stopping.
   Status Transition(const std::string& id, JobPhase to, const std::string& message, double now,
-                    const std::string& failure_reason = "", int exit_code = -1);
+                    const std::string& failure_reason = "", int exit_code = -1, StopCause stop = StopCause::kNone);
   Status SetAttempt(const std::string& id, int attempt, double now);
   Result<std::vector<TransitionRecord>> History(const std::string& id);
   // Every status change (of every job) with id > after_id, oldest first.

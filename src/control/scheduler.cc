@@ -61,8 +61,8 @@ double SchedulerPass::Since(double t) const { return now_ - std::max(t, v_.serve
 
 // ---- Writes ----
 void SchedulerPass::Transition(JobRecord& j, JobPhase to, const std::string& message, const std::string& failure,
-                               int exit_code) {
-  d_.actions.push_back(act::Transition{j.id, to, message, failure, exit_code});
+                               int exit_code, StopCause stop) {
+  d_.actions.push_back(act::Transition{j.id, to, message, failure, exit_code, stop});
   j.phase = to;
   j.updated_at = now_;
   if (to == JobPhase::kStarting && j.started_at == 0) j.started_at = now_;
@@ -365,6 +365,31 @@ Decision Decide(const SchedulerConfig& c, const SchedulerView& v, double now) {
   p.MoveRunningJobs();
   // After the running jobs, so instances a job just released are reused at once.
   p.PlaceQueue();
+  return p.Take();
+}
+
+// Every instance a job holds is let go as a job that no longer needs it lets it go (obtained ones
+// released, joined ones back to the pool), and every warm pool ends with its instances.
+void SchedulerPass::Drain() {
+  std::map<std::string, std::vector<InstanceRecord>> pools;
+  std::vector<InstanceRecord> held;
+  for (const auto& i : insts_) {
+    if (i.state == InstanceState::kReleased) continue;
+    if (i.state == InstanceState::kAvailable) {
+      pools[i.job_id].push_back(i);
+    } else if (Obtained(i) || !i.job_id.empty()) {
+      held.push_back(i);
+    }
+  }
+  Release(held);
+  for (const auto& [from, pool] : pools) {
+    EndWarmPool(from, pool, "Terminated", "the server ended (anneal submit --local releases every instance)");
+  }
+}
+
+Decision DecideDrain(const SchedulerConfig& c, const SchedulerView& v, double now) {
+  SchedulerPass p(c, v, now);
+  p.Drain();
   return p.Take();
 }
 

@@ -105,6 +105,7 @@ struct Transition {  // JobStore::Transition at the pass's `now`
   JobPhase to = JobPhase::kPending;
   std::string message, failure_reason;
   int exit_code = -1;
+  StopCause stop = StopCause::kNone;  // a move to Stopping: why
 };
 struct SetAttempt {
   std::string job;
@@ -151,6 +152,9 @@ Decision Decide(const SchedulerConfig& c, const SchedulerView& v, double now);
 // Step 2's start of one Starting job only (from its agent's heartbeat, so that the agent gets its
 // assignment in the same answer); v needs that job in `active`, the instances and its health.
 Decision DecideStart(const SchedulerConfig& c, const SchedulerView& v, const std::string& job, double now);
+// The server's end (anneal submit --local): every instance let go (obtained ones released through the
+// backend, joined ones back to the pool) and every warm pool Terminated.
+Decision DecideDrain(const SchedulerConfig& c, const SchedulerView& v, double now);
 
 // What a job must share with a warm pool to reuse it.
 std::string PoolKey(const JobSpec& spec);
@@ -159,7 +163,7 @@ std::string HealthRoundKey(const std::string& job, int attempt);
 // The store's key for how many of a job's attempts were interrupted (they do not count as failures).
 std::string InterruptionsKey(const std::string& job);
 // The start of a Stopping transition's message that makes the stop a requeue (an interruption).
-inline constexpr const char* kRequeueRequested = "requeue requested";
+inline constexpr const char* kRequeueRequested = "requeue requested";  // the message's start (StopCause::kRequeue)
 std::string PoolFromKey(const std::string& job);
 
 }  // namespace anneal

@@ -8,9 +8,9 @@
 namespace anneal {
 
 SchedulerLoop::SchedulerLoop(JobStore* store, InstanceProvider* backend, SchedulerConfig config, std::string server_url,
-                             double server_start, double tick_s, Hooks hooks)
+                             double server_start, double tick_s, Hooks hooks, Clock& clock)
     : store_(store), backend_(backend), c_(std::move(config)), url_(std::move(server_url)), server_start_(server_start),
-      tick_s_(tick_s), hooks_(std::move(hooks)) {}
+      tick_s_(tick_s), hooks_(std::move(hooks)), clock_(clock) {}
 
 void SchedulerLoop::Start() { thread_ = std::thread([this] { Run(); }); }
 
@@ -62,7 +62,7 @@ Status SchedulerLoop::Pass() {
   std::lock_guard<std::mutex> w(writers_);
   ProvisionReport report = backend_->Poll();
   ANNEAL_ASSIGN_OR_RETURN(SchedulerView v, ReadView());
-  const double now = WallSeconds();
+  const double now = clock_.Wall();
   v.gone = std::move(report.gone);
   v.instance_pending = std::move(report.pending);
   NotePending(v, now);
@@ -97,8 +97,15 @@ Status SchedulerLoop::StartIfReady(const std::string& job) {
   v.pending_until = pending_until_;
   ANNEAL_ASSIGN_OR_RETURN(v.instances, store_->Instances());
   ANNEAL_RETURN_IF_ERROR(ReadJob(*j, &v));
-  const double now = WallSeconds();
+  const double now = clock_.Wall();
   return Apply(DecideStart(c_, v, job, now), now);
+}
+
+Status SchedulerLoop::Drain() {
+  std::lock_guard<std::mutex> w(writers_);
+  ANNEAL_ASSIGN_OR_RETURN(SchedulerView v, ReadView());
+  const double now = clock_.Wall();
+  return Apply(DecideDrain(c_, v, now), now);
 }
 
 Result<SchedulerView> SchedulerLoop::ReadView() {
@@ -146,8 +153,9 @@ Status SchedulerLoop::ReadJob(const JobRecord& j, SchedulerView* v) {
   v->reports[j.id] = std::move(reps);
   if (j.phase == JobPhase::kStopping) {
     ANNEAL_ASSIGN_OR_RETURN(auto hist, store_->History(j.id));
-    if (!hist.empty() && hist.back().message.find("max_runtime_s") != std::string::npos) v->stopped_by_runtime.insert(j.id);
-    if (!hist.empty() && hist.back().message.rfind(kRequeueRequested, 0) == 0) v->requeued.insert(j.id);
+    const StopCause why = hist.empty() ? StopCause::kNone : hist.back().stop;
+    if (why == StopCause::kRuntime) v->stopped_by_runtime.insert(j.id);
+    if (why == StopCause::kRequeue) v->requeued.insert(j.id);
   }
   return Status::Ok();
 }
@@ -165,7 +173,7 @@ Status SchedulerLoop::Apply(const Decision& d, double now) {
 }
 
 Status SchedulerLoop::ApplyOne(const Action& a, double now) {
-  if (auto* t = std::get_if<act::Transition>(&a)) return store_->Transition(t->job, t->to, t->message, now, t->failure_reason, t->exit_code);
+  if (auto* t = std::get_if<act::Transition>(&a)) return store_->Transition(t->job, t->to, t->message, now, t->failure_reason, t->exit_code, t->stop);
   if (auto* s = std::get_if<act::SetAttempt>(&a)) return store_->SetAttempt(s->job, s->attempt, now);
   if (auto* p = std::get_if<act::PutInstance>(&a)) return store_->PutInstance(p->instance);
   if (auto* o = std::get_if<act::Obtain>(&a)) {

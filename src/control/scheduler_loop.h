@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/clock.h"
 #include "provision/instance_provider.h"
 #include "control/job_store.h"
 #include "control/prometheus_text.h"
@@ -33,9 +34,10 @@ class SchedulerLoop {
     std::function<void(const std::vector<std::string>&)> wake_pool;     // a warm pool was taken
     std::function<void()> after_pass;                                   // e.g. deliver webhooks
   };
-  // server_url: where obtained agents register.
+  // server_url: where obtained agents register. clock: the passes' `now` (deadlines: heartbeats, start
+  // and pending timeouts, warm pools' keep-alive); the loop's own pace (tick_s) is real time.
   SchedulerLoop(JobStore* store, InstanceProvider* backend, SchedulerConfig config, std::string server_url, double server_start,
-                double tick_s, Hooks hooks);
+                double tick_s, Hooks hooks, Clock& clock = Clock::Real());
   ~SchedulerLoop() { Stop(); }
 
   void Start();  // the loop's thread
@@ -46,6 +48,8 @@ class SchedulerLoop {
   // Starting -> Downloading for one job if it is ready (from its agent's heartbeat, so the agent gets
   // its assignment in the same answer).
   Status StartIfReady(const std::string& job);
+  // The server's end: DecideDrain's actions, applied as a pass's are.
+  Status Drain();
   std::mutex& writers() { return writers_; }
   std::optional<std::string> PendingReason(const std::string& job);
   const SchedulerConfig& config() const { return c_; }
@@ -70,6 +74,7 @@ class SchedulerLoop {
   const std::string url_;
   const double server_start_, tick_s_;
   Hooks hooks_;
+  Clock& clock_;
   std::mutex writers_;  // serializes status writers: the passes, stop, register
   std::mutex mu_;       // stopped_, wake_, reasons_
   std::condition_variable cv_;

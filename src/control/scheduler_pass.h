@@ -24,6 +24,8 @@ class SchedulerPass {
   void PlaceQueue();
   // Step 2 for one Starting job (DecideStart, and from MoveRunningJobs).
   void StartIfReady(JobRecord& j);
+  // The server's end (DecideDrain).
+  void Drain();
   JobRecord* Job(const std::string& id);
 
  private:
@@ -59,7 +61,7 @@ class SchedulerPass {
 
   // Writes: recorded, and applied to the working state.
   void Transition(JobRecord& j, JobPhase to, const std::string& message, const std::string& failure = "",
-                  int exit_code = -1);
+                  int exit_code = -1, StopCause stop = StopCause::kNone);
   void SetAttempt(JobRecord& j, int attempt);
   void Put(const InstanceRecord& r);
   void Forget(const std::string& id);

@@ -200,7 +200,8 @@ void SchedulerPass::Progress(JobRecord& j, const std::vector<InstanceRecord>& mi
   }
   const double max_runtime = j.spec.max_runtime_s;
   if (max_runtime > 0 && j.started_at > 0 && now_ - j.started_at > max_runtime) {
-    return Transition(j, JobPhase::kStopping, "max_runtime_s " + std::to_string(static_cast<int>(max_runtime)) + " reached");
+    return Transition(j, JobPhase::kStopping, "max_runtime_s " + std::to_string(static_cast<int>(max_runtime)) + " reached", "",
+                      -1, StopCause::kRuntime);
   }
   if (finished == count) {
     return Finish(j, JobPhase::kCompleted, "all " + std::to_string(count) + " instances finished with exit code 0", 0, mine);

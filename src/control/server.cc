@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstdio>
 #include <set>
 #include <thread>
 
@@ -65,7 +66,7 @@ class Server : public ControlServer {
     ctx_.start_wall = ctx_.clock->Wall();
     ANNEAL_RETURN_IF_ERROR(Listen());
     scheduler_ = std::make_unique<SchedulerLoop>(store_.get(), backend_.get(), SchedConfig(), ctx_.url, ctx_.start_wall,
-                                                 o_.tick_s, SchedulerHooks());
+                                                 o_.tick_s, SchedulerHooks(), *ctx_.clock);
     ctx_.scheduler = scheduler_.get();
     Routes();
     listener_ = std::thread([this] { http_->listen_after_bind(); });
@@ -314,33 +315,20 @@ class Server : public ControlServer {
   std::unique_ptr<WebhookSender> webhooks_;  // null without --webhook
 };
 
-// Releases every instance (warm pools end) and waits for the local agents to exit.
+// Releases every instance (warm pools end) through the scheduler's actions, and waits for the
+// obtained instances' agents to exit (the scheduler's passes forget each once it is gone).
 void Server::Drain(double timeout_s) {
-  const double deadline = WallSeconds() + timeout_s;
-  auto insts = store_->Instances();
-  if (insts.ok()) {
-    std::set<std::string> pools;  // jobs whose warm pool ends with this server
-    for (InstanceRecord r : *insts) {
-      if (r.state == InstanceState::kReleased) continue;
-      if (r.state == InstanceState::kAvailable) pools.insert(r.job_id);
-      r.state = InstanceState::kReleased;
-      (void)store_->PutInstance(r);
-      if (r.backend == backend_->name()) backend_->Release(r.id);
-    }
-    for (const std::string& from : pools) {
-      auto old = store_->GetJob(from);
-      if (!old.ok() || !*old || !(*old)->warm_pool.is_object()) continue;
-      json wp = (*old)->warm_pool;
-      wp["status"] = "Terminated";
-      wp["ended_because"] = "the server ended (anneal submit --local releases every instance)";
-      wp["ended_at"] = WallSeconds();
-      (void)store_->SetWarmPool(from, wp);
-    }
-  }
-  while (WallSeconds() < deadline) {
+  Clock& clock = *ctx_.clock;
+  const double deadline = clock.Monotonic() + timeout_s;
+  Status st = scheduler_->Drain();
+  if (!st.ok()) std::fprintf(stderr, "anneal server: releasing the instances: %s\n", st.ToString().c_str());
+  while (clock.Monotonic() < deadline) {
     auto left = store_->Instances();
-    if (!left.ok() || left->empty()) break;
-    Clock::Real().SleepFor(0.05);
+    if (!left.ok()) break;
+    bool obtained = false;
+    for (const InstanceRecord& r : *left) obtained |= r.backend != kJoinedBackend;
+    if (!obtained) break;
+    clock.SleepFor(0.05);
   }
 }
 

@@ -212,7 +212,8 @@ TEST(JobStore, AVersion6StoreGainsTheMetricStep) {
                          "ALTER TABLE metrics DROP COLUMN step; ALTER TABLE node_reports DROP COLUMN sandbox;"
                          "INSERT INTO metrics(job_id, attempt, node, seq, name, rank, at, value) "
                          "VALUES('old', 0, 0, 1, 'train_loss', 0, 1.0, 3.0);"
-                         "DROP TABLE meetings; CREATE TABLE rendezvous(job_id TEXT, attempt INTEGER, value TEXT); PRAGMA user_version = 6;",
+                         "DROP TABLE meetings; CREATE TABLE rendezvous(job_id TEXT, attempt INTEGER, value TEXT); "
+                         "ALTER TABLE transitions DROP COLUMN stop_cause; PRAGMA user_version = 6;",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);

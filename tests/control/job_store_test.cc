@@ -398,7 +398,8 @@ TEST(JobStore, AVersion5StoreGainsThePackagesTable) {
   ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
   // Back to 5: without the packages table (6) and the metrics' step (7).
   ASSERT_EQ(sqlite3_exec(raw, "DROP TABLE packages; ALTER TABLE metrics DROP COLUMN step; ALTER TABLE node_reports DROP COLUMN sandbox; "
-                          "DROP TABLE meetings; CREATE TABLE rendezvous(job_id TEXT, attempt INTEGER, value TEXT); PRAGMA user_version = 5;", nullptr,
+                          "DROP TABLE meetings; CREATE TABLE rendezvous(job_id TEXT, attempt INTEGER, value TEXT); "
+                          "ALTER TABLE transitions DROP COLUMN stop_cause; PRAGMA user_version = 5;", nullptr,
                          nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(raw);
@@ -406,6 +407,57 @@ TEST(JobStore, AVersion5StoreGainsThePackagesTable) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_TRUE((*s)->PutPackage(std::string(64, 'b'), "admin", 7, 1.0).ok());
   EXPECT_EQ(*(*s)->PackageBytesOf("admin"), 7);
+}
+
+// Why a job went to Stopping is a field of that transition; a store of schema 9 gets the field for
+// the stops it recorded from their messages, once, in its migration.
+TEST(JobStore, AStopsCauseIsAFieldOfItsTransition) {
+  testing::TempDir dir;
+  const std::string db = dir.File("anneal.db");
+  {
+    auto s = JobStore::Open(db);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    for (const char* id : {"a", "b", "c"}) {
+      ASSERT_TRUE((*s)->CreateJob({id, "alice", Spec(id), ""}, 1.0).ok());
+    }
+    auto ids = (*s)->ListJobs(10, false, 0, "");
+    ASSERT_TRUE(ids.ok());
+    ASSERT_EQ(ids->size(), 3u);
+    const StopCause causes[] = {StopCause::kRuntime, StopCause::kRequeue, StopCause::kRequest};
+    for (size_t n = 0; n < 3; ++n) {
+      const std::string id = (*ids)[n].id;
+      ASSERT_TRUE((*s)->Transition(id, JobPhase::kStarting, "go", 2.0).ok());
+      ASSERT_TRUE((*s)->Transition(id, JobPhase::kStopping, "any words", 3.0, "", -1, causes[n]).ok());
+      auto h = (*s)->History(id);
+      ASSERT_TRUE(h.ok());
+      EXPECT_EQ(h->back().stop, causes[n]);
+      EXPECT_EQ((*h)[h->size() - 2].stop, StopCause::kNone);
+    }
+  }
+  // Back to 9, with the messages the server wrote then.
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "ALTER TABLE transitions DROP COLUMN stop_cause;"
+                         "UPDATE transitions SET message = 'max_runtime_s 60 reached' WHERE phase = 'Stopping' AND job_id ="
+                         " (SELECT id FROM jobs WHERE name = 'a');"
+                         "UPDATE transitions SET message = 'requeue requested by alice' WHERE phase = 'Stopping' AND job_id ="
+                         " (SELECT id FROM jobs WHERE name = 'b');"
+                         "UPDATE transitions SET message = 'stop requested by alice' WHERE phase = 'Stopping' AND job_id ="
+                         " (SELECT id FROM jobs WHERE name = 'c');"
+                         "PRAGMA user_version = 9;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  auto s = JobStore::Open(db);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto jobs = (*s)->ListJobs(10, false, 0, "");
+  ASSERT_TRUE(jobs.ok());
+  std::map<std::string, StopCause> got;
+  for (const JobRecord& j : *jobs) got[j.name] = (*s)->History(j.id)->back().stop;
+  EXPECT_EQ(got["a"], StopCause::kRuntime);
+  EXPECT_EQ(got["b"], StopCause::kRequeue);
+  EXPECT_EQ(got["c"], StopCause::kRequest);
 }
 
 TEST(JobStore, AKeyNamesOneJobPerOwnerForEver) {

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/clock.h"
 #include "testing/temp_dir.h"
 
@@ -72,6 +74,70 @@ TEST(SchedulerLoop, APassObtainsAGangWritesTheMoveAndKeepsTheReasons) {
   ASSERT_TRUE(loop.Pass().ok());
   EXPECT_EQ(loop.PendingReason(a->job.id).value_or(""), "instance " + backend.gangs[0].instances[1].id + ": Resources");
   EXPECT_EQ(backend.gangs.size(), 1u);  // nothing obtained twice
+}
+
+// The server's end goes through the scheduler's actions on the loop's clock: the instances a job holds
+// are released through the backend, a joined agent goes back to the pool, and a warm pool ends
+// Terminated at the clock's time.
+TEST(SchedulerLoop, DrainReleasesEveryInstanceAndEndsTheWarmPools) {
+  testing::TempDir dir;
+  auto store = JobStore::Open(dir.path() + "/anneal.db");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  RecordingBackend backend;
+  SchedulerConfig c;
+  c.backend_obtains = backend.obtains();
+  c.backend_capacity = backend.capacity();
+  c.backend_name = backend.name();
+  c.health.enabled = false;
+  SimulatedClock clock;
+  SchedulerLoop loop(store->get(), &backend, c, "http://server:8470", clock.Wall(), 1.0, {}, clock);
+  auto a = (*store)->CreateJob({"job", "alice", Spec(2)}, clock.Wall());
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(loop.Pass().ok());
+  ASSERT_EQ(backend.gangs.size(), 1u);  // a's two instances
+  // An ended job's warm pool of one obtained instance, and an operator's agent that joined, idle.
+  auto pooled = (*store)->CreateJob({"pooled", "alice", Spec(1)}, clock.Wall());
+  ASSERT_TRUE(pooled.ok());
+  const std::string from = pooled->job.id;
+  for (JobPhase p : {JobPhase::kStarting, JobPhase::kDownloading, JobPhase::kTraining, JobPhase::kCompleted}) {
+    ASSERT_TRUE((*store)->Transition(from, p, "", clock.Wall()).ok());
+  }
+  ASSERT_TRUE((*store)->SetWarmPool(from, {{"status", "Available"}}).ok());
+  InstanceRecord kept;
+  kept.id = from + "-a0-n0";
+  kept.job_id = from;
+  kept.node = 0;
+  kept.backend = "recording";
+  kept.keep_until = clock.Wall() + 600;
+  kept.registered_at = kept.last_heartbeat = clock.Wall();
+  for (InstanceState st : {InstanceState::kRequested, InstanceState::kAssigned, InstanceState::kAvailable}) {
+    kept.state = st;  // the moves instance_state.h allows
+    ASSERT_TRUE((*store)->PutInstance(kept).ok());
+  }
+  InstanceRecord joined;
+  joined.id = "operator-1";
+  joined.state = InstanceState::kIdle;
+  joined.backend = kJoinedBackend;
+  joined.registered_at = joined.last_heartbeat = clock.Wall();
+  ASSERT_TRUE((*store)->PutInstance(joined).ok());
+  clock.Advance(30);
+
+  ASSERT_TRUE(loop.Drain().ok());
+  std::vector<std::string> released = backend.released;
+  std::sort(released.begin(), released.end());
+  std::vector<std::string> want = {backend.gangs[0].instances[0].id, backend.gangs[0].instances[1].id, kept.id};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(released, want);
+  auto insts = (*store)->Instances();
+  ASSERT_TRUE(insts.ok());
+  for (const InstanceRecord& i : *insts) {
+    EXPECT_EQ(i.state, i.id == "operator-1" ? InstanceState::kIdle : InstanceState::kReleased) << i.id;
+  }
+  auto ended = (*store)->GetJob(from);
+  ASSERT_TRUE(ended.ok() && *ended);
+  EXPECT_EQ((*ended)->warm_pool["status"], "Terminated");
+  EXPECT_EQ((*ended)->warm_pool["ended_at"], clock.Wall());
+  EXPECT_NE((*ended)->warm_pool["ended_because"].get<std::string>().find("the server ended"), std::string::npos);
 }
 
 }  // namespace
