@@ -39,16 +39,22 @@ JobSpec Spec(int count) {
   return s;
 }
 
-TEST(SchedulerLoop, APassObtainsAGangWritesTheMoveAndKeepsTheReasons) {
-  testing::TempDir dir;
-  auto store = JobStore::Open(dir.path() + "/anneal.db");
-  ASSERT_TRUE(store.ok()) << store.status().ToString();
-  RecordingBackend backend;
+// The server's configuration for this backend, without health checks.
+SchedulerConfig ConfigFor(const InstanceProvider& backend) {
   SchedulerConfig c;
   c.backend_obtains = backend.obtains();
   c.backend_capacity = backend.capacity();
   c.backend_name = backend.name();
   c.health.enabled = false;
+  return c;
+}
+
+TEST(SchedulerLoop, APassObtainsAGangWritesTheMoveAndKeepsTheReasons) {
+  testing::TempDir dir;
+  auto store = JobStore::Open(dir.path() + "/anneal.db");
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  RecordingBackend backend;
+  const SchedulerConfig c = ConfigFor(backend);
   SchedulerLoop loop(store->get(), &backend, c, "http://server:8470", WallSeconds(), 1.0, {});
   auto a = (*store)->CreateJob({"job", "alice", Spec(2)}, WallSeconds());
   auto b = (*store)->CreateJob({"job", "alice", Spec(3)}, WallSeconds());
@@ -84,11 +90,7 @@ TEST(SchedulerLoop, DrainReleasesEveryInstanceAndEndsTheWarmPools) {
   auto store = JobStore::Open(dir.path() + "/anneal.db");
   ASSERT_TRUE(store.ok()) << store.status().ToString();
   RecordingBackend backend;
-  SchedulerConfig c;
-  c.backend_obtains = backend.obtains();
-  c.backend_capacity = backend.capacity();
-  c.backend_name = backend.name();
-  c.health.enabled = false;
+  const SchedulerConfig c = ConfigFor(backend);
   SimulatedClock clock;
   SchedulerLoop loop(store->get(), &backend, c, "http://server:8470", clock.Wall(), 1.0, {}, clock);
   auto a = (*store)->CreateJob({"job", "alice", Spec(2)}, clock.Wall());
