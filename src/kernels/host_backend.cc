@@ -93,7 +93,7 @@ double HostBackend::MeasurePeakGflops(DType) {
   for (int rep = 0; rep < 5; ++rep) {
     const double t0 = MonotonicSeconds();
 #ifdef ANNEAL_NO_BLAS  // the slim build: this backend's own GEMM
-    k_.matmul_forward(c.data(), a.data(), b.data(), nullptr, n, n, n);
+    k_.linear_forward(c.data(), a.data(), b.data(), nullptr, n, n, n);
 #else
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
 #endif
@@ -116,7 +116,7 @@ void HostBackend::EmbeddingForward(const Stream& s, const TV& out, const TV& tok
     Bf16Emulation e;
     return EmbeddingForward(s, e.Out(out), tokens, e.In(wte), e.In(wpe));
   }
-  k_.encoder_forward(out.f32(), tokens.i32(), wte.f32(), wpe.f32(), tokens.dim(0), tokens.dim(1), Cols(out));
+  k_.embedding_forward(out.f32(), tokens.i32(), wte.f32(), wpe.f32(), tokens.dim(0), tokens.dim(1), Cols(out));
 }
 
 void HostBackend::EmbeddingBackward(const Stream& s, const TV& dwte, const TV& dwpe, const TV& dout,
@@ -125,7 +125,7 @@ void HostBackend::EmbeddingBackward(const Stream& s, const TV& dwte, const TV& d
     Bf16Emulation e;
     return EmbeddingBackward(s, e.Out(dwte), e.Out(dwpe), e.In(dout), tokens);
   }
-  k_.encoder_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.i32(), tokens.dim(0), tokens.dim(1), Cols(dout));
+  k_.embedding_backward(dwte.f32(), dwpe.f32(), dout.f32(), tokens.i32(), tokens.dim(0), tokens.dim(1), Cols(dout));
 }
 
 void HostBackend::VocabEmbeddingForward(const Stream& s, const TV& rows, const TV& tokens, const TV& wte_slice,
@@ -226,7 +226,7 @@ void HostBackend::LinearForward(const Stream& s, const TV& out, const TV& inp, c
     return LinearForward(s, e.Out(out), e.In(inp), e.In(w), e.In(bias),
                          e.Out(gelu_out));
   }
-  k_.matmul_forward(out.f32(), inp.f32(), w.f32(), F(bias), Rows(inp), Cols(inp), Rows(w));
+  k_.linear_forward(out.f32(), inp.f32(), w.f32(), F(bias), Rows(inp), Cols(inp), Rows(w));
   if (!gelu_out.empty()) k_.gelu_forward(gelu_out.f32(), out.f32(), out.numel());
 }
 
@@ -237,7 +237,7 @@ void HostBackend::LinearBackward(const Stream& s, const TV& dinp, const TV& dw, 
     return LinearBackward(s, e.Out(dinp), e.Out(dw), e.Out(dbias), e.In(dout),
                           e.In(inp), e.In(w));
   }
-  k_.matmul_backward(dinp.f32(), dw.f32(), F(dbias), dout.f32(), inp.f32(), w.f32(), Rows(inp), Cols(inp), Rows(w));
+  k_.linear_backward(dinp.f32(), dw.f32(), F(dbias), dout.f32(), inp.f32(), w.f32(), Rows(inp), Cols(inp), Rows(w));
 }
 
 void HostBackend::BiasAdd(const Stream& s, const TV& out, const TV& bias) {
@@ -445,7 +445,7 @@ double HostBackend::CrossEntropy(const Stream& s, const TV& logits, const TV& lo
     Bf16Emulation e;
     return CrossEntropy(s, e.Out(logits), e.Out(losses), targets, V, dscale);
   }
-  return k_.crossentropy_forward_backward(logits.f32(), losses.f32(), targets.i32(), Rows(logits), V, Cols(logits),
+  return k_.crossentropy(logits.f32(), losses.f32(), targets.i32(), Rows(logits), V, Cols(logits),
                                           dscale);
 }
 

@@ -1,7 +1,9 @@
 // The kernels of the host backends, as one table of functions over raw fp32 buffers.
 //
 // kernels/ref (plain C++, the truth) and kernels/cpu (OpenBLAS + OpenMP + AVX2) each fill a
-// KernelTable; kernels/host_backend.h composes the Backend ops (tensor/backend.h) from it. Nothing
+// KernelTable; kernels/host_backend.h composes the Backend ops (tensor/backend.h) from it. Each
+// kernel is named as its op is in OpName() (tensor/backend.cc: one op vocabulary, checked by
+// tests/layout/op_vocabulary.py). Nothing
 // outside kernels/ uses the table: the model calls Backend ops, and the parity harness
 // (tests/kernels/parity_test.cc) checks every registered backend's ops against ref's.
 //
@@ -23,9 +25,9 @@ struct KernelTable {
   std::string name;
 
   // out (B,T,C) = wte[tokens] + wpe[t]
-  void (*encoder_forward)(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C);
+  void (*embedding_forward)(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C);
   // dwte[tokens] += dout; dwpe[t] += dout
-  void (*encoder_backward)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C);
+  void (*embedding_backward)(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C);
 
   // out (N,C) = (inp - mean) * rstd * w + b; mean, rstd (N) saved for backward. eps = 1e-5.
   void (*layernorm_forward)(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
@@ -34,9 +36,9 @@ struct KernelTable {
                              const float* mean, const float* rstd, int N, int C);
 
   // out (N,OC) = inp (N,C) @ w^T (C,OC) + bias (OC, may be null)
-  void (*matmul_forward)(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC);
+  void (*linear_forward)(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC);
   // dinp += dout @ w; dw += dout^T @ inp; dbias += column sums of dout (dbias may be null)
-  void (*matmul_backward)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+  void (*linear_backward)(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                           int N, int C, int OC);
 
   // Causal self-attention over q (B,T,C) split into H heads of hs = C/H, and k, v (B,T,Hkv*hs) in Hkv
@@ -61,7 +63,7 @@ struct KernelTable {
   // losses[i] = logsumexp(logits[i,:V]) - logits[i, targets[i]]. When dscale != 0, logits is
   // overwritten in place by its gradient dscale * (softmax - onehot), with 0 in the padding columns:
   // no second (N,Vp) buffer exists. Returns the sum of losses in a fixed order.
-  double (*crossentropy_forward_backward)(float* logits, float* losses, const int32_t* targets, int N, int V, int Vp,
+  double (*crossentropy)(float* logits, float* losses, const int32_t* targets, int N, int V, int Vp,
                                           float dscale);
 
   // Sum of squares of g (n) accumulated in double in a fixed order.

@@ -46,7 +46,7 @@ TEST(CudaGemmArgsTest, ForwardAndBothGradientsMatchTheRowMajorReference) {
     const std::vector<float> inp = Random(static_cast<size_t>(N) * C, 1), w = Random(static_cast<size_t>(OC) * C, 2),
                              dout = Random(static_cast<size_t>(N) * OC, 3);
     std::vector<float> out_ref(static_cast<size_t>(N) * OC), out(out_ref.size());
-    RefKernels().matmul_forward(out_ref.data(), inp.data(), w.data(), nullptr, N, C, OC);
+    RefKernels().linear_forward(out_ref.data(), inp.data(), w.data(), nullptr, N, C, OC);
     const GemmArgs f = ForwardArgs(N, C, OC, false, false);
     EXPECT_TRUE(f.transa && !f.transb);
     HostGemm(f, w.data(), inp.data(), out.data());
@@ -55,7 +55,7 @@ TEST(CudaGemmArgsTest, ForwardAndBothGradientsMatchTheRowMajorReference) {
     // Gradients accumulate (beta = 1) into what is there.
     std::vector<float> dinp_ref = Random(static_cast<size_t>(N) * C, 4), dw_ref = Random(static_cast<size_t>(OC) * C, 5);
     std::vector<float> dinp = dinp_ref, dw = dw_ref, dbias(OC, 0.0f);
-    RefKernels().matmul_backward(dinp_ref.data(), dw_ref.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, C,
+    RefKernels().linear_backward(dinp_ref.data(), dw_ref.data(), dbias.data(), dout.data(), inp.data(), w.data(), N, C,
                                  OC);
     HostGemm(InputGradArgs(N, C, OC), w.data(), dout.data(), dinp.data());
     HostGemm(WeightGradArgs(N, C, OC), inp.data(), dout.data(), dw.data());

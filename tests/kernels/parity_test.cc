@@ -668,11 +668,11 @@ TEST(ParityTest, ReferenceBackwardMatchesFiniteDifferences) {
     const int OC = 6;
     Vec x = Rand(N * C, 54), w = Rand(OC * C, 55), b = Rand(OC, 56), R = Rand(N * OC, 57), out(N * OC);
     auto loss = [&] {
-      r.matmul_forward(out.data(), x.data(), w.data(), b.data(), N, C, OC);
+      r.linear_forward(out.data(), x.data(), w.data(), b.data(), N, C, OC);
       return Dot(out, R);
     };
     Vec dx(N * C, 0), dw(OC * C, 0), db(OC, 0);
-    r.matmul_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), N, C, OC);
+    r.linear_backward(dx.data(), dw.data(), db.data(), R.data(), x.data(), w.data(), N, C, OC);
     CheckFd("matmul dinp", x, loss, dx);
     CheckFd("matmul dw", w, loss, dw);
     CheckFd("matmul dbias", b, loss, db);
@@ -763,9 +763,9 @@ TEST(ParityTest, ReferenceBackwardMatchesFiniteDifferences) {
     for (int i = 0; i < N; ++i) tgt[i] = i % V;
     auto loss = [&] {
       Vec l2 = logits;
-      return r.crossentropy_forward_backward(l2.data(), losses.data(), tgt.data(), N, V, Vp, 0.0f);
+      return r.crossentropy(l2.data(), losses.data(), tgt.data(), N, V, Vp, 0.0f);
     };
-    r.crossentropy_forward_backward(g.data(), losses.data(), tgt.data(), N, V, Vp, 1.0f);
+    r.crossentropy(g.data(), losses.data(), tgt.data(), N, V, Vp, 1.0f);
     CheckFd("cross-entropy", logits, loss, g);
   }
   {  // encoder
@@ -774,11 +774,11 @@ TEST(ParityTest, ReferenceBackwardMatchesFiniteDifferences) {
     for (int i = 0; i < N; ++i) tok[i] = (i * 3) % V;
     Vec wte = Rand(V * C, 65), wpe = Rand(T * C, 66), R = Rand(N * C, 67), out(N * C);
     auto loss = [&] {
-      r.encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
+      r.embedding_forward(out.data(), tok.data(), wte.data(), wpe.data(), B, T, C);
       return Dot(out, R);
     };
     Vec dwte(V * C, 0), dwpe(T * C, 0);
-    r.encoder_backward(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
+    r.embedding_backward(dwte.data(), dwpe.data(), R.data(), tok.data(), B, T, C);
     CheckFd("encoder dwte", wte, loss, dwte);
     CheckFd("encoder dwpe", wpe, loss, dwpe);
   }

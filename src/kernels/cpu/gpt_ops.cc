@@ -17,7 +17,7 @@ namespace {
 constexpr float kLnEps = 1e-5f;
 constexpr float kGeluC = 0.7978845608028654f;
 
-void EncoderForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
 #pragma omp parallel for schedule(static)
   for (int bt = 0; bt < B * T; ++bt) {
     const float* e = wte + static_cast<size_t>(tokens[bt]) * C;
@@ -27,7 +27,7 @@ void EncoderForward(float* out, const int32_t* tokens, const float* wte, const f
   }
 }
 
-void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
+void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
   // Rows of dwte repeat (a token seen twice), so threads split the channels, not the rows.
 #pragma omp parallel
   {
@@ -125,7 +125,7 @@ void AddColumnSums(float* out, const float* a, int N, int OC) {
   }
 }
 
-void MatmulForward(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC) {
+void LinearForward(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, w, C, 0.0f, out, OC);
   if (bias) {
 #pragma omp parallel for schedule(static)
@@ -136,7 +136,7 @@ void MatmulForward(float* out, const float* inp, const float* w, const float* bi
   }
 }
 
-void MatmulBackward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
+void LinearBackward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
                     int C, int OC) {
   // dinp (N,C) += dout (N,OC) @ w (OC,C)
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, w, C, 1.0f, dinp, C);
@@ -354,10 +354,11 @@ void AdamW(float* p, const float* g, float* m, float* v, size_t n, float lr, flo
 }  // namespace
 
 const KernelTable& CpuKernels() {
-  static const KernelTable t{"cpu",           EncoderForward,   EncoderBackward,  LayerNormForward, LayerNormBackward,
-                             MatmulForward,   MatmulBackward,   AttentionForward, AttentionBackward, GeluForward,
-                             GeluBackward,    ResidualForward,  CrossEntropy,     SumSquares,       Scale,
-                             AdamW,           RmsNormForward,   RmsNormBackward};
+  static const KernelTable t{"cpu",           EmbeddingForward, EmbeddingBackward, LayerNormForward,
+                             LayerNormBackward, LinearForward,    LinearBackward,    AttentionForward,
+                             AttentionBackward, GeluForward,      GeluBackward,      ResidualForward,
+                             CrossEntropy,      SumSquares,       Scale,             AdamW,
+                             RmsNormForward,    RmsNormBackward};
   return t;
 }
 

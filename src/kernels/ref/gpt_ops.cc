@@ -12,7 +12,7 @@ namespace {
 constexpr double kLnEps = 1e-5;
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
 
-void EncoderForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
+void EmbeddingForward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T, int C) {
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
       // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:]
@@ -24,7 +24,7 @@ void EncoderForward(float* out, const int32_t* tokens, const float* wte, const f
   }
 }
 
-void EncoderBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
+void EmbeddingBackward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T, int C) {
   for (int b = 0; b < B; ++b) {
     for (int t = 0; t < T; ++t) {
       const float* d = dout + (static_cast<size_t>(b) * T + t) * C;
@@ -83,7 +83,7 @@ void LayerNormBackward(float* dinp, float* dw, float* db, const float* dout, con
   }
 }
 
-void MatmulForward(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC) {
+void LinearForward(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC) {
   for (int i = 0; i < N; ++i) {
     for (int o = 0; o < OC; ++o) {
       double acc = bias ? bias[o] : 0.0;
@@ -93,7 +93,7 @@ void MatmulForward(float* out, const float* inp, const float* w, const float* bi
   }
 }
 
-void MatmulBackward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
+void LinearBackward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
                     int C, int OC) {
   // dinp (N,C) += dout (N,OC) @ w (OC,C)
   for (int i = 0; i < N; ++i) {
@@ -304,10 +304,11 @@ void AdamW(float* p, const float* g, float* m, float* v, size_t n, float lr, flo
 }  // namespace
 
 const KernelTable& RefKernels() {
-  static const KernelTable t{"ref",           EncoderForward,   EncoderBackward,  LayerNormForward, LayerNormBackward,
-                             MatmulForward,   MatmulBackward,   AttentionForward, AttentionBackward, GeluForward,
-                             GeluBackward,    ResidualForward,  CrossEntropy,     SumSquares,       Scale,
-                             AdamW,           RmsNormForward,   RmsNormBackward};
+  static const KernelTable t{"ref",           EmbeddingForward, EmbeddingBackward, LayerNormForward,
+                             LayerNormBackward, LinearForward,    LinearBackward,    AttentionForward,
+                             AttentionBackward, GeluForward,      GeluBackward,      ResidualForward,
+                             CrossEntropy,      SumSquares,       Scale,             AdamW,
+                             RmsNormForward,    RmsNormBackward};
   return t;
 }
 
