@@ -3,14 +3,15 @@
 `anneal agent` needs to run it, for tests/e2e/healthcheck_test.sh: agents register as the ids in the
 scenario; a heartbeat without a result for that instance is answered with its "health" request
 (unless the heartbeat already reports that request in progress); once its result is posted, "exit".
-The rendezvous endpoint keeps the first value PUT under a key. Every heartbeat's "health" field and
+The rendezvous endpoint (/v1/jobs/<job>/rendezvous/<attempt>/<round>) keeps the first value PUT
+under a key. Every heartbeat's "health" field and
 every posted result is appended to OUT_DIR/heartbeats.jsonl and OUT_DIR/results.jsonl.
 
 usage: health_stub_server.py SCENARIO.json OUT_DIR   (prints the port it listens on, then serves)
 SCENARIO.json: {"<instance id>": <the heartbeat's "health" object for it>, ...,
                 "stop_after_s": {"<instance id>": seconds}}   (optional: "stop" that long after
                 the first "health" answer to the instance, then "exit"),
-                "rendezvous": {"<job>/<key>": value}}   (optional: values already published)
+                "rendezvous": {"<job>/<attempt>/<round>": value}}   (optional: values already published)
 """
 import json
 import sys
@@ -24,7 +25,7 @@ asked_at = {}      # instance -> when it was first sent its request
 out_dir = sys.argv[2]
 lock = threading.Lock()
 results = {}       # instance -> posted body
-rendezvous = {tuple(k.split("/")): v for k, v in scenario.pop("rendezvous", {}).items()}  # (job, key) -> value
+rendezvous = {tuple(k.split("/", 1)): v for k, v in scenario.pop("rendezvous", {}).items()}  # (job, "a/r") -> value
 next_id = [0]
 
 
@@ -87,18 +88,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_PUT(self):
         parts = self.path.strip("/").split("/")
-        if len(parts) == 5 and parts[3] == "rendezvous":
+        if len(parts) == 6 and parts[3] == "rendezvous":
             b = self.body()
             with lock:
-                v = rendezvous.setdefault((parts[2], parts[4]), b)
+                v = rendezvous.setdefault((parts[2], parts[4] + "/" + parts[5]), b)
             return self.reply(200, v)
         self.reply(404, {"error": "no route " + self.path})
 
     def do_GET(self):
         parts = self.path.strip("/").split("/")
-        if len(parts) == 5 and parts[3] == "rendezvous":
+        if len(parts) == 6 and parts[3] == "rendezvous":
             with lock:
-                v = rendezvous.get((parts[2], parts[4]))
+                v = rendezvous.get((parts[2], parts[4] + "/" + parts[5]))
             return self.reply(200, v) if v is not None else self.reply(404, {"error": "not yet"})
         self.reply(404, {"error": "no route " + self.path})
 

@@ -122,7 +122,7 @@ check "... within seconds, not the 60 s collective timeout" test "$(cat "$TMP/st
 # until the stop comes.
 dead_port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run_agents stopped1 "{\"i-1\": $(req 1 2 '' 60), \"stop_after_s\": {\"i-1\": 1.5},
-  \"rendezvous\": {\"job-1/1002001\": {\"master_addr\": \"127.0.0.1\", \"master_port\": $dead_port, \"store_port\": $dead_port}}}" i-1
+  \"rendezvous\": {\"job-1/2/1\": {\"master_addr\": \"127.0.0.1\", \"master_port\": $dead_port, \"store_port\": $dead_port}}}" i-1
 check "a stop while node 1's launcher waits for node 0's store: released within seconds" \
   bash -c "test \$(cat '$TMP/stopped1/seconds') -lt 20 && grep -q 'health checks abandoned' '$TMP/stopped1/agent-i-1.err' && test ! -e '$TMP/stopped1/results.jsonl'"
 finish
