@@ -233,7 +233,7 @@ class Server : public ControlServer {
     parts_.push_back(AddJobRoutes(*http_, ctx_));
     parts_.push_back(AddMetricsRoutes(*http_, ctx_));
     parts_.push_back(AddExecRoutes(*http_, ctx_));
-    AddUserRoutes(*http_, store_.get(), o_.user_token_ttl_s);
+    AddUserRoutes(*http_, store_.get(), *ctx_.clock, o_.user_token_ttl_s);
     AddUiRoutes(*http_);
     parts_.push_back(AddAgentRoutes(*http_, ctx_));
     http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {

@@ -46,11 +46,11 @@ json ParseBody(const httplib::Request& req, httplib::Response& res) {
   return b ? *b : json();
 }
 
-void AddTokenRoutes(httplib::Server& http, JobStore* store, double ttl_s);
+void AddTokenRoutes(httplib::Server& http, JobStore* store, Clock& clock, double ttl_s);
 
 }  // namespace
 
-void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl_s) {
+void AddUserRoutes(httplib::Server& http, JobStore* store, Clock& clock, double user_token_ttl_s) {
   http.Get("/v1/users", Guarded(store, Access::kAdmin, [store](const httplib::Request&, httplib::Response& res, const Principal&) {
     auto users = store->Users();
     if (!users.ok()) return ReplyError(res, 500, users.status().message());
@@ -58,7 +58,7 @@ void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl
     for (const auto& u : *users) out.push_back(UserJson(u));
     Reply(res, 200, {{"users", out}});
   }));
-  http.Post("/v1/users", Guarded(store, Access::kAdmin, [store, user_token_ttl_s](const httplib::Request& req, httplib::Response& res, const Principal&) {
+  http.Post("/v1/users", Guarded(store, Access::kAdmin, [store, user_token_ttl_s, &clock](const httplib::Request& req, httplib::Response& res, const Principal&) {
     json b = ParseBody(req, res);
     if (b.is_null()) return;
     UserRecord u;
@@ -69,7 +69,7 @@ void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl
     auto known = store->GetUser(u.name);
     if (!known.ok()) return ReplyError(res, 500, known.status().message());
     if (*known) return ReplyError(res, 409, "user " + u.name + " exists (change it with PUT /v1/users/" + u.name + ")");
-    u.created_at = WallSeconds();
+    u.created_at = clock.Wall();
     if (Status st = store->PutUser(u); !st.ok()) return ReplyError(res, 500, st.message());
     auto secret = IssueToken(store, u.name, "user", "created with the user", u.created_at,
                              user_token_ttl_s > 0 ? u.created_at + user_token_ttl_s : 0);
@@ -99,13 +99,13 @@ void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl
     if (Status st = store->DeleteUser(name); !st.ok()) return ReplyError(res, 500, st.message());
     Reply(res, 200, {{"removed", name}});
   }));
-  AddTokenRoutes(http, store, user_token_ttl_s);
+  AddTokenRoutes(http, store, clock, user_token_ttl_s);
 }
 
 namespace {
 
 // /v1/tokens: one's own, anyone's for an admin; a token's secret is answered once, when it is made.
-void AddTokenRoutes(httplib::Server& http, JobStore* store, double ttl_s) {
+void AddTokenRoutes(httplib::Server& http, JobStore* store, Clock& clock, double ttl_s) {
   http.Get("/v1/tokens", Guarded(store, Access::kUser, [store](const httplib::Request& req, httplib::Response& res, const Principal& p) {
     std::string who = p.name;
     if (p.admin()) who = req.has_param("user") ? req.get_param_value("user") : "";
@@ -115,7 +115,7 @@ void AddTokenRoutes(httplib::Server& http, JobStore* store, double ttl_s) {
     for (const auto& t : *tokens) out.push_back(TokenJson(t));
     Reply(res, 200, {{"tokens", out}});
   }));
-  http.Post("/v1/tokens", Guarded(store, Access::kUser, [store, ttl_s](const httplib::Request& req, httplib::Response& res, const Principal& p) {
+  http.Post("/v1/tokens", Guarded(store, Access::kUser, [store, ttl_s, &clock](const httplib::Request& req, httplib::Response& res, const Principal& p) {
     json b = ParseBody(req, res);
     if (b.is_null()) return;
     const std::string user = b.value("user", p.name);
@@ -132,7 +132,7 @@ void AddTokenRoutes(httplib::Server& http, JobStore* store, double ttl_s) {
       }
       ttl = b["ttl_s"].get<double>();
     }
-    const double now = WallSeconds();
+    const double now = clock.Wall();
     auto secret = IssueToken(store, user, "user", b.value("description", std::string()), now, ttl > 0 ? now + ttl : 0);
     if (!secret.ok()) return ReplyError(res, 500, secret.status().message());
     auto mine = store->FindToken(TokenHash(*secret));

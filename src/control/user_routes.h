@@ -8,10 +8,12 @@
 #include <httplib.h>
 
 #include "control/job_store.h"
+#include "core/clock.h"
 
 namespace anneal {
 
-// user_token_ttl_s: the lifetime of a new user token unless its request says otherwise (0: none).
-void AddUserRoutes(httplib::Server& http, JobStore* store, double user_token_ttl_s = 90 * 24 * 3600);
+// clock: the server's (users' creation and tokens' issue and expiry times). user_token_ttl_s: the
+// lifetime of a new user token unless its request says otherwise (0: none).
+void AddUserRoutes(httplib::Server& http, JobStore* store, Clock& clock, double user_token_ttl_s = 90 * 24 * 3600);
 
 }  // namespace anneal
