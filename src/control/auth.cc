@@ -10,6 +10,7 @@
 #include "core/clock.h"
 #include "core/env.h"
 #include "core/crypto.h"
+#include "core/text.h"
 
 namespace anneal {
 
@@ -22,10 +23,6 @@ Status WriteSecretFile(const std::string& path, const std::string& secret) {
   return Status::Ok();
 }
 
-std::string Trim(std::string s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  return s;
-}
 
 }  // namespace
 
@@ -55,7 +52,7 @@ Result<Principal> Authenticate(JobStore* store, const std::string& header) {
                         "$ANNEAL_TOKEN; an admin creates one with 'anneal tokens create --user NAME')");
   }
   if (header.rfind(prefix, 0) != 0) return InvalidInput("401: the Authorization header must be 'Bearer <token>'");
-  const std::string secret = Trim(header.substr(prefix.size()));
+  const std::string secret = TrimTrailing(header.substr(prefix.size()));
   ANNEAL_ASSIGN_OR_RETURN(std::optional<TokenRecord> t, store->FindToken(TokenHash(secret)));
   if (!t) return InvalidInput("401: the token is not valid (revoked, mistyped, or from another server)");
   const double now = WallSeconds();

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "core/env.h"
+#include "core/text.h"
 
 namespace anneal {
 
@@ -152,7 +153,7 @@ std::string DefaultServerUrl(const std::string& flag) {
 
 Result<std::string> ReadSecretFile(const std::string& path) {
   ANNEAL_ASSIGN_OR_RETURN(std::string text, Env::Default().ReadFile(path));
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) text.pop_back();
+  text = TrimTrailing(std::move(text));
   return text;
 }
 

@@ -14,6 +14,7 @@
 #include "provision/slurm_backend.h"
 #include "core/clock.h"
 #include "core/env.h"
+#include "core/text.h"
 
 namespace anneal {
 
@@ -48,7 +49,7 @@ class SlurmBackend : public InstanceProvider {
     ANNEAL_ASSIGN_OR_RETURN(CommandResult r, run_(SbatchArgs(o_, g, script)));
     const std::string id = r.out.substr(0, r.out.find_first_of(";\n"));
     if (r.exit_code != 0 || id.empty() || id.find_first_not_of("0123456789") != std::string::npos) {
-      return PeerError("sbatch refused " + SlurmJobName(g) + " (exit " + std::to_string(r.exit_code) + "): " + Trim(r.err + r.out));
+      return PeerError("sbatch refused " + SlurmJobName(g) + " (exit " + std::to_string(r.exit_code) + "): " + TrimTrailing(r.err + r.out));
     }
     Gang gang{id, {}, {}, -1, "PENDING", "None"};
     for (const auto& i : g.instances) gang.ids.push_back(i.id);
@@ -101,10 +102,6 @@ class SlurmBackend : public InstanceProvider {
     std::string state, reason;  // squeue's %T and %r
   };
 
-  static std::string Trim(std::string s) {
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-  }
 
   // Instances of gangs Slurm has not started yet, with its reason.
   ProvisionReport& Pending(ProvisionReport& r) {

@@ -4,17 +4,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/text.h"
+
 namespace anneal {
 
 namespace {
-
-std::string Trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(0, s.find_first_not_of(ws));
-  const size_t e = s.find_last_not_of(ws);
-  s.erase(e == std::string::npos ? 0 : e + 1);
-  return s;
-}
 
 // The file's text, or "" when it does not exist.
 std::string ReadIfExists(const std::string& path) {

@@ -11,7 +11,7 @@ namespace anneal {
 
 namespace {
 
-std::string Trim(const std::string& v) {
+std::string CanonicalHeaderValue(const std::string& v) {
   // Canonical header values: leading/trailing spaces removed, inner runs of spaces collapsed.
   std::string out;
   bool space = false;
@@ -58,7 +58,7 @@ SigV4Result SigV4Sign(const SigV4Request& r, const SigV4Credentials& c, const st
   for (const auto& [k, v] : r.headers) {
     std::string name = k;
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
-    h[name] = Trim(v);
+    h[name] = CanonicalHeaderValue(v);
   }
   if (!c.session_token.empty()) h["x-amz-security-token"] = c.session_token;
   std::string canonical_headers, signed_headers;
