@@ -24,8 +24,7 @@ void RefuseAssignment(ApiClient& client, const json& reply, const Status& why) {
   r.cause = ExitCauseName(ExitCause::kUserError);
   r.local = true;
   r.message = "this agent cannot run the assignment: " + why.message();
-  json report = ToJson(r);
-  report.erase("at");  // the server's clock stamps it
+  const json report = ToJson(r);  // (its "at" is the server's to stamp)
   (void)client.Post("/v1/jobs/" + a["job"].get<std::string>() + "/reports", report);
 }
 

@@ -139,8 +139,7 @@ class JobRunner::Impl {
     r.failed_rank = failed_rank;  // these three: finished only (protocol/wire.h)
     r.cause = ExitCauseName(cause);
     r.local = local;  // false: this node stopped because another one failed
-    json body = ToJson(r);
-    body.erase("at");  // the server's clock stamps it
+    const json body = ToJson(r);  // (its "at" is the server's to stamp)
     double backoff = 0.1;
     for (;;) {
       auto c = ApiClient::Make(o_.server_url, 10);

@@ -288,8 +288,8 @@ class AgentRoutes : public RoutePart {
     std::lock_guard<std::mutex> w(c_.scheduler->writers());
     ANNEAL_ASSIGN_OR_RETURN(auto mine, InstancesOf(job.id));
     ANNEAL_ASSIGN_OR_RETURN(auto results, c_.store->Health(job.id, job.attempt));
-    ANNEAL_ASSIGN_OR_RETURN(auto round, c_.store->GetValue(HealthRoundKey(job.id, job.attempt)));
-    auto check = HealthCheckFor(c_.o.health, job, mine, results, round ? std::stoi(*round) : 0, inst, hb.health);
+    ANNEAL_ASSIGN_OR_RETURN(int round, CurrentHealthRound(*c_.store, job.id, job.attempt));
+    auto check = HealthCheckFor(c_.o.health, job, mine, results, round, inst, hb.health);
     if (check) {
       c_.agents->Grant(inst.id, job.id);
       r.action = HeartbeatAction::kHealth;
@@ -333,8 +333,7 @@ class AgentRoutes : public RoutePart {
     }
     a.spec = job.spec;
     // The start meets where the attempt's last health round met (protocol/wire.h's MeetingKey).
-    ANNEAL_ASSIGN_OR_RETURN(auto round, c_.store->GetValue(HealthRoundKey(job.id, job.attempt)));
-    a.meeting_round = round ? std::stoi(*round) : 0;
+    ANNEAL_ASSIGN_OR_RETURN(a.meeting_round, CurrentHealthRound(*c_.store, job.id, job.attempt));
     // The execution role's storage credentials: the agent's own storage calls and the ranks use them.
     auto role = c_.roles.roles.find(a.spec.role);
     if (role != c_.roles.roles.end() && !role->second.access_key_id.empty()) {

@@ -36,6 +36,11 @@ std::optional<json> HealthCheckFor(const HealthPolicy& policy, const JobRecord& 
                 {"command", policy.command}}}};
 }
 
+Result<int> CurrentHealthRound(JobStore& store, const std::string& job, int attempt) {
+  ANNEAL_ASSIGN_OR_RETURN(auto round, store.GetValue(HealthRoundKey(job, attempt)));
+  return round ? std::stoi(*round) : 0;
+}
+
 HealthRecord HealthResultFrom(const std::string& instance, const json& body, double now) {
   HealthRecord r;
   r.instance_id = instance;

@@ -24,6 +24,9 @@ std::optional<nlohmann::json> HealthCheckFor(const HealthPolicy& policy, const J
                                              const std::vector<HealthRecord>& results, int round,
                                              const InstanceRecord& inst, const nlohmann::json& running);
 
+// The attempt's current health round (0 before any replacement): the store's HealthRoundKey value.
+Result<int> CurrentHealthRound(JobStore& store, const std::string& job, int attempt);
+
 // The record of a result an agent posted ({"node", "ok", "result", "round", "attempt"}).
 HealthRecord HealthResultFrom(const std::string& instance, const nlohmann::json& body, double now);
 

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "control/auth.h"
+#include "control/health_rounds.h"
 #include "core/clock.h"
 
 namespace anneal {
@@ -139,8 +140,7 @@ Status SchedulerLoop::ReadJob(const JobRecord& j, SchedulerView* v) {
   if (interrupted) v->interruptions[j.id] = std::stoi(*interrupted);
   if (j.phase == JobPhase::kStarting) {
     ANNEAL_ASSIGN_OR_RETURN(v->health[j.id], store_->Health(j.id, j.attempt));
-    ANNEAL_ASSIGN_OR_RETURN(auto round, store_->GetValue(HealthRoundKey(j.id, j.attempt)));
-    if (round) v->health_round[j.id] = std::stoi(*round);
+    ANNEAL_ASSIGN_OR_RETURN(v->health_round[j.id], CurrentHealthRound(*store_, j.id, j.attempt));
     return Status::Ok();
   }
   ANNEAL_ASSIGN_OR_RETURN(auto reps, store_->NodeReports(j.id, j.attempt));

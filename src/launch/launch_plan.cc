@@ -19,13 +19,15 @@ std::string StorePlan::Address(const LaunchOptions& o, int listening_port) const
   return host + ":" + std::to_string(listening_port);
 }
 
+bool HostsGiven(const LaunchOptions& o) {
+  return static_cast<int>(o.hosts.size()) == o.nnodes &&
+         std::none_of(o.hosts.begin(), o.hosts.end(), [](const std::string& h) { return h.empty(); });
+}
+
 std::optional<std::string> KnownHosts(const LaunchOptions& o, const LocalPlan& local, int attempt) {
-  if (local.leading || attempt != o.first_attempt || static_cast<int>(o.hosts.size()) != o.nnodes) return std::nullopt;
+  if (local.leading || attempt != o.first_attempt || !HostsGiven(o)) return std::nullopt;
   std::string hosts;
-  for (const std::string& h : o.hosts) {
-    if (h.empty()) return std::nullopt;
-    hosts += (hosts.empty() ? "" : ",") + h;
-  }
+  for (const std::string& h : o.hosts) hosts += (hosts.empty() ? "" : ",") + h;
   return hosts;
 }
 

@@ -42,6 +42,9 @@ struct LocalPlan {
 };
 LocalPlan PlanLocal(const LaunchOptions& o);
 
+// Whether the caller gave every node's address (LaunchOptions::hosts: one per node, none empty).
+bool HostsGiven(const LaunchOptions& o);
+
 // The nodes' addresses for an attempt when they are known without the launchers' meeting in the
 // store ("a,b", in node order): the caller's (LaunchOptions::hosts, one per node) for the first
 // attempt in the launcher's own mode. nullopt: the launchers meet first — on a restart (every

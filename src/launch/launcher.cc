@@ -98,7 +98,7 @@ class Launcher {
     auto host = LocalAddressToward(o_.master_addr);
     host_ = host.ok() ? *host : "127.0.0.1";
     // With every node's address given, this node's is the one the others know.
-    if (static_cast<int>(o_.hosts.size()) == o_.nnodes && !o_.hosts[o_.node_rank].empty()) host_ = o_.hosts[o_.node_rank];
+    if (HostsGiven(o_)) host_ = o_.hosts[o_.node_rank];
     exec_key_ = o_.exec_key.empty() ? RandomHex(16) : o_.exec_key;
     if (!o_.stop) {
       struct sigaction sa {};
