@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "comm/rank_contract.h"
 #include "core/env.h"
 
 namespace anneal {
@@ -65,9 +66,11 @@ void PlanFolders(const Assignment& a, const NodeFacts& f, NodePlan* p) {
   p->model_dir = JoinPath(p->jobdir, "model");
   p->progress_dir = JoinPath(p->jobdir, "progress-" + std::to_string(a.attempt));
   p->output_uri = a.spec.output_uri;
-  p->env["ANNEAL_OUTPUT_DIR"] = p->output_dir;
+  RankContract options;  // the contract's job options: its one writer
+  options.output_dir = p->output_dir;
+  options.progress_dir = p->progress_dir;
+  for (auto& [k, v] : options.JobOptionsEnvironment()) p->env[k] = std::move(v);
   p->env["ANNEAL_MODEL_DIR"] = p->model_dir;
-  p->env["ANNEAL_PROGRESS_DIR"] = p->progress_dir;
   p->env["ANNEAL_INSTANCE_ID"] = f.instance_id;
   p->env["PATH"] = std::filesystem::path(f.self).parent_path().string() + ":" + (f.path.empty() ? "/usr/bin:/bin" : f.path);
 }

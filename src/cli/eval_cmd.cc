@@ -100,6 +100,7 @@ Status RunEval(const EvalArgs& a) {
   if (a.seq_len > 0) sets.push_back("data.seq_len=" + std::to_string(a.seq_len));
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());  // the caller's last word (dist.*, train.kernels, ...)
   ANNEAL_ASSIGN_OR_RETURN(TrainConfig c, TrainConfig::Parse("", sets, "anneal eval"));
+  std::fputs(c.DeprecationText().c_str(), stderr);
   auto log = [&](const std::string& line) {
     if (!a.json) std::printf("%s\n", line.c_str());
   };

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "comm/rank_contract.h"
 #include "train/trainer.h"
 
 namespace anneal::cli {
@@ -37,6 +38,9 @@ Status RunTrain(const TrainArgs& a) {
   }
   if (a.config.empty()) return InvalidInput("anneal train needs --config FILE.yaml (see --list-keys)");
   ANNEAL_ASSIGN_OR_RETURN(TrainConfig c, TrainConfig::Load(a.config, a.sets));
+  if (auto rank = RankContract::FromEnvironment(); !rank.ok() || rank->rank == 0) {
+    std::fputs(c.DeprecationText().c_str(), stderr);  // once per job, not once per rank
+  }
   // Under the control plane, a job spec's checkpoint.uri is the default place for checkpoints.
   if (const char* uri = std::getenv("ANNEAL_CHECKPOINT_URI"); c.checkpoint.dir.empty() && uri && *uri) {
     c.checkpoint.dir = uri;

@@ -81,6 +81,12 @@ std::map<std::string, std::string> RankContract::NodeEnvironment() const {
   PutText(&env, "ANNEAL_CURRENT_HOST", current_host);
   PutText(&env, "MASTER_ADDR", master_addr);
   if (master_port > 0) env["MASTER_PORT"] = std::to_string(master_port);
+  for (auto& [k, v] : JobOptionsEnvironment()) env[k] = std::move(v);
+  return env;
+}
+
+std::map<std::string, std::string> RankContract::JobOptionsEnvironment() const {
+  std::map<std::string, std::string> env;
   PutText(&env, "ANNEAL_PROGRESS_DIR", progress_dir);
   PutText(&env, "ANNEAL_OUTPUT_DIR", output_dir);
   PutText(&env, "ANNEAL_BIND_ADDR", bind_addr);

@@ -66,6 +66,9 @@ struct RankContract {
   // The same without the variables of one rank (RANK, LOCAL_RANK, ROLE_RANK): what every process of
   // a node shares (an `anneal exec` into the job).
   std::map<std::string, std::string> NodeEnvironment() const;
+  // The job's options alone (ANNEAL_PROGRESS_DIR, ANNEAL_OUTPUT_DIR, ANNEAL_BIND_ADDR, ANNEAL_SHM), as
+  // the agent hands them to its launcher for every rank it starts.
+  std::map<std::string, std::string> JobOptionsEnvironment() const;
 
   static Result<RankContract> FromEnvironment(const std::map<std::string, std::string>& env);
   static Result<RankContract> FromEnvironment();  // this process's

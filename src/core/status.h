@@ -13,6 +13,8 @@
 #include <utility>
 #include <variant>
 
+#include "core/check.h"
+
 namespace anneal {
 
 enum class Code : int {
@@ -88,7 +90,7 @@ class [[nodiscard]] Result {
 
  private:
   void Check() const {
-    if (!ok()) std::abort();
+    ANNEAL_CHECK(ok(), std::get<Status>(v_).ToString().c_str());  // the value of a failed Result
   }
   std::variant<T, Status> v_;
 };

@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
 #include <vector>
 
 #include "core/check.h"
 #include "core/progress.h"
+#include "kernels/ref/row_ops.h"
 
 namespace anneal {
 
@@ -28,6 +28,23 @@ int KvHeads(const TV& q, const TV& k, int H) {
   const int64_t hs = q.dim(2) / H;
   ANNEAL_CHECK(hs > 0 && k.dim(2) % hs == 0 && H % (k.dim(2) / hs) == 0, "key/value heads that do not group the query heads");
   return static_cast<int>(k.dim(2) / hs);
+}
+
+// Runs f(r0, r1) over [0, n): once, on this thread, or (threaded) once per OpenMP thread over one
+// contiguous range each, as `omp parallel for schedule(static)` splits. The row ops compute each row
+// by itself, so no split changes a bit.
+template <class F>
+void ForRanges(bool threaded, int64_t n, const F& f) {
+  if (!threaded || n < 2) {
+    f(0, n);
+    return;
+  }
+#pragma omp parallel
+  {
+    const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t a = n * t / nt, b = n * (t + 1) / nt;
+    if (a < b) f(a, b);
+  }
 }
 
 bool AnyBf16(std::initializer_list<const TV*> vs) {
@@ -135,16 +152,9 @@ void HostBackend::VocabEmbeddingForward(const Stream& s, const TV& rows, const T
     return VocabEmbeddingForward(s, e.Out(rows), tokens, e.In(wte_slice), v0);
   }
   const int N = static_cast<int>(Rows(rows)), C = static_cast<int>(Cols(rows)), Vl = static_cast<int>(Rows(wte_slice));
-  float* out = rows.f32();
-  const float* wte = wte_slice.f32();
-  const int32_t* tok = tokens.i32();
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int n = 0; n < N; ++n) {
-    float* o = out + static_cast<size_t>(n) * C;
-    const int t = tok[n];
-    if (t >= v0 && t < v0 + Vl) std::memcpy(o, wte + static_cast<size_t>(t - v0) * C, C * sizeof(float));
-    else std::memset(o, 0, C * sizeof(float));
-  }
+  ForRanges(threaded_, N, [&](int r0, int r1) {
+    row_ops::vocab_embedding_forward(rows.f32(), tokens.i32(), wte_slice.f32(), v0, Vl, C, r0, r1);
+  });
 }
 
 void HostBackend::VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, const TV& dwpe, const TV& dall,
@@ -154,22 +164,9 @@ void HostBackend::VocabEmbeddingBackward(const Stream& s, const TV& dwte_slice, 
     return VocabEmbeddingBackward(s, e.Out(dwte_slice), e.Out(dwpe),
                                   e.In(dall), tokens, v0, T);
   }
-  const int N = static_cast<int>(Rows(dall)), C = static_cast<int>(Cols(dall)), Vl = static_cast<int>(Rows(dwte_slice));
-  float* dwte = dwte_slice.f32();
-  float* dpe = F(dwpe);  // empty: no position embedding (rotary families)
-  const float* d = dall.f32();
-  const int32_t* tok = tokens.i32();
-  for (int n = 0; n < N; ++n) {  // rows of dwte repeat: one thread, row order
-    const float* g = d + static_cast<size_t>(n) * C;
-    const int t = tok[n];
-    if (t >= v0 && t < v0 + Vl) {
-      float* w = dwte + static_cast<size_t>(t - v0) * C;
-      for (int c = 0; c < C; ++c) w[c] += g[c];
-    }
-    if (!dpe) continue;
-    float* pe = dpe + static_cast<size_t>(n % T) * C;
-    for (int c = 0; c < C; ++c) pe[c] += g[c];
-  }
+  row_ops::vocab_embedding_backward(dwte_slice.f32(), F(dwpe), dall.f32(), tokens.i32(), v0,
+                                    static_cast<int>(Rows(dwte_slice)), static_cast<int>(Rows(dall)),
+                                    static_cast<int>(Cols(dall)), T);  // F(dwpe) null: no positions (rotary)
 }
 
 void HostBackend::AddPositions(const Stream& s, const TV& out, const TV& wpe, int64_t row0, int T) {
@@ -177,15 +174,8 @@ void HostBackend::AddPositions(const Stream& s, const TV& out, const TV& wpe, in
     Bf16Emulation e;
     return AddPositions(s, e.Out(out), e.In(wpe), row0, T);
   }
-  const int R = static_cast<int>(Rows(out)), C = static_cast<int>(Cols(out));
-  float* o0 = out.f32();
-  const float* pe0 = wpe.f32();
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int n = 0; n < R; ++n) {
-    float* o = o0 + static_cast<size_t>(n) * C;
-    const float* pe = pe0 + static_cast<size_t>((row0 + n) % T) * C;
-    for (int c = 0; c < C; ++c) o[c] += pe[c];
-  }
+  const int C = static_cast<int>(Cols(out));
+  ForRanges(threaded_, Rows(out), [&](int r0, int r1) { row_ops::add_positions(out.f32(), wpe.f32(), row0, T, C, r0, r1); });
 }
 
 // ---- LayerNorm ----
@@ -245,14 +235,8 @@ void HostBackend::BiasAdd(const Stream& s, const TV& out, const TV& bias) {
     Bf16Emulation e;
     return BiasAdd(s, e.Out(out), e.In(bias));
   }
-  const int N = static_cast<int>(Rows(out)), OC = static_cast<int>(Cols(out));
-  float* o0 = out.f32();
-  const float* bi = bias.f32();
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int n = 0; n < N; ++n) {
-    float* o = o0 + static_cast<size_t>(n) * OC;
-    for (int j = 0; j < OC; ++j) o[j] += bi[j];
-  }
+  const int OC = static_cast<int>(Cols(out));
+  ForRanges(threaded_, Rows(out), [&](int r0, int r1) { row_ops::bias_add(out.f32(), bias.f32(), OC, r0, r1); });
 }
 
 // ---- attention ----
@@ -287,32 +271,10 @@ void HostBackend::AttentionDecode(const Stream& s, const TV& out, const TV& q, c
     return AttentionDecode(s, e.Out(out), e.In(q), e.In(kcache), e.In(vcache),
                            e.Out(scores), H);
   }
-  const int C = static_cast<int>(q.numel()), hs = C / H, rows = static_cast<int>(kcache.dim(0));
+  const int C = static_cast<int>(q.numel()), hs = C / H;
   const int group = H / static_cast<int>(kcache.dim(1) / hs);  // query heads per key/value head
-  const int64_t ks = kcache.stride(0), vs = vcache.stride(0);
-  const float* qv = q.f32();
-  const float* kc = kcache.f32();
-  const float* vc = vcache.f32();
-  float* sc = scores.f32();
-  float* att = out.f32();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int h = 0; h < H; ++h) {
-    // scores over cached positions, softmax, weighted sum of cached values
-    float mx = -INFINITY;
-    for (int u = 0; u < rows; ++u) {
-      float sum = 0;
-      for (int i = 0; i < hs; ++i) sum += qv[h * hs + i] * kc[static_cast<size_t>(u) * ks + (h / group) * hs + i];
-      sc[u] = sum * scale;
-      mx = std::max(mx, sc[u]);
-    }
-    float sum = 0;
-    for (int u = 0; u < rows; ++u) sum += (sc[u] = std::exp(sc[u] - mx));
-    for (int i = 0; i < hs; ++i) {
-      float acc = 0;
-      for (int u = 0; u < rows; ++u) acc += sc[u] * vc[static_cast<size_t>(u) * vs + (h / group) * hs + i];
-      att[h * hs + i] = acc / sum;
-    }
-  }
+  row_ops::attention_decode(out.f32(), q.f32(), kcache.f32(), kcache.stride(0), vcache.f32(), vcache.stride(0),
+                            scores.f32(), static_cast<int>(kcache.dim(0)), H, hs, group);
 }
 
 // ---- the Llama family's ops ----
@@ -341,26 +303,10 @@ void HostBackend::Rotary(const Stream& st, const TV& x, const TV& cos, const TV&
     Bf16Emulation e;
     return Rotary(st, e.Out(x), cos, sin, H, inverse);
   }
-  const int B = static_cast<int>(x.dim(0)), T = static_cast<int>(x.dim(1)), C = static_cast<int>(x.dim(2));
-  const int hs = C / H, half = hs / 2;
-  float* x0 = x.f32();
-  const float* c0 = cos.f32();
-  const float* s0 = sin.f32();
-  const double sign = inverse ? -1.0 : 1.0;
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int bt = 0; bt < B * T; ++bt) {
-    const int t = bt % T;
-    const float* c = c0 + static_cast<size_t>(t) * half;
-    const float* sn = s0 + static_cast<size_t>(t) * half;
-    for (int h = 0; h < H; ++h) {
-      float* v = x0 + static_cast<size_t>(bt) * C + static_cast<size_t>(h) * hs;
-      for (int i = 0; i < half; ++i) {
-        const double a = v[i], b = v[i + half], ci = c[i], si = sign * sn[i];
-        v[i] = static_cast<float>(a * ci - b * si);
-        v[i + half] = static_cast<float>(b * ci + a * si);
-      }
-    }
-  }
+  const int T = static_cast<int>(x.dim(1)), hs = static_cast<int>(x.dim(2)) / H;
+  ForRanges(threaded_, x.dim(0) * T, [&](int r0, int r1) {
+    row_ops::rotary(x.f32(), cos.f32(), sin.f32(), T, H, hs, inverse, r0, r1);
+  });
 }
 
 void HostBackend::SwiGluForward(const Stream& s, const TV& out, const TV& gate, const TV& up) {
@@ -368,15 +314,9 @@ void HostBackend::SwiGluForward(const Stream& s, const TV& out, const TV& gate, 
     Bf16Emulation e;
     return SwiGluForward(s, e.Out(out), e.In(gate), e.In(up));
   }
-  float* o = out.f32();
-  const float* g = gate.f32();
-  const float* u = up.f32();
-  const int64_t n = out.numel();
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int64_t i = 0; i < n; ++i) {
-    const double gi = g[i];
-    o[i] = static_cast<float>(gi / (1.0 + std::exp(-gi)) * u[i]);
-  }
+  ForRanges(threaded_, out.numel(), [&](int64_t i0, int64_t i1) {
+    row_ops::swiglu_forward(out.f32(), gate.f32(), up.f32(), i0, i1);
+  });
 }
 
 // d/dg silu(g) = sig(g) (1 + g (1 - sig(g))).
@@ -386,18 +326,9 @@ void HostBackend::SwiGluBackward(const Stream& s, const TV& dgate, const TV& dup
     Bf16Emulation e;
     return SwiGluBackward(s, e.Out(dgate), e.Out(dup), e.In(gate), e.In(up), e.In(dout));
   }
-  float* dg = dgate.f32();
-  float* du = dup.f32();
-  const float* g = gate.f32();
-  const float* u = up.f32();
-  const float* d = dout.f32();
-  const int64_t n = gate.numel();
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int64_t i = 0; i < n; ++i) {
-    const double gi = g[i], sig = 1.0 / (1.0 + std::exp(-gi));
-    du[i] = static_cast<float>(gi * sig * d[i]);
-    dg[i] = static_cast<float>(static_cast<double>(d[i]) * u[i] * sig * (1.0 + gi * (1.0 - sig)));
-  }
+  ForRanges(threaded_, gate.numel(), [&](int64_t i0, int64_t i1) {
+    row_ops::swiglu_backward(dgate.f32(), dup.f32(), gate.f32(), up.f32(), dout.f32(), i0, i1);
+  });
 }
 
 // ---- elementwise ----
@@ -431,10 +362,7 @@ void HostBackend::Accumulate(const Stream& s, const TV& dst, const TV& src) {
     Bf16Emulation e;
     return Accumulate(s, e.Out(dst), e.In(src));
   }
-  float* d = dst.f32();
-  const float* x = src.f32();
-  const int64_t n = dst.numel();
-  for (int64_t i = 0; i < n; ++i) d[i] += x[i];
+  row_ops::accumulate(dst.f32(), src.f32(), 0, dst.numel());  // one thread, as before
 }
 
 // ---- loss ----
@@ -455,22 +383,10 @@ void HostBackend::VocabLossStats(const Stream& s, const TV& stats, const TV& log
     Bf16Emulation e;
     return VocabLossStats(s, stats, e.In(logits), targets, v0, nreal);
   }
-  const int N = static_cast<int>(Rows(logits)), Vl = static_cast<int>(Cols(logits));
-  const double ninf = -std::numeric_limits<double>::infinity();
-  const float* lg = logits.f32();
-  const int32_t* tg = targets.i32();
-  double* st = stats.f64();
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int i = 0; i < N; ++i) {
-    const float* row = lg + static_cast<size_t>(i) * Vl;
-    double mx = ninf;
-    for (int j = 0; j < nreal; ++j) mx = std::max(mx, static_cast<double>(row[j]));
-    double sum = 0;
-    for (int j = 0; j < nreal; ++j) sum += std::exp(static_cast<double>(row[j]) - mx);
-    const int t = tg[i];
-    st[2 * i] = nreal ? mx + std::log(sum) : ninf;
-    st[2 * i + 1] = t >= v0 && t < v0 + nreal ? row[t - v0] : 0.0;
-  }
+  const int Vl = static_cast<int>(Cols(logits));
+  ForRanges(threaded_, Rows(logits), [&](int r0, int r1) {
+    row_ops::vocab_loss_stats(stats.f64(), logits.f32(), targets.i32(), v0, nreal, Vl, r0, r1);
+  });
 }
 
 double HostBackend::VocabLossCombine(const Stream& s, const TV& logits, const TV& losses, const TV& row_loss,
@@ -480,36 +396,13 @@ double HostBackend::VocabLossCombine(const Stream& s, const TV& logits, const TV
     return VocabLossCombine(s, e.Out(logits), e.Out(losses), row_loss, gathered, targets, v0, nreal,
                             dscale);
   }
-  const int N = static_cast<int>(Rows(logits)), Vl = static_cast<int>(Cols(logits)), tp = static_cast<int>(gathered.dim(0));
-  const double ninf = -std::numeric_limits<double>::infinity();
-  const double* g = gathered.f64();
-  double* rl = row_loss.f64();
-  float* lg = logits.f32();
-  float* ls = losses.f32();
-  const int32_t* tg = targets.i32();
-  // Every rank combines the slices in rank order: the same loss, bit for bit.
-#pragma omp parallel for schedule(static) if (threaded_)
-  for (int i = 0; i < N; ++i) {
-    double mx = ninf, tl = 0;
-    for (int r = 0; r < tp; ++r) mx = std::max(mx, g[static_cast<size_t>(r) * 2 * N + 2 * i]);
-    double sum = 0;
-    for (int r = 0; r < tp; ++r) {
-      sum += std::exp(g[static_cast<size_t>(r) * 2 * N + 2 * i] - mx);
-      tl += g[static_cast<size_t>(r) * 2 * N + 2 * i + 1];
-    }
-    const double lse = mx + std::log(sum);
-    rl[2 * i] = lse - tl;
-    ls[i] = static_cast<float>(lse - tl);
-    if (dscale != 0.0f) {
-      float* row = lg + static_cast<size_t>(i) * Vl;
-      const int t = tg[i];
-      for (int j = 0; j < nreal; ++j) {
-        const double p = std::exp(static_cast<double>(row[j]) - lse);
-        row[j] = static_cast<float>(dscale * (p - (v0 + j == t ? 1.0 : 0.0)));
-      }
-      for (int j = nreal; j < Vl; ++j) row[j] = 0.0f;
-    }
-  }
+  const int N = static_cast<int>(Rows(logits)), Vl = static_cast<int>(Cols(logits));
+  const int tp = static_cast<int>(gathered.dim(0));
+  ForRanges(threaded_, N, [&](int r0, int r1) {
+    row_ops::vocab_loss_combine(logits.f32(), losses.f32(), row_loss.f64(), gathered.f64(), targets.i32(), v0, nreal,
+                                Vl, N, tp, dscale, r0, r1);
+  });
+  const double* rl = row_loss.f64();
   double total = 0;
   for (int i = 0; i < N; ++i) total += rl[2 * i];
   return total;

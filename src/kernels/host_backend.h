@@ -1,10 +1,9 @@
 // HostBackend: the Backend of host memory over a KernelTable (kernels/ops.h) — "ref" over the
 // reference kernels (one thread, and bf16 by emulation), "cpu" over the optimized ones (OpenMP,
 // f32 only). The ops the table lacks (the vocabulary-parallel embedding and loss, bias add, cached
-// decode attention, rotary embeddings, SwiGLU, zeroing, copies,
-// accumulation) are written here once, in the same arithmetic
-// for both: each row or element is computed by one thread in a fixed order, so the cpu backend's
-// threads change no bit.
+// decode attention, rotary embeddings, SwiGLU, accumulation) run kernels/ref/row_ops.h's reference
+// arithmetic for both, over row ranges: each row or element is computed by one thread in a fixed
+// order, so the cpu backend's threads change no bit. Zeroing and copies are memory moves, written here.
 #pragma once
 
 #include <string>

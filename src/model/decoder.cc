@@ -34,7 +34,7 @@ DecoderModel::DecoderModel(const ModelConfig& config, Backend& backend, const Mo
                                    config.intermediate_size % shard.tp == 0 && config.padded_vocab % shard.tp == 0),
                "a tensor-parallel shape ParallelPlan should have refused");
   if (!layers) whole_ = std::make_unique<WholeModelLayers>(config, backend);
-  par_ = layers ? layers : whole_.get();
+  layers_ = layers ? layers : whole_.get();
   nl_ = shard.end(config) - shard.layer_begin;
   Cl_ = config.n_embd / shard.tp;
   // Key/value heads: tp slices of them, or — when tp does not divide n_kv_head (a multiple of it) —
@@ -264,7 +264,7 @@ void DecoderModel::EnsureSlot(int slot, int B, int T) {
     d.N = N;
     Alloc(d.dresidual, RC, "gradient scratch (B,T,C)");
     Alloc(d.dln, NC, "gradient scratch (B,T,C)");
-    if (Status st = par_->Prepare(N); !st.ok() && status_.ok()) status_ = st;
+    if (Status st = layers_->Prepare(N); !st.ok() && status_.ok()) status_ = st;
     for (auto* v : {&d.dq, &d.datty}) Alloc(*v, N * Cl_, "attention gradient scratch");
     for (auto* v : {&d.dk, &d.dv}) Alloc(*v, N * Ckvl_, "attention gradient scratch");
     // replicated key/value heads: this micro-batch's k and v weight gradients, summed over the group
@@ -315,7 +315,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   // ln1 (B,T,C) = norm(residual)
   NormForward(ln1, L(a.ln1_mean, li, R), L(a.ln1_rstd, li, R), residual, w[Role::kNorm1W], w[Role::kNorm1B], R);
   // q (B,T,Cl), k, v (B,T,Ckv/tp) = ln1 @ W^T (+ b): this rank's heads (column-parallel; every row, gathered)
-  DevPtr ln1_all = par_->ColumnInput(ln1, N);
+  DevPtr ln1_all = layers_->ColumnInput(ln1, N);
   for (const auto& [out, wr, br, width, r0] :
        {std::tuple{q, Role::kQW, Role::kQB, Cl_, size_t{0}}, {kk, Role::kKW, Role::kKB, Ckvl_, kv_row0_},
         {v, Role::kVW, Role::kVB, Ckvl_, kv_row0_}}) {
@@ -338,7 +338,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
   ResidualNormForward(resid2, ln2, L(a.ln2_mean, li, R), L(a.ln2_rstd, li, R), residual, attproj, w[Role::kNorm2W],
                       w[Role::kNorm2B], R);
   // fch (B,T,Fl) = ln2 @ Wfc^T + b (SwiGLU: the gate, and up beside it); fch_gelu = the activation
-  DevPtr ln2_all = par_->ColumnInput(ln2, N);
+  DevPtr ln2_all = layers_->ColumnInput(ln2, N);
   if (config_.blocks.mlp == MlpKind::kGelu) {
     be_.LinearForward(st_, M(fch, N, Fl_), M(ln2_all, N, C), M(P(w[Role::kFcW]), Fl_, C), Bias(w[Role::kFcB], Fl_),
                       M(fch_gelu, N, Fl_));
@@ -354,7 +354,7 @@ void DecoderModel::LayerForward(Slot& sl, int i, LayerActs& a, int li, KvCache* 
 }
 
 void DecoderModel::RowParallelLinear(DevPtr out, DevPtr inp, size_t w, size_t b, int N, int K) {
-  par_->RowLinear(out, inp, P(w), b == kNone ? DevPtr{} : P(b), N, K, scratch_.dln.ptr());
+  layers_->RowLinear(out, inp, P(w), b == kNone ? DevPtr{} : P(b), N, K, scratch_.dln.ptr());
 }
 
 void DecoderModel::NormForward(DevPtr out, DevPtr mean, DevPtr rstd, DevPtr inp, size_t w, size_t b, int rows) {
@@ -381,7 +381,7 @@ void DecoderModel::ResidualNormForward(DevPtr resid, DevPtr out, DevPtr mean, De
 
 void DecoderModel::NormBackward(DevPtr dinp, size_t w, size_t b, DevPtr dout, DevPtr inp, DevPtr mean, DevPtr rstd,
                                 int rows) {
-  par_->NormBackward(config_.blocks.norm, dinp, G(w), b == kNone ? DevPtr{} : G(b), dout, inp, P(w), mean, rstd, rows);
+  layers_->NormBackward(config_.blocks.norm, dinp, G(w), b == kNone ? DevPtr{} : G(b), dout, inp, P(w), mean, rstd, rows);
 }
 
 void DecoderModel::RotateQK(DevPtr q, DevPtr k, int B, int T, int pos0, bool inverse) {
@@ -407,7 +407,7 @@ DevPtr DecoderModel::DecodeStep(int32_t token, int pos, KvCache& cache) {
   const int C = config_.n_embd;
   // input (1,C) = wte[token] (+ wpe[pos])
   be_.CopyFromHost(s.tokens.View(), &token, st_);
-  par_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), P(wte_),
+  layers_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), P(wte_),
                          wpe_ == kNone ? DevPtr{} : P(wpe_) + static_cast<size_t>(pos) * C, 1, 1, scratch_.dln.ptr());
   for (int i = 0; i < nl_; ++i) LayerForward(s, i, ActsOf(s), recompute_ == Recompute::kFull ? 0 : i, &cache, pos);
   NormForward(s.lnf.ptr(), s.lnf_mean.ptr(), s.lnf_rstd.ptr(), OutputOf(0), normf_w_, normf_b_, 1);
@@ -445,7 +445,7 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
     device_trace::Span span(be_.timing_marks(), st_, "forward", "embedding");
     // input (R,C) = wte[tokens] + wpe[t] (the vocabulary-parallel form: this slice's rows, summed)
     be_.CopyFromHost(s.tokens.View(), tokens, st_);
-    par_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), P(wte_), wpe_ == kNone ? DevPtr{} : P(wpe_), B, T,
+    layers_->EmbeddingForward(s.input.ptr(), s.tokens.i32(), P(wte_), wpe_ == kNone ? DevPtr{} : P(wpe_), B, T,
                            scratch_.dln.ptr());
   }
   for (int i = 0; i < nl_; ++i) {
@@ -467,10 +467,10 @@ double DecoderModel::ForwardStage(int slot, const int32_t* tokens, const int32_t
   const DevPtr last = OutputOf(slot);
   NormForward(s.lnf.ptr(), s.lnf_mean.ptr(), s.lnf_rstd.ptr(), last, normf_w_, normf_b_, R);
   // logits (B,T,Vl) = lnf @ head^T (wte when tied; this rank's vocabulary slice; every row); padded rows are zero
-  be_.LinearForward(st_, M(s.logits.ptr(), N, Vl_), M(par_->ColumnInput(s.lnf.ptr(), N), N, C),
+  be_.LinearForward(st_, M(s.logits.ptr(), N, Vl_), M(layers_->ColumnInput(s.lnf.ptr(), N), N, C),
                     M(P(HeadWeight()), Vl_, C), TV());
   // losses (B,T); with grad_scale the logits become their gradient in place
-  const double total = par_->Loss(s.logits.ptr(), s.losses.ptr(), s.targets.i32(), N, grad_scale);
+  const double total = layers_->Loss(s.logits.ptr(), s.losses.ptr(), s.targets.i32(), N, grad_scale);
   s.have_grad_logits = grad_scale != 0.0f;
   if (grad_scale == 0.0f) FreeRootRanges();  // else Backward frees them
   return total / N;
@@ -494,7 +494,7 @@ size_t DecoderModel::ActivationFloatsAllocated() const {
   for (const auto* v : {&d.dresidual, &d.dln, &d.dq, &d.dk, &d.dv, &d.datty, &d.dfch, &d.dfch_gelu, &d.dup, &d.dkv_w}) {
     n += v->size();
   }
-  return n + par_->ScratchFloats();  // the tensor-parallel layers' gathers and statistics
+  return n + layers_->ScratchFloats();  // the tensor-parallel layers' gathers and statistics
 }
 
 void DecoderModel::ZeroGrad() {
@@ -557,7 +557,7 @@ void DecoderModel::BackwardStage(int slot, DevPtr dout) {
   }
   if (shard_.first()) {
     device_trace::Span span(be_.timing_marks(), st_, "backward", "embedding");
-    par_->EmbeddingBackward(G(wte_), wpe_ == kNone ? DevPtr{} : G(wpe_), scratch_.dresidual.ptr(), s.tokens.i32(), s.B,
+    layers_->EmbeddingBackward(G(wte_), wpe_ == kNone ? DevPtr{} : G(wpe_), scratch_.dresidual.ptr(), s.tokens.i32(), s.B,
                             s.T);
   }
   FreeRootRanges();
@@ -574,12 +574,12 @@ void DecoderModel::HeadBackward(Slot& s, int slot) {
   Scratch& d = scratch_;
   const int N = s.B * s.T, C = config_.n_embd;
   const int R = shard_.seq_parallel() ? N / shard_.tp : N;
-  DevPtr lnf_all = par_->ColumnInput(s.lnf.ptr(), N);
+  DevPtr lnf_all = layers_->ColumnInput(s.lnf.ptr(), N);
   be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(HeadWeight()), Vl_, C), TV(), M(s.logits.ptr(), N, Vl_),
                      M(lnf_all, N, C), M(P(HeadWeight()), Vl_, C));
   // The input gradient of a column-parallel layer: d.dln (N,C) holds this rank's columns' part;
   // ColumnInputGrad sums it over the group into this rank's rows (R,C).
-  DevPtr dln_rows = par_->ColumnInputGrad(d.dln.ptr(), N);
+  DevPtr dln_rows = layers_->ColumnInputGrad(d.dln.ptr(), N);
   ZeroScratch(d.dresidual);
   NormBackward(d.dresidual.ptr(), normf_w_, normf_b_, dln_rows, OutputOf(slot), s.lnf_mean.ptr(), s.lnf_rstd.ptr(), R);
 }
@@ -607,7 +607,7 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
   DevPtr fch_gelu = recompute_ == Recompute::kSelective ? gelu_shared_.ptr() : L(a.fch_gelu, li, NFl);
   if (recompute_ == Recompute::kSelective) MlpActivation(fch_gelu, fch, up, NFl);  // this layer's activation
   // (sequence parallel: the row-parallel layer needs every row's output gradient)
-  const TV down_dout = M(par_->ColumnInput(d.dresidual.ptr(), N), N, C);
+  const TV down_dout = M(layers_->ColumnInput(d.dresidual.ptr(), N), N, C);
   // dfch (B,T,Fl) (and SwiGLU's dup): through the down projection, then the activation
   if (swiglu) {
     be_.LinearBackwardWrite(st_, M(d.dfch_gelu.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_),
@@ -617,7 +617,7 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
     be_.LinearBackwardGelu(st_, M(d.dfch.ptr(), N, Fl_), M(G(w[Role::kDownW]), C, Fl_), BiasGrad(w[Role::kDownB], C),
                            down_dout, M(fch_gelu, N, Fl_), M(P(w[Role::kDownW]), C, Fl_), M(fch, N, Fl_));
   }
-  DevPtr ln2_all = par_->ColumnInput(L(a.ln2, li, NC), N);
+  DevPtr ln2_all = layers_->ColumnInput(L(a.ln2, li, NC), N);
   be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kFcW]), Fl_, C), BiasGrad(w[Role::kFcB], Fl_),
                      M(d.dfch.ptr(), N, Fl_), M(ln2_all, N, C), M(P(w[Role::kFcW]), Fl_, C));
   if (swiglu) {
@@ -625,12 +625,12 @@ void DecoderModel::LayerBackward(Slot& s, int i) {
                        M(ln2_all, N, C), M(P(w[Role::kUpW]), Fl_, C));
   }
   // column-parallel input: the slices' contributions add up
-  DevPtr dln2 = par_->ColumnInputGrad(d.dln.ptr(), N);
+  DevPtr dln2 = layers_->ColumnInputGrad(d.dln.ptr(), N);
   // dresidual += norm 2's backward: now d(resid2)
   NormBackward(d.dresidual.ptr(), w[Role::kNorm2W], w[Role::kNorm2B], dln2, L(a.resid2, li, NC), L(a.ln2_mean, li, R),
                L(a.ln2_rstd, li, R), R);
   AttentionBlockBackward(s, i, li, a);
-  DevPtr dln1 = par_->ColumnInputGrad(d.dln.ptr(), N);
+  DevPtr dln1 = layers_->ColumnInputGrad(d.dln.ptr(), N);
   // dresidual += norm 1's backward: now d(residual), the previous layer's output
   NormBackward(d.dresidual.ptr(), w[Role::kNorm1W], w[Role::kNorm1B], dln1, residual, L(a.ln1_mean, li, R),
                L(a.ln1_rstd, li, R), R);
@@ -646,7 +646,7 @@ void DecoderModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) 
   const size_t NCkvl = static_cast<size_t>(N) * Ckvl_;
   const LayerParams& w = lp_[i];
   be_.LinearBackwardWrite(st_, M(d.datty.ptr(), N, Cl_), M(G(w[Role::kProjW]), C, Cl_), BiasGrad(w[Role::kProjB], C),
-                     M(par_->ColumnInput(d.dresidual.ptr(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
+                     M(layers_->ColumnInput(d.dresidual.ptr(), N), N, C), M(L(a.atty, li, NCl), N, Cl_),
                      M(P(w[Role::kProjW]), C, Cl_));
   // dq (B,T,Cl), dk, dv (B,T,Ckv/tp): of the rotated q and k the attention saw
   be_.AttentionBackward(st_, M3(d.dq.ptr(), B, T, Cl_), M3(d.dk.ptr(), B, T, Ckvl_), M3(d.dv.ptr(), B, T, Ckvl_),
@@ -655,7 +655,7 @@ void DecoderModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) 
                         M(L(a.lse, li, static_cast<size_t>(N) * Hl_), static_cast<int64_t>(N) * Hl_), Hl_);
   // back through the rotation: the gradient of the projections' outputs
   if (config_.blocks.rotary) RotateQK(d.dq.ptr(), d.dk.ptr(), B, T, 0, true);
-  DevPtr ln1 = par_->ColumnInput(L(a.ln1, li, NC), N);
+  DevPtr ln1 = layers_->ColumnInput(L(a.ln1, li, NC), N);
   be_.LinearBackwardWrite(st_, M(d.dln.ptr(), N, C), M(G(w[Role::kQW]), Cl_, C), BiasGrad(w[Role::kQB], Cl_),
                      M(d.dq.ptr(), N, Cl_), M(ln1, N, C), M(P(w[Role::kQW]), Cl_, C));
   const size_t kvw = KvWeightFloats(), kvd = static_cast<size_t>(config_.kv_dim());
@@ -670,7 +670,7 @@ void DecoderModel::AttentionBlockBackward(Slot& s, int i, int li, LayerActs& a) 
                        bias ? M(gb + kv_row0_, Ckvl_) : TV(), M(dx, N, Ckvl_), M(ln1, N, C),
                        M(P(w[wr]) + kv_row0_ * C, Ckvl_, C));
     if (!kv_replicated_) continue;
-    par_->SumOverGroup(gw, kvw);
+    layers_->SumOverGroup(gw, kvw);
     be_.Accumulate(st_, M(G(w[wr]), kvd * config_.n_embd), M(gw, kvd * config_.n_embd));
     if (bias) be_.Accumulate(st_, M(G(w[br]), kvd), M(gb, kvd));
   }

@@ -302,7 +302,7 @@ class DecoderModel {
   DType cd_ = DType::kF32;  // the compute dtype
   ModelShard shard_;
   std::unique_ptr<WholeModelLayers> whole_;  // the layers when none are given
-  LayerParallel* par_;
+  LayerParallel* layers_;
   int nl_ = 0;                 // local layers
   int Cl_ = 0, Ckvl_ = 0, Fl_ = 0, Hl_ = 0, Vl_ = 0;  // local widths (q, k and v, the MLP, heads, vocabulary)
   bool kv_replicated_ = false;     // every tp rank holds all key/value heads (tp does not divide n_kv_head)

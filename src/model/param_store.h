@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "core/check.h"
 #include "core/status.h"
 #include "model/config.h"
 #include "tensor/backend.h"
@@ -45,7 +46,7 @@ class ParamStore {
   DevPtr Grad(const std::string& name) const { return grads_.ptr() + Offset(name); }
   size_t Offset(const std::string& name) const {
     const ParamInfo* p = layout_.Find(name);
-    if (!p) std::abort();
+    ANNEAL_CHECK(p != nullptr, "a parameter name the model's layout does not have");
     return p->offset;
   }
 

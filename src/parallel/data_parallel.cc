@@ -68,7 +68,8 @@ DeviceArray DataParallel::TakeBuffer(std::vector<DeviceArray>* pool, size_t n, D
   Status s = a.Assign(be_, n, what, t);
   if (!s.ok()) {  // the GradSink contract has no error path: say what did not fit, and stop
     std::fprintf(stderr, "error: %s\n", s.message().c_str());
-    std::abort();  // not a bug: device memory ran out (the message says how much was asked)
+    std::fflush(stderr);
+    std::_Exit(s.ExitCode());  // not a bug but the run's end: device memory ran out (the message says how much)
   }
   return a;
 }

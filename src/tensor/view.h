@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "core/check.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 
@@ -44,25 +45,25 @@ class TensorView {
   bool contiguous() const;
   // The element pointer as fp32 / bf16 bits; aborts (an invariant) on the other dtype.
   float* f32() const {
-    if (dtype_ != DType::kF32) std::abort();
+    ANNEAL_CHECK(dtype_ == DType::kF32, "f32() of a view of another dtype");
     return static_cast<float*>(data_);
   }
   int32_t* i32() const {
-    if (dtype_ != DType::kI32) std::abort();
+    ANNEAL_CHECK(dtype_ == DType::kI32, "i32() of a view of another dtype");
     return static_cast<int32_t*>(data_);
   }
   static TensorView I32(const int32_t* data, std::initializer_list<int64_t> shape, Device d = Device::Cpu()) {
     return TensorView(const_cast<int32_t*>(data), DType::kI32, shape, d);
   }
   double* f64() const {
-    if (dtype_ != DType::kF64) std::abort();
+    ANNEAL_CHECK(dtype_ == DType::kF64, "f64() of a view of another dtype");
     return static_cast<double*>(data_);
   }
   static TensorView F64(double* data, std::initializer_list<int64_t> shape, Device d = Device::Cpu()) {
     return TensorView(data, DType::kF64, shape, d);
   }
   uint16_t* bf16() const {
-    if (dtype_ != DType::kBF16) std::abort();
+    ANNEAL_CHECK(dtype_ == DType::kBF16, "bf16() of a view of another dtype");
     return static_cast<uint16_t*>(data_);
   }
   // Rows [begin, begin + n) of dimension 0 (any strides).
@@ -103,7 +104,7 @@ struct DevPtr {
   explicit operator bool() const { return p != nullptr; }
   // As fp32 (aborts, an invariant, on another dtype).
   float* f32() const {
-    if (t != DType::kF32) std::abort();
+    ANNEAL_CHECK(t == DType::kF32, "f32() of a pointer of another dtype");
     return static_cast<float*>(p);
   }
 };

@@ -89,8 +89,10 @@ const KeySpec kSpecs[] = {
      "when the run resumes from its own checkpoint"},
     {"train.max_bad_steps", "5", "non-finite steps in a row that stop the run"},
     {"train.seed", "1234", "weight-initialization seed"},
-    {"train.device", "cpu", "cpu | cuda: where the model trains (cuda: the CUDA backend on GPU 0, train.kernels=cuda)"},
-    {"train.kernels", "cpu", "cpu | ref | cuda (a GPU: the CUDA backend, in progress — not yet checked on a device)"},
+    {"train.device", "cpu", "deprecated, an alias: train.device = cuda is train.kernels = cuda (say that instead)"},
+    {"train.kernels", "cpu",
+     "cpu | ref | cuda: where and with what the model trains — cpu (OpenBLAS and OpenMP), ref (the reference loops, "
+     "one thread; bf16 emulated) or cuda (the CUDA backend on GPU 0, in progress — not yet checked on a device)"},
     {"train.dtype", "f32",
      "f32 | bf16: parameters, gradients and activations (bf16: fp32 master weights in the optimizer, checkpoints in "
      "fp32, data-parallel gradients summed in fp32 (dist.reduce_dtype), pipeline activations and gradients and "
@@ -190,6 +192,9 @@ class Reader {
          std::set<std::string> given)
       : v_(std::move(v)), from_set_(std::move(from_set)), given_(std::move(given)) {}
   const std::string& Str(const std::string& k) { return v_[k]; }
+  // A line for the user about a key still read but on its way out (TrainConfig::deprecations).
+  void Deprecated(std::string line) { deprecations_.push_back(std::move(line)); }
+  const std::vector<std::string>& deprecations() const { return deprecations_; }
   bool Given(const std::string& k) const { return given_.count(k) > 0; }
   // Replaces a value (the resolved config then records what was used).
   void Set(const std::string& k, std::string value) { v_[k] = std::move(value); }
@@ -245,6 +250,7 @@ class Reader {
   std::map<std::string, std::string> from_set_;
   std::set<std::string> given_;
   std::vector<std::string> errors_;
+  std::vector<std::string> deprecations_;
 };
 
 constexpr int kBig = 1 << 30;
@@ -352,6 +358,31 @@ void ReadProfileSteps(Reader& r, LoopSection* t) {
   t->profile_to = to;
 }
 
+// train.kernels chooses the backend, and with it the device; train.device is its deprecated alias
+// (cuda there is kernels = cuda). Errors name the key the user gave.
+void ReadKernels(Reader& r, LoopSection* t) {
+  t->kernels = r.Str("train.kernels");
+  const std::string device = r.OneOf("train.device", {"cpu", "cuda"});
+  const bool by_device = r.Given("train.device") && !r.Given("train.kernels");
+  if (r.Given("train.device")) {
+    r.Deprecated("train.device is deprecated: write train.kernels = " + (device == "cuda" ? device : t->kernels) +
+                 " (cpu | ref | cuda) instead; train.device will be removed");
+  }
+  if (device == "cuda" && !r.Given("train.kernels")) t->kernels = "cuda";
+  if (device == "cuda" && t->kernels != "cuda") {
+    r.Error("train.kernels = " + t->kernels + " runs on the CPU but train.device = cuda: leave train.device unset and "
+            "set train.kernels (cpu | ref | cuda)");
+  }
+  t->device = t->kernels == "cuda" ? "cuda" : "cpu";
+  const std::string key = by_device ? "train.device" : "train.kernels";
+  std::string why;
+  if (t->kernels == "cuda" && !BackendByName("cuda", &why)) {
+    r.Error(key + " = cuda but " + why + ": train on the CPU with " + key + "=cpu");
+  } else if (!BackendByName(t->kernels)) {
+    r.Error("train.kernels = '" + t->kernels + "' must be cpu, ref or cuda");
+  }
+}
+
 void ReadLoop(Reader& r, LoopSection* t) {
   t->steps = r.Int("train.steps", 0, kBig);
   t->grad_accum = r.Int("train.grad_accum", 1, 1 << 16);
@@ -360,20 +391,7 @@ void ReadLoop(Reader& r, LoopSection* t) {
   t->eval_batches = r.Int("train.eval_batches", 1, 1 << 20);
   t->max_bad_steps = r.Int("train.max_bad_steps", 1, kBig);
   t->seed = static_cast<uint64_t>(r.Int("train.seed", 0, INT32_MAX));
-  t->kernels = r.Str("train.kernels");
-  t->device = r.OneOf("train.device", {"cpu", "cuda"});
-  if (t->device == "cuda" && t->kernels == "cpu") t->kernels = "cuda";  // the default kernels follow the device
-  if (t->device == "cuda" && t->kernels != "cuda") {
-    r.Error("train.kernels = " + t->kernels + " runs on the CPU but train.device = cuda: leave train.kernels unset or "
-            "set it to cuda");
-  }
-  if (t->kernels == "cuda") t->device = "cuda";
-  std::string why;
-  if (t->kernels == "cuda" && !BackendByName("cuda", &why)) {
-    r.Error("train.device = cuda but " + why + ": train on the CPU with train.device=cpu");
-  } else if (!BackendByName(t->kernels)) {
-    r.Error("train.kernels = '" + t->kernels + "' must be cpu, ref or cuda");
-  }
+  ReadKernels(r, t);
   t->threads = r.Int("train.threads", 0, 1024);
   t->recompute = r.Str("train.recompute");
   if (!ParseRecompute(t->recompute)) r.Error("train.recompute = '" + t->recompute + "' must be none, selective or full");
@@ -528,7 +546,14 @@ Result<TrainConfig> TrainConfig::Parse(const std::string& yaml_text, const std::
     return InvalidInput(m);
   }
   c.values = r.values();
+  c.deprecations = r.deprecations();
   return c;
+}
+
+std::string TrainConfig::DeprecationText() const {
+  std::string out;
+  for (const std::string& d : deprecations) out += "anneal: warning: " + d + "\n";
+  return out;
 }
 
 std::string TrainConfig::ResolvedYaml() const {

@@ -37,8 +37,8 @@ struct LoopSection {
   int eval_batches = 8;
   int max_bad_steps = 5;
   uint64_t seed = 1234;
-  std::string device = "cpu";  // cpu | cuda (train.device; cuda implies kernels = cuda)
-  std::string kernels = "cpu";
+  std::string kernels = "cpu";  // cpu | ref | cuda (train.kernels: the backend)
+  std::string device = "cpu";   // cpu | cuda: the kernels' device (train.device is a deprecated alias)
   // The precision policy's working dtype (parameters, gradients, activations); bf16 keeps fp32
   // master weights in the optimizer.
   DType dtype = DType::kF32;
@@ -87,6 +87,10 @@ struct TrainConfig {
 
   // Every key as "section.name" -> its value as text (the resolved config, for manifests).
   std::map<std::string, std::string> values;
+  // Lines for the user about deprecated keys the config gave ("train.device is deprecated: ...");
+  // the commands print them to stderr, as "anneal: warning: LINE".
+  std::vector<std::string> deprecations;
+  std::string DeprecationText() const;  // "anneal: warning: LINE\n" for each
 
   // Parses YAML text, applies overrides ("a.b=v"), validates. Errors name the key (exit 2).
   static Result<TrainConfig> Parse(const std::string& yaml_text, const std::vector<std::string>& overrides,

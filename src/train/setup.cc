@@ -84,7 +84,7 @@ Status BuildStep(const TrainConfig& c, Runtime* rt) {
   sp.pipeline = rt->engine.get();
   sp.loader = rt->data.train.get();
   sp.optimizer = rt->opt.get();
-  sp.dp = rt->par.get();
+  sp.par = rt->par.get();
   sp.embedding = rt->groups.embedding.get();
   sp.world = rt->world();
   sp.tp = rt->tp_group.get();

@@ -47,10 +47,10 @@ Result<double> StepPlan::ForwardBackward() {
       continue;
     }
     const bool last = a.micro == p_.scale.accum - 1;
-    if (p_.dp) p_.dp->BeginBackward(p_.model->grads_ptr(), last);
+    if (p_.par) p_.par->BeginBackward(p_.model->grads_ptr(), last);
     ANNEAL_RETURN_IF_ERROR(pipe.Backward(a.micro));
     if (last && p_.tied) ANNEAL_RETURN_IF_ERROR(SyncTiedEmbedding());
-    if (p_.dp) ANNEAL_RETURN_IF_ERROR(p_.dp->EndBackward());
+    if (p_.par) ANNEAL_RETURN_IF_ERROR(p_.par->EndBackward());
   }
   return pipe.End();
 }
@@ -73,7 +73,7 @@ Status StepPlan::SyncTiedEmbedding() {
       be.Copy(st, gv, tied_wide_.View());
     }
   }
-  if (p_.dp) p_.dp->ReleaseHeld();  // now data parallelism reduces the summed range too
+  if (p_.par) p_.par->ReleaseHeld();  // now data parallelism reduces the summed range too
   return Status::Ok();
 }
 
@@ -93,7 +93,7 @@ Status StepPlan::Agree(StepOutcome* o, const StopSignals& stop) {
 // what it holds (with ZeRO its shard, then every rank gathers all). A non-finite loss skips it.
 Result<StepStats> StepPlan::Update(int step, double loss) {
   device_trace::Span span(p_.model->backend().timing_marks(), p_.model->stream(), "optimizer", "optimizer");
-  DataParallel* par = p_.dp;
+  DataParallel* par = p_.par;
   StepStats s;
   if (!std::isfinite(loss)) {
     if (par) par->ResetAccumulator();
@@ -121,8 +121,8 @@ double StepPlan::LocalSumSquares(DevPtr g, size_t begin, size_t end) const {
   const DecoderModel& m = *p_.model;
   Backend& be = m.backend();
   double ss = 0;
-  if (p_.dp && p_.dp->zero() == 0 && p_.dp_rank != 0) return ss;
-  if (p_.dp && p_.dp->replica_rank() != 0) return ss;  // shard groups: another group's replica of this shard
+  if (p_.par && p_.par->zero() == 0 && p_.dp_rank != 0) return ss;
+  if (p_.par && p_.par->replica_rank() != 0) return ss;  // shard groups: another group's replica of this shard
   std::vector<TV> parts;
   for (const ParamInfo& p : m.layout().params()) {
     if (!p.owner(m.shard())) continue;

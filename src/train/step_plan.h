@@ -47,7 +47,7 @@ struct StepParts {
   PipelineEngine* pipeline = nullptr;
   DataLoader* loader = nullptr;            // null: batches of token 0 (kernels/cost: nothing is computed)
   AdamW* optimizer = nullptr;
-  DataParallel* dp = nullptr;              // null: one replica without ZeRO
+  DataParallel* par = nullptr;             // null: one replica without ZeRO
   Communicator* embedding = nullptr;       // the tied wte's first and last stage (null unless in one)
   Communicator* world = nullptr;           // null with one rank
   CommTensorParallelGroup* tp = nullptr;   // null without tensor parallelism

@@ -119,5 +119,23 @@ TEST(RankContractTest, RoundTripsThroughTheEnvironment) {
   EXPECT_FALSE(RankContract::FromEnvironment({{"MASTER_PORT", "http"}}).ok());
 }
 
+// The agent hands its launcher the job's options through the contract (agent/node_plan.cc): they
+// read back as written, name neither a rank nor an attempt, and are what ToEnvironment writes for them.
+TEST(RankContractTest, JobOptionsRoundTripAloneAndAsPartOfTheWhole) {
+  RankContract c;
+  c.progress_dir = "/job/progress-2", c.output_dir = "/job/output", c.bind_addr = "10.0.0.9", c.shared_memory = false;
+  const auto opts = c.JobOptionsEnvironment();
+  EXPECT_EQ(opts, (std::map<std::string, std::string>{{"ANNEAL_BIND_ADDR", "10.0.0.9"}, {"ANNEAL_OUTPUT_DIR", "/job/output"},
+                                                      {"ANNEAL_PROGRESS_DIR", "/job/progress-2"}, {"ANNEAL_SHM", "0"}}));
+  auto r = RankContract::FromEnvironment(opts);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(std::tie(r->progress_dir, r->output_dir, r->bind_addr), std::tie(c.progress_dir, c.output_dir, c.bind_addr));
+  EXPECT_FALSE(r->shared_memory);
+  EXPECT_EQ(std::tie(r->rank, r->world, r->attempt), std::make_tuple(0, 1, 0));  // nothing of a rank or an attempt
+  const auto whole = c.ToEnvironment();
+  for (const auto& [k, v] : opts) EXPECT_EQ(whole.at(k), v) << k;
+  EXPECT_TRUE(RankContract().JobOptionsEnvironment().empty());
+}
+
 }  // namespace
 }  // namespace anneal

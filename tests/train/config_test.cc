@@ -108,6 +108,28 @@ TEST(TrainConfigTest, ValidatesEverythingBeforeWork) {
             std::string::npos);
 }
 
+// One way to choose the backend (issue 35, item 6): train.kernels; train.device is its deprecated alias.
+TEST(TrainConfigTest, TrainDeviceIsADeprecatedAliasOfTrainKernels) {
+  auto k = TrainConfig::Parse(kYaml, {"train.kernels=ref"}, "t");
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->train.kernels, "ref");
+  EXPECT_EQ(k->train.device, "cpu");  // derived from the kernels
+  EXPECT_TRUE(k->deprecations.empty());
+  EXPECT_EQ(k->DeprecationText(), "");
+
+  auto d = TrainConfig::Parse(kYaml, {"train.device=cpu", "train.kernels=ref"}, "t");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->train.kernels, "ref");  // an alias of cpu keeps the kernels given
+  ASSERT_EQ(d->deprecations.size(), 1u);
+  EXPECT_NE(d->deprecations[0].find("train.device is deprecated: write train.kernels = ref"), std::string::npos);
+  EXPECT_EQ(d->DeprecationText().rfind("anneal: warning: train.device is deprecated", 0), 0u);
+
+  const std::string both = TrainConfig::Parse(kYaml, {"train.device=cuda", "train.kernels=ref"}, "t").status().message();
+  EXPECT_NE(both.find("train.kernels = ref runs on the CPU but train.device = cuda"), std::string::npos) << both;
+  EXPECT_NE(TrainConfig::Parse(kYaml, {"train.device=tpu"}, "t").status().message().find("train.device"),
+            std::string::npos);
+}
+
 TEST(TrainConfigTest, EditDistance) {
   EXPECT_EQ(EditDistance("steps", "steps"), 0u);
   EXPECT_EQ(EditDistance("stpes", "steps"), 2u);
