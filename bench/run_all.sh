@@ -21,7 +21,7 @@ NAMES=("$@")
 OUT=${BENCH_RESULTS:-bench/results}
 mkdir -p "$OUT"
 # The variables benchmarks read, recorded in the header when set.
-KNOBS=(BENCH_SMOKE SIZE_MB COUNT ROUNDS NP API_LOAD_SECONDS HIER DATA OMP_NUM_THREADS)
+KNOBS=(BENCH_SMOKE SIZE_MB COUNT ROUNDS NP API_LOAD_SECONDS HIER DATA OMP_NUM_THREADS FUZZ_SECONDS FUZZ_LONG_SECONDS)
 # A copy of the sources that is not a git checkout (as a CI runner's may be) says so.
 if commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
   # Uncommitted code changes are named (the results themselves and RESULTS.md are not code).
@@ -36,6 +36,7 @@ for name in "${NAMES[@]}"; do
   case $name in
     allreduce) cmd=(bash bench/allreduce/run.sh "$BUILD") ;;
     s3_throughput) cmd=(bash bench/s3_throughput.sh "$BUILD") ;;
+    fuzz) cmd=(bash bench/fuzz_all.sh) ;;  # named only: clang's libFuzzer, half an hour
     *) [ -f "bench/$name.sh" ] || { echo "run_all: no benchmark bench/$name.sh" >&2; exit 2; }
        cmd=(bash "bench/$name.sh" "$ANNEAL") ;;
   esac

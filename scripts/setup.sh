@@ -4,6 +4,7 @@
 # as any user. Everything lands in Debian's default places or under tools/ (npm, gitignored).
 #
 #   scripts/setup.sh            install everything (Debian packages, npm peers, demo corpus)
+#   scripts/setup.sh --fuzz     the same, plus clang's libFuzzer for the fuzz preset (bench/fuzz.sh)
 #   ANNEAL_SETUP_QUIET=1 ...    print only what it installs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +38,11 @@ DEB_PKGS=(
   prometheus                                    # a real Prometheus 2.42 (and promtool) scrapes /metrics in the peers tier
   chromium                                      # a real browser (headless, driven by npm playwright-core) runs the dashboard in peers.ui
 )
+# The fuzz preset only (cmake --preset fuzz; bench/fuzz.sh calls setup with --fuzz): CI replays the
+# corpora under gcc and needs none of it.
+if [ "${1:-}" = "--fuzz" ]; then
+  DEB_PKGS+=(clang libclang-rt-14-dev libomp-14-dev)   # clang 14, libFuzzer with ASan/UBSan, OpenMP for clang
+fi
 missing=()
 # Node.js (with npm) runs the tokenizer oracle; some images ship it from another channel whose nodejs
 # conflicts with Debian's npm package, so install Debian's only when no node/npm is on PATH.

@@ -10,10 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
+#include <list>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -30,7 +32,7 @@ using std::chrono::milliseconds;
 
 // Wire protocol (one request, one response, in order, per connection; integers little-endian):
 //   request:  op u8 | key_len u32 | key | value_len u32 | value | arg i64
-//   response: status u8 (0 ok, 1 absent or timed out) | len u32 | data
+//   response: status u8 (0 ok, 1 absent or timed out, 2 unknown op, 3 an Add past int64) | len u32 | data
 enum Op : uint8_t { kSet = 1, kGet = 2, kTryGet = 3, kAdd = 4 };
 
 std::string Errno() { return std::strerror(errno); }
@@ -59,13 +61,26 @@ bool ReadAll(int fd, void* p, size_t n) {
   return true;
 }
 
+// Whether the peer of a connection has closed it (or its writing half): nothing more can come.
+bool PeerGone(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 void PutU32(std::string* s, uint32_t v) { s->append(reinterpret_cast<const char*>(&v), 4); }
 
+// A length-prefixed string of at most 64 MiB, read in pieces as they arrive: a peer that only claims
+// a long string gets no memory for it.
 bool ReadString(int fd, std::string* s) {
   uint32_t n;
   if (!ReadAll(fd, &n, 4) || n > (64u << 20)) return false;
-  s->resize(n);
-  return n == 0 || ReadAll(fd, s->data(), n);
+  s->clear();
+  while (s->size() < n) {
+    const size_t have = s->size(), piece = std::min<size_t>(n - have, 64 << 10);
+    s->resize(have + piece);
+    if (!ReadAll(fd, s->data() + have, piece)) return false;
+  }
+  return true;
 }
 
 Result<sockaddr_in> Resolve(const std::string& host, int port) {
@@ -86,6 +101,12 @@ Result<sockaddr_in> Resolve(const std::string& host, int port) {
 // ---- server ----
 
 class TcpStoreServerImpl : public TcpStoreServer {
+  struct Conn {
+    int fd = -1;
+    std::thread thread;
+    bool done = false;  // Serve returned (under mu_)
+  };
+
  public:
   TcpStoreServerImpl(int listen_fd, int port) : listen_fd_(listen_fd), port_(port) {
     if (::pipe(stop_pipe_) != 0) stop_pipe_[0] = stop_pipe_[1] = -1;
@@ -97,11 +118,11 @@ class TcpStoreServerImpl : public TcpStoreServer {
     accept_thread_.join();
     {
       std::lock_guard<std::mutex> l(mu_);
-      for (int fd : conn_fds_) ::shutdown(fd, SHUT_RDWR);
+      for (Conn& c : conns_) ::shutdown(c.fd, SHUT_RDWR);
       cv_.notify_all();
     }
-    for (auto& t : conn_threads_) t.join();
-    for (int fd : conn_fds_) ::close(fd);
+    for (Conn& c : conns_) c.thread.join();
+    for (Conn& c : conns_) ::close(c.fd);
     ::close(listen_fd_);
     if (stop_pipe_[0] >= 0) ::close(stop_pipe_[0]), ::close(stop_pipe_[1]);
   }
@@ -118,12 +139,29 @@ class TcpStoreServerImpl : public TcpStoreServer {
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       std::lock_guard<std::mutex> l(mu_);
-      conn_fds_.push_back(fd);
-      conn_threads_.emplace_back([this, fd] { Serve(fd); });
+      ReapLocked();
+      Conn& c = conns_.emplace_back();
+      c.fd = fd;
+      c.thread = std::thread([this, &c] { Serve(c); });
     }
   }
 
-  void Serve(int fd) {
+  // Joins and closes the connections whose peer left: a long-lived store (a job's launcher) that
+  // many clients reach keeps no thread or descriptor of the ones gone.
+  void ReapLocked() {
+    for (auto it = conns_.begin(); it != conns_.end();) {
+      if (!it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();  // it has set done as its last step
+      ::close(it->fd);
+      it = conns_.erase(it);
+    }
+  }
+
+  void Serve(Conn& c) {
+    const int fd = c.fd;
     for (;;) {
       uint8_t op;
       std::string key, value;
@@ -139,9 +177,12 @@ class TcpStoreServerImpl : public TcpStoreServer {
             cv_.notify_all();
             break;
           case kGet: {
+            // In slices of at most 0.2 s, so a waiter whose client left (a killed rank, a scanner)
+            // ends then instead of at its deadline.
             const double deadline = MonotonicSeconds() + arg / 1000.0;
             for (double left; !stopping_ && !kv_.count(key) && (left = deadline - MonotonicSeconds()) > 0;) {
-              Clock::Real().WaitFor(cv_, l, left);
+              if (PeerGone(fd)) break;
+              Clock::Real().WaitFor(cv_, l, std::min(left, 0.2));
             }
             auto it = kv_.find(key);
             if (it == kv_.end()) status = 1; else out = it->second;
@@ -154,7 +195,12 @@ class TcpStoreServerImpl : public TcpStoreServer {
           }
           case kAdd: {
             auto it = kv_.find(key);
-            int64_t v = (it == kv_.end() ? 0 : std::strtoll(it->second.c_str(), nullptr, 10)) + arg;
+            const int64_t was = it == kv_.end() ? 0 : std::strtoll(it->second.c_str(), nullptr, 10);
+            int64_t v;
+            if (__builtin_add_overflow(was, arg, &v)) {  // a sum past int64: refused, the key kept
+              status = 3;
+              break;
+            }
             kv_[key] = out = std::to_string(v);
             cv_.notify_all();
             break;
@@ -169,6 +215,8 @@ class TcpStoreServerImpl : public TcpStoreServer {
       if (!WriteAll(fd, resp.data(), resp.size())) break;
     }
     ::shutdown(fd, SHUT_RDWR);
+    std::lock_guard<std::mutex> l(mu_);
+    c.done = true;
   }
 
   int listen_fd_, port_;
@@ -178,8 +226,7 @@ class TcpStoreServerImpl : public TcpStoreServer {
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::string> kv_;
-  std::vector<int> conn_fds_;
-  std::vector<std::thread> conn_threads_;
+  std::list<Conn> conns_;  // stable addresses: each thread holds its own
 };
 
 // ---- TCP client ----
@@ -247,6 +294,10 @@ class TcpStoreClient : public Store {
                        "): node 0's launcher died or the network to it is cut");
     }
     if (status == 2) return Internal(Describe() + " rejected a request (protocol mismatch between anneal versions?)");
+    if (status == 3) {
+      return InvalidInput(Describe() + " refused to add " + std::to_string(arg) + " to '" + k +
+                          "': the sum would pass the int64 range (the key keeps its value)");
+    }
     *present = status == 0;
     return Status::Ok();
   }

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/utf8.h"
+
 namespace anneal {
 
 namespace {
@@ -18,9 +20,11 @@ std::string Number(double v) {
   return b;
 }
 
+// A label value: UTF-8 (a scraper refuses the whole answer for one invalid byte, so invalid bytes
+// become U+FFFD), with backslash, double quote and line feed escaped.
 std::string Escaped(const std::string& s) {
   std::string o;
-  for (char c : s) {
+  for (char c : ReplaceInvalidUtf8(s)) {
     if (c == '\\') {
       o += "\\\\";
     } else if (c == '"') {
@@ -46,9 +50,15 @@ std::string PromName(const std::string& s) {
   return o;
 }
 
+std::string PromLabelName(const std::string& s) {
+  std::string o = PromName(s);
+  for (char& c : o) c = c == ':' ? '_' : c;
+  return o;
+}
+
 void PromText::Family(const std::string& name, const char* type, const std::string& help) {
-  std::string h;
-  for (char c : help) h += c == '\n' ? ' ' : c;
+  std::string h;  // one line; a backslash escaped, as HELP's format wants
+  for (char c : ReplaceInvalidUtf8(help)) h += c == '\n' ? " " : c == '\\' ? "\\\\" : std::string(1, c);
   out_ += "# HELP " + name + " " + h + "\n# TYPE " + name + " " + type + "\n";
 }
 
@@ -58,7 +68,7 @@ void PromText::Sample(const std::string& name, const PromLabels& labels, double 
     out_ += "{";
     for (size_t i = 0; i < labels.size(); ++i) {
       if (i) out_ += ',';
-      out_ += PromName(labels[i].first);
+      out_ += PromLabelName(labels[i].first);
       out_ += "=\"";
       out_ += Escaped(labels[i].second);
       out_ += '"';

@@ -15,6 +15,8 @@ using PromLabels = std::vector<std::pair<std::string, std::string>>;
 
 // A metric or label name from any text: [a-zA-Z_:][a-zA-Z0-9_:]*, other characters as '_'.
 std::string PromName(const std::string& s);
+// A label name from any text: [a-zA-Z_][a-zA-Z0-9_]* (no ':', which only metric names may hold).
+std::string PromLabelName(const std::string& s);
 
 class PromText {
  public:

@@ -246,6 +246,16 @@ class Server : public ControlServer {
       }
       ReplyError(res, 400, "bad request: " + what);
     });
+    // An error no handler wrote (no route for the method and path, a request cpp-httplib could not
+    // read) gets the API's JSON error body too, naming what was asked.
+    http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      const std::string asked = req.method + " " + req.path.substr(0, 200);
+      ReplyError(res, res.status,
+                 res.status == 404 ? "no route for " + asked + ": the API's routes are listed in docs/api/openapi.yaml"
+                                   : "HTTP " + std::to_string(res.status) + " for " + asked + " (the request could not be read)");
+      return httplib::Server::HandlerResponse::Handled;
+    }));
   }
 
   // Answers 413 (a Content-Length over --max-request-bytes) or 411 (a chunked body) before the body

@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/utf8.h"  // DecodeUtf8, FindInvalidUtf8, ReplaceInvalidUtf8
+
 namespace anneal {
 
 enum class CharClass : uint8_t { kOther = 0, kLetter = 1, kNumber = 2, kSpace = 3 };
@@ -24,14 +26,5 @@ inline constexpr uint8_t kClassMask = 3, kUpperSet = 4, kLowerSet = 8;
 // The CharClass of cp (bits & kClassMask) with its case-set bits.
 uint8_t ClassBitsOf(uint32_t cp);
 
-// Decodes one scalar value at s[i]; sets len to its byte length. Returns false (len = length of the
-// maximal invalid subpart, at least 1) when the bytes there are not valid UTF-8.
-bool DecodeUtf8(std::string_view s, size_t i, uint32_t* cp, size_t* len);
-
-// Offset of the first invalid byte, or npos when s is valid UTF-8.
-size_t FindInvalidUtf8(std::string_view s);
-
-// s with every maximal invalid subpart replaced by U+FFFD (EF BF BD).
-std::string ReplaceInvalidUtf8(std::string_view s);
 
 }  // namespace anneal

@@ -26,6 +26,7 @@
 #include "storage/aws_config.h"
 #include "core/crypto.h"
 #include "storage/s3_stats.h"
+#include "storage/s3_xml.h"
 #include "storage/sigv4.h"
 
 namespace anneal {
@@ -71,26 +72,6 @@ std::string AmzDate() {
   char buf[32];
   std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
   return buf;
-}
-
-// The text of the first <tag>...</tag> after pos (XML from S3 is flat enough for this).
-std::string Tag(const std::string& xml, const std::string& tag, size_t from = 0, size_t* end = nullptr) {
-  const std::string open = "<" + tag + ">", close = "</" + tag + ">";
-  const size_t a = xml.find(open, from);
-  if (a == std::string::npos) return "";
-  const size_t b = xml.find(close, a);
-  if (b == std::string::npos) return "";
-  if (end) *end = b + close.size();
-  return xml.substr(a + open.size(), b - a - open.size());
-}
-
-std::string XmlUnescape(std::string s) {
-  const std::pair<const char*, const char*> kEntities[] = {
-      {"&lt;", "<"}, {"&gt;", ">"}, {"&quot;", "\""}, {"&apos;", "'"}, {"&amp;", "&"}};
-  for (auto [from, to] : kEntities) {
-    for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += std::strlen(to)) s.replace(p, std::strlen(from), to);
-  }
-  return s;
 }
 
 // At most `cap` requests at once per key prefix (the key up to its last '/'): S3 throttles per prefix,
@@ -202,20 +183,7 @@ class S3ObjectStore : public ObjectStore {
     if (!continuation.empty()) q["continuation-token"] = continuation;
     ANNEAL_ASSIGN_OR_RETURN(Response r, Call("GET", BucketPath(), q, {}, ""));
     if (r.code != 200) return Failure("LIST", prefix, r);
-    ListPage page;
-    size_t pos = 0, end = 0;
-    for (;;) {
-      const std::string c = Tag(r.body, "Contents", pos, &end);
-      if (c.empty()) break;
-      pos = end;
-      ObjectInfo info;
-      info.key = XmlUnescape(Tag(c, "Key")).substr(prefix_.size());
-      info.size = std::strtoull(Tag(c, "Size").c_str(), nullptr, 10);
-      info.etag = XmlUnescape(Tag(c, "ETag"));
-      page.objects.push_back(std::move(info));
-    }
-    if (Tag(r.body, "IsTruncated") == "true") page.next = XmlUnescape(Tag(r.body, "NextContinuationToken"));
-    return page;
+    return s3xml::ParseListPage(r.body, prefix_);
   }
 
   Status Delete(const std::string& key) override {
@@ -264,7 +232,7 @@ class S3ObjectStore : public ObjectStore {
   Status PutMultipart(const std::string& key, std::string_view data) {
     ANNEAL_ASSIGN_OR_RETURN(Response r, Call("POST", ObjectPath(key), {{"uploads", ""}}, {}, ""));
     if (r.code != 200) return Failure("CreateMultipartUpload", key, r);
-    const std::string upload = Tag(r.body, "UploadId");
+    const std::string upload = s3xml::Unescape(s3xml::Tag(r.body, "UploadId"));
     if (upload.empty()) return PeerError("CreateMultipartUpload '" + key + "' on " + Describe() + " returned no UploadId");
     const size_t nparts = (data.size() + part_bytes_ - 1) / part_bytes_;
     std::vector<std::string> etags(nparts), md5s(nparts);
@@ -334,13 +302,15 @@ class S3ObjectStore : public ObjectStore {
   }
 
   Status Failure(const std::string& op, const std::string& key, const Response& r) const {
-    const std::string code = Tag(r.body, "Code"), msg = Tag(r.body, "Message");
+    const s3xml::ErrorBody e = s3xml::ParseError(r.body);
+    const std::string& code = e.code;
+    const std::string& msg = e.message;
     std::string what = op + " '" + key + "' on " + Describe() + " failed: HTTP " + std::to_string(r.code);
     if (!code.empty()) what += " " + code;
     if (!msg.empty()) what += " (" + msg + ")";
     // The server's id for the request, which its operators need to trace it.
     auto rid = r.headers.find("x-amz-request-id");
-    const std::string id = rid != r.headers.end() ? rid->second : Tag(r.body, "RequestId");
+    const std::string id = rid != r.headers.end() ? rid->second : e.request_id;
     if (!id.empty()) what += " [request id " + id + "]";
     if (r.code == 403) {
       return InvalidInput(what + ": the credentials were refused (they came from " + credentials_from_ +

@@ -1,11 +1,13 @@
 #include "train/trace_summary.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_parse.h"
 #include "train/report.h"
 
 namespace anneal {
@@ -72,6 +74,43 @@ void Account(std::vector<Span>& spans, RankTime* t) {
   }
 }
 
+// One trace event's fields, each of its type: ph and pid (a rank, >= 0) required; cat, name, ts, dur,
+// tid and args.bytes optional. Another type is InvalidInput naming the file, the event and the field.
+struct Event {
+  std::string ph;
+  int pid = 0;
+  long long tid = 0;
+  Span span;
+  double bytes = 0;
+};
+
+Status ReadEvent(const json& e, size_t i, const std::string& file, Event* out) {
+  const std::string where = file + ": event " + std::to_string(i);
+  if (!e.is_object() || !e.contains("ph") || !e.contains("pid")) return InvalidInput(where + " has no ph or pid");
+  auto bad = [&](const char* field, const char* want) {
+    return InvalidInput(where + ": " + field + " must be " + want + ", not " + e[field].dump().substr(0, 40));
+  };
+  int64_t pid = 0, tid = 0;
+  if (!e["ph"].is_string()) return bad("ph", "a string");
+  if (!JsonIntIn(e["pid"], 0, INT32_MAX, &pid)) return bad("pid", "a rank (a whole number >= 0)");
+  if (e.contains("tid") && !JsonIntIn(e["tid"], INT64_MIN, INT64_MAX, &tid)) return bad("tid", "a whole number");
+  for (const char* f : {"cat", "name"}) {
+    if (e.contains(f) && !e[f].is_string()) return bad(f, "a string");
+  }
+  for (const char* f : {"ts", "dur"}) {
+    if (e.contains(f) && !(e[f].is_number() && std::isfinite(e[f].get<double>()))) return bad(f, "a number");
+  }
+  if (e.contains("args") && !e["args"].is_object()) return bad("args", "an object");
+  const json bytes = e.contains("args") ? e["args"].value("bytes", json(0.0)) : json(0.0);
+  if (!bytes.is_number()) return InvalidInput(where + ": args.bytes must be a number");
+  out->ph = e["ph"].get<std::string>();
+  out->pid = static_cast<int>(pid);
+  out->tid = tid;
+  out->span = Span{e.value("cat", std::string()), e.value("name", std::string()), e.value("ts", 0.0), e.value("dur", 0.0)};
+  out->bytes = bytes.get<double>();
+  return Status::Ok();
+}
+
 Result<RankTime> ReadRank(const TraceInput& f, json* events) {
   json doc;
   try {
@@ -89,18 +128,17 @@ Result<RankTime> ReadRank(const TraceInput& f, json* events) {
   }
   std::map<long long, std::vector<Span>> by_tid;
   std::map<long long, bool> has_step;
+  size_t index = 0;
   for (const json& e : doc["traceEvents"]) {
-    if (!e.is_object() || !e.contains("ph") || !e.contains("pid")) return InvalidInput(f.name + ": an event without ph or pid");
-    if (t.rank < 0) t.rank = e["pid"].get<int>();
-    if (e["pid"].get<int>() != t.rank) return InvalidInput(f.name + ": events of two processes: one rank's file was expected");
+    Event ev;
+    ANNEAL_RETURN_IF_ERROR(ReadEvent(e, index++, f.name, &ev));
+    if (t.rank < 0) t.rank = ev.pid;
+    if (ev.pid != t.rank) return InvalidInput(f.name + ": events of two processes: one rank's file was expected");
     events->push_back(e);
-    const std::string ph = e["ph"].get<std::string>();
-    if (ph != "X") continue;
-    Span s{e.value("cat", std::string()), e.value("name", std::string()), e.value("ts", 0.0), e.value("dur", 0.0)};
-    const long long tid = e.value("tid", 0LL);
-    if (s.cat == "comm" && tid >= (1 << 24)) t.comm_bytes[s.name] += e.contains("args") ? e["args"].value("bytes", 0.0) : 0.0;
-    if (s.cat == "step") has_step[tid] = true;
-    by_tid[tid].push_back(std::move(s));
+    if (ev.ph != "X") continue;
+    if (ev.span.cat == "comm" && ev.tid >= (1 << 24)) t.comm_bytes[ev.span.name] += ev.bytes;
+    if (ev.span.cat == "step") has_step[ev.tid] = true;
+    by_tid[ev.tid].push_back(std::move(ev.span));
   }
   if (has_step.empty()) return InvalidInput(f.name + ": no step spans: was train.profile_steps inside the steps that ran?");
   Account(by_tid[has_step.begin()->first], &t);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <filesystem>
 #include <numeric>
 #include <thread>
 
@@ -66,6 +68,42 @@ TEST(StoreTest, TcpSetGetAddAndTimeout) {
   ASSERT_TRUE(p.Set("k", "new").ok());
   EXPECT_EQ(*(*b)->Get("attempt/1/k", milliseconds(100)), "new");
   EXPECT_EQ(*(*b)->Get("k", milliseconds(100)), "v1");  // the old attempt's key is untouched
+}
+
+size_t OpenDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// What fuzzing the store's port found (tests/fuzz/store_fuzz.cc): an Add past int64 was signed
+// overflow, and every connection ever made kept its thread and descriptor until the store ended.
+TEST(StoreTest, AnAddPastInt64IsRefusedAndConnectionsGoneLeaveNothing) {
+  auto server = TcpStoreServer::Start("127.0.0.1", 0);
+  ASSERT_TRUE(server.ok());
+  auto a = ConnectTcpStore("127.0.0.1", (*server)->port(), milliseconds(2000));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(*(*a)->Add("n", INT64_MAX), INT64_MAX);
+  auto past = (*a)->Add("n", 1);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("would pass the int64 range"), std::string::npos);
+  EXPECT_EQ(*(*a)->Add("n", 0), INT64_MAX);  // kept, and the connection still serves
+  const size_t before = OpenDescriptors();
+  for (int i = 0; i < 200; ++i) {
+    auto c = ConnectTcpStore("127.0.0.1", (*server)->port(), milliseconds(2000));
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->Set("k" + std::to_string(i), "v").ok());
+  }
+  // The next connection reaps those gone (their threads may take a moment to end).
+  size_t after = 0;
+  for (int round = 0; round < 50; ++round) {
+    std::this_thread::sleep_for(milliseconds(20));
+    auto c = ConnectTcpStore("127.0.0.1", (*server)->port(), milliseconds(2000));
+    ASSERT_TRUE(c.ok());
+    after = OpenDescriptors();
+    if (after <= before + 4) break;
+  }
+  EXPECT_LE(after, before + 4) << "descriptors before " << before << ", after 200 connections came and went " << after;
 }
 
 TEST(StoreTest, UnreachableStoreIsAPeerErrorNamingTheAddress) {
