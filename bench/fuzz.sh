@@ -20,7 +20,7 @@ NAME=$1 SECONDS_=$2 JOBS=${3:-1}
 [ -f "tests/fuzz/${NAME}_fuzz.cc" ] || { echo "bench/fuzz.sh: no harness '$NAME' (bench/fuzz.sh --list)" >&2; exit 2; }
 ANNEAL_SETUP_QUIET=1 scripts/setup.sh --fuzz || exit 2
 [ -f build/fuzz/build.ninja ] || cmake --preset fuzz >/dev/null || exit 2
-nice ninja -C build/fuzz -j"$(nproc)" "fuzz_$NAME" >/dev/null || { echo "bench/fuzz.sh: the fuzz build failed" >&2; exit 2; }
+[ "${FUZZ_NO_BUILD:-0}" = 1 ] || nice ninja -C build/fuzz -j"$(nproc)" "fuzz_$NAME" >/dev/null || { echo "bench/fuzz.sh: the fuzz build failed" >&2; exit 2; }
 CORPUS=build/fuzz/corpus/$NAME FINDINGS=build/fuzz/findings/$NAME LOG=build/fuzz/logs/$NAME
 mkdir -p "$CORPUS" "$FINDINGS" "$LOG"
 before=$(ls "$FINDINGS" | wc -l)

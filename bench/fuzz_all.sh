@@ -17,7 +17,7 @@ rc=0
 run() {  # NAME: its output, printed whole when it ends
   local secs=$SHORT
   [[ $LONG_ONES == *" $1 "* ]] && secs=$LONG
-  bash bench/fuzz.sh "$1" "$secs" > "build/fuzz/logs/$1.out" 2>&1
+  FUZZ_NO_BUILD=1 bash bench/fuzz.sh "$1" "$secs" > "build/fuzz/logs/$1.out" 2>&1  # built above, once
 }
 mkdir -p build/fuzz/logs
 for ((i = 0; i < ${#names[@]}; i += 2)); do

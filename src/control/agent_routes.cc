@@ -10,6 +10,7 @@
 #include "control/auth.h"
 #include "control/health_rounds.h"
 #include "control/http_util.h"
+#include "core/json_fields.h"
 #include "protocol/job_definition.h"
 #include "protocol/wire.h"
 #include "core/bounded_parse.h"
@@ -39,8 +40,13 @@ class AgentRoutes : public RoutePart {
       Heartbeat(req, res);
     }));
     AgentRoute(h, "Post", R"(/v1/jobs/([^/]+)/logs)", [this](const httplib::Request& req, httplib::Response& res, const json& b, const Principal&) -> Status {
+      json given = json::array();
+      ANNEAL_RETURN_IF_ERROR(JsonFields(b, "the logs").GetArray("lines", &given).status());
       std::vector<LogLine> lines;
-      for (const json& x : b.value("lines", json::array())) lines.push_back(LogLineFromJson(x));
+      for (const json& x : given) {
+        ANNEAL_ASSIGN_OR_RETURN(LogLine line, LogLineFromJson(x));
+        lines.push_back(std::move(line));
+      }
       ANNEAL_RETURN_IF_ERROR(c_.store->AppendLogs(req.matches[1], lines));
       Reply(res, 200, {{"stored", lines.size()}});
       return Status::Ok();
@@ -49,8 +55,12 @@ class AgentRoutes : public RoutePart {
       std::vector<MetricPoint> pts;
       // A point without a numeric value (JSON has no NaN: an older agent sent null) is dropped, not the
       // batch: refusing it made the agent retry the batch forever.
-      for (const json& x : b.value("points", json::array())) {
-        if (x.is_object() && x.contains("value") && x["value"].is_number()) pts.push_back(MetricPointFromJson(x));
+      json given = json::array();
+      ANNEAL_RETURN_IF_ERROR(JsonFields(b, "the metrics").GetArray("points", &given).status());
+      for (const json& x : given) {
+        if (!x.is_object() || !x.contains("value") || !x["value"].is_number()) continue;
+        ANNEAL_ASSIGN_OR_RETURN(MetricPoint point, MetricPointFromJson(x));
+        pts.push_back(std::move(point));
       }
       ANNEAL_RETURN_IF_ERROR(c_.store->AppendMetrics(req.matches[1], pts));
       if (c_.latest) c_.latest->Note(req.matches[1], pts);
@@ -222,7 +232,7 @@ class AgentRoutes : public RoutePart {
   void Heartbeat(const httplib::Request& req, httplib::Response& res) {
     const std::string id = req.matches[1];
     WithJson(req, res, [&](const json& b) -> Status {
-      const HeartbeatMsg hb = HeartbeatMsgFromJson(b);
+      ANNEAL_ASSIGN_OR_RETURN(const HeartbeatMsg hb, HeartbeatMsgFromJson(b));
       ANNEAL_ASSIGN_OR_RETURN(std::optional<InstanceRecord> inst, c_.store->GetInstance(id));
       if (inst) {
         const double now = c_.clock->Wall();

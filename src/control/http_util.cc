@@ -6,7 +6,9 @@ namespace anneal {
 
 void Reply(httplib::Response& res, int status, const nlohmann::json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Invalid UTF-8 in a string (a path or name echoed in a message) becomes U+FFFD instead of an
+  // exception that would end the server (this also runs in the error handler, outside any route).
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void ReplyError(httplib::Response& res, int status, const std::string& message, const std::string& field) {

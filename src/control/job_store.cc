@@ -370,14 +370,11 @@ Status JobStore::Migrate() {
                         ", newer than this anneal's " + std::to_string(kSchemaVersion) + ": run a newer anneal server");
   }
   for (int to = version + 1; to <= kSchemaVersion; ++to) {
-    ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-    Status s = Exec(kMigrations[to - 1]);
-    if (s.ok()) s = Exec("PRAGMA user_version = " + std::to_string(to));
-    if (!s.ok()) {
-      (void)Exec("ROLLBACK");
-      return s.Annotate("migrating the job store to schema version " + std::to_string(to));
-    }
-    ANNEAL_RETURN_IF_ERROR(Exec("COMMIT"));
+    Status s = InTransaction([&]() -> Status {
+      ANNEAL_RETURN_IF_ERROR(Exec(kMigrations[to - 1]));
+      return Exec("PRAGMA user_version = " + std::to_string(to));
+    });
+    if (!s.ok()) return s.Annotate("migrating the job store to schema version " + std::to_string(to));
   }
   return Status::Ok();
 }
@@ -615,12 +612,11 @@ Status JobStore::DeleteInstance(const std::string& id) {
 
 Status JobStore::InTransaction(const std::function<Status()>& body) {
   ANNEAL_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  Status st = body();
-  if (!st.ok()) {
-    (void)Exec("ROLLBACK");
-    return st;
-  }
-  return Exec("COMMIT");
+  SqlRollbackGuard rollback(db_);  // on an error, a failed COMMIT or an exception
+  ANNEAL_RETURN_IF_ERROR(body());
+  ANNEAL_RETURN_IF_ERROR(Exec("COMMIT"));
+  rollback.Done();
+  return Status::Ok();
 }
 
 Status JobStore::AppendLogs(const std::string& job, const std::vector<LogLine>& lines) {

@@ -51,16 +51,22 @@ void JobStore::CommitSubmits(const std::vector<SubmitWait*>& batch) {
   std::lock_guard<std::mutex> l(mu_);
   // FULL in WAL mode syncs the log at this commit; the store's other writes stay NORMAL.
   Status st = Exec("PRAGMA synchronous=FULL");
-  if (st.ok()) st = Exec("BEGIN IMMEDIATE");
   if (st.ok()) {
-    for (SubmitWait* w : batch) {
-      w->st = Exec("SAVEPOINT submit");
-      if (w->st.ok()) w->st = InsertJobLocked(*w->in, w->now, &w->out);
-      if (!w->st.ok()) (void)Exec("ROLLBACK TO submit");
-      (void)Exec("RELEASE submit");
-    }
-    st = Exec("COMMIT");
-    if (!st.ok()) (void)Exec("ROLLBACK");
+    st = InTransaction([&]() -> Status {
+      for (SubmitWait* w : batch) {  // each submit its own savepoint: one refused leaves the others
+        w->st = Exec("SAVEPOINT submit");
+        if (w->st.ok()) {
+          try {  // one submit's exception must fail it alone, not the batch's waiters
+            w->st = InsertJobLocked(*w->in, w->now, &w->out);
+          } catch (const std::exception& e) {
+            w->st = InvalidInput(std::string("the job cannot be stored: ") + e.what());
+          }
+        }
+        if (!w->st.ok()) (void)Exec("ROLLBACK TO submit");
+        (void)Exec("RELEASE submit");
+      }
+      return Status::Ok();
+    });
   }
   (void)Exec("PRAGMA synchronous=NORMAL");
   if (st.ok()) return;

@@ -263,6 +263,13 @@ class Server : public ControlServer {
   // cap. The connection then ends: its unread body cannot be told from a next request.
   bool RefuseBody(const httplib::Request& req, httplib::Response& res) const {
     if (req.method == "POST" && req.path == "/v1/packages") return false;
+    // cpp-httplib reads no body for GET, HEAD or OPTIONS: one sent anyway would be taken for the
+    // connection's next request. The request is answered as if it had none; the connection then ends.
+    const bool reads_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE";
+    if (!reads_body && (req.has_header("Transfer-Encoding") || std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) != 0)) {
+      ConnectionGuard::CloseAfterAnswer();
+      return false;
+    }
     const std::string limit = std::to_string(o_.max_request_bytes);
     if (req.has_header("Transfer-Encoding")) {
       ReplyError(res, 411, "a body of unknown length (Transfer-Encoding: " + req.get_header_value("Transfer-Encoding") +

@@ -1,5 +1,6 @@
 // SqlStmt: a prepared SQLite statement of the job store, finalized on scope exit; binding by
-// position, stepping with errors as IoError naming the statement. Internal to control/job_store*.cc.
+// position, stepping with errors as IoError naming the statement. SqlRollbackGuard: a transaction's
+// end on every path. Internal to control/job_store*.cc.
 #pragma once
 
 #include <sqlite3.h>
@@ -10,6 +11,23 @@
 #include "core/status.h"
 
 namespace anneal {
+
+// Rolls back the connection's open transaction when its scope ends, unless Done() was called after
+// the COMMIT succeeded: an error returned, a failed COMMIT or an exception thrown (a handler's bad
+// JSON) inside a transaction never leaves the writer's connection in it for the next request.
+class SqlRollbackGuard {
+ public:
+  explicit SqlRollbackGuard(sqlite3* db) : db_(db) {}
+  ~SqlRollbackGuard() {
+    if (db_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  SqlRollbackGuard(const SqlRollbackGuard&) = delete;
+  SqlRollbackGuard& operator=(const SqlRollbackGuard&) = delete;
+  void Done() { db_ = nullptr; }
+
+ private:
+  sqlite3* db_;
+};
 
 class SqlStmt {
  public:

@@ -7,12 +7,15 @@
 #include <yaml-cpp/mark.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <optional>
 #include <regex>
 #include <sstream>
 #include <vector>
 
 #include "core/bounded_parse.h"
+#include "core/utf8.h"
 
 namespace anneal {
 
@@ -45,6 +48,8 @@ class JsonBuilder : public YAML::EventHandler {
               "aliases can expand to gigabytes): write the value out in full");
   }
   void OnScalar(const YAML::Mark& m, const std::string& tag, YAML::anchor_t, const std::string& value) override {
+    // An escape ("\ud800": a surrogate) can make a scalar that is no UTF-8 out of text that is.
+    if (FindInvalidUtf8(value) != std::string::npos) Refuse(m, "has a scalar that is not UTF-8 (an escape of a surrogate?)");
     if (AtKey()) {  // a key stays the text it was written as
       Count(m);
       stack_.back().key = value;
@@ -136,6 +141,17 @@ class JsonBuilder : public YAML::EventHandler {
 }  // namespace
 
 Result<json> ParseYamlBounded(const std::string& text, const ParseLimits& limits, bool scalars_as_strings) {
+  // UTF-8 only, as a JSON text must be: a string with an invalid byte could be stored, but never
+  // written out again (the job store's JSON, a manifest) without failing there instead of here.
+  if (const size_t bad = FindInvalidUtf8(text); bad != std::string::npos) {
+    const size_t line = 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + bad, '\n'));
+    const size_t nl = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+    const size_t column = bad - (nl == std::string::npos ? 0 : nl + 1) + 1;
+    char hex[8];
+    std::snprintf(hex, sizeof(hex), "0x%02X", static_cast<unsigned char>(text[bad]));
+    return InvalidInput("not UTF-8 text: the byte " + std::string(hex) + " at line " + std::to_string(line) +
+                        ", column " + std::to_string(column) + " is invalid; save the file as UTF-8");
+  }
   std::istringstream in(text);
   JsonBuilder b(limits, scalars_as_strings);
   try {

@@ -101,7 +101,7 @@ Result<std::vector<double>> SafeTensorsReader::ReadF64(const std::string& name) 
   std::vector<double> out;
   if (dt == "F64") {
     out.resize(b.size() / 8);
-    std::memcpy(out.data(), b.data(), b.size());
+    if (!out.empty()) std::memcpy(out.data(), b.data(), out.size() * 8);  // an empty tensor has no data()
   } else if (dt == "F32") {
     out.resize(b.size() / 4);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -124,7 +124,7 @@ Result<std::vector<int32_t>> SafeTensorsReader::ReadI32(const std::string& name)
   ANNEAL_ASSIGN_OR_RETURN(std::string_view b, Bytes(name));
   if (tensors_.at(name).dtype != "I32") return InvalidInput("tensor " + name + " in " + path_ + " is not I32");
   std::vector<int32_t> out(b.size() / 4);
-  std::memcpy(out.data(), b.data(), b.size());
+  if (!out.empty()) std::memcpy(out.data(), b.data(), out.size() * 4);
   return out;
 }
 

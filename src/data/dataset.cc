@@ -49,9 +49,11 @@ Result<DatasetInfo> DatasetInfo::FromJson(const std::string& text, const std::st
     return InvalidInput(where + ": " + what + "; re-create the dataset with anneal prep");
   };
   if (!j.is_object()) return bad("not a JSON object");
-  if (j.value("format", "") != kDatasetFormat) return bad("field \"format\" is not \"anneal.dataset\"");
-  if (j.value("version", 0) != kDatasetVersion) {
-    return bad("field \"version\" is " + j.value("version", json()).dump() + ", this anneal reads version 1");
+  const json format = j.value("format", json()), version = j.value("version", json());
+  if (!format.is_string() || format.get<std::string>() != kDatasetFormat) return bad("field \"format\" is not \"anneal.dataset\"");
+  if (!version.is_number_integer() || version.get<int64_t>() != kDatasetVersion) {
+    return bad("field \"version\" is " + version.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 40) +
+               ", this anneal reads version 1");
   }
   DatasetInfo d;
   d.has_manifest = true;

@@ -9,6 +9,9 @@
 #include <string_view>
 #include <ctime>
 
+#include "core/json_fields.h"
+#include "core/utf8.h"
+
 namespace anneal {
 
 nlohmann::json ToJson(const LogLine& x) {
@@ -16,16 +19,12 @@ nlohmann::json ToJson(const LogLine& x) {
           {"stream", x.stream}, {"at", x.at}, {"text", x.text}};
 }
 
-LogLine LogLineFromJson(const nlohmann::json& j) {
+Result<LogLine> LogLineFromJson(const nlohmann::json& j) {
   LogLine x;
-  x.id = j.value("id", int64_t{0});
-  x.attempt = j.value("attempt", 0);
-  x.node = j.value("node", 0);
-  x.seq = j.value("seq", int64_t{0});
-  x.rank = j.value("rank", -1);
-  x.stream = j.value("stream", std::string("stdout"));
-  x.at = j.value("at", 0.0);
-  x.text = j.value("text", std::string());
+  JsonFields f(j, "a log line");
+  f.Get("id", &x.id).Get("attempt", &x.attempt).Get("node", &x.node).Get("seq", &x.seq).Get("rank", &x.rank);
+  f.Get("stream", &x.stream).Get("at", &x.at).Get("text", &x.text);
+  ANNEAL_RETURN_IF_ERROR(f.status());
   return x;
 }
 
@@ -34,17 +33,12 @@ nlohmann::json ToJson(const MetricPoint& p) {
           {"rank", p.rank}, {"at", p.at}, {"value", p.value}, {"step", p.step}};
 }
 
-MetricPoint MetricPointFromJson(const nlohmann::json& j) {
+Result<MetricPoint> MetricPointFromJson(const nlohmann::json& j) {
   MetricPoint p;
-  p.id = j.value("id", int64_t{0});
-  p.attempt = j.value("attempt", 0);
-  p.node = j.value("node", 0);
-  p.seq = j.value("seq", int64_t{0});
-  p.name = j.value("name", std::string());
-  p.rank = j.value("rank", -1);
-  p.at = j.value("at", 0.0);
-  p.value = j.value("value", 0.0);
-  p.step = j.value("step", int64_t{-1});
+  JsonFields f(j, "a metric point");
+  f.Get("id", &p.id).Get("attempt", &p.attempt).Get("node", &p.node).Get("seq", &p.seq).Get("name", &p.name);
+  f.Get("rank", &p.rank).Get("at", &p.at).Get("value", &p.value).Get("step", &p.step);
+  ANNEAL_RETURN_IF_ERROR(f.status());
   return p;
 }
 
@@ -79,21 +73,18 @@ nlohmann::json ToJson(const NodeReport& r) {
 
 Result<NodeReport> NodeReportFromJson(const nlohmann::json& j) {
   NodeReport r;
-  r.attempt = j.value("attempt", 0);
-  r.node = j.value("node", 0);
-  const std::string state = j.value("state", std::string());
+  std::string state;
+  JsonFields f(j, "the node report");
+  f.Get("attempt", &r.attempt).Get("node", &r.node).Get("state", &state).Get("exit_code", &r.exit_code);
+  f.Get("message", &r.message).Get("at", &r.at).Get("cause", &r.cause).Get("local", &r.local);
+  f.Get("failed_rank", &r.failed_rank).Get("sandbox", &r.sandbox);
+  ANNEAL_RETURN_IF_ERROR(f.status());
   const std::optional<NodeState> s = ParseNodeState(state);
   if (!s) {
-    return InvalidInput("state: must be downloading, training, uploading or finished, got \"" + state.substr(0, 40) + "\"");
+    return InvalidInput("state: must be downloading, training, uploading or finished, got \"" +
+                        ReplaceInvalidUtf8(state.substr(0, 40)) + "\"");
   }
   r.state = *s;
-  r.exit_code = j.value("exit_code", -1);
-  r.message = j.value("message", std::string());
-  r.at = j.value("at", 0.0);
-  r.cause = j.value("cause", std::string());
-  r.local = j.value("local", false);
-  r.failed_rank = j.value("failed_rank", -1);
-  r.sandbox = j.value("sandbox", std::string());
   return r;
 }
 
@@ -104,11 +95,11 @@ nlohmann::json ToJson(const HeartbeatMsg& m) {
   return j;
 }
 
-HeartbeatMsg HeartbeatMsgFromJson(const nlohmann::json& j) {
+Result<HeartbeatMsg> HeartbeatMsgFromJson(const nlohmann::json& j) {
   HeartbeatMsg m;
-  m.job = j.value("job", std::string());
-  m.attempt = j.value("attempt", -1);
-  m.health = j.value("health", nlohmann::json::object());
+  JsonFields f(j, "the heartbeat");
+  f.Get("job", &m.job).Get("attempt", &m.attempt).GetObject("health", &m.health);
+  ANNEAL_RETURN_IF_ERROR(f.status());
   return m;
 }
 
@@ -126,15 +117,14 @@ nlohmann::json ToJson(const Assignment& a) {
 
 Result<Assignment> AssignmentFromJson(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("job") || !j["job"].is_string() || !j.contains("spec")) {
-    return InvalidInput("the server's assignment has no job or spec: " + j.dump().substr(0, 200));
+    return InvalidInput("the server's assignment has no job or spec: " +
+                        j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).substr(0, 200));
   }
   Assignment a;
-  a.job = j["job"].get<std::string>();
-  a.attempt = j.value("attempt", 0);
-  a.node = j.value("node", 0);
-  a.addresses = j.value("addresses", std::vector<std::string>());
-  a.credentials = j.value("credentials", std::map<std::string, std::string>());
-  a.meeting_round = j.value("meeting_round", 0);
+  JsonFields f(j, "the server's assignment");
+  f.Get("job", &a.job).Get("attempt", &a.attempt).Get("node", &a.node).Get("addresses", &a.addresses);
+  f.Get("credentials", &a.credentials).Get("meeting_round", &a.meeting_round);
+  ANNEAL_RETURN_IF_ERROR(f.status());
   std::string field;
   auto spec = JobSpecFromJson(j["spec"], &field);
   if (!spec.ok()) return spec.status().Annotate("the assignment of " + a.job);
@@ -168,19 +158,25 @@ nlohmann::json ToJson(const HeartbeatReply& r) {
 
 Result<HeartbeatReply> HeartbeatReplyFromJson(const nlohmann::json& j) {
   HeartbeatReply r;
-  const nlohmann::json action = j.value("action", nlohmann::json("none"));
-  const std::string name = action.is_string() ? action.get<std::string>() : action.dump();
+  std::string name = "none";
+  nlohmann::json assignment;
+  JsonFields f(j, "the server's heartbeat answer");
+  f.Get("action", &name).Get("next_s", &r.next_s).GetObject("assignment", &assignment);
+  f.GetObject("health", &r.health).GetArray("execs", &r.execs);
+  ANNEAL_RETURN_IF_ERROR(f.status());
   bool known = false;
   for (const auto& [x, n] : kActions) {
     if (name == n) r.action = x, known = true;
   }
-  if (!known) return InvalidInput("action: '" + name + "' is not an action this agent knows (none, run, health, stop, exit)");
-  r.next_s = j.value("next_s", -1.0);
-  if (r.action == HeartbeatAction::kRun) {
-    ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFromJson(j.value("assignment", nlohmann::json())));
+  if (!known) {
+    return InvalidInput("action: '" + ReplaceInvalidUtf8(name.substr(0, 40)) +
+                        "' is not an action this agent knows (none, run, health, stop, exit)");
   }
-  if (r.action == HeartbeatAction::kHealth) r.health = j.value("health", nlohmann::json::object());
-  r.execs = j.value("execs", nlohmann::json::array());
+  if (r.action == HeartbeatAction::kRun) {
+    ANNEAL_ASSIGN_OR_RETURN(r.assignment, AssignmentFromJson(assignment));
+  }
+  if (r.action != HeartbeatAction::kHealth) r.health = nlohmann::json();  // only a health action carries one
+  else if (r.health.is_null()) r.health = nlohmann::json::object();
   return r;
 }
 

@@ -16,9 +16,9 @@
 namespace anneal {
 
 nlohmann::json ToJson(const LogLine& x);
-LogLine LogLineFromJson(const nlohmann::json& j);
+Result<LogLine> LogLineFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const MetricPoint& p);
-MetricPoint MetricPointFromJson(const nlohmann::json& j);
+Result<MetricPoint> MetricPointFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const NodeReport& r);
 // A state other than NodeState's names is InvalidInput naming the field.
 Result<NodeReport> NodeReportFromJson(const nlohmann::json& j);
@@ -67,7 +67,8 @@ struct HeartbeatReply {
   nlohmann::json execs = nlohmann::json::array();  // anneal exec sessions for this instance (control/exec_sessions.h)
 };
 nlohmann::json ToJson(const HeartbeatMsg& m);
-HeartbeatMsg HeartbeatMsgFromJson(const nlohmann::json& j);
+// Every reader of the wire: a field of another type is InvalidInput naming it (core/json_fields.h).
+Result<HeartbeatMsg> HeartbeatMsgFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const Assignment& a);
 // The spec is validated as a submit's is (InvalidInput naming the field).
 Result<Assignment> AssignmentFromJson(const nlohmann::json& j);

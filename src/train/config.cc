@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/env.h"
+#include "core/utf8.h"
 #include "kernels/registry.h"
 #include "model/family.h"
 #include "train/config_text.h"
@@ -481,6 +482,10 @@ Result<std::map<std::string, std::string>> Resolve(const std::string& yaml_text,
   ANNEAL_RETURN_IF_ERROR(FlattenConfigText(yaml_text, where, &given, errors));
   for (const auto& o : overrides) {
     size_t eq = o.find('=');
+    if (FindInvalidUtf8(o) != std::string::npos) {  // a value the manifest's JSON could not hold
+      errors->push_back("--set " + ReplaceInvalidUtf8(o) + " is not UTF-8 text (each invalid byte shown as U+FFFD)");
+      continue;
+    }
     if (eq == std::string::npos || eq == 0) {
       errors->push_back("--set " + o + " must look like section.key=value");
       continue;

@@ -167,9 +167,9 @@ TEST(MetricPointWire, CarriesTheStepAndDefaultsToNone) {
   p.step = 40;
   const nlohmann::json j = ToJson(p);
   EXPECT_EQ(j.at("step"), 40);
-  EXPECT_EQ(MetricPointFromJson(j).step, 40);
+  EXPECT_EQ(MetricPointFromJson(j)->step, 40);
   EXPECT_EQ(ToJson(MetricPoint{}).at("step"), -1);  // every GET answer has the field
-  EXPECT_EQ(MetricPointFromJson({{"name", "x"}, {"value", 1}}).step, -1);  // an older agent's point
+  EXPECT_EQ(MetricPointFromJson({{"name", "x"}, {"value", 1}})->step, -1);  // an older agent's point
 }
 
 TEST(JobStore, MetricPointsKeepTheirStep) {

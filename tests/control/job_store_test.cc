@@ -83,6 +83,27 @@ TEST(JobStore, PutInstanceRefusesAMoveTheTableForbids) {
   EXPECT_EQ((*(*s)->GetInstance("i-1"))->state, InstanceState::kReleased);  // unchanged
 }
 
+// What schemathesis found (tests/peers/api_schema_test.sh): a submit whose spec could not be written
+// as JSON (invalid UTF-8 in a string) threw inside the store's transaction, which stayed open, so
+// every later write failed with "cannot start a transaction within a transaction" and new tokens
+// "vanished". The submit now fails alone and the store goes on.
+TEST(JobStore, ASubmitThatCannotBeStoredFailsAloneAndLeavesNoTransactionOpen) {
+  testing::TempDir dir;
+  auto s = JobStore::Open(dir.File("anneal.db"));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  JobSpec bad = Spec("bad");
+  bad.environment["A"] = "\xff\xfe";
+  auto refused = (*s)->CreateJob({"bad", "alice", bad}, 100.0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("cannot be stored"), std::string::npos) << refused.status().ToString();
+  auto next = (*s)->CreateJob({"good", "alice", Spec("good")}, 101.0);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_TRUE((*s)->Transition(next->job.id, JobPhase::kStarting, "obtaining", 102.0).ok());
+  auto back = (*s)->GetJob(next->job.id);  // the writer committed: another connection reads it
+  ASSERT_TRUE(back.ok() && back->has_value());
+  EXPECT_EQ((**back).phase, JobPhase::kStarting);
+}
+
 TEST(JobStore, JobsTransitionsAndReopen) {
   testing::TempDir dir;
   const std::string db = dir.File("anneal.db");

@@ -166,7 +166,7 @@ TEST(Wire, TheAgentProtocolsMessagesRoundTrip) {
   hb.job = "job";
   hb.attempt = 2;
   hb.health = {{"job", "job"}, {"attempt", 2}, {"round", 1}};
-  const HeartbeatMsg back = HeartbeatMsgFromJson(ToJson(hb));
+  const HeartbeatMsg back = *HeartbeatMsgFromJson(ToJson(hb));
   EXPECT_EQ(back.job, "job");
   EXPECT_EQ(back.attempt, 2);
   EXPECT_EQ(back.health, hb.health);

@@ -5,31 +5,26 @@
 #include "launch/leader_command.h"
 #include "launch/sandbox.h"
 
+namespace {
+
+template <class Read, class Write>
+void RoundTrip(const std::string& text, Read read, Write write) {
+  auto first = read(text);
+  if (!first.ok()) return;
+  const std::string once = write(*first);
+  auto again = read(once);
+  FUZZ_EXPECT(again.ok() && write(*again) == once);
+}
+
+}  // namespace
+
 ANNEAL_FUZZ_TARGET(launch_messages) {
   if (size == 0) return 0;
   const std::string text = anneal::fuzz::Text(data + 1, size - 1);
   switch (data[0] % 3) {
-    case 0:
-      if (auto n = anneal::NodeInfoFromJson(text); n.ok()) {
-        const std::string once = anneal::NodeInfoToJson(*n);
-        auto again = anneal::NodeInfoFromJson(once);
-        FUZZ_EXPECT(again.ok() && anneal::NodeInfoToJson(*again) == once);
-      }
-      break;
-    case 1:
-      if (auto s = anneal::RankSetupFromJson(text); s.ok()) {
-        const std::string once = anneal::RankSetupToJson(*s);
-        auto again = anneal::RankSetupFromJson(once);
-        FUZZ_EXPECT(again.ok() && anneal::RankSetupToJson(*again) == once);
-      }
-      break;
-    default:
-      if (auto p = anneal::SandboxPlanFromJson(text); p.ok()) {
-        const std::string once = anneal::SandboxPlanToJson(*p);
-        auto again = anneal::SandboxPlanFromJson(once);
-        FUZZ_EXPECT(again.ok() && anneal::SandboxPlanToJson(*again) == once);
-      }
-      break;
+    case 0: RoundTrip(text, anneal::NodeInfoFromJson, anneal::NodeInfoToJson); break;
+    case 1: RoundTrip(text, anneal::RankSetupFromJson, anneal::RankSetupToJson); break;
+    default: RoundTrip(text, anneal::SandboxPlanFromJson, anneal::SandboxPlanToJson); break;
   }
   return 0;
 }

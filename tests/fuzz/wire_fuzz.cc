@@ -26,7 +26,11 @@ ANNEAL_FUZZ_TARGET(wire) {
       break;
     }
     case 2: (void)anneal::NodeReportFromJson(*j); break;
-    default: (void)anneal::HeartbeatMsgFromJson(*j); break;
+    default:
+      (void)anneal::HeartbeatMsgFromJson(*j);
+      (void)anneal::LogLineFromJson(*j);
+      (void)anneal::MetricPointFromJson(*j);
+      break;
   }
   return 0;
 }

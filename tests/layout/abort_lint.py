@@ -16,27 +16,15 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from code_shape import strip  # noqa: E402  (comments and literals blanked, lines kept)
+from lint_lib import forbidden_calls  # noqa: E402
 
 FORBIDDEN = re.compile(r"(?<![\w.>])(abort|assert)\s*\(")
 ALLOWED = ("core/check.cc",)
 
 
 def offenders(src):
-    bad = []
-    for root, _, files in os.walk(src):
-        for f in sorted(files):
-            if not f.endswith((".cc", ".h", ".cu", ".cuh")):
-                continue
-            path = os.path.join(root, f)
-            if os.path.relpath(path, src).replace(os.sep, "/") in ALLOWED:
-                continue
-            for ln, row in enumerate(strip(open(path, encoding="utf-8").read()).split("\n"), 1):
-                m = FORBIDDEN.search(row)
-                if m:
-                    bad.append(f"{path}:{ln}: bare {m.group(1)}() (use ANNEAL_CHECK(cond, message) from core/check.h, "
-                               "or return a Status for bad input)")
-    return bad
+    return forbidden_calls(src, FORBIDDEN, ALLOWED, lambda what: f"bare {what}() (use ANNEAL_CHECK(cond, message) from "
+                           "core/check.h, or return a Status for bad input)")
 
 
 def self_test():

@@ -17,7 +17,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from code_shape import strip  # noqa: E402  (comments and literals blanked, lines kept)
+from lint_lib import forbidden_calls  # noqa: E402
 
 FORBIDDEN = re.compile(r"\b(steady_clock|system_clock|high_resolution_clock|sleep_for|sleep_until|usleep|nanosleep)\b"
                        r"|(?<![.\w>])(sleep)\s*\(")
@@ -25,20 +25,8 @@ ALLOWED = ("core/clock.h", "core/clock.cc")
 
 
 def offenders(src):
-    bad = []
-    for root, _, files in os.walk(src):
-        for f in sorted(files):
-            if not f.endswith((".cc", ".h", ".cu", ".cuh")):
-                continue
-            path = os.path.join(root, f)
-            if os.path.relpath(path, src).replace(os.sep, "/") in ALLOWED:
-                continue
-            for ln, row in enumerate(strip(open(path, encoding="utf-8").read()).split("\n"), 1):
-                m = FORBIDDEN.search(row)
-                if m:
-                    bad.append(f"{path}:{ln}: {m.group(1) or m.group(2)} (use a Clock from core/clock.h: Clock::Real(), "
-                               "or the caller's, so a test can simulate it)")
-    return bad
+    return forbidden_calls(src, FORBIDDEN, ALLOWED, lambda what: f"{what} (use a Clock from core/clock.h: Clock::Real(), "
+                           "or the caller's, so a test can simulate it)")
 
 
 def self_test():
