@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
-# bench/fuzz_all.sh — every fuzz harness (bench/fuzz.sh) one after another, two at a time (one per
-# core): each for FUZZ_SECONDS (default 120), the five most exposed (job specs, API requests, S3's
+# bench/fuzz_all.sh — every fuzz harness (bench/fuzz.sh), two at a time (one per core): each for FUZZ_SECONDS (default 120), the five most exposed (job specs, API requests, S3's
 # XML, safetensors headers, token-shard and dataset headers) for FUZZ_LONG_SECONDS (default 600).
 # `bench/run_all.sh build/release/src/anneal fuzz` writes its output to bench/results/fuzz.md (not
 # part of plain `make bench`: it needs clang and takes half an hour). Exit 1 when a harness found
@@ -13,20 +12,16 @@ ANNEAL_SETUP_QUIET=1 scripts/setup.sh --fuzz || exit 2
 [ -f build/fuzz/build.ninja ] || cmake --preset fuzz >/dev/null || exit 2
 mapfile -t names < <(bash bench/fuzz.sh --list)
 nice ninja -C build/fuzz -j"$(nproc)" "${names[@]/#/fuzz_}" >/dev/null || { echo "fuzz_all: the fuzz build failed" >&2; exit 2; }
-rc=0
-run() {  # NAME: its output, printed whole when it ends
-  local secs=$SHORT
-  [[ $LONG_ONES == *" $1 "* ]] && secs=$LONG
-  FUZZ_NO_BUILD=1 bash bench/fuzz.sh "$1" "$secs" > "build/fuzz/logs/$1.out" 2>&1  # built above, once
-}
 mkdir -p build/fuzz/logs
-for ((i = 0; i < ${#names[@]}; i += 2)); do
-  run "${names[i]}" & a=$!
-  b=""
-  if (( i + 1 < ${#names[@]} )); then run "${names[i + 1]}" & b=$!; fi
-  wait $a || rc=1
-  [ -z "$b" ] || wait $b || rc=1
-  cat "build/fuzz/logs/${names[i]}.out"
-  (( i + 1 < ${#names[@]} )) && cat "build/fuzz/logs/${names[i + 1]}.out"
-done
-exit $rc
+# Two at a time (xargs -P 2), the long ones first, each next one starting when a core frees.
+order=()
+for n in "${names[@]}"; do [[ $LONG_ONES == *" $n "* ]] && order+=("$n"); done
+for n in "${names[@]}"; do [[ $LONG_ONES == *" $n "* ]] || order+=("$n"); done
+export SHORT LONG LONG_ONES
+printf '%s\n' "${order[@]}" | xargs -P 2 -I{} bash -c '
+  secs=$SHORT; [[ $LONG_ONES == *" {} "* ]] && secs=$LONG
+  FUZZ_NO_BUILD=1 bash bench/fuzz.sh {} "$secs" > "build/fuzz/logs/{}.out" 2>&1'
+rc=$?
+for n in "${order[@]}"; do cat "build/fuzz/logs/$n.out"; done
+[ $rc -eq 0 ] || exit 1
+exit 0
