@@ -36,7 +36,9 @@ for name in "${NAMES[@]}"; do
   case $name in
     allreduce) cmd=(bash bench/allreduce/run.sh "$BUILD") ;;
     s3_throughput) cmd=(bash bench/s3_throughput.sh "$BUILD") ;;
-    fuzz) cmd=(bash bench/fuzz_all.sh) ;;  # named only: clang's libFuzzer, half an hour
+    # Named only (clang's libFuzzer): every harness for 2 minutes, and the five most exposed for 10.
+    fuzz) cmd=(bash bench/fuzz_all.sh "${FUZZ_SECONDS:-120}") ;;
+    fuzz_long) cmd=(bash bench/fuzz_all.sh "${FUZZ_LONG_SECONDS:-600}" job_spec api s3_xml safetensors data_headers) ;;
     *) [ -f "bench/$name.sh" ] || { echo "run_all: no benchmark bench/$name.sh" >&2; exit 2; }
        cmd=(bash "bench/$name.sh" "$ANNEAL") ;;
   esac

@@ -94,7 +94,12 @@ class JsonBuilder : public YAML::EventHandler {
       } catch (...) {  // out of int64's range: the float below, or the string
       }
     }
-    if (std::regex_match(s, kFloat)) return json(std::stod(s));
+    if (std::regex_match(s, kFloat)) {
+      try {
+        return json(std::stod(s));
+      } catch (...) {  // out of double's range ("1e999"): the string, which a number's reader refuses by name
+      }
+    }
     return json(s);
   }
 

@@ -1,7 +1,10 @@
 #include "core/safetensors.h"
 
+#include <climits>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "core/bounded_parse.h"
 
 namespace anneal {
 
@@ -41,6 +44,23 @@ Result<std::unique_ptr<SafeTensorsReader>> SafeTensorsReader::FromBytes(std::str
   return r;
 }
 
+namespace {
+
+// A JSON list of whole numbers in [0, int64 max] (a float there was undefined behaviour through
+// get<std::vector<int64_t>>(); a negative one wrapped as a uint64 offset).
+bool Wholes(const json& v, std::vector<int64_t>* out) {
+  if (!v.is_array()) return false;
+  out->clear();
+  for (const json& x : v) {
+    int64_t i = 0;
+    if (!JsonIntIn(x, 0, INT64_MAX, &i)) return false;
+    out->push_back(i);
+  }
+  return true;
+}
+
+}  // namespace
+
 Status SafeTensorsReader::Parse(uint64_t size) {
   SafeTensorsReader* r = this;
   const std::string& path = path_;
@@ -64,11 +84,13 @@ Status SafeTensorsReader::Parse(uint64_t size) {
     TensorEntry e;
     try {
       e.dtype = it.value().at("dtype").get<std::string>();
-      e.shape = it.value().at("shape").get<std::vector<int64_t>>();
-      auto off = it.value().at("data_offsets").get<std::vector<uint64_t>>();
-      if (off.size() != 2) return bad("tensor " + it.key() + ": data_offsets must be [begin, end]");
-      e.begin = off[0];
-      e.end = off[1];
+      std::vector<int64_t> off;
+      if (!Wholes(it.value().at("shape"), &e.shape)) return bad("tensor " + it.key() + ": shape must be a list of whole numbers >= 0");
+      if (!Wholes(it.value().at("data_offsets"), &off) || off.size() != 2) {
+        return bad("tensor " + it.key() + ": data_offsets must be [begin, end], whole numbers >= 0");
+      }
+      e.begin = static_cast<uint64_t>(off[0]);
+      e.end = static_cast<uint64_t>(off[1]);
     } catch (const std::exception& ex) {
       return bad("tensor " + it.key() + ": " + ex.what());
     }

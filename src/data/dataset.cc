@@ -1,7 +1,13 @@
 #include "data/dataset.h"
 
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <stdexcept>
+
 #include <nlohmann/json.hpp>
 
+#include "core/bounded_parse.h"
 #include "core/checksum.h"
 
 namespace anneal {
@@ -43,6 +49,25 @@ uint64_t DatasetInfo::Tokens(const std::string& split) const {
   return t;
 }
 
+namespace {
+
+// A whole number in [0, max] (0 when absent and not required), or throws std::invalid_argument
+// naming the field (FromJson catches it): get<uint64_t>() of 1e129 was undefined behaviour, of -1 a
+// wrapped count.
+uint64_t Whole(const json& o, const char* key, uint64_t max, bool required) {
+  if (!o.is_object() || !o.contains(key)) {
+    if (required) throw std::invalid_argument(std::string("\"") + key + "\" is missing");
+    return 0;
+  }
+  int64_t v = 0;
+  if (!JsonIntIn(o.at(key), 0, static_cast<int64_t>(std::min<uint64_t>(max, INT64_MAX)), &v)) {
+    throw std::invalid_argument(std::string("\"") + key + "\" must be a whole number from 0 to " + std::to_string(max));
+  }
+  return static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
 Result<DatasetInfo> DatasetInfo::FromJson(const std::string& text, const std::string& where) {
   json j = json::parse(text, nullptr, false);
   auto bad = [&](const std::string& what) {
@@ -59,19 +84,19 @@ Result<DatasetInfo> DatasetInfo::FromJson(const std::string& text, const std::st
   d.has_manifest = true;
   try {
     d.tokenizer = j.at("tokenizer").get<std::string>();
-    d.vocab_size = j.at("vocab_size").get<uint32_t>();
-    d.eot = j.at("eot").get<uint32_t>();
-    d.token_bytes = j.at("token_bytes").get<uint32_t>();
+    d.vocab_size = static_cast<uint32_t>(Whole(j, "vocab_size", UINT32_MAX, true));
+    d.eot = static_cast<uint32_t>(Whole(j, "eot", UINT32_MAX, true));
+    d.token_bytes = static_cast<uint32_t>(Whole(j, "token_bytes", UINT32_MAX, true));
     d.inputs_hash = j.value("inputs_hash", "");
     d.val_fraction = j.value("val_fraction", 0.0);
-    d.unit_bytes = j.value("unit_bytes", uint64_t{0});
+    d.unit_bytes = Whole(j, "unit_bytes", INT64_MAX, false);
     d.created_by = j.value("created_by", "");
     for (const auto& e : j.at("shards")) {
       ShardInfo s;
       s.split = e.at("split").get<std::string>();
       s.file = e.at("file").get<std::string>();
-      s.tokens = e.at("tokens").get<uint64_t>();
-      s.docs = e.value("docs", uint64_t{0});
+      s.tokens = Whole(e, "tokens", INT64_MAX, true);
+      s.docs = Whole(e, "docs", INT64_MAX, false);
       if (e.contains("xxh64")) s.xxh64 = std::stoull(e.at("xxh64").get<std::string>(), nullptr, 16);
       if (s.file.find('/') != std::string::npos || s.file.empty() || s.file[0] == '.') {
         return bad("shard file name \"" + s.file + "\" must be a plain name in the dataset folder");
