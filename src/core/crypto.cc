@@ -1,6 +1,7 @@
 #include "core/crypto.h"
 
 #include <openssl/evp.h>
+#include <openssl/crypto.h>
 #include <openssl/hmac.h>
 
 #include <cstdio>
@@ -88,6 +89,10 @@ std::string RandomHex(size_t bytes) {
   if (f) std::fclose(f);
   ANNEAL_CHECK(got == bytes, "the system's random source (/dev/urandom) gave fewer bytes than asked");
   return HexLower(raw);
+}
+
+bool EqualInConstantTime(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && (a.empty() || CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0);
 }
 
 }  // namespace anneal

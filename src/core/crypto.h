@@ -28,6 +28,9 @@ class Sha256Stream {
 std::string Md5(std::string_view data);
 // Raw HMAC-SHA256 (32 bytes).
 std::string HmacSha256(std::string_view key, std::string_view data);
+// Whether a == b, in a time that depends on their length only (OpenSSL's CRYPTO_memcmp): for a mac
+// or a secret compared with what an untrusted peer sent.
+bool EqualInConstantTime(std::string_view a, std::string_view b);
 // Standard base64 (with padding), for bytes in JSON (anneal exec's streams). Decoding malformed
 // text gives "" and *ok = false.
 std::string Base64Encode(std::string_view bytes);

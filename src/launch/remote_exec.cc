@@ -40,7 +40,7 @@ Result<std::optional<RemoteExecQueue::Request>> RemoteExecQueue::Poll() {
     mac = j.at("mac").get<std::string>();
   } catch (const std::exception&) {
   }
-  if (mac.empty() || mac != RemoteExecMac(key_, host_, seq, command)) {
+  if (mac.empty() || !EqualInConstantTime(mac, RemoteExecMac(key_, host_, seq, command))) {
     ANNEAL_RETURN_IF_ERROR(Finish(seq, 255));
     return InvalidInput("refused remote command " + std::to_string(seq) + " for " + host_ +
                             ": its mac does not match this job attempt's key");

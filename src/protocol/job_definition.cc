@@ -1,5 +1,6 @@
 #include "protocol/job_definition.h"
 
+#include <cctype>
 #include <cmath>
 #include <regex>
 #include <set>
@@ -304,6 +305,29 @@ Status ReadResourcesAndStopping(Reader& r, const json& doc, JobSpec* s) {
 
 // metric_definitions: each {name, regex}, the regex with a capture group.
 // compile: check each regex by compiling it (~30 us each): at submit, not for a spec read back.
+// Why a metric's regex is refused before std::regex compiles it ("" when it is not): libstdc++ builds
+// every repetition out ({100000} is 100000 copies of its atom, in memory and in time at every log
+// line) and overflowed a signed integer on a count of 19 digits (fuzzing found it, UBSan).
+std::string RegexTooBig(const std::string& re) {
+  constexpr size_t kMaxLength = 1000, kMaxCount = 1000;
+  if (re.size() > kMaxLength) return "is " + std::to_string(re.size()) + " characters long, more than " + std::to_string(kMaxLength);
+  for (size_t i = 0; i < re.size(); ++i) {
+    if (re[i] == '\\') {
+      ++i;  // an escaped character, '{' included
+      continue;
+    }
+    if (re[i] != '{') continue;
+    for (size_t j = i + 1, digits = 0; j < re.size() && (std::isdigit(static_cast<unsigned char>(re[j])) || re[j] == ','); ++j) {
+      digits = re[j] == ',' ? 0 : digits + 1;
+      const size_t start = j + 1 - digits;
+      if (digits > 4 || (digits > 0 && std::stoul(re.substr(start, digits)) > kMaxCount)) {
+        return "has a repetition count above " + std::to_string(kMaxCount) + " (in '" + re.substr(i, 24) + "')";
+      }
+    }
+  }
+  return "";
+}
+
 Status ReadMetricDefinitions(Reader& r, const json& doc, JobSpec* s, bool compile) {
   if (doc.contains("metric_definitions") && !doc["metric_definitions"].is_null()) {
     const json& md = doc["metric_definitions"];
@@ -320,6 +344,7 @@ Status ReadMetricDefinitions(Reader& r, const json& doc, JobSpec* s, bool compil
           s->metric_definitions.push_back(m);
           continue;
         }
+        if (const std::string why = RegexTooBig(m.regex); !why.empty()) return r.Fail(p + ".regex", why);
         std::regex re(m.regex);
         if (re.mark_count() < 1) return r.Fail(p + ".regex", "needs a capture group around the value, e.g. 'loss ([0-9.]+)'");
       } catch (const std::regex_error& e) {

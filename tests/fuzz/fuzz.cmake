@@ -3,7 +3,7 @@
 # and otherwise one plain replay program whose fuzz.<name> tests feed each harness its committed
 # corpus in the unit tier (so the release and ASan builds check every seed and every past finding).
 set(ANNEAL_FUZZ_HARNESSES job_spec train_config safetensors data_headers wire launch_messages sigv4 tokenizer
-    hf_config s3_xml api prometheus store checkpoint_manifest trace)
+    hf_config s3_xml api prometheus store checkpoint_manifest trace launch_rsh)
 if(ANNEAL_LIBFUZZER)
   foreach(h ${ANNEAL_FUZZ_HARNESSES})
     add_executable(fuzz_${h} ${CMAKE_CURRENT_LIST_DIR}/${h}_fuzz.cc)

@@ -74,6 +74,25 @@ TEST(JobSpec, AStoredSpecReadsBackWhole) {
   EXPECT_FALSE(JobSpecFromJson(bad_regex).ok());
 }
 
+// What fuzzing job specs found: a metric regex's repetition count of 19 digits overflowed a signed
+// integer inside std::regex's compiler (UBSan); a large one builds that many copies of its atom.
+TEST(JobSpec, AMetricRegexWithAHugeRepetitionIsRefusedBeforeItIsCompiled) {
+  auto with = [](const std::string& regex) {
+    std::string field;
+    auto s = JobSpecFromJson({{"name", "a"}, {"entrypoint", {{"command", {"train"}}}},
+                              {"metric_definitions", {{{"name", "loss"}, {"regex", regex}}}}},
+                             &field);
+    return std::make_pair(s.ok() ? std::string() : s.status().message(), field);
+  };
+  const auto huge = with("x{2222222222222222222}([0-9]+)");
+  EXPECT_EQ(huge.second, "metric_definitions[0].regex");
+  EXPECT_NE(huge.first.find("repetition count above 1000"), std::string::npos) << huge.first;
+  EXPECT_NE(with("a{2,1001}([0-9]+)").first.find("above 1000"), std::string::npos);
+  EXPECT_NE(with(std::string(1001, 'a') + "([0-9]+)").first.find("more than 1000"), std::string::npos);
+  EXPECT_EQ(with("loss ([0-9.]+) x{3,1000}").first, "");
+  EXPECT_EQ(with("\\{99999} ([0-9]+)").first, "");  // an escaped brace is no repetition
+}
+
 TEST(JobSpec, JsonIsAccepted) {
   auto s = ParseJobSpec(R"({"name": "j", "entrypoint": {"command": ["python3", "train.py"], "hyperparameters": {"epochs": 3}}})");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
