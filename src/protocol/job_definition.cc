@@ -307,13 +307,17 @@ Status ReadResourcesAndStopping(Reader& r, const json& doc, JobSpec* s) {
 // compile: check each regex by compiling it (~30 us each): at submit, not for a spec read back.
 // Why a metric's regex is refused before std::regex compiles it ("" when it is not): libstdc++ builds
 // every repetition out ({100000} is 100000 copies of its atom, in memory and in time at every log
-// line) and overflowed a signed integer on a count of 19 digits (fuzzing found it, UBSan).
+// line), and its number parser overflowed a signed integer on a backreference of 19 digits
+// (fuzzing found it, UBSan).
 std::string RegexTooBig(const std::string& re) {
   constexpr size_t kMaxLength = 1000, kMaxCount = 1000;
   if (re.size() > kMaxLength) return "is " + std::to_string(re.size()) + " characters long, more than " + std::to_string(kMaxLength);
   for (size_t i = 0; i < re.size(); ++i) {
-    if (re[i] == '\\') {
-      ++i;  // an escaped character, '{' included
+    if (re[i] == '\\') {  // an escaped character ('{' included), or a backreference: at most 2 digits
+      size_t digits = 0;
+      while (i + 1 + digits < re.size() && std::isdigit(static_cast<unsigned char>(re[i + 1 + digits]))) ++digits;
+      if (digits > 2) return "has a backreference above 99 (in '" + re.substr(i, 24) + "')";
+      ++i;
       continue;
     }
     if (re[i] != '{') continue;

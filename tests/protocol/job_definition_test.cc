@@ -74,8 +74,8 @@ TEST(JobSpec, AStoredSpecReadsBackWhole) {
   EXPECT_FALSE(JobSpecFromJson(bad_regex).ok());
 }
 
-// What fuzzing job specs found: a metric regex's repetition count of 19 digits overflowed a signed
-// integer inside std::regex's compiler (UBSan); a large one builds that many copies of its atom.
+// What fuzzing job specs found: a metric regex's backreference of 19 digits overflowed a signed
+// integer inside std::regex's compiler (UBSan); a large repetition count builds that many copies.
 TEST(JobSpec, AMetricRegexWithAHugeRepetitionIsRefusedBeforeItIsCompiled) {
   auto with = [](const std::string& regex) {
     std::string field;
@@ -84,6 +84,10 @@ TEST(JobSpec, AMetricRegexWithAHugeRepetitionIsRefusedBeforeItIsCompiled) {
                              &field);
     return std::make_pair(s.ok() ? std::string() : s.status().message(), field);
   };
+  const auto backref = with("([0-9]+) \\\\\\2222222222222222222");  // what fuzzing found: \\ then \2222...
+  EXPECT_EQ(backref.second, "metric_definitions[0].regex");
+  EXPECT_NE(backref.first.find("backreference above 99"), std::string::npos) << backref.first;
+  EXPECT_EQ(with("(a)([0-9]+)\\1").first, "");
   const auto huge = with("x{2222222222222222222}([0-9]+)");
   EXPECT_EQ(huge.second, "metric_definitions[0].regex");
   EXPECT_NE(huge.first.find("repetition count above 1000"), std::string::npos) << huge.first;
