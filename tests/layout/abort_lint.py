@@ -16,6 +16,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lint_lib  # noqa: E402
 from lint_lib import forbidden_calls  # noqa: E402
 
 FORBIDDEN = re.compile(r"(?<![\w.>])(abort|assert)\s*\(")
@@ -45,16 +46,5 @@ def self_test():
     return True
 
 
-def main():
-    args = sys.argv[1:]
-    if "--self-test" in args and not self_test():
-        return 1
-    bad = offenders(args[0])
-    for b in bad:
-        print(b)
-    print(f"abort lint: {len(bad)} bare abort() or assert() call(s) in {args[0]} outside core/check.cc")
-    return 1 if bad else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lint_lib.main(offenders, self_test, "abort lint", "bare abort() or assert() call(s) outside core/check.cc"))

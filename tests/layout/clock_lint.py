@@ -17,6 +17,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import lint_lib  # noqa: E402
 from lint_lib import forbidden_calls  # noqa: E402
 
 FORBIDDEN = re.compile(r"\b(steady_clock|system_clock|high_resolution_clock|sleep_for|sleep_until|usleep|nanosleep)\b"
@@ -48,16 +49,5 @@ def self_test():
     return True
 
 
-def main():
-    args = sys.argv[1:]
-    if "--self-test" in args and not self_test():
-        return 1
-    bad = offenders(args[0])
-    for b in bad:
-        print(b)
-    print(f"clock lint: {len(bad)} direct clock or sleep call(s) in {args[0]} outside core/clock")
-    return 1 if bad else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(lint_lib.main(offenders, self_test, "clock lint", "direct clock or sleep call(s) outside core/clock"))

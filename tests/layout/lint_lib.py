@@ -25,3 +25,15 @@ def forbidden_calls(src, pattern, allowed, advice):
                     what = next(g for g in m.groups() if g)
                     bad.append(f"{path}:{ln}: {advice(what)}")
     return bad
+
+
+def main(offenders, self_test, name, what):
+    """A lint's command line: SRC_DIR [--self-test]; prints each offender, then "name: N what in SRC_DIR"."""
+    args = sys.argv[1:]
+    if "--self-test" in args and not self_test():
+        return 1
+    bad = offenders(args[0])
+    for b in bad:
+        print(b)
+    print(f"{name}: {len(bad)} {what} in {args[0]}")
+    return 1 if bad else 0
