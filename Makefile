@@ -30,7 +30,7 @@ build: setup $(BUILD)/build.ninja
 # links), not the anneal binary, its CLI or the benchmarks (the release build has those).
 build-asan: setup
 	@[ -f build/asan/build.ninja ] || nice cmake --preset asan >/dev/null
-	@bash scripts/timed.sh build-asan nice cmake --build build/asan -j$(JOBS) --target anneal_unit_tests
+	@bash scripts/timed.sh build-asan nice cmake --build build/asan -j$(JOBS) --target anneal_unit_tests anneal_fuzz_replay
 
 run: build
 	@bash scripts/run_demo.sh $(ANNEAL)
