@@ -47,11 +47,7 @@ struct Server {
     host = url.substr(7, url.rfind(':') - 7);
     port = std::stoi(url.substr(url.rfind(':') + 1));
   }
-  ~Server() {
-    server->Stop();
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
+
   static std::string Read(const std::string& path) {
     std::ifstream in(path);
     std::string t;
@@ -60,9 +56,18 @@ struct Server {
   }
 };
 
+// Never destroyed: at exit its threads may still be logging the last answer, and no static they use
+// may go before them (the server is left to the process's end, as `anneal server` is on SIGKILL).
 Server& TheServer() {
-  static Server s;
-  return s;
+  static Server* s = [] {
+    auto* made = new Server;
+    std::atexit([] {  // only its folder goes (the process ends with its threads)
+      std::error_code ec;
+      std::filesystem::remove_all(TheServer().dir, ec);
+    });
+    return made;
+  }();
+  return *s;
 }
 
 std::string RequestPath(const std::string& raw) {
