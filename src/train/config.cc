@@ -374,7 +374,6 @@ void ReadKernels(Reader& r, LoopSection* t) {
     r.Error("train.kernels = " + t->kernels + " runs on the CPU but train.device = cuda: leave train.device unset and "
             "set train.kernels (cpu | ref | cuda)");
   }
-  t->device = t->kernels == "cuda" ? "cuda" : "cpu";
   const std::string key = by_device ? "train.device" : "train.kernels";
   std::string why;
   if (t->kernels == "cuda" && !BackendByName("cuda", &why)) {

@@ -38,7 +38,7 @@ struct LoopSection {
   int max_bad_steps = 5;
   uint64_t seed = 1234;
   std::string kernels = "cpu";  // cpu | ref | cuda (train.kernels: the backend)
-  std::string device = "cpu";   // cpu | cuda: the kernels' device (train.device is a deprecated alias)
+  bool on_gpu() const { return kernels == "cuda"; }  // the kernels' device (train.device is a deprecated alias)
   // The precision policy's working dtype (parameters, gradients, activations); bf16 keeps fp32
   // master weights in the optimizer.
   DType dtype = DType::kF32;

@@ -108,7 +108,7 @@ void TrainReport::Start() {
   log_(Fmt("MFU = tokens/s x FLOPs/token / (ranks x peak); FLOPs/token = 6N + 6*L*C*T = %.3g; peak %.0f GFLOP/s per rank "
            "(%s)%s",
            flops_per_token_, peak_ / 1e9, c.train.peak_gflops > 0 ? "train.peak_gflops" : "the GEMM measured at start",
-           c.train.device == "cuda" ? "; on a GPU also against 989 TFLOP/s (H100/H200 dense bf16)" : ""));
+           c.train.on_gpu() ? "; on a GPU also against 989 TFLOP/s (H100/H200 dense bf16)" : ""));
   // The unigram entropy of the training split (over at most its first 100M tokens): the loss of the
   // best model that ignores context, printed beside every validation loss (fastfile: not computed,
   // it would read the whole corpus).
@@ -132,7 +132,7 @@ Status TrainReport::Step(int step, double loss, const StepStats& s, double secon
   }
   if (step % c_.train.log_every == 0 || step == c_.train.steps) {
     const double mfu = 100.0 * tps / rt_.re.world * flops_per_token_ / peak_;
-    const std::string of989 = c_.train.device == "cuda"
+    const std::string of989 = c_.train.on_gpu()
                                   ? Fmt(" (of 989 TFLOP/s: %.1f%%)", 100.0 * tps / rt_.re.world * flops_per_token_ / 989e12)
                                   : std::string();
     log_(Fmt("step %5d/%d | loss %.6f (%s) | lr %.3e | grad norm %.4f | %.0f ms | %.0f tok/s | MFU %.1f%%%s", step,

@@ -113,7 +113,7 @@ TEST(TrainConfigTest, TrainDeviceIsADeprecatedAliasOfTrainKernels) {
   auto k = TrainConfig::Parse(kYaml, {"train.kernels=ref"}, "t");
   ASSERT_TRUE(k.ok()) << k.status().ToString();
   EXPECT_EQ(k->train.kernels, "ref");
-  EXPECT_EQ(k->train.device, "cpu");  // derived from the kernels
+  EXPECT_FALSE(k->train.on_gpu());  // derived from the kernels
   EXPECT_TRUE(k->deprecations.empty());
   EXPECT_EQ(k->DeprecationText(), "");
 

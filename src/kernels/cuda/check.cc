@@ -9,7 +9,7 @@ std::string HintFor(cudaError_t e) {
              "ranks (ZeRO, tensor or pipeline parallelism)";
     case cudaErrorNoDevice:
     case cudaErrorInsufficientDriver:
-      return "no usable GPU or driver: check nvidia-smi, or train on the CPU (train.device=cpu)";
+      return "no usable GPU or driver: check nvidia-smi, or train on the CPU (train.kernels=cpu)";
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorUnsupportedPtxVersion:
       return "this binary has no code for this GPU: it carries sm_90a and compute_80 PTX (needs compute capability "
