@@ -21,7 +21,7 @@ printf "%-34s %10s %10s %8s\n" run "step ms" "tok/s" ratio
 one=$(OMP_NUM_THREADS=2 "$ANNEAL" train --config "$cfg" --set train.threads=2 2>&1 | best)
 printf "%-34s %10s %10s %8.2f\n" "1 process x 2 threads, B=$B" ${one% *} ${one#* } 1
 for z in 0 1 2; do
-  r=$("$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$cfg" --set data.batch_size=$((B / 2)) --set dist.zero=$z 2>&1 | sed 's/^\[rank 0\] //' | best)
+  r=$(logged "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$cfg" --set data.batch_size=$((B / 2)) --set dist.zero=$z 2>&1 | sed 's/^\[rank 0\] //' | best)
   ratio=$(echo "${r#* } / ${one#* }" | bc -l)
   printf "%-34s %10s %10s %8.2f\n" "dp=2 x 1 thread, B=$((B / 2)), ZeRO $z" ${r% *} ${r#* } "$ratio"
   echo "RESULT dp_scaling zero=$z one_process_tok_s=${one#* } dp2_tok_s=${r#* } ratio=$(printf %.2f "$ratio")" >&2

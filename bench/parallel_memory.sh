@@ -21,7 +21,7 @@ printf "%-9s %-10s %-16s %10s %12s %12s %14s\n" "dp,tp,pp" recompute rank "param
 for layout in "1 1 false" "2 1 false" "2 1 true" "1 2 false" "2 2 false" "2 2 true"; do
   set -- $layout
   for rc in none selective full; do
-    log=$("$ANNEAL" launch --nproc-per-node $(($1 * $2)) -- "$ANNEAL" train --config "$cfg" --set dist.tp=$1 \
+    log=$(logged "$ANNEAL" launch --nproc-per-node $(($1 * $2)) -- "$ANNEAL" train --config "$cfg" --set dist.tp=$1 \
       --set dist.pp=$2 --set dist.sequence_parallel=$3 --set train.recompute=$rc 2>&1 | sed 's/^\[rank 0\] //')
     grep "^memory of rank" <<<"$log" | while read -r l; do
       r=$(sed -E 's/memory of rank ([0-9]+) \((.*)\):.*/\1 (\2)/' <<<"$l")

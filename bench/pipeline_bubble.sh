@@ -21,7 +21,7 @@ export OMP_NUM_THREADS=1
 printf "%-8s %3s %12s %12s %10s %12s\n" schedule m "stage 0 idle" "stage 1 idle" theory "step ms"
 for sched in gpipe 1f1b; do
   for m in 1 2 4 8; do
-    log=$("$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$cfg" --set dist.schedule=$sched \
+    log=$(logged "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$cfg" --set dist.schedule=$sched \
       --set train.grad_accum=$m 2>&1 | sed 's/^\[rank 0\] //')
     [ "$sched$m" = gpipe1 ] && grep -m1 "^pipeline: 2 stages" <<<"$log" >&2
     idle=$(grep "pipeline idle" <<<"$log")

@@ -19,7 +19,7 @@ YAML
 printf "%-10s %16s %12s %14s %10s %12s %7s\n" recompute "activations MB" "formula MB" "step ms (best)" "tok/s" "peak RSS MB" ratio
 base=""
 for mode in none selective full; do
-  out=$("$ANNEAL" train --config "$cfg" --set train.recompute=$mode 2>&1)
+  out=$(logged "$ANNEAL" train --config "$cfg" --set train.recompute=$mode 2>&1)
   act=$(echo "$out" | sed -n 's/.*activation memory of rank 0: \([0-9.]*\) MB allocated, formula \([0-9.]*\) MB.*/\1 \2/p')
   ms=$(echo "$out" | grep -E "^step +[2-6]/" | sed -n 's/.* | \([0-9]*\) ms | .*/\1/p' | sort -n | head -1)
   tps=$(echo "$out" | grep -E "^step +[2-6]/" | sed -n 's/.* | \([0-9]*\) tok\/s .*/\1/p' | sort -n | tail -1)

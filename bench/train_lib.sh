@@ -15,3 +15,14 @@ if [ "${BENCH_SMOKE:-0}" = 1 ]; then SMOKE=1; export OMP_WAIT_POLICY=${OMP_WAIT_
 cfg=$(mktemp --suffix=.yaml)
 trap 'rm -f "$cfg"' EXIT
 write_config() { cat >"$cfg"; }
+# logged CMD...: runs CMD with its standard error merged into its output and prints that output; when
+# CMD fails, prints its last 40 lines and the command to standard error and exits with CMD's status
+# (inside $(...) that ends the substitution, and set -e with pipefail then ends the script), so a
+# benchmark that fails says why in its results file instead of only its exit status.
+logged() {
+  local out rc
+  out=$("$@" 2>&1) && { printf '%s\n' "$out"; return 0; }
+  rc=$?
+  { printf '%s\n' "$out" | tail -40; echo "failed (exit $rc): $*"; } >&2
+  exit $rc
+}

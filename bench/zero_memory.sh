@@ -26,7 +26,7 @@ num() { sed -nE "s/$1/\\1/p" | head -1; }
 printf "%3s %5s %5s %12s %12s %9s %12s\n" dp zero K "peak MB" "formula MB" "dev %" "peak RSS MB"
 for layout in "1 0 0" "1 1 0" "1 2 0" "1 3 0" "2 0 0" "2 1 0" "2 2 0" "2 3 0" "4 0 0" "4 1 0" "4 2 0" "4 3 0" "4 3 2"; do
   set -- $layout
-  out=$("$ANNEAL" launch --nproc-per-node "$1" -- "$ANNEAL" train --config "$cfg" --set dist.zero="$2" \
+  out=$(logged "$ANNEAL" launch --nproc-per-node "$1" -- "$ANNEAL" train --config "$cfg" --set dist.zero="$2" \
     --set dist.shard_group="$3" 2>&1)
   line=$(grep "memory of rank 0 " <<<"$out")
   peak=$(num '.*: peak ([0-9.]+) MB allocated.*' <<<"$line")
@@ -46,7 +46,7 @@ printf "bf16, L=4 C=256 on ref:\n%3s %5s %7s %12s %12s %9s\n" dp zero reduce "pe
 for layout in "2 0 f32" "2 1 f32" "2 2 f32" "2 3 f32" "2 3 bf16"; do
   set -- $layout
   # shellcheck disable=SC2086
-  out=$("$ANNEAL" launch --nproc-per-node "$1" -- "$ANNEAL" train --config "$cfg" $bf_sets --set dist.zero="$2" \
+  out=$(logged "$ANNEAL" launch --nproc-per-node "$1" -- "$ANNEAL" train --config "$cfg" $bf_sets --set dist.zero="$2" \
     --set dist.reduce_dtype="$3" 2>&1)
   line=$(grep "memory of rank 0 " <<<"$out")
   peak=$(num '.*: peak ([0-9.]+) MB allocated.*' <<<"$line")
@@ -60,7 +60,7 @@ done
 declare -A ms comm
 for round in 1 2; do
   for zero in 1 3; do
-    out=$("$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$cfg" --set dist.zero=$zero \
+    out=$(logged "$ANNEAL" launch --nproc-per-node 2 -- "$ANNEAL" train --config "$cfg" --set dist.zero=$zero \
       --set train.steps=$STEPS 2>&1)
     ms[$zero]+="$(grep -E '^\[rank 0\] step +[0-9]+/' <<<"$out" | tail -n +2 | sed -E 's/.* ([0-9]+) ms .*/\1/') "
     comm[$zero]=$(num '.*handed its collectives ([0-9.]+) MB a step.*' <<<"$out")
