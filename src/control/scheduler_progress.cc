@@ -50,6 +50,16 @@ void SchedulerPass::Starting(JobRecord& j) {
   const int count = CountOf(j);
   int up = 0;
   for (const auto& i : mine) up += i.registered_at > 0 ? 1 : 0;
+  // A registered instance gone silent is lost here too, not only once the job started: its health
+  // round would otherwise hold the job for the whole start timeout (found by the chaos soak).
+  for (const auto& i : mine) {
+    if (i.registered_at > 0 && Since(i.last_heartbeat) > c_.heartbeat_timeout_s) {
+      return FailOrRetry(j, ExitCause::kInfrastructure,
+                         "instance " + i.id + " (" + i.address + ") lost before the start: no heartbeat for " +
+                             std::to_string(static_cast<int>(Since(i.last_heartbeat))) + " s",
+                         3, mine);
+    }
+  }
   if (up == count && static_cast<int>(mine.size()) == count) {
     StartIfReady(j);
     if (j.phase != JobPhase::kStarting) return;

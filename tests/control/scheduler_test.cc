@@ -296,6 +296,25 @@ TEST(Scheduler, ALostInstanceRestartsTheJobOnFreshInstancesWhileAttemptsRemain) 
   EXPECT_EQ(moves[1], "run Starting: attempt 1: obtaining 2 instance(s) from the local backend: run-a1-n0, run-a1-n1");
 }
 
+// Found by the chaos soak: an instance that registered and then went silent during the pre-start
+// health round held its job for the whole start timeout (here 60 + 60 + 60 s); it is lost after the
+// heartbeat timeout as in a started job.
+TEST(Scheduler, AnInstanceSilentDuringTheHealthRoundIsLostAfterTheHeartbeatTimeout) {
+  SimulatedClock clock;
+  const double t0 = clock.Wall();
+  SchedulerView v = LostInstance(t0, 2);
+  v.active[0].phase = JobPhase::kStarting;
+  v.active[0].updated_at = t0 - 5;
+  SchedulerConfig c = Local();
+  c.health.enabled = true;
+  EXPECT_TRUE(Moves(Decide(c, v, t0 + 30)).empty());  // silent for exactly the timeout: not yet
+  const auto moves = Moves(Decide(c, v, t0 + 31));
+  ASSERT_FALSE(moves.empty());
+  EXPECT_TRUE(Contains(moves[0], "run Restarting: attempt 0 failed (infrastructure: instance run-a0-n1 (127.0.0.1) lost "
+                                 "before the start: no heartbeat for 31 s)"))
+      << moves[0];
+}
+
 TEST(Scheduler, ALostInstanceFailsTheJobWithNoAttemptsLeft) {
   SimulatedClock clock;
   const double t0 = clock.Wall();
@@ -369,6 +388,7 @@ SchedulerView HalfRegistered(double t0) {
   v.active = {MakeJob("job", 1, JobPhase::kStarting, t0, {.count = 2})};
   v.instances = {MakeInstance("job-a0-n0", "job", 0, InstanceState::kAssigned, t0),
                  MakeInstance("job-a0-n1", "job", 1, InstanceState::kRequested, 0)};
+  v.instances[0].last_heartbeat = t0 + 521;  // node 0 keeps heartbeating through every moment the tests look at
   return v;
 }
 
