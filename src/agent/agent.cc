@@ -12,6 +12,7 @@
 #include "core/env.h"
 #include "launch/sandbox.h"
 #include "protocol/api_client.h"
+#include "protocol/spool.h"
 
 namespace anneal {
 
@@ -65,6 +66,19 @@ Status SetUpAgent(AgentOptions* o, std::string* address) {
   return Status::Ok();
 }
 
+// The agent's work folder at its end (--remove-work-dir), but for a spool of records it could not
+// deliver (protocol/spool.h), which the local backend delivers once it finds this agent gone.
+void RemoveWorkDir(const std::string& dir) {
+  std::error_code ec;
+  if (!ReadSpool(dir).empty()) {
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (e.path().filename() != "spool") std::filesystem::remove_all(e.path(), ec);
+    }
+    return;
+  }
+  std::filesystem::remove_all(dir, ec);
+}
+
 }  // namespace
 
 Status RunAgent(const AgentOptions& in) {
@@ -83,10 +97,7 @@ Status RunAgent(const AgentOptions& in) {
   ANNEAL_ASSIGN_OR_RETURN(auto client, ApiClient::Make(o.server_url, 10));
   HeartbeatLoop loop(o, address, join, std::move(client));
   const Status result = loop.Run();
-  if (o.remove_work_dir) {
-    std::error_code ec;
-    std::filesystem::remove_all(o.work_dir, ec);
-  }
+  if (o.remove_work_dir) RemoveWorkDir(o.work_dir);
   return result;
 }
 

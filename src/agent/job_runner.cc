@@ -167,7 +167,7 @@ class JobRunner::Impl {
   }
 
   void Run() {
-    shipper_ = std::make_unique<Shipper>(o_.server_url, job_, attempt_, node_);
+    shipper_ = std::make_unique<Shipper>(o_.server_url, job_, attempt_, node_, SpoolPath(o_.work_dir, job_, attempt_, node_));
     s3_start_ = S3CounterSnapshot();
     Report(NodeState::kDownloading);
     LaunchOptions lo;
@@ -187,7 +187,12 @@ class JobRunner::Impl {
     sandbox_.reset();
     while (!end.summary.empty() && end.summary.back() == '\n') end.summary.pop_back();
     ShipS3();
-    if (!shipper_->Flush(std::max(1.0, ServerBudgetLeft()))) AgentSay("log lines for " + job_ + " could not all be delivered");
+    if (shipper_->Flush(std::max(1.0, ServerBudgetLeft()))) {
+      shipper_->RemoveSpool();
+    } else {
+      AgentSay("log lines for " + job_ + " could not all be delivered (they stay in " + SpoolPath(o_.work_dir, job_, attempt_, node_) +
+               " for the local backend to deliver)");
+    }
     Report(NodeState::kFinished, end.exit_code, end.summary, end.failed_rank, end.cause, end.local);
     // Nothing of this job stays on the instance for the next one (a warm pool, a joined agent): the
     // job's folder is removed (the role's credentials lived only in this runner and the ranks'

@@ -13,8 +13,8 @@ constexpr size_t kBatch = 2000;
 constexpr std::chrono::milliseconds kWindow(1000);
 }
 
-Shipper::Shipper(std::string server_url, std::string job, int attempt, int node)
-    : url_(std::move(server_url)), job_(std::move(job)), attempt_(attempt), node_(node) {
+Shipper::Shipper(std::string server_url, std::string job, int attempt, int node, const std::string& spool_path)
+    : url_(std::move(server_url)), job_(std::move(job)), attempt_(attempt), node_(node), spool_(spool_path, job_) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -38,6 +38,7 @@ void Shipper::AddLine(int rank, const std::string& stream, const std::string& te
   {
     std::lock_guard<std::mutex> l(mu_);
     x.seq = ++line_seq_;
+    spool_.Add(x);
     lines_.push_back(std::move(x));
   }
   cv_.notify_all();
@@ -58,6 +59,7 @@ void Shipper::AddMetric(const std::string& name, int rank, double value, int64_t
   {
     std::lock_guard<std::mutex> l(mu_);
     p.seq = ++point_seq_;
+    spool_.Add(p);
     points_.push_back(std::move(p));
   }
   cv_.notify_all();
@@ -66,6 +68,11 @@ void Shipper::AddMetric(const std::string& name, int rank, double value, int64_t
 size_t Shipper::pending() const {
   std::lock_guard<std::mutex> l(mu_);
   return lines_.size() + points_.size();
+}
+
+void Shipper::RemoveSpool() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (lines_.empty() && points_.empty()) spool_.Remove();
 }
 
 bool Shipper::Flush(double timeout_s) {

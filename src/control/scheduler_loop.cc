@@ -1,10 +1,12 @@
 #include "control/scheduler_loop.h"
 
 #include <cstdio>
+#include <filesystem>
 
 #include "control/auth.h"
 #include "control/health_rounds.h"
 #include "core/clock.h"
+#include "protocol/spool.h"
 
 namespace anneal {
 
@@ -62,6 +64,7 @@ void SchedulerLoop::Run() {
 Status SchedulerLoop::Pass() {
   std::lock_guard<std::mutex> w(writers_);
   ProvisionReport report = backend_->Poll();
+  DeliverSpools(report.gone_dirs);
   ANNEAL_ASSIGN_OR_RETURN(SchedulerView v, ReadView());
   const double now = clock_.Wall();
   v.gone = std::move(report.gone);
@@ -72,6 +75,21 @@ Status SchedulerLoop::Pass() {
   std::lock_guard<std::mutex> l(mu_);
   reasons_.swap(d.pending_reasons);
   return st;
+}
+
+// The folders of gone agents (the local backend's): what their spools still hold is stored like any
+// agent's post (the store drops each (job, attempt, node, seq) it has), then the folder goes: an
+// agent that ended by itself left only an undelivered spool in it, a killed one everything.
+void SchedulerLoop::DeliverSpools(const std::map<std::string, std::string>& gone_dirs) {
+  for (const auto& [id, dir] : gone_dirs) {
+    for (const auto& [job, recs] : ReadSpool(dir)) {
+      Status st = store_->AppendLogs(job, recs.lines);
+      if (st.ok()) st = store_->AppendMetrics(job, recs.points);
+      if (!st.ok()) std::fprintf(stderr, "anneal server: the spool of %s (%s): %s\n", id.c_str(), job.c_str(), st.ToString().c_str());
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
 }
 
 // The last moment each job's instances were seen pending (kept across passes: a restarted server

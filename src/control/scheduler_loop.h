@@ -65,6 +65,7 @@ class SchedulerLoop {
   Status ReadJob(const JobRecord& j, SchedulerView* v);
   Status ReadEnded(const std::string& job, SchedulerView* v);  // an ended job whose warm pool it is
   void NotePending(SchedulerView& v, double now);
+  void DeliverSpools(const std::map<std::string, std::string>& gone_dirs);
   Status Apply(const Decision& d, double now);
   Status ApplyOne(const Action& a, double now);
 

@@ -118,12 +118,20 @@ Result<std::string> ApiClient::GetRaw(const std::string& path) {
   return std::move(r->body);
 }
 
+namespace {
+// A body's JSON text; text that is not UTF-8 (a rank's output cut mid-character, raw bytes a job
+// printed) goes as U+FFFD instead of throwing, which ended the agent's shipper thread and the agent.
+std::string BodyText(const nlohmann::json& body) {
+  return body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+}  // namespace
+
 Result<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::json& body) {
-  return PostRaw(path, body.dump(), "application/json");
+  return PostRaw(path, BodyText(body), "application/json");
 }
 
 Result<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body) {
-  auto r = cli_->Put(path, body.dump(), "application/json");
+  auto r = cli_->Put(path, BodyText(body), "application/json");
   if (!r) return PeerError("cannot reach the anneal server at " + url_ + " (PUT " + path + ": " + ErrorText(r.error()) + ")");
   return Decode("PUT " + path, r->status, r->body);
 }

@@ -46,6 +46,9 @@ struct GangRequest {
 struct ProvisionReport {
   std::vector<std::string> gone;                // instances whose agent exited or was lost
   std::map<std::string, std::string> pending;   // instance -> why it is not running yet (engine's words)
+  // gone instance -> its agent's work folder, when this machine can read it (the local backend): the
+  // server delivers what the agent's spool still holds (protocol/spool.h), then removes the folder.
+  std::map<std::string, std::string> gone_dirs;
 };
 
 class InstanceProvider {

@@ -57,6 +57,7 @@ class LocalBackend : public InstanceProvider {
       const pid_t p = ::waitpid(it->second.pid, &st, WNOHANG);
       if (p == it->second.pid || (p < 0 && errno == ECHILD)) {
         r.gone.push_back(it->first);
+        r.gone_dirs[it->first] = JoinPath(o_.work_root, it->first);
         it = procs_.erase(it);
         continue;
       }

@@ -2,6 +2,9 @@
 // checkpoint folder sync (commit markers last, hidden files kept), and the Shipper's lossless delivery across a server
 // restart, and the agent refusing an assignment it cannot read.
 #include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
 #include <unistd.h>
 
 #include <thread>
@@ -14,6 +17,7 @@
 #include "agent/dir_sync.h"
 #include "agent/node_metrics.h"
 #include "agent/shipper.h"
+#include "protocol/spool.h"
 #include "protocol/api_client.h"
 #include "control/server.h"
 #include "core/env.h"
@@ -214,7 +218,8 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
     if (!placed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_TRUE(placed) << "job-0001 was never placed on the joined agent within 10 s";
-  Shipper ship(url, "job-0001", 0, 0);
+  const std::string spool = SpoolPath(dir.File("agent"), "job-0001", 0, 0);
+  Shipper ship(url, "job-0001", 0, 0, spool);
   for (int i = 0; i < 100; ++i) ship.AddLine(0, "stdout", "line " + std::to_string(i));
   ASSERT_TRUE(ship.Flush(10));
   (*server)->Stop();
@@ -228,6 +233,9 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   auto again = ControlServer::Start(o);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   ASSERT_TRUE(ship.Flush(20));
+  EXPECT_EQ(ReadSpool(dir.File("agent"))["job-0001"].lines.size(), 200u);  // every record, delivered or not
+  ship.RemoveSpool();  // all delivered: the spool goes
+  EXPECT_FALSE(std::filesystem::exists(spool));
   ApiClient::SetProcessToken("");
   auto logs = (*admin)->Get("/v1/jobs/job-0001/logs?limit=1000");
   ASSERT_TRUE(logs.ok()) << logs.status().ToString();
@@ -242,6 +250,44 @@ TEST(Shipper, DeliversEverythingAcrossAServerRestart) {
   auto pts = (*store)->Metrics("job-0001", "loss", 0, 10);
   ASSERT_TRUE(pts.ok());
   EXPECT_EQ(pts->size(), 1u);
+}
+
+// What an agent had not delivered when it died is in its spool, whole and numbered as it would have
+// been sent; a record cut by the death is skipped, counted; RemoveSpool keeps what is undelivered.
+TEST(Shipper, EveryRecordIsInTheSpoolBeforeItIsSent) {
+  testing::TempDir dir;
+  const std::string spool = SpoolPath(dir.path(), "job-0007", 2, 1);
+  EXPECT_EQ(spool, dir.File("spool/job-0007.2.1.jsonl"));
+  {
+    Shipper ship("http://127.0.0.1:1", "job-0007", 2, 1, spool);  // no server: nothing is delivered
+    ship.AddLine(0, "stdout", "step 1");
+    ship.AddLine(-1, "agent", "a line of the agent's own");
+    ship.AddMetric("loss", 0, 2.5, 1);
+    ship.AddLine(1, "stderr", "caf\xc3\xa9 \xff");  // not UTF-8: kept, replaced
+    EXPECT_FALSE(ship.Flush(0.2));
+    ship.RemoveSpool();
+    ASSERT_TRUE(std::filesystem::exists(spool));
+  }
+  std::ofstream(spool, std::ios::app) << "{\"job\": \"job-0007\", \"line\": {\"seq\": 9";  // cut by a death
+  int bad = 0;
+  auto got = ReadSpool(dir.path(), &bad);
+  EXPECT_EQ(bad, 1);
+  ASSERT_EQ(got.size(), 1u);
+  const SpoolRecords& r = got["job-0007"];
+  ASSERT_EQ(r.lines.size(), 3u);
+  EXPECT_EQ(r.lines[0].text, "step 1");
+  EXPECT_EQ(r.lines[0].seq, 1);
+  EXPECT_EQ(r.lines[0].attempt, 2);
+  EXPECT_EQ(r.lines[0].node, 1);
+  EXPECT_EQ(r.lines[1].rank, -1);
+  EXPECT_EQ(r.lines[1].stream, "agent");
+  EXPECT_EQ(r.lines[2].seq, 3);
+  EXPECT_EQ(r.lines[2].stream, "stderr");
+  ASSERT_EQ(r.points.size(), 1u);
+  EXPECT_EQ(r.points[0].name, "loss");
+  EXPECT_EQ(r.points[0].value, 2.5);
+  EXPECT_EQ(r.points[0].step, 1);
+  EXPECT_TRUE(ReadSpool(dir.File("nothing-here")).empty());
 }
 
 }  // namespace
