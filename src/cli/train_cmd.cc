@@ -31,6 +31,20 @@ struct TrainArgs {
   bool print_config = false;
 };
 
+// Rank 0 commits a checkpoint once every rank's files are in its folder, so the ranks of several
+// instances need one folder they all see. $ANNEAL_CHECKPOINT_DIR is each instance's own (the agent
+// syncs it with checkpoint.uri): given to a job of several instances, no checkpoint could ever be
+// committed and the run stalled at its second (found by the chaos soak). Refused at the start.
+Status CheckSharedCheckpointDir(const std::string& dir) {
+  const char* local = std::getenv("ANNEAL_CHECKPOINT_DIR");
+  auto rank = RankContract::FromEnvironment();
+  if (dir.empty() || !local || dir != local || !rank.ok() || rank->world <= rank->local_world) return Status::Ok();
+  return InvalidInput("train.checkpoint_dir is $ANNEAL_CHECKPOINT_DIR (" + dir + "), a folder of this instance's own, but the job's " +
+                      std::to_string(rank->world) + " ranks run on several instances, which must commit each checkpoint in one "
+                      "folder they all see: leave train.checkpoint_dir unset (the trainer then writes to the job's "
+                      "checkpoint.uri, $ANNEAL_CHECKPOINT_URI) or give a folder every instance shares");
+}
+
 Status RunTrain(const TrainArgs& a) {
   if (a.list_keys) {
     for (const auto& k : TrainConfig::Keys()) std::printf("%s\n", k.c_str());
@@ -45,6 +59,7 @@ Status RunTrain(const TrainArgs& a) {
   if (const char* uri = std::getenv("ANNEAL_CHECKPOINT_URI"); c.checkpoint.dir.empty() && uri && *uri) {
     c.checkpoint.dir = uri;
   }
+  ANNEAL_RETURN_IF_ERROR(CheckSharedCheckpointDir(c.checkpoint.dir));
   if (a.print_config) {  // what this run would use, $ANNEAL_CHECKPOINT_URI included
     TrainConfig shown = c;
     shown.values["train.checkpoint_dir"] = c.checkpoint.dir;

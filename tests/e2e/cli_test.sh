@@ -29,6 +29,12 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 else
   echo "SKIP (not counted as passed): train.kernels=cuda without a GPU — this machine has one"
 fi
+# A job of several instances given each instance's own checkpoint folder could never commit a
+# checkpoint (rank 0 waits for every rank's files there): refused at the start, naming the fix.
+expect_exit "train.checkpoint_dir = \$ANNEAL_CHECKPOINT_DIR across instances is exit 2 naming the fix" 2 \
+  "a folder of this instance's own.*leave train.checkpoint_dir unset" \
+  env RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 GROUP_RANK=1 ANNEAL_CHECKPOINT_DIR="$TMP/node_ckpt" \
+  "$ANNEAL" train --config examples/kjv_tiny.yaml --set train.checkpoint_dir="$TMP/node_ckpt"
 expect_exit "invalid UTF-8 rejected with offset and fix" 2 "offset 3.*--invalid-utf8 replace" \
   "$ANNEAL" tokenize "$TMP/latin1.txt"
 ids=$("$ANNEAL" tokenize --invalid-utf8 replace "$TMP/latin1.txt")
