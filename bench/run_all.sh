@@ -21,7 +21,7 @@ NAMES=("$@")
 OUT=${BENCH_RESULTS:-bench/results}
 mkdir -p "$OUT"
 # The variables benchmarks read, recorded in the header when set.
-KNOBS=(BENCH_SMOKE SIZE_MB COUNT ROUNDS NP API_LOAD_SECONDS HIER DATA OMP_NUM_THREADS FUZZ_SECONDS FUZZ_LONG_SECONDS)
+KNOBS=(BENCH_SMOKE SIZE_MB COUNT ROUNDS NP API_LOAD_SECONDS HIER DATA OMP_NUM_THREADS FUZZ_SECONDS FUZZ_LONG_SECONDS CHAOS_SEED CHAOS_MINUTES)
 # A copy of the sources that is not a git checkout (as a CI runner's may be) says so.
 if commit=$(git rev-parse --short=12 HEAD 2>/dev/null); then
   # Uncommitted code changes are named (the results themselves and RESULTS.md are not code).
@@ -39,6 +39,8 @@ for name in "${NAMES[@]}"; do
     # Named only (clang's libFuzzer): every harness for 2 minutes, and the five most exposed for 10.
     fuzz) cmd=(bash bench/fuzz_all.sh "${FUZZ_SECONDS:-120}") ;;
     fuzz_long) cmd=(bash bench/fuzz_all.sh "${FUZZ_LONG_SECONDS:-600}" job_spec api s3_xml safetensors data_headers) ;;
+    # Named only: the long chaos soak (tests/chaos/README.md), 30 minutes of faults by default.
+    chaos) cmd=(bash bench/chaos.sh "$ANNEAL" "${CHAOS_SEED:-20261207}" "${CHAOS_MINUTES:-30}") ;;
     *) [ -f "bench/$name.sh" ] || { echo "run_all: no benchmark bench/$name.sh" >&2; exit 2; }
        cmd=(bash "bench/$name.sh" "$ANNEAL") ;;
   esac

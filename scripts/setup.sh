@@ -29,6 +29,7 @@ DEB_PKGS=(
   bubblewrap patchelf                           # the GPU bundle: RPATH $ORIGIN/lib, and its check with only the bundle visible
   podman runc tini                              # jobs with image: in a container (rootful podman; runc: crun refuses hybrid cgroups; tini-static as its init)
   stress-ng                                     # scripts/flake_check.sh: the suite again with the other core loaded
+  faketime                                      # the chaos soak (tests/chaos): an agent whose clock is off by ±30 s
   bible-kjv bible-kjv-text                      # the demo corpus (King James Bible)
   jargon-text                                   # a technical English corpus for tokenizer tests
   fortunes                                      # more English for the tokenizer benchmark (>= 10 MB)

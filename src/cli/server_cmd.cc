@@ -83,8 +83,9 @@ void AddBackendOptions(CLI::App* c, ServerOptions* o) {
   c->add_option("--slurm-time-limit", o->slurm.time_limit, "slurm backend: sbatch --time for every allocation (e.g. 1-00:00:00)");
   c->add_option("--slurm-instance-types", o->slurm_instance_types_file,
                 "slurm backend: YAML of sbatch options per instance type (partition, gpus_per_node, cpus_per_task, mem, constraint)");
-  c->add_option("--slurm-agent-binary", o->agent_binary,
-                "slurm backend: anneal's path on the nodes (default: this executable's; checked by one srun at start)");
+  c->add_option("--agent-binary,--slurm-agent-binary", o->agent_binary,
+                "local and slurm backends: the program each instance's agent runs as, called with `agent` and its "
+                "options (default: this executable; slurm: its path on the nodes, checked by one srun at start)");
   c->add_option("--work-root", o->work_root,
                 "local and slurm backends: the agents' working areas, their jobs' folders (default: DATA_DIR-work, "
                 "beside the data folder, never in it)");

@@ -100,8 +100,15 @@ FaultProxy::FaultProxy(std::string upstream_host, int upstream_port, Rule rule)
       if (::poll(&p, 1, 100) <= 0) continue;
       const int c = ::accept(listen_fd_, nullptr, nullptr);
       if (c < 0) continue;
-      std::lock_guard<std::mutex> l(mu_);
-      conns_.emplace_back([this, c] { Serve(c); });
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        ++active_;
+      }
+      std::thread([this, c] {
+        Serve(c);
+        std::lock_guard<std::mutex> l(mu_);
+        if (--active_ == 0) idle_.notify_all();
+      }).detach();
     }
   });
 }
@@ -110,8 +117,8 @@ FaultProxy::~FaultProxy() {
   stop_ = true;
   acceptor_.join();
   ::close(listen_fd_);
-  std::lock_guard<std::mutex> l(mu_);
-  for (auto& t : conns_) t.join();
+  std::unique_lock<std::mutex> l(mu_);
+  idle_.wait(l, [this] { return active_ == 0; });
 }
 
 std::vector<std::string> FaultProxy::lines() {

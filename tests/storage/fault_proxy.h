@@ -5,10 +5,12 @@
 // real servers, real sockets, only the failures are made up.
 //
 // One connection carries one request (the S3 backend opens a connection per request). Thread-safe;
-// the destructor stops accepting and joins every connection's thread.
+// each connection has its own detached thread (a soak's proxy serves thousands), and the destructor
+// stops accepting and waits until every one has ended.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -47,7 +49,8 @@ class FaultProxy {
   std::atomic<int> requests_{0};
   std::thread acceptor_;
   std::mutex mu_;
-  std::vector<std::thread> conns_;
+  std::condition_variable idle_;
+  int active_ = 0;  // connection threads running (under mu_)
   std::vector<std::string> lines_;
 };
 
