@@ -70,14 +70,7 @@ Status PrintJobs(ApiClient& client, const JobsArgs& a) {
     std::printf("%s\n", r.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("%-28s %-11s %-19s %9s %-8s %9s\n", "ID", "STATUS", "SECONDARY", "INSTANCES", "CREATED", "DURATION");
-  const double now = WallSeconds();
-  for (const json& j : r["jobs"]) {
-    const double start = j.value("created_at", 0.0), end = j.value("ended_at", 0.0);
-    std::printf("%-28s %-11s %-19s %9d %-8s %9s\n", j.value("id", std::string()).c_str(),
-                j.value("status", std::string()).c_str(), j.value("secondary_status", std::string()).c_str(),
-                j.value("instance_count", 1), Clock(start).c_str(), Duration((end > 0 ? end : now) - start).c_str());
-  }
+  std::fputs(JobsText(r, WallSeconds()).c_str(), stdout);
   return Status::Ok();
 }
 
@@ -112,56 +105,7 @@ Status RunDescribe(const Target& t, const std::string& id, bool as_json) {
     std::printf("%s\n", j.dump(2).c_str());
     return Status::Ok();
   }
-  std::printf("Job:            %s\n", j.value("id", std::string()).c_str());
-  std::printf("Status:         %s / %s\n", j.value("status", std::string()).c_str(),
-              j.value("secondary_status", std::string()).c_str());
-  std::printf("Attempt:        %d\n", j.value("attempt", 0));
-  std::printf("Created:        %s\n", FormatTime(j.value("created_at", 0.0)).c_str());
-  if (j.value("started_at", 0.0) > 0) std::printf("Started:        %s\n", FormatTime(j.value("started_at", 0.0)).c_str());
-  if (j.value("ended_at", 0.0) > 0) {
-    std::printf("Ended:          %s (exit code %d)\n", FormatTime(j.value("ended_at", 0.0)).c_str(), j.value("exit_code", -1));
-  }
-  if (!j.value("failure_reason", std::string()).empty()) {
-    std::printf("Failure reason: %s\n", j.value("failure_reason", std::string()).c_str());
-  }
-  const json& spec = j["spec"];
-  std::string cmd = spec["entrypoint"]["command"].is_string() ? spec["entrypoint"]["command"].get<std::string>() : "";
-  if (spec["entrypoint"]["command"].is_array()) {
-    for (const json& a : spec["entrypoint"]["command"]) cmd += (cmd.empty() ? "" : " ") + a.get<std::string>();
-  }
-  std::printf("Command:        %s\n", cmd.c_str());
-  std::printf("Resources:      %d x %s, %d rank(s) each\n", spec["resources"].value("instance_count", 1),
-              spec["resources"].value("instance_type", std::string()).c_str(), spec["resources"].value("procs_per_instance", 1));
-  std::printf("\nHistory:\n");
-  for (const json& h : j["history"]) {
-    std::printf("  %s  %-19s %s\n", FormatTime(h.value("at", 0.0)).c_str(), h.value("secondary_status", std::string()).c_str(),
-                h.value("message", std::string()).c_str());
-  }
-  if (!j["instances"].empty()) {
-    std::printf("\nInstances:\n");
-    for (const json& i : j["instances"]) {
-      std::printf("  node %d  %-28s %-15s %-9s last heartbeat %s\n", i.value("node", -1), i.value("id", std::string()).c_str(),
-                  i.value("address", std::string()).c_str(), i.value("state", std::string()).c_str(),
-                  Clock(i.value("last_heartbeat", 0.0)).c_str());
-    }
-  }
-  if (!j["nodes"].empty()) {
-    std::printf("\nNodes (attempt %d):\n", j.value("attempt", 0));
-    for (const json& n : j["nodes"]) {
-      std::string msg = n.value("message", std::string());
-      if (msg.size() > 100) msg = msg.substr(0, 100) + "...";
-      std::printf("  node %d  %-11s exit %3d  %s\n", n.value("node", 0), n.value("state", std::string()).c_str(),
-                  n.value("exit_code", -1), msg.c_str());
-      if (n.contains("sandbox")) std::printf("          sandbox: %s\n", n.value("sandbox", std::string()).c_str());
-    }
-  }
-  if (!j["slowest_ranks"].empty()) {
-    std::printf("\nSlowest ranks (mean step time):\n");
-    for (const json& r : j["slowest_ranks"]) {
-      std::printf("  rank %-4d %8.1f ms over %lld steps\n", r.value("rank", 0), 1e3 * r.value("mean_step_s", 0.0),
-                  static_cast<long long>(r.value("steps", 0)));
-    }
-  }
+  std::fputs(DescribeText(j).c_str(), stdout);
   return Status::Ok();
 }
 
@@ -189,7 +133,7 @@ Status RunLogs(const Target& t, const LogsArgs& a) {
   }
   int64_t after = 0;
   auto print = [](const json& page) {
-    for (const json& x : page["lines"]) std::printf("%s%s\n", LinePrefix(x).c_str(), x.value("text", std::string()).c_str());
+    std::fputs(LogLinesText(page).c_str(), stdout);
     std::fflush(stdout);
   };
   if (a.tail >= 0) {  // the last N lines, then (with -f) whatever comes after them
@@ -198,29 +142,29 @@ Status RunLogs(const Target& t, const LogsArgs& a) {
       ANNEAL_ASSIGN_OR_RETURN(page, conn.client->Get("/v1/jobs/" + a.id + "/logs?tail=" + std::to_string(a.tail) + filter));
     } else {  // --tail 0 -f: only new lines; start after the newest one
       ANNEAL_ASSIGN_OR_RETURN(page, conn.client->Get("/v1/jobs/" + a.id + "/logs?tail=1" + filter));
-      page["lines"] = json::array();
+      page = json{{"next", Field(page, "next", int64_t{0})}};  // its lines are not printed
     }
     print(page);
-    after = page.value("next", after);
+    after = Field(page, "next", after);
     if (!a.follow) return Status::Ok();
   }
   for (int quiet_after_end = 0;;) {
     std::string q = "/v1/jobs/" + a.id + "/logs?after=" + std::to_string(after) + "&limit=5000" + filter;
     ANNEAL_ASSIGN_OR_RETURN(json page, conn.client->Get(q));
     print(page);
-    after = page.value("next", after);
-    if (page["lines"].size() == 5000) continue;
+    after = Field(page, "next", after);
+    if (Items(page, "lines").size() == 5000) continue;
     if (!a.follow) return Status::Ok();
-    if (page.value("job_done", false) && page["lines"].empty() && ++quiet_after_end >= 3) return Status::Ok();
-    Clock::Real().SleepFor(page.value("job_done", false) ? 0.5 : 1.0);
+    const bool done = Field(page, "job_done", false);
+    if (done && Items(page, "lines").empty() && ++quiet_after_end >= 3) return Status::Ok();
+    Clock::Real().SleepFor(done ? 0.5 : 1.0);
   }
 }
 
 Status RunStop(const Target& t, const std::string& id, bool requeue) {
   ANNEAL_ASSIGN_OR_RETURN(Connection conn, Connect(t, false));
   ANNEAL_ASSIGN_OR_RETURN(json j, conn.client->Post("/v1/jobs/" + id + "/stop", requeue ? json{{"requeue", true}} : json::object()));
-  std::printf("%s: %s (%s)\n", id.c_str(), j.value("status", std::string()).c_str(),
-              j.value("secondary_status", std::string()).c_str());
+  std::printf("%s: %s (%s)\n", id.c_str(), Field(j, "status", "").c_str(), Field(j, "secondary_status", "").c_str());
   return Status::Ok();
 }
 
@@ -232,34 +176,15 @@ Status RunMetrics(const Target& t, const std::string& id, const std::string& nam
     std::string q = "/v1/jobs/" + id + "/metrics?after=" + std::to_string(after) + "&limit=100000";
     if (!name.empty()) q += "&name=" + name;
     ANNEAL_ASSIGN_OR_RETURN(json page, conn.client->Get(q));
-    for (json& p : page["points"]) all.push_back(std::move(p));
-    if (page["points"].size() < 100000) break;
-    after = page.value("next", after);
+    for (const json& p : Items(page, "points")) all.push_back(p);
+    if (Items(page, "points").size() < 100000) break;
+    after = Field(page, "next", after);
   }
   if (as_json) {
     std::printf("%s\n", json({{"job", id}, {"points", all}}).dump(2).c_str());
     return Status::Ok();
   }
-  struct Agg {
-    double last = 0, sum = 0, min = INFINITY, max = -INFINITY;
-    int64_t n = 0;
-  };
-  std::map<std::pair<std::string, int>, Agg> agg;
-  for (const json& p : all) {
-    Agg& a = agg[{p.value("name", std::string()), p.value("rank", -1)}];
-    const double v = p.value("value", 0.0);
-    a.last = v;
-    a.sum += v;
-    a.min = std::min(a.min, v);
-    a.max = std::max(a.max, v);
-    ++a.n;
-  }
-  std::printf("%-26s %-6s %12s %12s %12s %12s %7s\n", "NAME", "RANK", "LAST", "MEAN", "MIN", "MAX", "COUNT");
-  for (const auto& [key, a] : agg) {
-    std::printf("%-26s %-6s %12.6g %12.6g %12.6g %12.6g %7lld\n", key.first.c_str(),
-                key.second < 0 ? "node" : std::to_string(key.second).c_str(), a.last, a.sum / a.n, a.min, a.max,
-                static_cast<long long>(a.n));
-  }
+  std::fputs(MetricsText(all).c_str(), stdout);
   return Status::Ok();
 }
 
