@@ -3,11 +3,12 @@
 # docs/api/openapi.yaml (issue 37): every route and every documented parameter, in its examples,
 # coverage (boundary and negative cases), fuzzing and stateful phases (links between operations: a
 # user, its token, a job, its stop), with the admin's token; then again, the coverage phase alone
-# with an agent's registration credentials (the join token) for the agents' routes. It fails on any
+# with an agent's registration credentials (the join token) and with a registered agent's own token
+# (its job placed on it) for the agents' routes. It fails on any
 # 5xx (not_a_server_error), a status the document does not list for the operation, an answer whose
 # content type or body does not match the document, or a server that stops answering. The seed is
 # fixed (ST_SEED, printed) so a failure reproduces; `st replay` reproduces one case.
-#   ST_SECONDS (default 60): the first run's time budget.
+#   ST_SECONDS (default 45): the first run's time budget.
 source "$(dirname "$0")/../e2e/lib.sh"
 cd "$(dirname "$0")/../.."
 ST=tools/venv/bin/st
@@ -35,16 +36,29 @@ run_st() {  # LABEL TOKEN_FILE PHASES SECONDS [st options...]
     --no-color --suppress-health-check all "$@" >"$TMP/st-$label.log" 2>&1
 }
 t0=$(date +%s)
-run_st admin "$TMP/srv/admin.token" examples,coverage,fuzzing,stateful "${ST_SECONDS:-60}" \
+run_st admin "$TMP/srv/admin.token" examples,coverage,fuzzing,stateful "${ST_SECONDS:-45}" \
   --exclude-operation-id uploadPackage
 rc=$?
 sed -n '/SUMMARY/,$p' "$TMP/st-admin.log"
 check "schemathesis with the admin's token: no 5xx, every status, type and body as documented (exit $rc)" test "$rc" = 0 ||
   sed -n '/FAILURES/,/SUMMARY/p' "$TMP/st-admin.log" | head -150
-run_st agents "$TMP/srv/join.token" coverage 20 --include-tag agents
+run_st agents "$TMP/srv/join.token" coverage 10 --include-tag agents
 rc=$?
 check "... and with the join token on the agents' routes (exit $rc)" test "$rc" = 0 ||
   sed -n '/FAILURES/,/SUMMARY/p' "$TMP/st-agents.log" | head -100
+# A real agent's credentials: an instance registered with the join token (its token, valid for its
+# own heartbeat and the jobs it serves) and a job the static backend placed on it, whose logs,
+# metrics, reports and package routes the agent may use.
+reg=$(curl -sf -X POST -H "Authorization: Bearer $(head -1 "$TMP/srv/join.token")" -H 'Content-Type: application/json' \
+  -d '{"address": "127.0.0.1", "slots": 1, "id": "st-agent"}' "$URL/v1/agents")
+/usr/bin/python3 -c 'import json,sys; print(json.loads(sys.argv[1])["token"])' "$reg" >"$TMP/agent.token" 2>/dev/null
+check "an instance registered with the join token and got its own token" test -s "$TMP/agent.token"
+curl -sf -X POST -H "Authorization: Bearer $(head -1 "$TMP/srv/admin.token")" -H 'Content-Type: application/json' \
+  -d '{"name": "st-job", "entrypoint": {"command": "true"}}' "$URL/v1/jobs" >/dev/null
+run_st agent "$TMP/agent.token" coverage 10 --include-tag agents
+rc=$?
+check "... and with that agent's token on the agents' routes (exit $rc)" test "$rc" = 0 ||
+  sed -n '/FAILURES/,/SUMMARY/p' "$TMP/st-agent.log" | head -100
 echo "   ($(( $(date +%s) - t0 )) s of schemathesis)"
 check "the server still answers after both runs" \
   bash -c "curl -sf -H 'Authorization: Bearer $(head -1 "$TMP/srv/admin.token")' '$URL/v1/health' >/dev/null"
