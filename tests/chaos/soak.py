@@ -26,7 +26,6 @@ import urllib.parse
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-STEPS, CKPT_EVERY = 6000, 500
 HB_S, HB_TIMEOUT_S, HANG_S = 0.5, 6, 8
 TMPFS_MB = 160
 IN_FLIGHT_S = 0.05  # a line printed this close before its agent's SIGKILL may still be in the pipe
@@ -128,6 +127,32 @@ class Soak:
 
     def setup(self):
         d = self.dir
+        # The dataset and the job's source folder.
+        self.sh(self.anneal, "prep", "--input", f"{ROOT}/data/kjv", "--output", f"{d}/ds", "--val-fraction", "0.05",
+                "--unit-mb", "1", "--quiet", "--tokenizer", byte_tokenizer(f"{d}/bytes"))
+        os.makedirs(f"{d}/src")
+        with open(f"{d}/src/cfg.yaml", "w") as f:
+            f.write(f"""model: {{vocab_size: 257, max_seq_len: 64, n_layer: 2, n_head: 2, n_embd: 64}}
+data: {{dir: {d}/ds, seq_len: 64, batch_size: 4, seed: 3}}
+optim: {{lr: 3.0e-3, warmup_steps: 2}}
+train: {{steps: {self.a.steps}, log_every: 1, eval_every: 0, eval_batches: 1, checkpoint_every: {self.a.checkpoint_every}, seed: 11,
+        peak_gflops: 100, threads: 1}}
+dist: {{timeout_s: 20}}
+""")
+        # Each rank's own record of every line it printed, each with the moment it was printed
+        # (CLOCK_MONOTONIC, which the soak's clock skew leaves alone), beside the copy the agent ships.
+        # A rank killed by a signal is re-raised on this script, so the agent sees the signal too.
+        with open(f"{d}/src/run.sh", "w") as f:
+            f.write(f"""#!/bin/bash
+"$@" 2>&1 | perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e '
+  open(my $f, ">>", $ARGV[0]) or die "truth: $!"; select($f); $| = 1; select(STDOUT); $| = 1;
+  while (my $l = <STDIN>) {{ printf $f "%.6f %s", clock_gettime(CLOCK_MONOTONIC), $l; print $l }}' \\
+  "{d}/truth/$ANNEAL_JOB.$ANNEAL_ATTEMPT.$RANK"
+rc=${{PIPESTATUS[0]}}
+if [ "$rc" -gt 128 ]; then kill -$((rc - 128)) $$; fi
+exit "$rc"
+""")
+        ref = self.start_reference()  # beside radosgw's start, which mostly waits
         rgw, mon, self.port = map(int, self.sh(f"{ROOT}/scripts/free_port.sh", "3").split())
         log(f"work folder {d}; radosgw on {rgw}, server on {self.port}")
         env_line = self.sh(f"{ROOT}/scripts/start_radosgw.sh", f"{d}/ceph", str(rgw), str(mon),
@@ -168,32 +193,7 @@ exec "{self.anneal}" "$@"
 """)
         os.chmod(wrapper, 0o755)
         self.wrapper = wrapper
-        # The dataset and the job's source folder.
-        self.sh(self.anneal, "prep", "--input", f"{ROOT}/data/kjv", "--output", f"{d}/ds", "--val-fraction", "0.05",
-                "--unit-mb", "1", "--quiet", "--tokenizer", byte_tokenizer(f"{d}/bytes"))
-        os.makedirs(f"{d}/src")
-        with open(f"{d}/src/cfg.yaml", "w") as f:
-            f.write(f"""model: {{vocab_size: 257, max_seq_len: 64, n_layer: 2, n_head: 2, n_embd: 64}}
-data: {{dir: {d}/ds, seq_len: 64, batch_size: 4, seed: 3}}
-optim: {{lr: 3.0e-3, warmup_steps: 2}}
-train: {{steps: {STEPS}, log_every: 1, eval_every: 0, eval_batches: 1, checkpoint_every: {CKPT_EVERY}, seed: 11,
-        peak_gflops: 100, threads: 1}}
-dist: {{timeout_s: 20}}
-""")
-        # Each rank's own record of every line it printed, each with the moment it was printed
-        # (CLOCK_MONOTONIC, which the soak's clock skew leaves alone), beside the copy the agent ships.
-        # A rank killed by a signal is re-raised on this script, so the agent sees the signal too.
-        with open(f"{d}/src/run.sh", "w") as f:
-            f.write(f"""#!/bin/bash
-"$@" 2>&1 | perl -MTime::HiRes=clock_gettime,CLOCK_MONOTONIC -e '
-  open(my $f, ">>", $ARGV[0]) or die "truth: $!"; select($f); $| = 1; select(STDOUT); $| = 1;
-  while (my $l = <STDIN>) {{ printf $f "%.6f %s", clock_gettime(CLOCK_MONOTONIC), $l; print $l }}' \\
-  "{d}/truth/$ANNEAL_JOB.$ANNEAL_ATTEMPT.$RANK"
-rc=${{PIPESTATUS[0]}}
-if [ "$rc" -gt 128 ]; then kill -$((rc - 128)) $$; fi
-exit "$rc"
-""")
-        self.reference()
+        self.finish_reference(ref)
         self.start_server()
 
     def _read_proxy(self):
@@ -202,14 +202,18 @@ exit "$rc"
             self.proxy_log.write(line)
             self.proxy_log.flush()
 
-    def reference(self):
+    def start_reference(self):
         log("the uninterrupted reference run (2 ranks, no faults)")
-        out = subprocess.run([self.anneal, "launch", "--nproc-per-node", "2", "--", self.anneal, "train", "--config",
-                              f"{self.dir}/src/cfg.yaml", "--set", f"train.checkpoint_dir={self.dir}/ref_ckpt"],
-                             text=True, capture_output=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-        m = re.findall(r"state hash[^:]*: ([0-9a-f]+)", out.stdout + out.stderr)
-        if out.returncode != 0 or not m:
-            sys.exit(f"soak: the reference run failed (exit {out.returncode}): {(out.stdout + out.stderr)[-2000:]}")
+        return subprocess.Popen([self.anneal, "launch", "--nproc-per-node", "2", "--", self.anneal, "train", "--config",
+                                 f"{self.dir}/src/cfg.yaml", "--set", f"train.checkpoint_dir={self.dir}/ref_ckpt"],
+                                text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+    def finish_reference(self, ref):
+        out = ref.communicate()[0]
+        m = re.findall(r"state hash[^:]*: ([0-9a-f]+)", out)
+        if ref.returncode != 0 or not m:
+            sys.exit(f"soak: the reference run failed (exit {ref.returncode}): {out[-2000:]}")
         self.ref_hash = m[-1]
         log(f"reference state hash {self.ref_hash}")
 
@@ -321,7 +325,10 @@ environment: {{OMP_NUM_THREADS: "1"}}
             row["target"] = f"pid {self.server.pid}"
             self.server.kill()
             self.server.wait()
-            undo = self.start_server
+
+            def undo(row=row):
+                self.start_server()
+                row["recovered"] = f"answering {time.time() - row['at']:.1f} s after the kill"
         elif kind.startswith("s3_"):
             open(self.mode_file, "w").write(kind[3:] + "\n")
             undo = lambda: open(self.mode_file, "w").write("forward\n")
@@ -489,13 +496,26 @@ environment: {{OMP_NUM_THREADS: "1"}}
         if r.stdout.strip() != "ok":
             self.fail("store integrity", f"PRAGMA integrity_check: {r.stdout.strip()[:300]} {r.stderr.strip()[:200]}")
 
-    def check_no_processes(self):
-        time.sleep(2)
+    def job_processes(self):
+        """Every process left of the soak's jobs: their ranks (and run.sh, perl: whatever carries
+        ANNEAL_JOB) and their instances' agents."""
+        ids = {j.encode() for j in self.jobs}
         left = []
-        for job in self.jobs:
-            left += [f"rank pid {p}" for p in self.current_pids(job, "rank")]
-        if left:
-            self.fail("no process left", ", ".join(left))
+        for p in pids():
+            c = proc_cmdline(p)
+            if proc_env(p).get(b"ANNEAL_JOB") in ids or (len(c) > 1 and c[1] == b"agent" and
+                                                        any(x.startswith(j + b"-a") for x in c for j in ids)):
+                left.append(f"pid {p} ({b' '.join(c[:2]).decode(errors='replace')})")
+        return left
+
+    def check_no_processes(self):
+        # Released agents exit on their next heartbeat; the local backend kills one still running 30 s later.
+        for _ in range(45):
+            left = self.job_processes()
+            if not left:
+                return
+            time.sleep(1)
+        self.fail("no process left", ", ".join(left[:5]))
 
     # ---------------------------------------------------------------- the report and the end
     def report(self):
@@ -533,7 +553,7 @@ environment: {{OMP_NUM_THREADS: "1"}}
             if later and e["target"]:
                 e["detected"] = f"{later[0][0] - e['at']:.1f} ({later[0][3].splitlines()[0][:80]})"
                 back = [h for h in hist if h[0] > later[0][0] and h[1] == e["job"] and h[2] == "Training"]
-                if back:
+                if back and "recovered" not in e:
                     e["recovered"] = f"{back[0][0] - later[0][0]:.1f}"
 
     def steps_redone(self):
@@ -611,6 +631,8 @@ def main():
     p.add_argument("--proxy", default=f"{ROOT}/build/release/tests/anneal_fault_proxy")
     p.add_argument("--report", help="write the summary and the event table here (markdown)")
     p.add_argument("--memstore-mb", type=int, default=2048)
+    p.add_argument("--steps", type=int, default=6000, help="each job's training steps (about 4 ms each)")
+    p.add_argument("--checkpoint-every", type=int, default=500)
     p.add_argument("--tmp", default="/tmp", help="where the work folder goes")
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--print-schedule", action="store_true", help="print the schedule SEED gives and exit")
