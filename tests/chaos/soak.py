@@ -25,6 +25,9 @@ import time
 import urllib.parse
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HB_S, HB_TIMEOUT_S, HANG_S = 0.5, 6, 8
 TMPFS_MB = 160
@@ -69,15 +72,7 @@ def schedule(seed, minutes):
 def byte_tokenizer(folder):
     """A tokenizer of the 256 bytes and <|endoftext|> (GPT-2's byte-to-character map, no merges): a
     257-token vocabulary keeps each checkpoint at 1.5 MB, where GPT-2's 50257 would make it 40 MB."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) + \
-        list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    enc = {chr(c): b for b, c in zip(bs, cs)}
+    enc = {c: b for b, c in bytes_to_unicode().items()}
     enc["<|endoftext|>"] = 256
     os.makedirs(folder)
     with open(f"{folder}/encoder.json", "w") as f:

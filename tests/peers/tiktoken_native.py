@@ -25,6 +25,9 @@ import time
 
 import tiktoken
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+from gpt2_bytes import bytes_to_unicode  # noqa: E402
+
 NPM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "npm", "node_modules")
 NPM_ENCODERS = os.path.join(NPM, "tiktoken", "encoders")
 LLAMA3_DATA = os.path.join(NPM, "llama3-tokenizer-js", "src", "data-converted.js")
@@ -39,14 +42,7 @@ LLAMA3_SPECIALS = (["<|begin_of_text|>", "<|end_of_text|>", "<|reserved_special_
 
 def byte_decoder():
     """GPT-2's bytes_to_unicode, inverted: each character of a byte-level token -> its byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
+    return {c: b for b, c in bytes_to_unicode().items()}
 
 
 def load_llama3():
