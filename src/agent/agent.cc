@@ -9,6 +9,7 @@
 #include "agent/agent_signal.h"
 #include "agent/heartbeat_loop.h"
 #include "comm/store.h"
+#include "core/dir_lock.h"
 #include "core/env.h"
 #include "launch/sandbox.h"
 #include "protocol/api_client.h"
@@ -50,6 +51,9 @@ Status SetUpAgent(AgentOptions* o, std::string* address) {
   std::error_code ec;
   const auto abs = std::filesystem::canonical(o->work_dir, ec);
   if (!ec) o->work_dir = abs.string();
+  // Held until this process ends, however it ends: the local backend reads the spool of a folder
+  // whose lock is free (core/dir_lock.h), also after a server restart.
+  ANNEAL_RETURN_IF_ERROR(HoldDirLock(o->work_dir));
   if (o->no_sandbox) {
     AgentSay("--no-sandbox: jobs' ranks run as this agent's uid " + std::to_string(::geteuid()) +
              ", without their own uid, mounts or cgroup isolation (docs/security.md)");

@@ -9,10 +9,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <vector>
 
 #include "provision/instance_provider.h"
+#include "core/dir_lock.h"
 #include "core/env.h"
 #include "core/progress.h"
 
@@ -66,10 +68,25 @@ class LocalBackend : public InstanceProvider {
       }
       ++it;
     }
+    AbandonedFolders(&r);
     return r;
   }
 
  private:
+  // Agents' folders under the work root that no live process owns and no agent of this server uses:
+  // those of agents a previous server started, which this one never saw exit (a folder counts when
+  // it has the owner lock file, free, or a spool: never anything else a user keeps there).
+  void AbandonedFolders(ProvisionReport* r) const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(o_.work_root, ec)) {
+      const std::string id = e.path().filename().string();
+      if (!e.is_directory(ec) || procs_.count(id) || r->gone_dirs.count(id)) continue;
+      const std::string dir = e.path().string();
+      const bool agents = std::filesystem::exists(dir + "/.owner.lock", ec) || std::filesystem::is_directory(dir + "/spool", ec);
+      if (agents && DirLockFree(dir)) r->gone_dirs[id] = dir;
+    }
+  }
+
   void Kill(const std::string& id) {
     auto it = procs_.find(id);
     if (it == procs_.end()) return;
