@@ -39,7 +39,9 @@ Status UnpackPackage(const std::string& bytes, const std::string& sha256, const 
   if (bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f || static_cast<unsigned char>(bytes[1]) != 0x8b) {
     return InvalidInput("the source package is not gzip'd (a .tar.gz is expected; anneal submit packs one)");
   }
-  ANNEAL_RETURN_IF_ERROR(Env::Default().WriteFileAtomic(tgz, bytes));
+  if (Status st = Env::Default().WriteFileAtomic(tgz, bytes); !st.ok()) {
+    return PeerError("keeping the source package on this instance failed (its disk?): " + st.message());
+  }
   CommandOptions o;
   o.timeout_s = 600;
   ANNEAL_ASSIGN_OR_RETURN(CommandResult list, RunCommand({"tar", "-tvzf", tgz}, o));
@@ -57,7 +59,11 @@ Status UnpackPackage(const std::string& bytes, const std::string& sha256, const 
                         std::to_string(limits.max_files) + " (anneal agent --max-unpacked-files)");
   }
   ANNEAL_ASSIGN_OR_RETURN(CommandResult x, RunCommand({"tar", "-xzf", tgz, "-C", dest, "--no-same-owner"}, o));
-  if (x.exit_code != 0 || x.timed_out) return InvalidInput("unpacking the source package failed: tar says " + x.err.substr(0, 400));
+  // The package listed whole and within the limits: a failure to write it out is this instance's
+  // (a full disk: the chaos soak's), an infrastructure failure retried elsewhere, not the user's.
+  if (x.exit_code != 0 || x.timed_out) {
+    return PeerError("unpacking the source package on this instance failed (its disk?): tar says " + x.err.substr(0, 400));
+  }
   return Status::Ok();
 }
 
