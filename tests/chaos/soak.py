@@ -323,6 +323,7 @@ environment: {{OMP_NUM_THREADS: "1"}}
 
             def undo(row=row):
                 self.start_server()
+                row["restarted"] = time.time()
                 row["recovered"] = f"answering {time.time() - row['at']:.1f} s after the kill"
         elif kind.startswith("s3_"):
             open(self.mode_file, "w").write(kind[3:] + "\n")
@@ -402,7 +403,10 @@ environment: {{OMP_NUM_THREADS: "1"}}
             self.fail("completed", f"{job} ended {d and d.get('status')} ({d and d.get('failure_reason', '')[:300]})")
             return
         lines = self.lines(job)
-        hashes = [m.group(1) for ln in lines if ln.get("rank") == 0
+        # The attempt that completed prints the final hash; an earlier one stopped by SIGTERM prints
+        # its own, which may arrive later (a gone agent's spool is delivered when it is found).
+        final = d.get("attempt")
+        hashes = [m.group(1) for ln in lines if ln.get("rank") == 0 and ln.get("attempt") == final
                   for m in [re.search(r"state hash[^:]*: ([0-9a-f]+)", ln.get("text", ""))] if m]
         if not hashes or hashes[-1] != self.ref_hash:
             self.fail("state hash", f"{job}: {hashes[-1] if hashes else 'none'} != the uninterrupted run's {self.ref_hash}")
@@ -478,6 +482,12 @@ environment: {{OMP_NUM_THREADS: "1"}}
                 continue
             if any(e["at"] < t < e["at"] + e["dur"] for t in ends.get(e["job"], [])):
                 continue  # its attempt ended (and released it) while it was stopped
+            # A server restarted meanwhile counts heartbeats again from its start: the agent must have
+            # been silent past the timeout after the last restart.
+            up = max([r["restarted"] for r in self.events if r["kind"] == "server_kill" and "restarted" in r
+                      and e["at"] < r["restarted"] < e["at"] + e["dur"]] + [e["at"]])
+            if e["at"] + e["dur"] - up < HB_TIMEOUT_S + 1:
+                continue
             self.fail("a stopped agent is lost", f"instance {e['instance']} was stopped {e['dur']} s "
                       f"(heartbeat timeout {HB_TIMEOUT_S} s) and never declared lost")
 
