@@ -210,6 +210,8 @@ class Launcher {
     if (!st.failed()) {
       AwaitOtherNodes(attempt, &st);
     } else {
+      // An interrupted node never says done: node 0, waiting for every node's, stops on this.
+      if (st.interrupted() && o_.nnodes > 1) (void)store_->Set(Key(attempt, "interrupted"), MyName());
       Summarise(attempt, ranks, &st);
     }
     return st.outcome();
@@ -351,6 +353,11 @@ class Launcher {
         (void)st->Fail(clock_.Monotonic(), "another node's " + **f, 3);  // every process has ended: no signal
         return;
       }
+      // A node interrupted (stopped, killed as hung) will not say done, and this node told to stop or
+      // kill has nothing left to keep the store for: the wait used to last the whole rendezvous
+      // timeout (300 s), holding a released agent (found by the chaos soak).
+      auto i = store_->TryGet(Key(attempt, "interrupted"));
+      if ((i.ok() && *i) || StopRequested() || KillRequested()) return;
       clock_.SleepFor(0.1);
     }
   }

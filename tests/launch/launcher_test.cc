@@ -188,6 +188,55 @@ TEST(Launcher, GivenHostsStartTheFirstAttemptWithoutMeetingInTheStore) {
   EXPECT_EQ(cap1.lines[0].second, "1 127.0.0.1,127.0.0.2 127.0.0.2");
 }
 
+// Node 0 keeps the store until every node said done; found by the chaos soak, it waited the whole
+// rendezvous timeout (300 s) when another node was interrupted (it never says done) or when its own
+// agent was told to stop meanwhile. Both now end the wait.
+TEST(Launcher, NodeZeroStopsWaitingForAnInterruptedNodeOrWhenToldToStop) {
+  const int port = FreeLoopbackPort();
+  auto node = [&](int n, const std::string& script, Captured* cap) {
+    LaunchOptions o = Shell(script, 1, cap);
+    o.nnodes = 2;
+    o.node_rank = n;
+    o.master_addr = "127.0.0.1";
+    o.allow_loopback_master = true;
+    o.store_port = port;
+    o.hosts = {"127.0.0.1", "127.0.0.2"};
+    return o;
+  };
+  Captured cap0, cap1;
+  LaunchOptions o0 = node(0, "true", &cap0);
+  Result<LaunchResult> r0 = Internal("not run");
+  const double t0 = RealSeconds();
+  std::thread n0([&] { r0 = RunLauncher(o0, Log(&cap0)); });
+  std::atomic<bool> stop1{false};
+  LaunchOptions o1 = node(1, "exec 2>/dev/null; trap 'exit 143' TERM; while :; do sleep 0.05; done", &cap1);
+  o1.stop = &stop1;
+  o1.on_started = [&stop1](int) { stop1 = true; };
+  auto r1 = RunLauncher(o1, Log(&cap1));
+  n0.join();
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  EXPECT_TRUE(r1->interrupted);
+  ASSERT_TRUE(r0.ok()) << r0.status().ToString();
+  EXPECT_EQ(r0->exit_code, 0);
+  EXPECT_LT(RealSeconds() - t0, 30.0);  // not the 300 s rendezvous timeout
+  // Told to stop while it waits for a node that never comes: it returns, well before 300 s.
+  Captured cap2;
+  std::atomic<bool> stop{false};
+  LaunchOptions o2 = node(0, "true", &cap2);
+  o2.store_port = FreeLoopbackPort();
+  o2.stop = &stop;
+  o2.on_started = [&stop](int) {
+    std::thread([&stop] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      stop = true;
+    }).detach();
+  };
+  const double real0 = RealSeconds();
+  auto r2 = RunLauncher(o2, Log(&cap2));
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_LT(RealSeconds() - real0, 30.0);
+}
+
 TEST(Launcher, AStopRequestInterruptsTheRanks) {
   Captured cap;
   std::atomic<bool> stop{false};
