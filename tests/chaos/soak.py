@@ -316,6 +316,8 @@ environment: {{OMP_NUM_THREADS: "1"}}
                 else:
                     os.kill(pid, signal.SIGSTOP)
                     undo = lambda: os.kill(pid, signal.SIGCONT)
+        elif kind == "server_kill" and self.server.poll() is not None:
+            row["note"] = "the server is down already: nothing injected"
         elif kind == "server_kill":
             row["target"] = f"pid {self.server.pid}"
             self.server.kill()
