@@ -53,8 +53,17 @@ def log(msg):
     print(f"[soak {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def schedule(seed, minutes):
-    """The whole schedule from the seed alone: [(t, kind, duration, pick, arg)]."""
+def schedule(seeds, minutes):
+    """The whole schedule from the seeds alone: [(t, kind, duration, pick, arg)]. Several seeds (one
+    set-up for several: CI's) run one after another, MINUTES each, each its own schedule as it is
+    alone, shifted."""
+    out = []
+    for i, seed in enumerate(seeds):
+        out += [(round(ev[0] + i * minutes * 60, 1),) + ev[1:] for ev in one_schedule(seed, minutes)]
+    return out
+
+
+def one_schedule(seed, minutes):
     rnd = random.Random(seed)
     names = sorted(KINDS)
     weights = [KINDS[k][0] for k in names]
@@ -115,6 +124,7 @@ class Soak:
         self.proxy = None
         self.mounted = False
         self.t0 = None
+        self.tag = a.seed.replace(",", "-")  # in job names
 
     # ---------------------------------------------------------------- set-up
     def sh(self, *cmd, **kw):
@@ -243,7 +253,7 @@ exec "{self.anneal}" "$@"
         k = len(self.jobs)
         spec = f"{self.dir}/job{k}.yaml"
         with open(spec, "w") as f:
-            f.write(f"""name: soak-{self.a.seed}-{k}
+            f.write(f"""name: soak-{self.tag}-{k}
 entrypoint:
   command: [bash, run.sh, anneal, train, --config, cfg.yaml]
 source: src
@@ -260,7 +270,7 @@ environment: {{OMP_NUM_THREADS: "1"}}
                                env=env)
             if r.returncode == 0:
                 self.jobs.append(r.stdout.strip())
-                self.names[self.jobs[-1]] = (f"soak-{self.a.seed}-{k}", f"job{k}")
+                self.names[self.jobs[-1]] = (f"soak-{self.tag}-{k}", f"job{k}")
                 log(f"submitted {self.jobs[-1]}")
                 return
             time.sleep(0.5)
@@ -348,8 +358,8 @@ environment: {{OMP_NUM_THREADS: "1"}}
         return undo
 
     def run(self):
-        sched = schedule(self.a.seed, self.a.minutes)
-        log(f"seed {self.a.seed}: {len(sched)} events in {self.a.minutes} min")
+        sched = schedule(self.a.seeds, self.a.minutes)
+        log(f"seed {self.a.seed}: {len(sched)} events in {self.a.minutes} min" + (" per seed" if len(self.a.seeds) > 1 else ""))
         self.t0 = time.time()
         self.submit()
         pending = []  # (time, undo)
@@ -582,15 +592,18 @@ environment: {{OMP_NUM_THREADS: "1"}}
         return total
 
     def finish(self):
+        # Everything settles first: every agent gone (a gone one's spool is delivered by the server's
+        # next passes), then what the store holds is checked.
+        self.check_no_processes()
+        time.sleep(3)
         for job in self.jobs:
             self.check_job(job)
         self.check_instances()
         self.check_store()
-        self.check_no_processes()
         self.attribute()
         redone = self.steps_redone()
         injected = sum(1 for e in self.events if not e["note"])
-        summary = (f"seed {self.a.seed}, {self.a.minutes} min: {injected} events injected "
+        summary = (f"seed {self.a.seed}, {self.a.minutes} min{' each' if len(self.a.seeds) > 1 else ''}: {injected} events injected "
                    f"({len(self.events) - injected} found nothing to hit), {len(self.jobs)} jobs, "
                    f"{redone} steps re-done, {self.excused} line(s) printed as their agent was killed and lost, "
                    f"{len(self.failures)} invariant(s) failed")
@@ -632,7 +645,7 @@ environment: {{OMP_NUM_THREADS: "1"}}
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--seed", required=True, help="N, or N,M,... (each seed's schedule in turn, MINUTES each)")
     p.add_argument("--minutes", type=float, required=True)
     p.add_argument("--anneal", default=f"{ROOT}/build/release/src/anneal")
     p.add_argument("--proxy", default=f"{ROOT}/build/release/tests/anneal_fault_proxy")
@@ -644,8 +657,12 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the work folder")
     p.add_argument("--print-schedule", action="store_true", help="print the schedule SEED gives and exit")
     a = p.parse_args()
+    try:
+        a.seeds = [int(x) for x in a.seed.split(",")]
+    except ValueError:
+        p.error(f"--seed {a.seed!r}: give a number or numbers separated by commas")
     if a.print_schedule:
-        for ev in schedule(a.seed, a.minutes):
+        for ev in schedule(a.seeds, a.minutes):
             print(*ev)
         return 0
     if os.geteuid() != 0:

@@ -8,7 +8,7 @@
 # 5xx (not_a_server_error), a status the document does not list for the operation, an answer whose
 # content type or body does not match the document, or a server that stops answering. The seed is
 # fixed (ST_SEED, printed) so a failure reproduces; `st replay` reproduces one case.
-#   ST_SECONDS (default 45): the first run's time budget.
+#   ST_SECONDS (default 40): the first run's time budget.
 source "$(dirname "$0")/../e2e/lib.sh"
 cd "$(dirname "$0")/../.."
 ST=tools/venv/bin/st
@@ -36,7 +36,7 @@ run_st() {  # LABEL TOKEN_FILE PHASES SECONDS [st options...]
     --no-color --suppress-health-check all "$@" >"$TMP/st-$label.log" 2>&1
 }
 t0=$(date +%s)
-run_st admin "$TMP/srv/admin.token" examples,coverage,fuzzing,stateful "${ST_SECONDS:-45}" \
+run_st admin "$TMP/srv/admin.token" examples,coverage,fuzzing,stateful "${ST_SECONDS:-40}" \
   --exclude-operation-id uploadPackage
 rc=$?
 sed -n '/SUMMARY/,$p' "$TMP/st-admin.log"
