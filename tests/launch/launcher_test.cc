@@ -153,6 +153,19 @@ int FreeLoopbackPort() {
   return ntohs(a.sin_port);
 }
 
+// Node n of 2 running script, given both nodes' addresses (as the agent's meeting through the
+// server gives them) and node 0's store port.
+LaunchOptions GivenHostsNode(int n, const std::string& script, int port, Captured* cap) {
+  LaunchOptions o = Shell(script, 1, cap);
+  o.nnodes = 2;
+  o.node_rank = n;
+  o.master_addr = "127.0.0.1";
+  o.allow_loopback_master = true;
+  o.store_port = port;
+  o.hosts = {"127.0.0.1", "127.0.0.2"};
+  return o;
+}
+
 // Two nodes given every node's address (as the agent's meeting through the server gives them): node 0's
 // rank runs while node 1 has not started, so nothing waited for a meeting in the store; then node 1
 // comes and both finish, their ranks seeing the given ANNEAL_HOSTS and their own ANNEAL_CURRENT_HOST.
@@ -160,14 +173,7 @@ TEST(Launcher, GivenHostsStartTheFirstAttemptWithoutMeetingInTheStore) {
   Captured cap0, cap1;
   const int port = FreeLoopbackPort();
   auto node = [&](int n, Captured* cap) {
-    LaunchOptions o = Shell("echo \"$RANK $ANNEAL_HOSTS $ANNEAL_CURRENT_HOST\"", 1, cap);
-    o.nnodes = 2;
-    o.node_rank = n;
-    o.master_addr = "127.0.0.1";
-    o.allow_loopback_master = true;
-    o.store_port = port;
-    o.hosts = {"127.0.0.1", "127.0.0.2"};
-    return o;
+    return GivenHostsNode(n, "echo \"$RANK $ANNEAL_HOSTS $ANNEAL_CURRENT_HOST\"", port, cap);
   };
   std::atomic<bool> node0_ran{false};
   Result<LaunchResult> r0 = Internal("not run");
@@ -193,16 +199,7 @@ TEST(Launcher, GivenHostsStartTheFirstAttemptWithoutMeetingInTheStore) {
 // agent was told to stop meanwhile. Both now end the wait.
 TEST(Launcher, NodeZeroStopsWaitingForAnInterruptedNodeOrWhenToldToStop) {
   const int port = FreeLoopbackPort();
-  auto node = [&](int n, const std::string& script, Captured* cap) {
-    LaunchOptions o = Shell(script, 1, cap);
-    o.nnodes = 2;
-    o.node_rank = n;
-    o.master_addr = "127.0.0.1";
-    o.allow_loopback_master = true;
-    o.store_port = port;
-    o.hosts = {"127.0.0.1", "127.0.0.2"};
-    return o;
-  };
+  auto node = [&](int n, const std::string& script, Captured* cap) { return GivenHostsNode(n, script, port, cap); };
   Captured cap0, cap1;
   LaunchOptions o0 = node(0, "true", &cap0);
   Result<LaunchResult> r0 = Internal("not run");
