@@ -595,7 +595,7 @@ environment: {{OMP_NUM_THREADS: "1"}}
         # Everything settles first: every agent gone (a gone one's spool is delivered by the server's
         # next passes), then what the store holds is checked.
         self.check_no_processes()
-        time.sleep(3)
+        time.sleep(2)  # the scheduler passes at least once a second
         for job in self.jobs:
             self.check_job(job)
         self.check_instances()
