@@ -13,7 +13,6 @@
 #include "core/env.h"
 #include "launch/sandbox.h"
 #include "protocol/api_client.h"
-#include "protocol/spool.h"
 
 namespace anneal {
 
@@ -74,7 +73,9 @@ Status SetUpAgent(AgentOptions* o, std::string* address) {
 // deliver (protocol/spool.h), which the local backend delivers once it finds this agent gone.
 void RemoveWorkDir(const std::string& dir) {
   std::error_code ec;
-  if (!ReadSpool(dir).empty()) {
+  // A delivered spool's file is gone (Shipper::RemoveSpool): any file left holds undelivered records.
+  // Whether one is there is all this needs, not its records, which may be an attempt's every line.
+  if (!std::filesystem::is_empty(dir + "/spool", ec) && !ec) {
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
       if (e.path().filename() != "spool") std::filesystem::remove_all(e.path(), ec);
     }
