@@ -250,6 +250,15 @@ class Server : public ControlServer {
     // read) gets the API's JSON error body too, naming what was asked.
     http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      // cpp-httplib answers some requests before it reads their body (a URI over its limit: 414; a
+      // Range it cannot parse: 416; a multipart body without a boundary, a request line it cannot
+      // parse: 400). A body that reached the socket after the head would be read as the
+      // connection's next request (found by schemathesis under load: a stop's body answered a later
+      // GET with 400), so the connection ends after such an answer.
+      if (req.method.empty() || req.has_header("Transfer-Encoding") ||
+          std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) != 0) {
+        ConnectionGuard::CloseAfterAnswer();
+      }
       const std::string asked = req.method + " " + req.path.substr(0, 200);
       ReplyError(res, res.status,
                  res.status == 404 ? "no route for " + asked + ": the API's routes are listed in docs/api/openapi.yaml"

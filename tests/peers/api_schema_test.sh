@@ -35,16 +35,22 @@ run_st() {  # LABEL TOKEN_FILE PHASES SECONDS [st options...]
     --phases "$phases" --max-time "$secs" --max-examples 25 --seed "$SEED" --workers 1 --request-timeout 10 \
     --no-color --suppress-health-check all "$@" >"$TMP/st-$label.log" 2>&1
 }
+# The first failure of a run, in a few words ("GET /v1/jobs/{id}: Undocumented status code"), for
+# the check's own line: a CI log that keeps only its last lines still says what failed.
+first_failure() {
+  sed -n '/FAILURES/,/SUMMARY/p' "$1" | awk '/^_+ .* _+$/ && !op {gsub(/^_+ | _+$/, ""); op=$0; next}
+    op && /^- / {sub(/^- (ST[0-9]+ )?/, ""); print ": " op ": " $0; exit}'
+}
 t0=$(date +%s)
 run_st admin "$TMP/srv/admin.token" examples,coverage,fuzzing,stateful "${ST_SECONDS:-40}" \
   --exclude-operation-id uploadPackage
 rc=$?
 sed -n '/SUMMARY/,$p' "$TMP/st-admin.log"
-check "schemathesis with the admin's token: no 5xx, every status, type and body as documented (exit $rc)" test "$rc" = 0 ||
+check "schemathesis with the admin's token: no 5xx, every status, type and body as documented (exit $rc$(first_failure "$TMP/st-admin.log"))" test "$rc" = 0 ||
   sed -n '/FAILURES/,/SUMMARY/p' "$TMP/st-admin.log" | head -150
 run_st agents "$TMP/srv/join.token" coverage 10 --include-tag agents
 rc=$?
-check "... and with the join token on the agents' routes (exit $rc)" test "$rc" = 0 ||
+check "... and with the join token on the agents' routes (exit $rc$(first_failure "$TMP/st-agents.log"))" test "$rc" = 0 ||
   sed -n '/FAILURES/,/SUMMARY/p' "$TMP/st-agents.log" | head -100
 # A real agent's credentials: an instance registered with the join token (its token, valid for its
 # own heartbeat and the jobs it serves) and a job the static backend placed on it, whose logs,
@@ -57,7 +63,7 @@ curl -sf -X POST -H "Authorization: Bearer $(head -1 "$TMP/srv/admin.token")" -H
   -d '{"name": "st-job", "entrypoint": {"command": "true"}}' "$URL/v1/jobs" >/dev/null
 run_st agent "$TMP/agent.token" coverage 10 --include-tag agents
 rc=$?
-check "... and with that agent's token on the agents' routes (exit $rc)" test "$rc" = 0 ||
+check "... and with that agent's token on the agents' routes (exit $rc$(first_failure "$TMP/st-agent.log"))" test "$rc" = 0 ||
   sed -n '/FAILURES/,/SUMMARY/p' "$TMP/st-agent.log" | head -100
 echo "   ($(( $(date +%s) - t0 )) s of schemathesis)"
 check "the server still answers after both runs" \
