@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "cli/commands.h"
+#include "comm/rank_contract.h"
 #include "comm/store.h"
 #include "launch/launcher.h"
 #include "launch/rank_shim.h"
@@ -39,16 +40,18 @@ Status RunLaunch(const LaunchOptions& o) {
 // mpirun's rsh agent: HOST then the command line mpirun wants run there (launch/remote_exec.h).
 Status RunLaunchRsh(const std::vector<std::string>& args) {
   if (args.size() < 2) return InvalidInput("launch-rsh needs HOST and a command: mpirun runs it as plm_rsh_agent");
-  auto get = [](const char* k) { const char* v = std::getenv(k); return std::string(v ? v : ""); };
-  if (get("ANNEAL_STORE").empty() || get("ANNEAL_JOB").empty() || get("ANNEAL_LAUNCH_KEY").empty()) {
+  // The attempt's part of the rank contract (mpirun's environment, which the leader was given).
+  ANNEAL_ASSIGN_OR_RETURN(const RankContract attempt, RankContract::FromEnvironment());
+  const char* launch_key = std::getenv("ANNEAL_LAUNCH_KEY");
+  if (attempt.store.empty() || attempt.job.empty() || !launch_key || !*launch_key) {
     return InvalidInput("launch-rsh: ANNEAL_STORE, ANNEAL_JOB and ANNEAL_LAUNCH_KEY are not all set: it runs only "
                         "under mpirun started by anneal (entrypoint.launcher: mpirun)");
   }
   std::string command;
   for (size_t i = 1; i < args.size(); ++i) command += (i > 1 ? " " : "") + args[i];
-  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenStore(get("ANNEAL_STORE"), std::chrono::seconds(30)));
-  const std::string prefix = LaunchKey(get("ANNEAL_JOB"), std::atoi(get("ANNEAL_ATTEMPT").c_str()), "rsh/" + args[0] + "/");
-  ANNEAL_ASSIGN_OR_RETURN(int code, RemoteExec(store.get(), prefix, args[0], get("ANNEAL_LAUNCH_KEY"), command));
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenStore(attempt.store, std::chrono::seconds(30)));
+  const std::string prefix = LaunchKey(attempt.job, attempt.attempt, "rsh/" + args[0] + "/");
+  ANNEAL_ASSIGN_OR_RETURN(int code, RemoteExec(store.get(), prefix, args[0], launch_key, command));
   std::exit(code);
 }
 

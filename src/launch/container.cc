@@ -14,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "comm/rank_contract.h"
+
 extern char** environ;
 
 namespace anneal {
@@ -122,8 +124,11 @@ Status RunInContainer(const SandboxPlan& p, const std::vector<std::string>& comm
   ANNEAL_RETURN_IF_ERROR(JoinCgroups(p));
   const std::string env_file = enter ? WriteEnvFile() : "";
   if (enter && env_file.empty()) return IoError("container: cannot write the exec's environment file under /run/anneal");
-  const char* lr = std::getenv("LOCAL_RANK");
-  std::vector<std::string> argv = PodmanArgv(p, command, cwd, lr ? lr : "", enter, env_file, ::isatty(0));
+  // The container is named for the rank's place on its node, as the rank contract says it (LOCAL_RANK,
+  // or mpirun's or srun's own variable); an exec into the job has no rank, and enters local rank 0's.
+  const Result<RankContract> rank = RankContract::FromEnvironment();
+  const std::string local_rank = rank.ok() ? std::to_string(rank->local_rank) : "";
+  std::vector<std::string> argv = PodmanArgv(p, command, cwd, local_rank, enter, env_file, ::isatty(0));
   // Signals held until the child is known (one arriving before would end this process, podman not).
   sigset_t fwd, old;
   sigemptyset(&fwd);

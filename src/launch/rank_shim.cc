@@ -30,15 +30,15 @@ Status Exec(std::vector<std::string> command, const std::string& who) {
   return IoError(who + ": cannot run '" + command[0] + "': " + std::strerror(errno));
 }
 
-// This node's RankSetup, through the store.
+// This node's RankSetup, through the store the attempt's part of the rank contract names.
 Result<RankSetup> NodeSetup(const std::map<std::string, std::string>& env, const std::string& node) {
-  auto get = [&](const char* k) { return env.count(k) ? env.at(k) : std::string(); };
-  if (get("ANNEAL_STORE").empty() || get("ANNEAL_JOB").empty()) {
+  ANNEAL_ASSIGN_OR_RETURN(const RankContract attempt, RankContract::FromEnvironment(env));
+  if (attempt.store.empty() || attempt.job.empty()) {
     return InvalidInput("launch-rank: ANNEAL_STORE and ANNEAL_JOB are not set: it runs only as a rank of a job "
                         "whose entrypoint.launcher is mpirun or srun");
   }
-  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenStore(get("ANNEAL_STORE"), std::chrono::seconds(60)));
-  const std::string key = LaunchKey(get("ANNEAL_JOB"), std::atoi(get("ANNEAL_ATTEMPT").c_str()), "node/" + node);
+  ANNEAL_ASSIGN_OR_RETURN(auto store, OpenStore(attempt.store, std::chrono::seconds(60)));
+  const std::string key = LaunchKey(attempt.job, attempt.attempt, "node/" + node);
   ANNEAL_ASSIGN_OR_RETURN(std::string text, store->Get(key, std::chrono::seconds(60)));
   ANNEAL_ASSIGN_OR_RETURN(NodeInfo info, NodeInfoFromJson(text));
   // Root trusts only a setup file root wrote (in the agent's folder, 0600): a job's process may reach
