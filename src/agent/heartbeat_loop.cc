@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "agent/agent_signal.h"
+#include "agent/meeting.h"
 #include "protocol/exit_cause.h"
 
 namespace anneal {
@@ -185,10 +186,13 @@ bool HeartbeatLoop::Unreachable(const Status& st, Status* result) {
   return true;
 }
 
-// Ends what is done: the job runner, the health check, the exec sessions that ended (every one when
-// the job is gone, killing its commands).
+// Ends what is done: the job runner (and the hold of its meeting's ports), the health check, the exec
+// sessions that ended (every one when the job is gone, killing its commands).
 void HeartbeatLoop::Reap() {
-  if (runner_ && runner_->done()) runner_.reset(), orphan_stop_ = false;
+  if (runner_ && runner_->done()) {
+    PortHolds::Process().Release(runner_->job());
+    runner_.reset(), orphan_stop_ = false;
+  }
   if (health_ && health_->done()) health_.reset();
   for (auto it = execs_.begin(); it != execs_.end();) {
     it = (*it)->done() || !runner_ || runner_->job() != (*it)->job() ? execs_.erase(it) : std::next(it);

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -16,9 +17,14 @@ namespace anneal {
 
 using nlohmann::json;
 
-Result<int> FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+namespace {
+
+// A socket bound to a free port of every address (reuse: SO_REUSEADDR), and the port.
+Result<std::pair<int, int>> BindFreePort(bool reuse) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return IoError(std::string("socket: ") + std::strerror(errno));
+  const int one = 1;
+  if (reuse) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = 0;
@@ -29,8 +35,74 @@ Result<int> FreePort() {
     ::close(fd);
     return IoError(std::string("finding a free port: ") + std::strerror(errno));
   }
-  ::close(fd);
-  return static_cast<int>(ntohs(a.sin_port));
+  return std::make_pair(fd, static_cast<int>(ntohs(a.sin_port)));
+}
+
+// Whether a meeting's value names `port` as one of its two.
+bool Names(const json& v, int port) {
+  for (const char* k : {"master_port", "store_port"}) {
+    if (v.is_object() && v.contains(k) && v[k].is_number_integer() && v[k].get<int>() == port) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<int> FreePort() {
+  ANNEAL_ASSIGN_OR_RETURN(auto bound, BindFreePort(false));
+  ::close(bound.first);
+  return bound.second;
+}
+
+PortHolds& PortHolds::Process() {
+  static PortHolds* holds = new PortHolds();  // never destroyed: the process's exit closes the sockets
+  return *holds;
+}
+
+Result<int> PortHolds::Take(const std::string& job) {
+  ANNEAL_ASSIGN_OR_RETURN(auto bound, BindFreePort(true));
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->first == job) {
+      ++it;
+      continue;
+    }
+    for (const auto& [port, fd] : it->second) ::close(fd);
+    it = held_.erase(it);
+  }
+  held_[job][bound.second] = bound.first;
+  return bound.second;
+}
+
+void PortHolds::Release(const std::string& job, int port) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = held_.find(job);
+  if (it == held_.end()) return;
+  if (auto p = it->second.find(port); p != it->second.end()) {
+    ::close(p->second);
+    it->second.erase(p);
+  }
+  if (it->second.empty()) held_.erase(it);
+}
+
+void PortHolds::Release(const std::string& job) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = held_.find(job);
+  if (it == held_.end()) return;
+  for (const auto& [port, fd] : it->second) ::close(fd);
+  held_.erase(it);
+}
+
+int PortHolds::Count(const std::string& job) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = held_.find(job);
+  return it == held_.end() ? 0 : static_cast<int>(it->second.size());
+}
+
+bool PortHolds::Holds(const std::string& job, int port) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = held_.find(job);
+  return it != held_.end() && it->second.count(port) > 0;
 }
 
 Result<Meeting> MeetThroughServer(const std::string& server_url, const std::string& job, MeetingKey key, int node,
@@ -40,10 +112,16 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
   const std::string rdzv = key.Path(job);
   json value;
   if (node == 0) {
-    ANNEAL_ASSIGN_OR_RETURN(int mp, FreePort());
-    ANNEAL_ASSIGN_OR_RETURN(int sp, FreePort());
-    ANNEAL_ASSIGN_OR_RETURN(value, c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp},
-                                                 {"exec_key", RandomHex(16)}}));
+    PortHolds& holds = PortHolds::Process();
+    ANNEAL_ASSIGN_OR_RETURN(int mp, holds.Take(job));
+    ANNEAL_ASSIGN_OR_RETURN(int sp, holds.Take(job));
+    auto put = c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp}, {"exec_key", RandomHex(16)}});
+    // The ports the meeting names stay held (these, or an earlier round's); the others are let go.
+    for (int port : {mp, sp}) {
+      if (!put.ok() || !Names(*put, port)) holds.Release(job, port);
+    }
+    ANNEAL_RETURN_IF_ERROR(put.status());
+    value = *put;
   } else {
     const double deadline = clock.Monotonic() + timeout_s;
     for (;;) {
@@ -60,11 +138,17 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
       clock.SleepFor(0.1);
     }
   }
+  if (!value.is_object() || !value.contains("master_addr") || !value["master_addr"].is_string() ||
+      !value.contains("master_port") || !value["master_port"].is_number_integer() || !value.contains("store_port") ||
+      !value["store_port"].is_number_integer()) {
+    return PeerError("the server's meeting " + rdzv + " is not {master_addr, master_port, store_port}: " +
+                     value.dump(-1, ' ', false, json::error_handler_t::replace).substr(0, 200));
+  }
   Meeting m;
   m.master_addr = value["master_addr"].get<std::string>();
   m.master_port = value["master_port"].get<int>();
   m.store_port = value["store_port"].get<int>();
-  m.exec_key = value.value("exec_key", "");
+  m.exec_key = value.contains("exec_key") && value["exec_key"].is_string() ? value["exec_key"].get<std::string>() : "";
   return m;
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "core/clock.h"
@@ -14,6 +16,29 @@ namespace anneal {
 
 // A port free on this host right now (the ranks bind it a moment later).
 Result<int> FreePort();
+
+// The ports node 0 chose for a job's meetings, held bound by this agent (SO_REUSEADDR, never
+// listening) from their choice until the job's run here ends. The start reuses the ports of the
+// attempt's health round, chosen seconds before; held, no other process's bind (without
+// SO_REUSEADDR) and no port the kernel hands out takes them meanwhile, while the job's own listeners
+// (the launcher's store, rank 0's, PyTorch's TCPStore: all SO_REUSEADDR) still bind them.
+// Thread-safety: every method from any thread.
+class PortHolds {
+ public:
+  static PortHolds& Process();  // this agent process's
+
+  // A free port, held for `job` from now on. The agent serves one job at a time: the holds of every
+  // other job end.
+  Result<int> Take(const std::string& job);
+  void Release(const std::string& job, int port);  // one port's hold
+  void Release(const std::string& job);            // every port held for job
+  bool Holds(const std::string& job, int port) const;
+  int Count(const std::string& job) const;  // how many ports are held for job
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<int, int>> held_;  // job -> port -> the socket bound to it
+};
 
 // Where the launchers of a multi-instance launch meet: node 0's address and the two ports it chose
 // (MASTER_PORT for the ranks, the launcher's store), and the key the launchers' launch-rsh requests
@@ -27,9 +52,10 @@ struct Meeting {
 
 // Meets the job's other instances through the server's rendezvous endpoint under `key` (protocol/wire.h:
 // one meeting per attempt and health round, which the round's collective and the attempt's start
-// share): node 0 picks two free ports and PUTs them with its address (the server keeps the first
-// value and answers with it: at the start, the round's), the others GET until the value is there, up
-// to timeout_s (PeerError) or until *stop (Cancelled).
+// share): node 0 takes two ports (PortHolds) and PUTs them with its address (the server keeps the
+// first value and answers with it: at the start, the round's, whose ports stay held while the two
+// just taken are let go), the others GET until the value is there, up to timeout_s (PeerError) or
+// until *stop (Cancelled).
 Result<Meeting> MeetThroughServer(const std::string& server_url, const std::string& job, MeetingKey key, int node,
                                   const std::string& address, double timeout_s, const std::atomic<bool>& stop,
                                   Clock& clock);
