@@ -101,10 +101,13 @@ class HealthRunner::Impl {
     // A node whose local checks failed still joins: its peers would otherwise wait for it until their
     // timeout, and the server learns of this node's failure from this node's own result.
     checks.push_back(Collective());
+    const bool ok = !stop_.load() && AllChecksOk(checks);
+    // A round that failed or was abandoned starts nothing: the ports its meeting chose are let go
+    // (a passed round's stay held for the start that reuses them).
+    if (!ok) PortHolds::Process().ReleaseJob(job_);
     if (stop_.load()) {
       AgentSay(Who() + ": health checks abandoned (the job was stopped)");
     } else {
-      const bool ok = AllChecksOk(checks);
       const json result = {{"ok", ok}, {"checks", checks}, {"seconds", o_.clock->Monotonic() - t0}};
       AgentSay(Who() + (ok ? ": health checks passed" : ": health checks FAILED: " + DescribeFailedChecks(checks)));
       Post({{"instance", instance_id_},

@@ -190,7 +190,7 @@ bool HeartbeatLoop::Unreachable(const Status& st, Status* result) {
 // sessions that ended (every one when the job is gone, killing its commands).
 void HeartbeatLoop::Reap() {
   if (runner_ && runner_->done()) {
-    PortHolds::Process().Release(runner_->job());
+    PortHolds::Process().ReleaseJob(runner_->job());
     runner_.reset(), orphan_stop_ = false;
   }
   if (health_ && health_->done()) health_.reset();

@@ -355,6 +355,9 @@ class JobRunner::Impl {
                                *o_.clock);
     if (!m.ok() && stop_.load()) return false;
     ANNEAL_RETURN_IF_ERROR(m.status());
+    // MASTER_PORT is the ranks' own to bind, with or without SO_REUSEADDR: its hold ends as they are
+    // about to start (the launcher's store port stays held: the launcher binds it with SO_REUSEADDR).
+    if (node_ == 0) PortHolds::Process().Release(MeetingKey{attempt_, a_.meeting_round}.Path(job_), m->master_port);
     lo->master_addr = lo->store_bind = m->master_addr;
     lo->master_port = m->master_port;
     lo->store_port = m->store_port;

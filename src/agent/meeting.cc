@@ -59,50 +59,56 @@ PortHolds& PortHolds::Process() {
   return *holds;
 }
 
-Result<int> PortHolds::Take(const std::string& job) {
+Result<int> PortHolds::Take(const std::string& job, const std::string& meeting) {
   ANNEAL_ASSIGN_OR_RETURN(auto bound, BindFreePort(true));
   std::lock_guard<std::mutex> l(mu_);
   for (auto it = held_.begin(); it != held_.end();) {
-    if (it->first == job) {
+    if (it->first == meeting) {
       ++it;
       continue;
     }
-    for (const auto& [port, fd] : it->second) ::close(fd);
+    for (const auto& [port, fd] : it->second.sockets) ::close(fd);
     it = held_.erase(it);
   }
-  held_[job][bound.second] = bound.first;
+  Held& h = held_[meeting];
+  h.job = job;
+  h.sockets[bound.second] = bound.first;
   return bound.second;
 }
 
-void PortHolds::Release(const std::string& job, int port) {
+void PortHolds::Release(const std::string& meeting, int port) {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = held_.find(job);
+  auto it = held_.find(meeting);
   if (it == held_.end()) return;
-  if (auto p = it->second.find(port); p != it->second.end()) {
+  if (auto p = it->second.sockets.find(port); p != it->second.sockets.end()) {
     ::close(p->second);
-    it->second.erase(p);
+    it->second.sockets.erase(p);
   }
-  if (it->second.empty()) held_.erase(it);
+  if (it->second.sockets.empty()) held_.erase(it);
 }
 
-void PortHolds::Release(const std::string& job) {
+void PortHolds::ReleaseJob(const std::string& job) {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = held_.find(job);
-  if (it == held_.end()) return;
-  for (const auto& [port, fd] : it->second) ::close(fd);
-  held_.erase(it);
+  for (auto it = held_.begin(); it != held_.end();) {
+    if (it->second.job != job) {
+      ++it;
+      continue;
+    }
+    for (const auto& [port, fd] : it->second.sockets) ::close(fd);
+    it = held_.erase(it);
+  }
 }
 
-int PortHolds::Count(const std::string& job) const {
+int PortHolds::Count(const std::string& meeting) const {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = held_.find(job);
-  return it == held_.end() ? 0 : static_cast<int>(it->second.size());
+  auto it = held_.find(meeting);
+  return it == held_.end() ? 0 : static_cast<int>(it->second.sockets.size());
 }
 
-bool PortHolds::Holds(const std::string& job, int port) const {
+bool PortHolds::Holds(const std::string& meeting, int port) const {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = held_.find(job);
-  return it != held_.end() && it->second.count(port) > 0;
+  auto it = held_.find(meeting);
+  return it != held_.end() && it->second.sockets.count(port) > 0;
 }
 
 Result<Meeting> MeetThroughServer(const std::string& server_url, const std::string& job, MeetingKey key, int node,
@@ -113,12 +119,14 @@ Result<Meeting> MeetThroughServer(const std::string& server_url, const std::stri
   json value;
   if (node == 0) {
     PortHolds& holds = PortHolds::Process();
-    ANNEAL_ASSIGN_OR_RETURN(int mp, holds.Take(job));
-    ANNEAL_ASSIGN_OR_RETURN(int sp, holds.Take(job));
-    auto put = c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", sp}, {"exec_key", RandomHex(16)}});
-    // The ports the meeting names stay held (these, or an earlier round's); the others are let go.
-    for (int port : {mp, sp}) {
-      if (!put.ok() || !Names(*put, port)) holds.Release(job, port);
+    ANNEAL_ASSIGN_OR_RETURN(int mp, holds.Take(job, rdzv));
+    auto sp = holds.Take(job, rdzv);
+    if (!sp.ok()) holds.Release(rdzv, mp);
+    ANNEAL_RETURN_IF_ERROR(sp.status());
+    auto put = c->Put(rdzv, {{"master_addr", address}, {"master_port", mp}, {"store_port", *sp}, {"exec_key", RandomHex(16)}});
+    // The ports the meeting names stay held (these, or the round's the start reuses); the others go.
+    for (int port : {mp, *sp}) {
+      if (!put.ok() || !Names(*put, port)) holds.Release(rdzv, port);
     }
     ANNEAL_RETURN_IF_ERROR(put.status());
     value = *put;

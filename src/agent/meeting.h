@@ -17,27 +17,34 @@ namespace anneal {
 // A port free on this host right now (the ranks bind it a moment later).
 Result<int> FreePort();
 
-// The ports node 0 chose for a job's meetings, held bound by this agent (SO_REUSEADDR, never
-// listening) from their choice until the job's run here ends. The start reuses the ports of the
-// attempt's health round, chosen seconds before; held, no other process's bind (without
-// SO_REUSEADDR) and no port the kernel hands out takes them meanwhile, while the job's own listeners
-// (the launcher's store, rank 0's, PyTorch's TCPStore: all SO_REUSEADDR) still bind them.
+// The ports node 0 chose for a job's meeting, held bound by this agent (SO_REUSEADDR, never
+// listening) from their choice on. The start reuses the ports of the attempt's health round, chosen
+// seconds before: held, neither another process's plain bind (without SO_REUSEADDR) nor a port the
+// kernel hands out takes them meanwhile, while the job's own listeners (the launcher's store, rank
+// 0's, PyTorch's TCPStore: SO_REUSEADDR) still bind them. A hold ends when the agent takes ports for
+// another meeting (another round, attempt or job), when its job's run here ends or its health round
+// failed, and MASTER_PORT's as the job's ranks are started (the ranks' own to bind, with or without
+// SO_REUSEADDR); the launcher's store port stays held for the run.
 // Thread-safety: every method from any thread.
 class PortHolds {
  public:
   static PortHolds& Process();  // this agent process's
 
-  // A free port, held for `job` from now on. The agent serves one job at a time: the holds of every
-  // other job end.
-  Result<int> Take(const std::string& job);
-  void Release(const std::string& job, int port);  // one port's hold
-  void Release(const std::string& job);            // every port held for job
-  bool Holds(const std::string& job, int port) const;
-  int Count(const std::string& job) const;  // how many ports are held for job
+  // A free port, held for `meeting` (MeetingKey::Path) of `job` from now on; the holds of every
+  // other meeting end.
+  Result<int> Take(const std::string& job, const std::string& meeting);
+  void Release(const std::string& meeting, int port);  // one port's hold
+  void ReleaseJob(const std::string& job);              // every hold of the job's meetings
+  bool Holds(const std::string& meeting, int port) const;
+  int Count(const std::string& meeting) const;  // how many ports are held for meeting
 
  private:
+  struct Held {
+    std::string job;
+    std::map<int, int> sockets;  // port -> the socket bound to it
+  };
   mutable std::mutex mu_;
-  std::map<std::string, std::map<int, int>> held_;  // job -> port -> the socket bound to it
+  std::map<std::string, Held> held_;  // by meeting
 };
 
 // Where the launchers of a multi-instance launch meet: node 0's address and the two ports it chose

@@ -250,13 +250,16 @@ class Server : public ControlServer {
     // read) gets the API's JSON error body too, naming what was asked.
     http_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      // cpp-httplib answers some requests before it reads their body (a URI over its limit: 414; a
-      // Range it cannot parse: 416; a multipart body without a boundary, a request line it cannot
-      // parse: 400). A body that reached the socket after the head would be read as the
-      // connection's next request (found by schemathesis under load: a stop's body answered a later
-      // GET with 400), so the connection ends after such an answer.
-      if (req.method.empty() || req.has_header("Transfer-Encoding") ||
-          std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10) != 0) {
+      // cpp-httplib answers some requests before it has read them whole: a request line over its
+      // limit (414) or one it cannot parse, a header line it cannot read (400) — the head's rest and
+      // the body unread —, and a Range it cannot parse (416) or a multipart body without a boundary
+      // (400) — the body unread. What is left would be read as the connection's next request (found
+      // by schemathesis under load: a stop's body answered a later GET with 400), so the connection
+      // ends after such an answer. cpp-httplib sets remote_addr only once the head was read whole; a
+      // request whose body it read (a POST to no route: 404) keeps its connection.
+      const bool head_unread = req.remote_addr.empty();
+      const uint64_t declared = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      if (head_unread || req.has_header("Transfer-Encoding") || req.body.size() < declared) {
         ConnectionGuard::CloseAfterAnswer();
       }
       const std::string asked = req.method + " " + req.path.substr(0, 200);

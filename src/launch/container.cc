@@ -126,7 +126,12 @@ Status RunInContainer(const SandboxPlan& p, const std::vector<std::string>& comm
   if (enter && env_file.empty()) return IoError("container: cannot write the exec's environment file under /run/anneal");
   // The container is named for the rank's place on its node, as the rank contract says it (LOCAL_RANK,
   // or mpirun's or srun's own variable); an exec into the job has no rank, and enters local rank 0's.
+  // A rank whose contract cannot be read starts nothing (podman's --replace would end another rank's).
   const Result<RankContract> rank = RankContract::FromEnvironment();
+  if (!rank.ok() && !enter) {
+    if (!env_file.empty()) ::unlink(env_file.c_str());
+    return rank.status();
+  }
   const std::string local_rank = rank.ok() ? std::to_string(rank->local_rank) : "";
   std::vector<std::string> argv = PodmanArgv(p, command, cwd, local_rank, enter, env_file, ::isatty(0));
   // Signals held until the child is known (one arriving before would end this process, podman not).

@@ -1,6 +1,7 @@
-// How node 0 holds its meeting's ports (agent/meeting.h): a held port refuses any other bind and
-// any port the kernel hands out, while the job's own listeners (SO_REUSEADDR) still bind it; the
-// start, answered with the health round's ports, keeps those held and lets go of the two it took.
+// How node 0 holds its meeting's ports (agent/meeting.h): a held port refuses another process's
+// plain bind, while the job's own listeners (SO_REUSEADDR) still bind it; taking ports for another
+// meeting ends the others' holds; the start, answered with the health round's ports, keeps those held
+// and lets go of the two it took.
 #include "agent/meeting.h"
 
 #include <arpa/inet.h>
@@ -14,7 +15,6 @@
 #include <cerrno>
 #include <chrono>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <utility>
 #include <map>
@@ -49,8 +49,9 @@ int PlainBind(const char* addr, int port) {
 
 TEST(PortHolds, AHeldPortRefusesOtherBindsButNotTheJobsOwnListener) {
   PortHolds& holds = PortHolds::Process();
-  ASSERT_OK_AND_ASSIGN(int port, holds.Take("hold-a"));
-  EXPECT_TRUE(holds.Holds("hold-a", port));
+  const std::string meeting = MeetingKey{0, 1}.Path("hold-a");
+  ASSERT_OK_AND_ASSIGN(int port, holds.Take("hold-a", meeting));
+  EXPECT_TRUE(holds.Holds(meeting, port));
   EXPECT_EQ(PlainBind("0.0.0.0", port), EADDRINUSE);
   EXPECT_EQ(PlainBind("127.0.0.1", port), EADDRINUSE);
   {
@@ -61,30 +62,33 @@ TEST(PortHolds, AHeldPortRefusesOtherBindsButNotTheJobsOwnListener) {
     ASSERT_OK_AND_ASSIGN(std::string v, store->Get("k", std::chrono::seconds(5)));
     EXPECT_EQ(v, "v");
   }
-  // Ports the kernel hands out skip it: 200 of them in a row, none the held one.
-  std::set<int> handed;
-  for (int i = 0; i < 200; ++i) {
-    ASSERT_OK_AND_ASSIGN(int p, FreePort());
-    handed.insert(p);
-  }
-  EXPECT_EQ(handed.count(port), 0u);
-  ASSERT_OK_AND_ASSIGN(int second, holds.Take("hold-a"));
-  EXPECT_EQ(holds.Count("hold-a"), 2);
-  holds.Release("hold-a", second);
-  EXPECT_EQ(holds.Count("hold-a"), 1);
+  ASSERT_OK_AND_ASSIGN(int second, holds.Take("hold-a", meeting));
+  EXPECT_EQ(holds.Count(meeting), 2);
+  holds.Release(meeting, second);
+  EXPECT_EQ(holds.Count(meeting), 1);
   EXPECT_EQ(PlainBind("0.0.0.0", second), 0) << "a released port is still held";
-  holds.Release("hold-a");
-  EXPECT_EQ(holds.Count("hold-a"), 0);
+  holds.ReleaseJob("hold-a");
+  EXPECT_EQ(holds.Count(meeting), 0);
 }
 
-TEST(PortHolds, TakingForAnotherJobEndsTheFirstJobsHolds) {
+TEST(PortHolds, TakingForAnotherMeetingEndsTheOthersHolds) {
   PortHolds& holds = PortHolds::Process();
-  ASSERT_OK_AND_ASSIGN(int first, holds.Take("hold-b"));
-  ASSERT_OK_AND_ASSIGN(int next, holds.Take("hold-c"));
-  EXPECT_FALSE(holds.Holds("hold-b", first));
+  const std::string round1 = MeetingKey{0, 1}.Path("hold-b"), round2 = MeetingKey{0, 2}.Path("hold-b");
+  const std::string other_job = MeetingKey{0, 1}.Path("hold-c");
+  ASSERT_OK_AND_ASSIGN(int first, holds.Take("hold-b", round1));
+  // A later round of the same job (a new meeting, perhaps with another node 0): the first goes.
+  ASSERT_OK_AND_ASSIGN(int next, holds.Take("hold-b", round2));
+  EXPECT_FALSE(holds.Holds(round1, first));
   EXPECT_EQ(PlainBind("0.0.0.0", first), 0);
-  EXPECT_TRUE(holds.Holds("hold-c", next));
-  holds.Release("hold-c");
+  EXPECT_TRUE(holds.Holds(round2, next));
+  // Another job's: the second goes too.
+  ASSERT_OK_AND_ASSIGN(int third, holds.Take("hold-c", other_job));
+  EXPECT_FALSE(holds.Holds(round2, next));
+  EXPECT_TRUE(holds.Holds(other_job, third));
+  holds.ReleaseJob("hold-b");  // not this job's: stays
+  EXPECT_TRUE(holds.Holds(other_job, third));
+  holds.ReleaseJob("hold-c");
+  EXPECT_EQ(holds.Count(other_job), 0);
 }
 
 // The server's rendezvous route as the real one answers it: the first PUT's value is kept and is the
@@ -128,12 +132,13 @@ TEST(MeetThroughServer, NodeZeroHoldsTheMeetingsPortsAndLetsGoOfTheOthers) {
   MeetingRoute route;
   std::atomic<bool> stop{false};
   PortHolds& holds = PortHolds::Process();
+  const std::string meeting = MeetingKey{0, 1}.Path("meet-j");
   // The health round: node 0 publishes two ports it holds; node 1 reads them.
   ASSERT_OK_AND_ASSIGN(Meeting round, MeetThroughServer(route.url(), "meet-j", MeetingKey{0, 1}, 0, "127.0.0.1", 5, stop,
                                                         Clock::Real()));
-  EXPECT_TRUE(holds.Holds("meet-j", round.master_port));
-  EXPECT_TRUE(holds.Holds("meet-j", round.store_port));
-  EXPECT_EQ(holds.Count("meet-j"), 2);
+  EXPECT_TRUE(holds.Holds(meeting, round.master_port));
+  EXPECT_TRUE(holds.Holds(meeting, round.store_port));
+  EXPECT_EQ(holds.Count(meeting), 2);
   EXPECT_EQ(PlainBind("0.0.0.0", round.store_port), EADDRINUSE);
   ASSERT_OK_AND_ASSIGN(Meeting other, MeetThroughServer(route.url(), "meet-j", MeetingKey{0, 1}, 1, "127.0.0.2", 5, stop,
                                                         Clock::Real()));
@@ -145,10 +150,10 @@ TEST(MeetThroughServer, NodeZeroHoldsTheMeetingsPortsAndLetsGoOfTheOthers) {
                                                         Clock::Real()));
   EXPECT_EQ(start.master_port, round.master_port);
   EXPECT_EQ(start.store_port, round.store_port);
-  EXPECT_EQ(holds.Count("meet-j"), 2);
-  EXPECT_TRUE(holds.Holds("meet-j", round.master_port));
+  EXPECT_EQ(holds.Count(meeting), 2);
+  EXPECT_TRUE(holds.Holds(meeting, round.master_port));
   // The job's run here ended (the heartbeat loop's Reap): the ports are free again.
-  holds.Release("meet-j");
+  holds.ReleaseJob("meet-j");
   EXPECT_EQ(PlainBind("0.0.0.0", round.master_port), 0);
 }
 
