@@ -6,14 +6,18 @@
 //
 // Prints "port N" once listening, then runs until SIGTERM or SIGINT. Each request's action is the
 // first word of MODE_FILE when the request arrives: forward (also: a missing or empty file), 503,
-// reset, truncate, stall or drop (the names of FaultProxy::Action). Every request not forwarded is
-// printed as "fault ACTION REQUEST-LINE", so the soak can tell when a fault was actually met.
+// reset, truncate, stall or drop (the names of FaultProxy::Action), or torn: a 503 for the PUT of
+// every other object (by a hash of its key) but never a checkpoint's manifest.json, so a checkpoint
+// written meanwhile is left with some of its files in the store and others missing (the soak then
+// kills a rank: what is resumed must be a whole checkpoint). Every request not forwarded is printed
+// as "fault ACTION REQUEST-LINE", so the soak can tell when a fault was actually met.
 #include <pthread.h>
 #include <signal.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -22,7 +26,17 @@
 
 namespace {
 
-anneal::FaultProxy::Action ReadMode(const std::string& file) {
+// torn's choice for one request line ("PUT /bucket/key?query HTTP/1.1"): a 503 for the PUT of every
+// other key, the same key always alike (its retries meet the same answer), never a manifest.json.
+anneal::FaultProxy::Action Torn(const std::string& line) {
+  using A = anneal::FaultProxy::Action;
+  if (line.rfind("PUT ", 0) != 0) return A::kForward;
+  const std::string target = line.substr(4, line.find_first_of(" ?", 4) - 4);
+  if (target.find("manifest.json") != std::string::npos) return A::kForward;
+  return std::hash<std::string>{}(target) % 2 ? A::k503 : A::kForward;
+}
+
+anneal::FaultProxy::Action ReadMode(const std::string& file, const std::string& line) {
   using A = anneal::FaultProxy::Action;
   static const std::map<std::string, A> kModes = {{"forward", A::kForward}, {"503", A::k503},
                                                  {"reset", A::kReset},     {"truncate", A::kTruncate},
@@ -30,6 +44,7 @@ anneal::FaultProxy::Action ReadMode(const std::string& file) {
   std::ifstream in(file);
   std::string word;
   if (!(in >> word)) return A::kForward;
+  if (word == "torn") return Torn(line);
   const auto it = kModes.find(word);
   return it == kModes.end() ? A::kForward : it->second;
 }
@@ -62,7 +77,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::mutex out;
   anneal::FaultProxy proxy(argv[1], std::atoi(argv[2]), [&](const std::string& line, int) {
-    const auto a = ReadMode(mode_file);
+    const auto a = ReadMode(mode_file, line);
     if (a != anneal::FaultProxy::Action::kForward) {
       std::lock_guard<std::mutex> l(out);
       std::printf("fault %s %s\n", Name(a), line.c_str());

@@ -47,10 +47,18 @@ KINDS = {
     "disk_full": (2, 3, 10),
     "clock_skew": (2, 0, 0),     # the next agent the server starts runs SKEW_S fast or slow
 }
+# Drawn from a stream of its own (so the kinds above keep each seed's schedule as it was): the store
+# refuses the PUT of every other object but never a manifest.json (the proxy's "torn" mode) for the
+# duration, then a rank of the job is SIGKILLed before the store heals. A checkpoint written meanwhile
+# is left with some of its files and no manifest: the attempt after it must resume from a whole one
+# (the protections that written-manifest-last and resume-from-the-newest-complete give).
+TORN = (3, 8)        # its duration, s
+TORN_EVERY = (8, 20)  # s between two of them (and before the first)
 
 
 def log(msg):
     print(f"[soak {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
 
 
 def schedule(seeds, minutes):
@@ -75,7 +83,12 @@ def one_schedule(seed, minutes):
         arg = rnd.choice(["+30s", "-30s"]) if kind == "clock_skew" else ""
         out.append((round(t, 1), kind, dur, rnd.randrange(1 << 30), arg))
         t += rnd.uniform(2.0, 6.0)
-    return out
+    torn, t = random.Random(f"torn {seed}"), 8.0
+    t += torn.uniform(*TORN_EVERY)
+    while t < minutes * 60:
+        out.append((round(t, 1), "ckpt_torn", round(torn.uniform(*TORN), 1), torn.randrange(1 << 30), ""))
+        t += torn.uniform(*TORN_EVERY)
+    return sorted(out, key=lambda ev: ev[0])
 
 
 def byte_tokenizer(folder):
@@ -340,6 +353,18 @@ environment: {{OMP_NUM_THREADS: "1"}}
         elif kind.startswith("s3_"):
             open(self.mode_file, "w").write(kind[3:] + "\n")
             undo = lambda: open(self.mode_file, "w").write("forward\n")
+        elif kind == "ckpt_torn":
+            open(self.mode_file, "w").write("torn\n")
+
+            def undo(row=row, job=job, pick=pick):
+                ranks = self.current_pids(job, "rank")
+                if ranks:
+                    pid = ranks[pick % len(ranks)]
+                    os.kill(pid, signal.SIGKILL)
+                    row["target"] = f"rank pid {pid} killed after"
+                else:
+                    row["note"] = "no rank running at the end: none killed"
+                open(self.mode_file, "w").write("forward\n")
         elif kind == "disk_full":
             st = os.statvfs(self.work)
             free = st.f_bavail * st.f_frsize
@@ -562,13 +587,15 @@ environment: {{OMP_NUM_THREADS: "1"}}
                     e["detected"] = f"applied to {inst} ({took[n - 1][0]}); never declared lost" if not any(
                         f["kind"] == "agent_kill" and f.get("instance") == inst for f in self.events) else f"applied to {inst}"
                 continue
-            if e["kind"].startswith("s3_"):
+            if e["kind"].startswith("s3_") or e["kind"] == "ckpt_torn":
                 met = [t for t, ln in self.proxy_lines if e["at"] <= t <= e["at"] + e["dur"] + 1]
                 e["detected"] = f"{len(met)} request(s) met it" + (f", first {met[0] - e['at']:.1f}" if met else "")
-                continue
+                if e["kind"] != "ckpt_torn":
+                    continue
             later = [h for h in hist if h[0] >= e["at"] and h[1] == e["job"] and h[2] in ("Restarting", "Failed")]
             if later and e["target"]:
-                e["detected"] = f"{later[0][0] - e['at']:.1f} ({later[0][3].splitlines()[0][:80]})"
+                e["detected"] = (f"{e['detected']}; " if e.get("detected") else "") + \
+                    f"{later[0][0] - e['at']:.1f} ({later[0][3].splitlines()[0][:80]})"
                 back = [h for h in hist if h[0] > later[0][0] and h[1] == e["job"] and h[2] == "Training"]
                 if back and "recovered" not in e:
                     e["recovered"] = f"{back[0][0] - later[0][0]:.1f}"
