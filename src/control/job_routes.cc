@@ -13,6 +13,7 @@
 #include <set>
 
 #include "anneal_version.h"
+#include "control/connection_guard.h"
 #include "control/execution_roles.h"
 #include "control/http_util.h"
 #include "control/job_summary.h"
@@ -40,9 +41,13 @@ class JobRoutes : public RoutePart {
     // Streamed to disk as it arrives (a content reader: httplib does not buffer the body), after the
     // token is checked.
     h.Post("/v1/packages", [this, st](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      bool read_whole = false;
       Guarded(st, Access::kSubmit, [&](const httplib::Request& rq, httplib::Response& rs, const Principal& p) {
-        PostPackage(rq, rs, read, p.name);
+        PostPackage(rq, rs, read, p.name, &read_whole);
       })(req, res);
+      // Answered before the upload was read to its end (a refused token, a limit, a quota, a failed
+      // write): the rest of it would be taken for the connection's next request.
+      if (!read_whole) ConnectionGuard::CloseAfterAnswer();
     });
     h.Get(R"(/v1/packages/([0-9a-f]{64}))", Guarded(st, Access::kAny, [this](const httplib::Request& req, httplib::Response& res, const Principal&) {
       auto data = Env::Default().ReadFile(PackagePath(req.matches[1]));
@@ -112,8 +117,9 @@ class JobRoutes : public RoutePart {
     return Status::Ok();
   }
 
+  // *read_whole: whether the upload was read to its end (whatever the answer).
   void PostPackage(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read,
-                   const std::string& owner) {
+                   const std::string& owner, bool* read_whole) {
     const double now = c_.clock->Wall();
     if (Status st = CleanPackages(now); !st.ok()) return ReplyError(res, 500, st.message());
     auto used = c_.store->PackageBytesOf(owner);
@@ -148,6 +154,7 @@ class JobRoutes : public RoutePart {
       return written;
     });
     written = std::fclose(f) == 0 && written;
+    *read_whole = whole && got <= limit && written;
     auto fail = [&](int status, const std::string& why) {
       std::remove(tmp.c_str());
       ReplyError(res, status, why);

@@ -264,6 +264,9 @@ TEST(ConnectionGuardTest, AnAnswerGivenBeforeTheBodyIsReadEndsTheConnection) {
       // A method cpp-httplib does not know: the request line fails after its method was read, and
       // the headers are never read (so no Content-Length is known).
       {"BREW /v1/jobs/a-0001/stop HTTP/1.1\r\n" + tail, "HTTP/1.1 400"},
+      // The package upload, streamed by its own route: refused (a token it does not know) before it
+      // reads the upload.
+      {"POST /v1/packages HTTP/1.1\r\nAuthorization: Bearer not-a-token\r\n" + tail, "HTTP/1.1 401"},
   };
   for (const auto& c : cases) {
     bool closed;
