@@ -62,14 +62,7 @@ PortHolds& PortHolds::Process() {
 Result<int> PortHolds::Take(const std::string& job, const std::string& meeting) {
   ANNEAL_ASSIGN_OR_RETURN(auto bound, BindFreePort(true));
   std::lock_guard<std::mutex> l(mu_);
-  for (auto it = held_.begin(); it != held_.end();) {
-    if (it->first == meeting) {
-      ++it;
-      continue;
-    }
-    for (const auto& [port, fd] : it->second.sockets) ::close(fd);
-    it = held_.erase(it);
-  }
+  EraseIf([&](const std::string& m, const Held&) { return m != meeting; });
   Held& h = held_[meeting];
   h.job = job;
   h.sockets[bound.second] = bound.first;
@@ -89,8 +82,12 @@ void PortHolds::Release(const std::string& meeting, int port) {
 
 void PortHolds::ReleaseJob(const std::string& job) {
   std::lock_guard<std::mutex> l(mu_);
+  EraseIf([&](const std::string&, const Held& h) { return h.job == job; });
+}
+
+void PortHolds::EraseIf(const std::function<bool(const std::string&, const Held&)>& drop) {
   for (auto it = held_.begin(); it != held_.end();) {
-    if (it->second.job != job) {
+    if (!drop(it->first, it->second)) {
       ++it;
       continue;
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -43,6 +44,9 @@ class PortHolds {
     std::string job;
     std::map<int, int> sockets;  // port -> the socket bound to it
   };
+  // Under mu_: ends the holds of every meeting drop(meeting, held) names.
+  void EraseIf(const std::function<bool(const std::string&, const Held&)>& drop);
+
   mutable std::mutex mu_;
   std::map<std::string, Held> held_;  // by meeting
 };
